@@ -1,0 +1,3 @@
+"""logbroker: a durable, log-structured message broker."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,101 @@
+"""Frozen settings objects for logs and the storage engine.
+
+Every field has a Kafka-like default; ``replace()`` (dataclasses) derives
+variants. Validation happens once, at construction, and raises
+``InvalidConfigError`` with the field name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidConfigError
+
+FLUSH_FSYNC = "fsync"
+FLUSH_LAZY = "lazy"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Per-partition log settings (topic configs override the broker's).
+
+    - ``segment_bytes``: roll the active segment when an append would exceed it.
+    - ``segment_ms``: roll a non-empty active segment older than this, so time
+      retention can take effect on a quiet topic.
+    - ``retention_ms`` / ``retention_bytes``: -1 disables that limit.
+    - ``index_interval_bytes``: one sparse offset/time index entry per this
+      many bytes of batches (Kafka's 4096).
+    - ``flush``: ``"fsync"`` (default: an append returns only after its bytes
+      are fsynced, many appends sharing one fsync) or ``"lazy"`` (the named,
+      explicit opt-out: the OS or ``flush()`` decides when bytes reach disk).
+    - ``max_batch_bytes``: largest batch accepted by ``append``.
+    - ``file_delete_delay_ms``: a deleted segment stays as ``.deleted`` this
+      long, so readers that already planned a read of it are not broken.
+    """
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    flush: str = FLUSH_FSYNC
+    max_batch_bytes: int = 16 << 20
+    file_delete_delay_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        _positive(self, "segment_bytes", minimum=128)
+        _positive(self, "segment_ms", minimum=1)
+        _positive(self, "index_interval_bytes", minimum=1)
+        _positive(self, "max_batch_bytes", minimum=64)
+        _positive(self, "file_delete_delay_ms", minimum=0)
+        for name in ("retention_ms", "retention_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or (value < 0 and value != -1):
+                raise InvalidConfigError(f"{name} must be -1 or >= 0, got {value!r}")
+        if self.flush not in (FLUSH_FSYNC, FLUSH_LAZY):
+            raise InvalidConfigError(f"flush must be 'fsync' or 'lazy', got {self.flush!r}")
+
+    def replace(self, **changes: Any) -> "LogConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LogConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidConfigError(f"unknown log settings: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """Settings of one data directory.
+
+    - ``map_size``: LMDB map size (address space reserved, not disk used).
+    - ``max_open_files``: bound on segment file descriptors held open; idle
+      ones are closed least-recently-used first.
+    - ``checkpoint_interval_ms``: how often ``Store.tick`` persists recovery
+      points (they also move on roll and on clean close).
+    """
+
+    log: LogConfig = LogConfig()
+    map_size: int = 1 << 30
+    max_dbs: int = 16
+    max_open_files: int = 512
+    checkpoint_interval_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        _positive(self, "map_size", minimum=1 << 20)
+        _positive(self, "max_open_files", minimum=4)
+        _positive(self, "checkpoint_interval_ms", minimum=1)
+
+
+def _positive(obj: object, name: str, minimum: int) -> None:
+    value = getattr(obj, name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")

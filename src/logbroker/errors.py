@@ -1,0 +1,119 @@
+"""One error registry for the whole project.
+
+Every error logbroker reports has a stable numeric ``code``, a stable ``name``,
+a human ``message`` and a ``retriable`` flag. The wire protocol sends the code;
+``for_code(code)`` maps it back to the exception class, so clients raise the
+same types the broker raised. Codes are never reused or renumbered.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+_REGISTRY: dict[int, type["LogbrokerError"]] = {}
+
+
+class LogbrokerError(Exception):
+    """Base of every error logbroker raises on purpose."""
+
+    code: ClassVar[int] = -1
+    name: ClassVar[str] = "UNKNOWN"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.name)
+        self.message = message or self.name
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.message}"
+
+
+def register(cls: type[LogbrokerError]) -> type[LogbrokerError]:
+    """Class decorator: add ``cls`` to the registry under its unique code."""
+    if cls.code in _REGISTRY:
+        raise RuntimeError(f"error code {cls.code} registered twice")
+    _REGISTRY[cls.code] = cls
+    return cls
+
+
+def for_code(code: int) -> type[LogbrokerError]:
+    """The exception class for a wire error code (``UnknownError`` if unknown)."""
+    return _REGISTRY.get(code, UnknownError)
+
+
+def all_errors() -> list[type[LogbrokerError]]:
+    """Every registered error class, sorted by code (for docs and tests)."""
+    return [_REGISTRY[c] for c in sorted(_REGISTRY)]
+
+
+@register
+class UnknownError(LogbrokerError):
+    code, name = -1, "UNKNOWN"
+
+
+@register
+class OffsetOutOfRangeError(LogbrokerError):
+    """A read asked for an offset below the log start or past the log end."""
+
+    code, name = 1, "OFFSET_OUT_OF_RANGE"
+
+
+@register
+class CorruptRecordError(LogbrokerError):
+    """Bytes that are not a valid record batch (bad length, magic, CRC, layout)."""
+
+    code, name = 2, "CORRUPT_RECORD"
+
+
+@register
+class UnknownTopicOrPartitionError(LogbrokerError):
+    code, name, retriable = 3, "UNKNOWN_TOPIC_OR_PARTITION", True
+
+
+@register
+class RecordTooLargeError(LogbrokerError):
+    code, name = 10, "RECORD_TOO_LARGE"
+
+
+@register
+class InvalidTopicError(LogbrokerError):
+    code, name = 17, "INVALID_TOPIC"
+
+
+@register
+class TopicAlreadyExistsError(LogbrokerError):
+    code, name = 36, "TOPIC_ALREADY_EXISTS"
+
+
+@register
+class InvalidConfigError(LogbrokerError):
+    code, name = 40, "INVALID_CONFIG"
+
+
+@register
+class StorageError(LogbrokerError):
+    """The disk failed us (I/O error, full disk, unreadable metadata)."""
+
+    code, name, retriable = 56, "STORAGE_ERROR", True
+
+
+@register
+class PartitionOfflineError(LogbrokerError):
+    """Corruption below the recovery point: the partition serves nothing.
+
+    The message names the file, byte position and offset of the damage.
+    """
+
+    code, name = 57, "PARTITION_OFFLINE"
+
+
+@register
+class InvalidRequestError(LogbrokerError):
+    code, name = 42, "INVALID_REQUEST"
+
+
+@register
+class InvalidRecordError(LogbrokerError):
+    """A record a producer tried to put in a batch breaks the format's limits."""
+
+    code, name = 87, "INVALID_RECORD"

@@ -1,0 +1,172 @@
+"""Record batch header: layout, constants, parsing and validation (pure bytes).
+
+docs/format.md is the byte-by-byte specification; this module is its code.
+
+    offset  size  field                       covered by CRC
+    0       8     base_offset      u64 BE     no  (stamped by the broker)
+    8       4     batch_length     u32 BE     no  (bytes after this field)
+    12      4     leader_epoch     u32 BE     no  (stamped by the broker)
+    16      1     magic            u8         no
+    17      4     crc              u32 BE     no  (CRC32C of bytes 21..end)
+    21      2     attributes       u16 BE     yes
+    23      4     last_offset_delta u32 BE    yes
+    27      8     first_timestamp  i64 BE     yes
+    35      8     max_timestamp    i64 BE     yes
+    43      8     producer_id      i64 BE     yes
+    51      2     producer_epoch   i16 BE     yes
+    53      4     base_sequence    i32 BE     yes
+    57      4     record_count     u32 BE     yes
+    61      ...   records section (columnar, see decoder.py)   yes
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import crc32c
+
+from ..errors import CorruptRecordError
+
+HEADER = struct.Struct(">QIIBIHIqqqhiI")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: batch size = batch_length + 12
+STAMP = struct.Struct(">QII")  # base_offset, batch_length, leader_epoch
+STAMP_SIZE = STAMP.size  # 16
+CRC_OFFSET = 17
+CRC_START = 21
+MAGIC = 1
+MAX_BATCH_LENGTH = (1 << 31) - 1
+MAX_OFFSET = (1 << 63) - 1
+
+# attributes (u16)
+COMPRESSION_MASK = 0x0007  # 0 = none (others reserved: gzip, snappy, lz4, zstd)
+LOG_APPEND_TIME = 0x0008  # timestamp type: 0 create time, 1 log append time
+ENCODING_MASK = 0x0030  # 0 = columnar v1 (others reserved: Kafka v2 records)
+KEY_MODE_SHIFT = 6  # 2 bits: column mode of keys
+VALUE_MODE_SHIFT = 8  # 2 bits: column mode of values
+HAS_HEADERS = 0x0400
+KNOWN_ATTRIBUTES = 0x07FF
+
+# column modes
+COL_ABSENT = 0  # every entry null; no bytes in the section
+COL_DENSE = 1  # offsets + data, no nulls
+COL_NULLABLE = 2  # validity bitmap + offsets + data
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte fixed header of one record batch."""
+
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = create time (set by the producer), 1 = log append time."""
+        return 1 if self.attributes & LOG_APPEND_TIME else 0
+
+
+def read_header(buf, pos: int = 0) -> BatchHeader:
+    """Parse and validate the header at ``buf[pos:]``; no CRC check.
+
+    Raises ``CorruptRecordError`` (never anything else) when fewer than
+    HEADER_SIZE bytes are there or a field is out of its domain.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"batch header needs {HEADER_SIZE} bytes at position {pos}, "
+                                 f"{max(0, len(buf) - pos)} available")
+    h = BatchHeader(*HEADER.unpack_from(buf, pos))
+    problem = _header_problem(h)
+    if problem:
+        raise CorruptRecordError(f"{problem} at position {pos}")
+    return h
+
+
+def _header_problem(h: BatchHeader) -> str | None:
+    if h.magic != MAGIC:
+        return f"unknown magic {h.magic}"
+    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH_LENGTH:
+        return f"batch length {h.batch_length} out of range"
+    if h.attributes & ~KNOWN_ATTRIBUTES or h.attributes & (COMPRESSION_MASK | ENCODING_MASK):
+        return f"unsupported attributes 0x{h.attributes:04x}"
+    if (h.attributes >> KEY_MODE_SHIFT) & 3 == 3 or (h.attributes >> VALUE_MODE_SHIFT) & 3 == 3:
+        return f"invalid column mode in attributes 0x{h.attributes:04x}"
+    if h.record_count < 1 or h.last_offset_delta != h.record_count - 1:
+        return f"record count {h.record_count} / last offset delta {h.last_offset_delta} mismatch"
+    if h.base_offset + h.last_offset_delta > MAX_OFFSET:
+        return f"offset {h.base_offset} out of range"
+    if h.max_timestamp < h.first_timestamp:
+        return "max timestamp below first timestamp"
+    return None
+
+
+def compute_crc(buf, pos: int, size: int) -> int:
+    """CRC32C of the CRC-covered part of the batch at ``buf[pos:pos+size]``."""
+    return crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + size])
+
+
+def check_crc(buf, pos: int, header: BatchHeader) -> None:
+    """Raise ``CorruptRecordError`` unless the stored CRC matches the bytes."""
+    actual = compute_crc(buf, pos, header.size)
+    if actual != header.crc:
+        raise CorruptRecordError(
+            f"CRC mismatch at position {pos} (offset {header.base_offset}): "
+            f"stored 0x{header.crc:08x}, computed 0x{actual:08x}")
+
+
+def scan_batches(buf, start: int = 0, *, verify: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each complete batch in ``buf[start:]``.
+
+    Stops silently at an incomplete tail (fewer bytes than a header, or than
+    the batch the header announces): the caller knows where the last yielded
+    batch ends. Raises ``CorruptRecordError`` naming the position at the first
+    invalid header or (``verify=True``) CRC mismatch. Batches are yielded
+    before the next one is examined, so a caller sees the valid prefix.
+    """
+    pos, end = start, len(buf)
+    while end - pos >= HEADER_SIZE:
+        header = read_header(buf, pos)
+        if end - pos < header.size:
+            return
+        if verify:
+            check_crc(buf, pos, header)
+        yield pos, header
+        pos += header.size
+    return
+
+
+def stamp(header_bytes, base_offset: int, leader_epoch: int) -> bytes:
+    """The 16 stamped leading bytes of a batch: new base offset and epoch.
+
+    ``header_bytes`` is the batch (or at least its first 16 bytes); the batch
+    length is kept. The CRC does not cover these bytes, so records are never
+    re-encoded or re-checksummed.
+    """
+    _, length, _ = STAMP.unpack_from(header_bytes, 0)
+    return STAMP.pack(base_offset, length, leader_epoch)
