@@ -8,7 +8,7 @@ variants. Validation happens once, at construction, and raises
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidConfigError
@@ -83,7 +83,7 @@ class StorageConfig:
       points (they also move on roll and on clean close).
     """
 
-    log: LogConfig = LogConfig()
+    log: LogConfig = field(default_factory=LogConfig)
     map_size: int = 1 << 30
     max_dbs: int = 16
     max_open_files: int = 512

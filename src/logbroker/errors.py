@@ -64,6 +64,10 @@ class CorruptRecordError(LogbrokerError):
 
     code, name = 2, "CORRUPT_RECORD"
 
+    def __init__(self, message: str = "", *, position: "int | None" = None) -> None:
+        super().__init__(message)
+        self.position = position
+
 
 @register
 class UnknownTopicOrPartitionError(LogbrokerError):

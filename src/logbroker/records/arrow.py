@@ -50,8 +50,12 @@ def offsets_array(batch: RecordBatch) -> pa.Array:
 def timestamps_array(batch: RecordBatch) -> pa.Array:
     """Record timestamps as timestamp[us, UTC]."""
     deltas = pa.Array.from_buffers(pa.int32(), len(batch), [None, _buf(batch.ts_deltas)])
-    ms = pc.add(deltas.cast(pa.int64()), batch.header.first_timestamp)
-    return pc.multiply(ms, 1000).cast(pa.timestamp("us", tz="UTC"))
+    try:  # checked: an overflow must not wrap into a wrong timestamp
+        ms = pc.add_checked(deltas.cast(pa.int64()), batch.header.first_timestamp)
+        us = pc.multiply_checked(ms, 1000)
+    except pa.ArrowInvalid as exc:
+        raise CorruptRecordError(f"timestamp out of range for timestamp[us]: {exc}") from None
+    return us.cast(pa.timestamp("us", tz="UTC"))
 
 
 def headers_array(batch: RecordBatch) -> pa.Array:
@@ -64,8 +68,10 @@ def headers_array(batch: RecordBatch) -> pa.Array:
     values = binary_array(batch.header_values)
     items = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
     counts = pa.Array.from_buffers(pa.int32(), n + 1, [None, _buf(batch.header_counts)])
-    try:
-        return pa.ListArray.from_arrays(counts, items, type=HEADERS_TYPE)
+    try:  # from_arrays does not check that the counts are monotonic
+        arr = pa.ListArray.from_arrays(counts, items, type=HEADERS_TYPE)
+        arr.validate(full=True)
+        return arr
     except (pa.ArrowInvalid, ValueError) as exc:
         raise CorruptRecordError(f"malformed header counts: {exc}") from None
 

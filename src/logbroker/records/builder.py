@@ -104,8 +104,10 @@ class BatchBuilder:
         """Upper bound of the built batch's size so far."""
         n = len(self._timestamps)
         h = self._header_counts[-1]
+        # header counts (n+1) + key offsets (h+1) + value bitmap and offsets (h+1)
+        headers = 4 * n + 9 * h + 12 if h else 0
         return (fmt.HEADER_SIZE + 13 * n + 16 + len(self._keys.data) + len(self._values.data)
-                + 9 * h + len(self._header_keys.data) + len(self._header_values.data))
+                + headers + len(self._header_keys.data) + len(self._header_values.data))
 
     def append(self, value: "bytes | None", key: "bytes | None" = None,
                headers: Iterable[Header] = (), timestamp_ms: "int | None" = None) -> int:

@@ -1,0 +1,104 @@
+"""Per-partition checkpoints, sealed-segment summaries and leader epochs.
+
+A checkpoint is primary state: where recovery may start (the recovery point:
+every byte before it was fsynced), the log start offset, the high watermark,
+and, written only at a clean close, the log end and the active segment's
+size so a clean reopen reads no segment data.
+
+Segment summaries (``segs``) are derived: a sealed segment's size, max
+timestamp and end offset, rebuilt by scanning the segment when missing.
+Leader epochs are primary: epoch -> first offset written in that epoch.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import asdict, dataclass
+
+import msgpack
+
+from .metastore import PID, PID_U64, MetaStore, delete_prefix
+
+_EPOCH_KEY = struct.Struct(">II")
+_U64 = struct.Struct(">Q")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    recovery_point: int  # offset: every batch before it is fsynced
+    rp_segment: int  # base offset of the segment holding the recovery point
+    rp_position: int  # byte position of the recovery point in that segment
+    log_start_offset: int
+    high_watermark: int
+    clean: bool = False  # the fields below are valid (written by a clean close)
+    log_end_offset: int = 0
+    active_segment: int = 0
+    active_size: int = 0
+    active_max_ts: int = -1
+    active_created_ms: int = -1
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    size: int
+    next_offset: int
+    max_timestamp: int
+    created_ms: int
+
+
+def load_checkpoint(meta: MetaStore, pid: int) -> "Checkpoint | None":
+    with meta.read() as txn:
+        raw = txn.get(PID.pack(pid), db=meta.db("ckpt"))
+    return None if raw is None else Checkpoint(**msgpack.unpackb(raw))
+
+
+def store_checkpoint(txn, meta: MetaStore, pid: int, ckpt: Checkpoint) -> None:
+    txn.put(PID.pack(pid), msgpack.packb(asdict(ckpt)), db=meta.db("ckpt"))
+
+
+def load_segment_infos(meta: MetaStore, pid: int) -> dict[int, SegmentInfo]:
+    out = {}
+    prefix = PID.pack(pid)
+    with meta.read() as txn:
+        cur = txn.cursor(db=meta.db("segs"))
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    break
+                out[PID_U64.unpack(key)[1]] = SegmentInfo(*msgpack.unpackb(value))
+    return out
+
+
+def store_segment_info(txn, meta: MetaStore, pid: int, base: int, info: SegmentInfo) -> None:
+    txn.put(PID_U64.pack(pid, base), msgpack.packb(list(asdict(info).values())), db=meta.db("segs"))
+
+
+def delete_segment_infos(txn, meta: MetaStore, pid: int, *, below: "int | None" = None,
+                         from_: "int | None" = None) -> None:
+    """Drop summaries of segments with base < ``below`` or base >= ``from_``."""
+    prefix = PID.pack(pid)
+    if below is not None:
+        delete_prefix(txn, meta.db("segs"), prefix, stop=PID_U64.pack(pid, below))
+    if from_ is not None:
+        delete_prefix(txn, meta.db("segs"), prefix, start=PID_U64.pack(pid, from_))
+
+
+def load_epochs(meta: MetaStore, pid: int) -> list[tuple[int, int]]:
+    """Leader-epoch history: ``[(epoch, start offset)]`` ascending."""
+    prefix = PID.pack(pid)
+    out = []
+    with meta.read() as txn:
+        cur = txn.cursor(db=meta.db("epochs"))
+        if cur.set_range(prefix):
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    break
+                out.append((_EPOCH_KEY.unpack(key)[1], _U64.unpack(value)[0]))
+    return out
+
+
+def store_epochs(txn, meta: MetaStore, pid: int, epochs: list[tuple[int, int]]) -> None:
+    """Replace the stored history with ``epochs``."""
+    delete_prefix(txn, meta.db("epochs"), PID.pack(pid))
+    for epoch, start in epochs:
+        txn.put(_EPOCH_KEY.pack(pid, epoch), _U64.pack(start), db=meta.db("epochs"))

@@ -1,0 +1,83 @@
+"""A bounded cache of open segment file descriptors.
+
+Many partitions must not exhaust descriptors: at most ``max_open`` idle
+descriptors stay open, least recently used closed first. A descriptor in use
+(inside ``with cache.fd(segment)``) is never closed under its user, so a read
+that started before a segment was renamed or deleted completes (POSIX keeps an
+unlinked file readable through an open descriptor).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class _Entry:
+    __slots__ = ("fd", "refs", "closing")
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.refs, self.closing = fd, 0, False
+
+
+class FileCache:
+    """Descriptors keyed by an owner object (a Segment) that knows its path."""
+
+    def __init__(self, max_open: int = 512) -> None:
+        self.max_open = max_open
+        self._entries: "OrderedDict[object, _Entry]" = OrderedDict()
+        self._lock = threading.Lock()
+        self.opens = 0  # descriptors opened so far (tests, stats)
+
+    @contextmanager
+    def fd(self, owner, path: str, *, flags: int = os.O_RDWR) -> Iterator[int]:
+        """Yield an open descriptor of ``path`` for the duration of the block."""
+        with self._lock:
+            entry = self._entries.get(owner)
+            if entry is None or entry.closing:
+                entry = _Entry(os.open(path, flags | os.O_CLOEXEC))
+                self.opens += 1
+                self._entries[owner] = entry
+            self._entries.move_to_end(owner)
+            entry.refs += 1
+        try:
+            yield entry.fd
+        finally:
+            with self._lock:
+                entry.refs -= 1
+                if entry.closing and entry.refs == 0:
+                    os.close(entry.fd)
+                self._evict()
+
+    def forget(self, owner) -> None:
+        """Close ``owner``'s descriptor now, or when its last user is done."""
+        with self._lock:
+            entry = self._entries.pop(owner, None)
+            if entry is not None:
+                entry.closing = True
+                if entry.refs == 0:
+                    os.close(entry.fd)
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def close_all(self) -> None:
+        with self._lock:
+            owners = list(self._entries)
+        for owner in owners:
+            self.forget(owner)
+
+    def _evict(self) -> None:
+        if len(self._entries) <= self.max_open:
+            return
+        for owner in list(self._entries):
+            if len(self._entries) <= self.max_open:
+                return
+            entry = self._entries[owner]
+            if entry.refs == 0:
+                del self._entries[owner]
+                os.close(entry.fd)

@@ -1,0 +1,33 @@
+"""Retention by time and size: whole sealed segments, oldest first.
+
+A segment is deleted when every condition allows: it is sealed (the active
+segment never goes), it lies wholly below the high watermark, and either its
+largest timestamp is older than ``retention_ms`` or the log without it still
+holds at least ``retention_bytes``. Deletion stops at the first segment that
+must stay, so the log remains one contiguous range.
+"""
+
+from __future__ import annotations
+
+from .log import Log
+from .segment import Segment
+
+
+def apply_retention(log: Log, now: int) -> list[Segment]:
+    """Roll an aged active segment, then delete what retention allows."""
+    cfg = log.config
+    if log.active.size and log._aged(log.active, now):
+        log.roll(now)
+    segments = list(log.segments)
+    total = sum(s.size for s in segments)
+    end = None
+    for seg, nxt in zip(segments, segments[1:]):
+        if nxt.base_offset > log.high_watermark:
+            break
+        expired = cfg.retention_ms >= 0 and seg.max_timestamp < now - cfg.retention_ms
+        oversize = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+        if not (expired or oversize):
+            break
+        total -= seg.size
+        end = nxt.base_offset
+    return [] if end is None else log.delete_before(end)

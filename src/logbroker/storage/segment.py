@@ -1,0 +1,163 @@
+"""One segment file: ``<20-digit base offset>.log``, a run of record batches.
+
+A segment only knows bytes and positions; the Log above it knows offsets.
+Writes go to the end with ``pwritev`` (stamped header + untouched rest of
+each batch, no payload copy); reads are ``pread``s; ``flush`` is fdatasync.
+Descriptors come from the shared ``FileCache``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator, Sequence
+
+from ..errors import CorruptRecordError
+from ..records import format as fmt
+from .files import FileCache
+
+SUFFIX = ".log"
+DELETED_SUFFIX = ".deleted"
+_IOV_MAX = 1024
+SCAN_CHUNK = 4 << 20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SUFFIX}"
+
+
+def parse_segment_name(name: str) -> "int | None":
+    """Base offset of a segment file name, or None if it is not one."""
+    stem = name[:-len(SUFFIX)] if name.endswith(SUFFIX) else ""
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Segment:
+    """A segment file plus what the log knows of it.
+
+    ``size`` is the byte length of valid data (the file is never longer after
+    recovery); ``max_timestamp`` is the largest batch max timestamp seen
+    (-1 when unknown or empty); ``created_ms`` the wall-clock time of its first
+    append (-1 while empty), used to roll on age.
+    """
+
+    def __init__(self, directory: str, base_offset: int, files: FileCache, size: int = 0,
+                 max_timestamp: int = -1, created_ms: int = -1) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = os.path.join(directory, segment_name(base_offset))
+        self.files = files
+        self.size = size
+        self.max_timestamp = max_timestamp
+        self.created_ms = created_ms
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path!r}, size={self.size})"
+
+    @classmethod
+    def create(cls, directory: str, base_offset: int, files: FileCache) -> "Segment":
+        """Create an empty segment file (fails if it exists) and fsync the dir."""
+        path = os.path.join(directory, segment_name(base_offset))
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+        fsync_dir(directory)
+        return cls(directory, base_offset, files)
+
+    def file_size(self) -> int:
+        return os.stat(self.path).st_size
+
+    def write(self, buffers: Sequence, nbytes: int) -> None:
+        """Append ``buffers`` (bytes-like, ``nbytes`` in all) at ``size``."""
+        with self.files.fd(self, self.path) as fd:
+            pos, end = self.size, self.size + nbytes
+            bufs = list(buffers)
+            while bufs:
+                chunk = bufs[:_IOV_MAX]
+                written = os.pwritev(fd, chunk, pos)
+                pos += written
+                bufs = _advance(chunk, written) + bufs[_IOV_MAX:]
+            assert pos == end
+        self.size = end
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (fewer only at end of file)."""
+        with self.files.fd(self, self.path) as fd:
+            out = os.pread(fd, size, position)
+            while len(out) < size:
+                more = os.pread(fd, size - len(out), position + len(out))
+                if not more:
+                    break
+                out += more
+            return out
+
+    def flush(self) -> None:
+        with self.files.fd(self, self.path) as fd:
+            os.fdatasync(fd)
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes and make that durable."""
+        with self.files.fd(self, self.path) as fd:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        self.size = size
+
+    def mark_deleted(self) -> None:
+        """Rename to ``.deleted`` (open descriptors keep working)."""
+        new = self.path + DELETED_SUFFIX
+        os.rename(self.path, new)
+        self.path = new
+
+    def remove(self) -> None:
+        self.files.forget(self)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        self.files.forget(self)
+
+    def scan(self, position: int = 0, end: "int | None" = None, *, verify: bool = True,
+             chunk: int = SCAN_CHUNK) -> Iterator[tuple[int, fmt.BatchHeader]]:
+        """Yield ``(position, header)`` of batches from ``position`` to ``end``.
+
+        Reads in chunks of SCAN_CHUNK. Stops silently at an incomplete tail;
+        raises ``CorruptRecordError`` (position relative to the file) at an
+        invalid batch. The caller learns where valid data ends from the last
+        yielded batch.
+        """
+        end = self.file_size() if end is None else end
+        while position < end:
+            want = min(max(chunk, fmt.HEADER_SIZE), end - position)
+            buf = self.read(position, want)
+            consumed = 0
+            try:
+                if len(buf) >= fmt.HEADER_SIZE:
+                    need = fmt.read_header(buf, 0).size
+                    if need > len(buf) and position + need <= end:
+                        buf = self.read(position, need)  # one batch larger than a chunk
+                for pos, header in fmt.scan_batches(buf, 0, verify=verify):
+                    yield position + pos, header
+                    consumed = pos + header.size
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{self.path} at byte {position + consumed}: {exc.message}",
+                                         position=position + consumed) from None
+            if consumed == 0:
+                return
+            position += consumed
+
+
+def _advance(chunk: list, written: int) -> list:
+    """The part of ``chunk`` not yet written after a short ``pwritev``."""
+    for i, buf in enumerate(chunk):
+        n = len(memoryview(buf).cast("B")) if not isinstance(buf, (bytes, bytearray)) else len(buf)
+        if written < n:
+            return [memoryview(buf).cast("B")[written:]] + chunk[i + 1:]
+        written -= n
+    return []

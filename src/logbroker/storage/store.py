@@ -1,0 +1,189 @@
+"""A data directory: every partition log, the LMDB metadata, the clean marker.
+
+    <data>/meta.lmdb               LMDB environment (index, checkpoints, topics, groups)
+    <data>/<topic>-<partition>/    one directory of segments per partition
+    <data>/.clean_shutdown         present only between a clean close and the next open
+    <data>/.lock                   flock held by the process that has the store open
+
+``Store.open`` removes the marker before anything is written, so any crash
+afterwards is seen as unclean by the next open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from typing import Iterator
+
+from ..config import StorageConfig
+from ..errors import (InvalidConfigError, StorageError, TopicAlreadyExistsError,
+                      UnknownTopicOrPartitionError)
+from .files import FileCache
+from .groups import GroupStore
+from .log import Log, now_ms
+from .metastore import FILENAME, MetaStore
+from .recovery import open_log
+from .retention import apply_retention
+from .segment import fsync_dir
+from .topics import TopicConfig, TopicStore, check_topic_name
+
+log = logging.getLogger(__name__)
+MARKER = ".clean_shutdown"
+
+
+def parse_partition_dir(name: str) -> "tuple[str, int] | None":
+    topic, sep, part = name.rpartition("-")
+    if not sep or not part.isdigit() or str(int(part)) != part:
+        return None
+    try:
+        return check_topic_name(topic), int(part)
+    except Exception:
+        return None
+
+
+class Store:
+    """Owner of a data dir; use ``Store.open`` (or as a context manager)."""
+
+    def __init__(self, path: str, config: StorageConfig, meta: MetaStore, lock_fd: int,
+                 clean: bool) -> None:
+        self.path, self.config, self.meta = path, config, meta
+        self._lock_fd = lock_fd
+        self.was_clean = clean
+        self.files = FileCache(config.max_open_files)
+        self.topics = TopicStore(meta)
+        self.groups = GroupStore(meta)
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._lock = threading.RLock()
+        self._last_checkpoint = now_ms()
+
+    @classmethod
+    def open(cls, path: str, config: "StorageConfig | None" = None) -> "Store":
+        config = config or StorageConfig()
+        os.makedirs(path, exist_ok=True)
+        lock_fd = os.open(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock_fd)
+            raise StorageError(f"{path} is in use by another logbroker process") from None
+        marker = os.path.join(path, MARKER)
+        clean = os.path.exists(marker)
+        meta = MetaStore(os.path.join(path, FILENAME), map_size=config.map_size,
+                         max_dbs=config.max_dbs)
+        if clean:
+            os.unlink(marker)
+            fsync_dir(path)
+        store = cls(path, config, meta, lock_fd, clean)
+        store._open_logs()
+        return store
+
+    def _open_logs(self) -> None:
+        known = {t.name: t for t in self.topics.list()}
+        found: dict[str, int] = {}
+        for entry in sorted(os.listdir(self.path)):
+            parsed = parse_partition_dir(entry)
+            if parsed is None or not os.path.isdir(os.path.join(self.path, entry)):
+                continue
+            topic, partition = parsed
+            found[topic] = max(found.get(topic, 0), partition + 1)
+            cfg = known.get(topic) or TopicConfig(topic)
+            self._logs[parsed] = open_log(os.path.join(self.path, entry), topic, partition,
+                                          config=cfg.log_config(self.config.log), meta=self.meta,
+                                          files=self.files, clean=self.was_clean)
+        for topic, count in found.items():
+            if topic not in known or known[topic].partitions < count:
+                log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
+                self.topics.put(TopicConfig(topic, count, known[topic].overrides if topic in known else {}))
+
+    # -- topics and logs --------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, **overrides) -> TopicConfig:
+        with self._lock:
+            if self.topics.get(name) is not None:
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            topic = TopicConfig(name, partitions, overrides)
+            self.topics.put(topic)
+            for p in range(partitions):
+                self._logs[(name, p)] = open_log(os.path.join(self.path, f"{name}-{p}"), name, p,
+                                                 config=topic.log_config(self.config.log),
+                                                 meta=self.meta, files=self.files, clean=False)
+            return topic
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            topic = self.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            for p in range(topic.partitions):
+                lg = self._logs.pop((name, p), None)
+                if lg is not None:
+                    lg.close()
+                    lg.remove_files()
+                    with self.meta.write() as txn:
+                        self.meta.forget_partition(txn, lg.name, lg.pid)
+            self.topics.delete(name)
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        try:
+            return self._logs[(topic, partition)]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}") from None
+
+    def logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def __iter__(self) -> Iterator[Log]:
+        return iter(self.logs())
+
+    # -- background work ----------------------------------------------------------------
+    def tick(self, now: "int | None" = None) -> dict[str, int]:
+        """One pass of housekeeping: age rolls, retention, purge of deleted
+        files, periodic checkpoints. Never raises for one bad partition: its
+        error is logged and the others go on. Returns counts for logging."""
+        now = now_ms() if now is None else now
+        stats = {"deleted_segments": 0, "purged_files": 0, "checkpoints": 0, "errors": 0}
+        due = now - self._last_checkpoint >= self.config.checkpoint_interval_ms
+        for lg in self.logs():
+            if lg.offline is not None:
+                continue
+            try:
+                stats["deleted_segments"] += len(apply_retention(lg, now))
+                stats["purged_files"] += lg.purge_deleted(now)
+                if due:
+                    lg.checkpoint()
+                    stats["checkpoints"] += 1
+            except Exception:  # noqa: BLE001 - a background pass must go on
+                stats["errors"] += 1
+                log.exception("housekeeping of %s failed", lg.name)
+        if due:
+            self._last_checkpoint = now
+        return stats
+
+    def close(self) -> None:
+        """Flush and checkpoint every log, then write the clean-shutdown marker."""
+        clean = True
+        for lg in self.logs():
+            try:
+                lg.close()
+            except Exception:  # noqa: BLE001
+                clean = False
+                log.exception("closing %s failed", lg.name)
+            clean = clean and lg.offline is None
+        self.files.close_all()
+        if clean:
+            marker = os.path.join(self.path, MARKER)
+            with open(marker, "w") as fh:
+                fh.write("clean\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            fsync_dir(self.path)
+        self.meta.close()
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,64 @@
+"""Topic configs (primary state in LMDB's ``topics`` table)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import msgpack
+
+from ..config import LogConfig
+from ..errors import InvalidConfigError, InvalidTopicError
+from .metastore import MetaStore
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def check_topic_name(name: str) -> str:
+    """Kafka's rule: 1-249 of ``[A-Za-z0-9._-]``, and not ``.`` or ``..``."""
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+        raise InvalidTopicError(f"invalid topic name {name!r}: use 1-249 of [A-Za-z0-9._-]")
+    return name
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic: its partition count and the log settings it overrides."""
+
+    name: str
+    partitions: int = 1
+    overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_topic_name(self.name)
+        if not isinstance(self.partitions, int) or not 1 <= self.partitions <= 10_000:
+            raise InvalidConfigError(f"partitions must be 1..10000, got {self.partitions!r}")
+        LogConfig().replace(**self.overrides) if self.overrides else None
+
+    def log_config(self, base: LogConfig) -> LogConfig:
+        return base.replace(**self.overrides) if self.overrides else base
+
+
+class TopicStore:
+    def __init__(self, meta: MetaStore) -> None:
+        self.meta = meta
+
+    def put(self, topic: TopicConfig) -> None:
+        with self.meta.write() as txn:
+            txn.put(topic.name.encode(), msgpack.packb({"partitions": topic.partitions,
+                                                        "overrides": topic.overrides}),
+                    db=self.meta.db("topics"))
+
+    def get(self, name: str) -> "TopicConfig | None":
+        with self.meta.read() as txn:
+            raw = txn.get(name.encode(), db=self.meta.db("topics"))
+        return None if raw is None else TopicConfig(name, **msgpack.unpackb(raw))
+
+    def list(self) -> list[TopicConfig]:
+        with self.meta.read() as txn:
+            return [TopicConfig(k.decode(), **msgpack.unpackb(v))
+                    for k, v in txn.cursor(db=self.meta.db("topics"))]
+
+    def delete(self, name: str) -> None:
+        with self.meta.write() as txn:
+            txn.delete(name.encode(), db=self.meta.db("topics"))
