@@ -110,6 +110,7 @@ def _recover(lg: Log, ckpt: "ck.Checkpoint | None", infos: dict) -> None:
             _drop_from(lg, i, expected, f"{seg.path} starts at {seg.base_offset}, expected {expected}")
             break
         since = lg.config.index_interval_bytes
+        problem = None
         try:
             for bpos, header in seg.scan(pos, seg.size, verify=True):
                 if header.base_offset != expected:
@@ -123,16 +124,17 @@ def _recover(lg: Log, ckpt: "ck.Checkpoint | None", infos: dict) -> None:
                 since += header.size
                 expected = header.next_offset
                 pos = bpos + header.size
+            if pos < seg.size:
+                problem = (pos, "incomplete batch at the end")
         except CorruptRecordError as exc:
-            if ckpt is None and i < len(lg.segments) - 1:
-                raise _Offline(f"{seg.path} byte {exc.position} (offset {expected}): {exc.message}; "
-                               "no checkpoint tells whether it was flushed, so nothing is truncated")
-            _cut(lg, i, exc.position, exc.message)
-            scanned.append(seg)
-            break
-        if pos < seg.size:
-            _cut(lg, i, pos, "incomplete batch at the end")
+            problem = (exc.position, exc.message)
         scanned.append(seg)
+        if problem is not None:
+            if ckpt is None and i < len(lg.segments) - 1:
+                raise _Offline(f"{seg.path} byte {problem[0]} (offset {expected}): {problem[1]}; "
+                               "no checkpoint tells whether it was flushed, so nothing is truncated")
+            _cut(lg, i, *problem)
+            break
     _finish(lg, ckpt, infos, scanned, expected)
 
 
