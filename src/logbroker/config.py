@@ -58,6 +58,10 @@ class LogConfig:
             raise InvalidConfigError(f"flush must be 'fsync' or 'lazy', got {self.flush!r}")
 
     def replace(self, **changes: Any) -> "LogConfig":
+        """A copy with ``changes``; unknown names raise ``InvalidConfigError``."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise InvalidConfigError(f"unknown log settings: {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,11 +69,7 @@ class LogConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LogConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise InvalidConfigError(f"unknown log settings: {', '.join(sorted(unknown))}")
-        return cls(**data)
+        return cls().replace(**data)
 
 
 @dataclass(frozen=True)

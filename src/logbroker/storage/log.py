@@ -311,7 +311,7 @@ class Log:
             self._check_online()
             truncate_to(self, offset)
 
-    def delete_before(self, offset: int) -> list[Segment]:
+    def delete_before(self, offset: int, now: "int | None" = None) -> list[Segment]:
         """Retention: the log start becomes ``offset``; sealed segments wholly
         below it are deleted (renamed ``.deleted``, removed after
         ``file_delete_delay_ms``). The active segment is never deleted.
@@ -320,7 +320,7 @@ class Log:
 
         with self._lock:
             self._check_online()
-            return delete_before(self, offset)
+            return delete_before(self, offset, now_ms() if now is None else now)
 
     def purge_deleted(self, now: "int | None" = None) -> int:
         """Remove ``.deleted`` files whose delay has passed; returns how many."""

@@ -30,4 +30,4 @@ def apply_retention(log: Log, now: int) -> list[Segment]:
             break
         total -= seg.size
         end = nxt.base_offset
-    return [] if end is None else log.delete_before(end)
+    return [] if end is None else log.delete_before(end, now)

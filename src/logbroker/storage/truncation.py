@@ -59,7 +59,7 @@ def _rescan_active(lg: "Log") -> None:
     lg._since_index = lg.config.index_interval_bytes
 
 
-def delete_before(lg: "Log", offset: int) -> list[Segment]:
+def delete_before(lg: "Log", offset: int, now: int) -> list[Segment]:
     if offset > lg._leo:
         raise OffsetOutOfRangeError(f"{lg.name}: cannot delete before {offset}, past the log "
                                     f"end {lg._leo}")
@@ -69,7 +69,7 @@ def delete_before(lg: "Log", offset: int) -> list[Segment]:
     doomed = []
     while len(lg.segments) > 1 and lg.segments[1].base_offset <= offset:
         doomed.append(lg.segments.pop(0))
-    deadline = _now() + lg.config.file_delete_delay_ms
+    deadline = now + lg.config.file_delete_delay_ms
     for seg in doomed:
         seg.mark_deleted()
         lg._trash.append((deadline, seg))
@@ -77,9 +77,3 @@ def delete_before(lg: "Log", offset: int) -> list[Segment]:
     lg._hw = max(lg._hw, offset)
     lg._checkpoint_locked()
     return doomed
-
-
-def _now() -> int:
-    from .log import now_ms
-
-    return now_ms()
