@@ -8,7 +8,9 @@ import tempfile
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+import pytest
+from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
 from conftest import crash, open_store, values_of
 from logbroker.records import build_batch
@@ -122,5 +124,12 @@ class LogMachine(RuleBasedStateMachine):
 
 
 TestLogMachine = LogMachine.TestCase
-TestLogMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
+TestLogMachine.settings = settings(max_examples=100, stateful_step_count=30, deadline=None,
                                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.slow
+def test_log_machine_long():
+    run_state_machine_as_test(LogMachine, settings=settings(
+        max_examples=2000, stateful_step_count=60, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow]))
