@@ -102,8 +102,8 @@ class LogMachine(RuleBasedStateMachine):
             with open(path, "r+b") as fh:
                 fh.truncate(cut)
             lost = [h.base_offset for pos, h in batches if pos + h.size > cut]
-            if lost:
-                self.next = lost[0]
+            if lost:  # a log start past the surviving data restarts the log there
+                self.next = max(lost[0], self.start)
                 self.records = [r for r in self.records if r[0] < self.next]
         self.store = open_store(self.dir, **SETTINGS)
         assert self.log.offline is None, self.log.offline

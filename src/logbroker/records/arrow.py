@@ -19,11 +19,20 @@ HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]
 _arange = pa.array(range(1024), pa.int64())
 
 
+_THOUSAND = pa.scalar(1000, pa.int64())
+
+
+def _i64(value: int) -> pa.Scalar:
+    """An int64 scalar: plain ints in pyarrow.compute calls cost ~28 us each
+    (type inference tries optional imports), typed scalars almost nothing."""
+    return pa.scalar(value, pa.int64())
+
+
 def _range(n: int) -> pa.Array:
     """int64 0..n-1, from a cached array grown by doubling (no per-call loop)."""
     global _arange
     while len(_arange) < n:
-        _arange = pa.concat_arrays([_arange, pc.add(_arange, len(_arange))])
+        _arange = pa.concat_arrays([_arange, pc.add(_arange, _i64(len(_arange)))])
     return _arange.slice(0, n)
 
 
@@ -44,15 +53,15 @@ def binary_array(col: Column, type_: pa.DataType = pa.binary()) -> pa.Array:
 
 
 def offsets_array(batch: RecordBatch) -> pa.Array:
-    return pc.add(_range(len(batch)), batch.header.base_offset)
+    return pc.add(_range(len(batch)), _i64(batch.header.base_offset))
 
 
 def timestamps_array(batch: RecordBatch) -> pa.Array:
     """Record timestamps as timestamp[us, UTC]."""
     deltas = pa.Array.from_buffers(pa.int32(), len(batch), [None, _buf(batch.ts_deltas)])
     try:  # checked: an overflow must not wrap into a wrong timestamp
-        ms = pc.add_checked(deltas.cast(pa.int64()), batch.header.first_timestamp)
-        us = pc.multiply_checked(ms, 1000)
+        ms = pc.add_checked(deltas.cast(pa.int64()), _i64(batch.header.first_timestamp))
+        us = pc.multiply_checked(ms, _THOUSAND)
     except pa.ArrowInvalid as exc:
         raise CorruptRecordError(f"timestamp out of range for timestamp[us]: {exc}") from None
     return us.cast(pa.timestamp("us", tz="UTC"))

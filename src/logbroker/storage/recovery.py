@@ -97,8 +97,8 @@ def _index_complete(lg: Log) -> bool:
 
 
 def _recover(lg: Log, ckpt: "ck.Checkpoint | None", infos: dict) -> None:
-    rp_offset, rp_segment, rp_position = lg._rp
     first = _check_below_recovery_point(lg, ckpt, infos)
+    rp_offset, rp_segment, rp_position = lg._rp
     lg.index.truncate(rp_offset if ckpt else 0)
     lg.index.load_last_time()
     expected = rp_offset if ckpt else lg.segments[0].base_offset
@@ -196,6 +196,14 @@ def _finish(lg: Log, ckpt, infos: dict, scanned: list[Segment], end: int) -> Non
             lg._new_infos[seg.base_offset] = ck.SegmentInfo(seg.size, nxt, seg.max_timestamp, -1)
         else:
             seg.max_timestamp = infos[seg.base_offset].max_timestamp
+    if end < lg._log_start:  # the log start outlived the data (Kafka: truncateFullyAndStartAt)
+        log.warning("%s: log end %d below log start %d after recovery; restarting empty at %d",
+                    lg.name, end, lg._log_start, lg._log_start)
+        for seg in lg.segments:
+            seg.remove()
+        lg.segments = [Segment.create(lg.directory, lg._log_start, lg.files)]
+        lg.index.clear()
+        end = lg._log_start
     lg._leo = lg._flushed = end
     lg._rp = (end, lg.active.base_offset, lg.active.size)
     lg._hw = end if lg.auto_hw else min(ckpt.high_watermark if ckpt else 0, end)

@@ -81,7 +81,8 @@ class Segment:
                 chunk = bufs[:_IOV_MAX]
                 written = os.pwritev(fd, chunk, pos)
                 pos += written
-                bufs = _advance(chunk, written) + bufs[_IOV_MAX:]
+                rest = bufs[_IOV_MAX:]
+                bufs = rest if pos == end and not rest else _advance(chunk, written) + rest
             assert pos == end
         self.size = end
 

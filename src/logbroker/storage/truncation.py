@@ -16,11 +16,13 @@ if TYPE_CHECKING:
 def truncate_to(lg: "Log", offset: int) -> None:
     if offset >= lg._leo:
         return
-    if offset <= lg._log_start:
+    seg = lg.segment_for(offset)
+    pos, header = (0, None) if offset <= lg._log_start else lg._locator.locate(seg, offset)
+    if header is None:
         _empty_at(lg, offset)
+    elif header.base_offset <= lg._log_start:  # the cut batch straddles the log start
+        _empty_at(lg, lg._log_start)
     else:
-        seg = lg.segment_for(offset)
-        pos, header = lg._locator.locate(seg, offset)
         for doomed in lg.segments[lg.segments.index(seg) + 1:]:
             doomed.remove()
         lg.segments = lg.segments[:lg.segments.index(seg) + 1]
@@ -44,6 +46,7 @@ def _empty_at(lg: "Log", offset: int) -> None:
         seg.remove()
     lg.segments = [Segment.create(lg.directory, offset, lg.files)]
     lg._log_start = lg._leo = offset
+    lg._rp = (offset, offset, 0)
     lg.index.clear()
     lg._max_ts_so_far = -1
 
@@ -73,7 +76,10 @@ def delete_before(lg: "Log", offset: int, now: int) -> list[Segment]:
     for seg in doomed:
         seg.mark_deleted()
         lg._trash.append((deadline, seg))
-    lg.index.delete_before(lg.segments[0].base_offset)
+    first = lg.segments[0].base_offset
+    lg.index.delete_before(first)
+    if lg._rp[0] < first:  # everything before the first kept segment is gone anyway
+        lg._rp = (first, first, 0)
     lg._hw = max(lg._hw, offset)
     lg._checkpoint_locked()
     return doomed
