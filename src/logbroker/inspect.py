@@ -364,7 +364,7 @@ def _scan_open(seg: SegmentFile, reader: _Reader, st: _State) -> Iterator[Event]
         if item.crc != h.crc:
             yield _problem(st, seg.path, pos, h.base_offset, f"CRC mismatch: stored 0x{h.crc:08x}, "
                            f"computed 0x{item.crc:08x}")
-        elif item.data is not None and (st.records or st.verify):
+        elif st.records or st.verify:
             yield from _decode(seg.path, item, st)
         if st.verify and h.base_offset != expect:
             yield _problem(st, seg.path, pos, h.base_offset, f"batch base offset {h.base_offset}, "
@@ -379,6 +379,9 @@ def _scan_open(seg: SegmentFile, reader: _Reader, st: _State) -> Iterator[Event]
 
 def _decode(path: str, item: _Raw, st: _State) -> Iterator[Event]:
     """Check the records section's layout; yield the records if asked for."""
+    if item.data is None:
+        yield Notice(path, f"batch at byte {item.position} not decoded: over {MAX_DECODE} bytes")
+        return
     try:
         batch = decode_batch(item.data, verify=False)
         records = batch.records() if st.records else ()

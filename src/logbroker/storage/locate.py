@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .segment import Segment
 
 log = logging.getLogger(__name__)
-WINDOW = 64 << 10
+WINDOW = 8 << 10  # one index interval plus a margin: where the wanted batch starts
 
 
 class _Bad(Exception):
