@@ -7,21 +7,23 @@ import time
 
 import crc32c
 import pytest
+from codec_samples import RECORDS, T0
 
 from logbroker.errors import CorruptRecordError, InvalidRecordError
-from logbroker.records import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchBuilder, Record, build_batch,
-                               check_crc, decode_batch, read_header, scan_batches, stamp)
+from logbroker.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchBuilder,
+    Record,
+    build_batch,
+    check_crc,
+    decode_batch,
+    read_header,
+    scan_batches,
+    stamp,
+)
 from logbroker.records import format as fmt
-
-T0 = 1_700_000_000_000  # a fixed "now" in ms
-
-RECORDS = [  # (value, key, headers, timestamp_ms)
-    (b"v0", b"k0", [("trace", b"abc")], T0),
-    (None, b"k1", [], T0 + 5),
-    (b"", None, [("h\u00e9ader-\u2603", None), ("dup", b"1"), ("dup", b"")], T0 - 3),
-    (b"\x00\xff" * 10, b"", [("", b"x")], T0 + (1 << 31) - 1),
-    (b"last", None, [], T0 - (1 << 31)),
-]
 
 
 def reseal(buf: bytes) -> bytes:

@@ -10,20 +10,12 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
+from codec_samples import RECORDS, T0
+
 from logbroker.errors import CorruptRecordError  # noqa: E402
 from logbroker.records import HEADER_SIZE, build_batch, decode_batch, stamp  # noqa: E402
 from logbroker.records import format as fmt  # noqa: E402
 from logbroker.records.arrow import HEADERS_TYPE, to_arrow  # noqa: E402
-
-T0 = 1_700_000_000_000
-
-RECORDS = [  # (value, key, headers, timestamp_ms)
-    (b"v0", b"k0", [("trace", b"abc")], T0),
-    (None, b"k1", [], T0 + 5),
-    (b"", None, [("h\u00e9ader-\u2603", None), ("dup", b"1"), ("dup", b"")], T0 - 3),
-    (b"\x00\xff" * 10, b"", [("", b"x")], T0 + (1 << 31) - 1),
-    (b"last", None, [], T0 - (1 << 31)),
-]
 
 SCHEMA = [
     ("key", pa.binary()),

@@ -82,9 +82,8 @@ def test_damaged_tail_recovers_the_valid_prefix(tmp_path, damage):
     assert leo == 4 * len(keep)
 
 
-def test_later_segments_after_a_torn_batch_are_dropped(tmp_path):
-    """A crash in the middle of a roll: the new segment exists, the old one's
-    tail is torn. Everything from the tear on goes, later segment included."""
+def _with_later_segment(tmp_path):
+    """An unflushed tail plus the next segment, as a crash during a roll leaves them."""
     from logbroker.records import stamp
 
     seg, last_start, sent = write_unflushed_tail(tmp_path)
@@ -93,25 +92,25 @@ def test_later_segments_after_a_torn_batch_are_dropped(tmp_path):
     raw = batch([b"later"])
     with open(later, "wb") as fh:
         fh.write(stamp(raw, leo, 0) + raw[16:])
+    return seg, last_start, sent, later
+
+
+def test_later_segments_after_a_torn_batch_are_dropped(tmp_path):
+    """A crash in the middle of a roll: the new segment exists, the old one's
+    tail is torn. Everything from the tear on goes, later segment included."""
+    seg, last_start, sent, later = _with_later_segment(tmp_path)
     with open(seg, "r+b") as fh:
         fh.truncate(last_start + 20)
     values, end, _ = reopen_values(tmp_path)
     assert values == [v for vals in sent[:-1] for v in vals]
-    assert end == leo - 4
+    assert end == 4 * len(sent) - 4
     assert not os.path.exists(later)
 
 
 def test_a_later_segment_that_continues_the_log_is_kept(tmp_path):
-    from logbroker.records import stamp
-
-    seg, last_start, sent = write_unflushed_tail(tmp_path)
-    leo = 4 * len(sent)
-    later = os.path.join(os.path.dirname(seg), f"{leo:020d}.log")
-    raw = batch([b"later"])
-    with open(later, "wb") as fh:
-        fh.write(stamp(raw, leo, 0) + raw[16:])
+    seg, last_start, sent, later = _with_later_segment(tmp_path)
     values, end, _ = reopen_values(tmp_path)
-    assert values[-1] == b"later" and end == leo + 1
+    assert values[-1] == b"later" and end == 4 * len(sent) + 1
 
 
 def test_corruption_below_recovery_point_takes_partition_offline(tmp_path):

@@ -56,7 +56,4 @@ def _register_commands() -> None:
     main.add_command(inspect)
 
 
-try:
-    _register_commands()
-except ImportError:  # pragma: no cover - inspect not built yet
-    pass
+_register_commands()

@@ -24,23 +24,21 @@ CRC-checked piecewise and not decoded.
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Union
 
-import crc32c
 import lmdb
 
 from .errors import CorruptRecordError, InvalidRequestError, LogbrokerError
 from .records import Record, decode_batch
 from .records import format as fmt
-from .storage.metastore import FILENAME, PID, PID_U64, MetaStore
+from . import inspect_reader
+from .inspect_reader import Raw, Reader, Stop, read_batches
+from .storage.index import iter_entries
+from .storage.metastore import FILENAME, MetaStore
 from .storage.segment import DELETED_SUFFIX, parse_segment_name, segment_name
 from .storage.store import parse_partition_dir
 
-CHUNK = 4 << 20
-MAX_DECODE = 64 << 20
-_ENTRY = struct.Struct(">QI")  # oidx value: (segment base, position), as storage/index.py
 
 
 @dataclass(frozen=True)
@@ -185,71 +183,6 @@ def _partition(directory: str, meta: "str | None") -> PartitionInput:
     return PartitionInput(_name(directory), directory, tuple(segs), True, meta)
 
 
-# -- reading batches ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Raw:
-    position: int
-    header: fmt.BatchHeader
-    data: "memoryview | None"  # the whole batch, None when larger than MAX_DECODE
-    crc: int  # computed
-
-
-@dataclass(frozen=True)
-class _Stop:
-    position: int
-    reason: str
-
-
-class _Reader:
-    """Chunked ``pread`` access to the first ``size`` bytes of an open file."""
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd, self.size = fd, size
-        self.buf, self.start = b"", 0
-
-    def view(self, pos: int, n: int) -> memoryview:
-        """``n`` bytes at ``pos``; shorter only if the file shrank meanwhile."""
-        if not (self.start <= pos and pos + n <= self.start + len(self.buf)):
-            self.buf, self.start = os.pread(self.fd, min(max(n, CHUNK), self.size - pos), pos), pos
-        off = pos - self.start
-        return memoryview(self.buf)[off:off + n]
-
-    def crc(self, pos: int, size: int) -> int:
-        """CRC32C of the CRC-covered bytes of the batch at ``pos``, read piecewise."""
-        crc, end = 0, pos + size
-        for p in range(pos + fmt.CRC_START, end, CHUNK):
-            crc = crc32c.crc32c(os.pread(self.fd, min(CHUNK, end - p), p), crc)
-        return crc
-
-
-def _read_batches(r: _Reader) -> Iterator[Union[_Raw, _Stop]]:
-    """Every batch from byte 0; a final ``_Stop`` where the data cannot be parsed."""
-    pos = 0
-    while pos < r.size:
-        left = r.size - pos
-        if left < fmt.HEADER_SIZE:
-            yield _Stop(pos, f"incomplete batch at the end: {left} bytes, a header needs "
-                             f"{fmt.HEADER_SIZE}")
-            return
-        try:
-            header = fmt.read_header(r.view(pos, fmt.HEADER_SIZE))
-        except CorruptRecordError as exc:
-            yield _Stop(pos, f"invalid batch header: {exc.message.removesuffix(' at position 0')}")
-            return
-        if header.size > left:
-            yield _Stop(pos, f"incomplete batch at the end: {left} of {header.size} bytes")
-            return
-        if header.size <= MAX_DECODE:
-            data = r.view(pos, header.size)
-            if len(data) < header.size:
-                yield _Stop(pos, "file shrank while being read")
-                return
-            yield _Raw(pos, header, data, fmt.compute_crc(data, 0, header.size))
-        else:
-            yield _Raw(pos, header, None, r.crc(pos, header.size))
-        pos += header.size
-
-
 # -- checking -----------------------------------------------------------------------------
 @dataclass
 class _State:
@@ -310,19 +243,12 @@ def _load_index(part: PartitionInput, metas: dict):
         pid = meta.partition_id(part.name, create=False)
         if pid is None:
             return rows  # unknown to the index: every first batch lacks its entry
-        with meta.read() as txn:
-            cur = txn.cursor(db=meta.db("oidx"))
-            prefix = PID.pack(pid)
-            for key, value in (cur if cur.set_range(prefix) else ()):
-                if not key.startswith(prefix):
-                    break
-                try:
-                    (segment, pos), off = _ENTRY.unpack(value), PID_U64.unpack(key)[1]
-                except struct.error:
-                    yield Problem(path, 0, None, f"malformed offset index row of {part.name}: "
-                                                 f"key {key.hex()}, value {value.hex()}")
-                    continue
-                rows.setdefault(segment, {}).setdefault(pos, []).append(off)
+        for entry in iter_entries(meta, pid):
+            if isinstance(entry, bytes):
+                yield Problem(path, 0, None, f"malformed offset index row of {part.name}: {entry.hex()}")
+                continue
+            off, segment, pos = entry
+            rows.setdefault(segment, {}).setdefault(pos, []).append(off)
     except lmdb.Error as exc:
         yield Problem(path, 0, None, f"cannot read the offset index of {part.name}: {exc}")
         return None
@@ -337,12 +263,12 @@ def _scan_segment(seg: SegmentFile, st: _State) -> Iterator[Event]:
         st.expected = None
         return
     try:
-        yield from _scan_open(seg, _Reader(fd, os.fstat(fd).st_size), st)
+        yield from _scan_open(seg, Reader(fd, os.fstat(fd).st_size), st)
     finally:
         os.close(fd)
 
 
-def _scan_open(seg: SegmentFile, reader: _Reader, st: _State) -> Iterator[Event]:
+def _scan_open(seg: SegmentFile, reader: Reader, st: _State) -> Iterator[Event]:
     """A segment's events; ``st.expected`` becomes where the next segment must start."""
     before, base = st.problems, seg.base_offset
     batches = nrec = nbytes = valid_end = 0
@@ -352,8 +278,8 @@ def _scan_open(seg: SegmentFile, reader: _Reader, st: _State) -> Iterator[Event]
                        f"segment ends before offset {st.expected} ({_gap(base, st.expected)})")
     entries = st.index.pop(base, {}) if st.index is not None else None
     expect = base
-    for item in _read_batches(reader):
-        if isinstance(item, _Stop):
+    for item in read_batches(reader):
+        if isinstance(item, Stop):
             yield _problem(st, seg.path, item.position, expect, item.reason)
             expect = None
             break
@@ -377,10 +303,10 @@ def _scan_open(seg: SegmentFile, reader: _Reader, st: _State) -> Iterator[Event]
     yield FileSummary(seg.path, reader.size, batches, nrec, nbytes, first, last, st.problems - before)
 
 
-def _decode(path: str, item: _Raw, st: _State) -> Iterator[Event]:
+def _decode(path: str, item: Raw, st: _State) -> Iterator[Event]:
     """Check the records section's layout; yield the records if asked for."""
     if item.data is None:
-        yield Notice(path, f"batch at byte {item.position} not decoded: over {MAX_DECODE} bytes")
+        yield Notice(path, f"batch at byte {item.position} not decoded: over {inspect_reader.MAX_DECODE} bytes")
         return
     try:
         batch = decode_batch(item.data, verify=False)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import msgpack
 
-from .metastore import PID, PID_U64, MetaStore, delete_prefix
+from .metastore import PID, PID_U64, MetaStore, delete_prefix, iter_prefix
 
 _EPOCH_KEY = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
@@ -57,16 +57,9 @@ def store_checkpoint(txn, meta: MetaStore, pid: int, ckpt: Checkpoint) -> None:
 
 
 def load_segment_infos(meta: MetaStore, pid: int) -> dict[int, SegmentInfo]:
-    out = {}
-    prefix = PID.pack(pid)
     with meta.read() as txn:
-        cur = txn.cursor(db=meta.db("segs"))
-        if cur.set_range(prefix):
-            for key, value in cur:
-                if not key.startswith(prefix):
-                    break
-                out[PID_U64.unpack(key)[1]] = SegmentInfo(*msgpack.unpackb(value))
-    return out
+        return {PID_U64.unpack(key)[1]: SegmentInfo(*msgpack.unpackb(value))
+                for key, value in iter_prefix(txn, meta.db("segs"), PID.pack(pid))}
 
 
 def store_segment_info(txn, meta: MetaStore, pid: int, base: int, info: SegmentInfo) -> None:
@@ -85,16 +78,9 @@ def delete_segment_infos(txn, meta: MetaStore, pid: int, *, below: "int | None" 
 
 def load_epochs(meta: MetaStore, pid: int) -> list[tuple[int, int]]:
     """Leader-epoch history: ``[(epoch, start offset)]`` ascending."""
-    prefix = PID.pack(pid)
-    out = []
     with meta.read() as txn:
-        cur = txn.cursor(db=meta.db("epochs"))
-        if cur.set_range(prefix):
-            for key, value in cur:
-                if not key.startswith(prefix):
-                    break
-                out.append((_EPOCH_KEY.unpack(key)[1], _U64.unpack(value)[0]))
-    return out
+        return [(_EPOCH_KEY.unpack(key)[1], _U64.unpack(value)[0])
+                for key, value in iter_prefix(txn, meta.db("epochs"), PID.pack(pid))]
 
 
 def store_epochs(txn, meta: MetaStore, pid: int, epochs: list[tuple[int, int]]) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import msgpack
 
 from ..errors import InvalidRequestError
-from .metastore import MetaStore, delete_prefix
+from .metastore import MetaStore, delete_prefix, iter_prefix
 
 _PART = struct.Struct(">I")
 
@@ -55,16 +55,9 @@ class GroupStore:
     def fetch(self, group: str, topic: "str | None" = None) -> dict[tuple[str, int], CommittedOffset]:
         """Committed offsets of ``group`` (optionally of one topic)."""
         prefix = group.encode() + b"\0" + (topic.encode() + b"\0" if topic else b"")
-        out = {}
         with self.meta.read() as txn:
-            cur = txn.cursor(db=self.meta.db("groups"))
-            if cur.set_range(prefix):
-                for key, value in cur:
-                    if not key.startswith(prefix):
-                        break
-                    _, t, p = _parse(key)
-                    out[(t, p)] = CommittedOffset(*msgpack.unpackb(value))
-        return out
+            return {_parse(key)[1:]: CommittedOffset(*msgpack.unpackb(value))
+                    for key, value in iter_prefix(txn, self.meta.db("groups"), prefix)}
 
     def groups(self) -> list[str]:
         names: list[str] = []

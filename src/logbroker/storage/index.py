@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import struct
 
-from .metastore import PID, PID_U64, MetaStore, delete_prefix
+from .metastore import PID, PID_U64, MetaStore, delete_prefix, iter_prefix
 
 _POS = struct.Struct(">QI")
 _U64 = struct.Struct(">Q")
@@ -160,3 +160,15 @@ class PartitionIndex:
                 if self._dropped_from is None or offset < self._dropped_from:
                     self.last_time = PID_U64.unpack(key)[1] - _TS_BIAS
                     return
+
+
+def iter_entries(meta: MetaStore, pid: int):
+    """Offset-index rows of ``pid`` as stored in LMDB: ``(offset, segment, position)``
+    in offset order, or the raw value bytes of a malformed row (read-only tools)."""
+    with meta.read() as txn:
+        for key, value in iter_prefix(txn, meta.db("oidx"), PID.pack(pid)):
+            try:
+                yield (PID_U64.unpack(key)[1], *_POS.unpack(value))
+            except struct.error:
+                yield bytes(value)
+

@@ -111,6 +111,17 @@ class MetaStore:
         self.env.close()
 
 
+def iter_prefix(txn, db, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` rows whose key begins with ``prefix``, in key order."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(prefix):
+        return
+    for key, value in cur:
+        if not key.startswith(prefix):
+            return
+        yield key, value
+
+
 def delete_prefix(txn, db, prefix: bytes, start: "bytes | None" = None,
                   stop: "bytes | None" = None) -> int:
     """Delete keys beginning with ``prefix`` in [start, stop); returns the count."""

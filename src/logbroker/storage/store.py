@@ -18,7 +18,7 @@ import threading
 from typing import Iterator
 
 from ..config import StorageConfig
-from ..errors import (InvalidConfigError, StorageError, TopicAlreadyExistsError,
+from ..errors import (StorageError, TopicAlreadyExistsError,
                       UnknownTopicOrPartitionError)
 from .files import FileCache
 from .groups import GroupStore
