@@ -121,3 +121,61 @@ class InvalidRecordError(LogbrokerError):
     """A record a producer tried to put in a batch breaks the format's limits."""
 
     code, name = 87, "INVALID_RECORD"
+
+
+@register
+class RequestTimedOutError(LogbrokerError):
+    """The broker or the client gave up waiting (acks, a response)."""
+
+    code, name, retriable = 7, "REQUEST_TIMED_OUT", True
+
+
+@register
+class InvalidGroupError(LogbrokerError):
+    code, name = 24, "INVALID_GROUP_ID"
+
+
+@register
+class UnsupportedVersionError(LogbrokerError):
+    code, name = 35, "UNSUPPORTED_VERSION"
+
+
+@register
+class OutOfOrderSequenceError(LogbrokerError):
+    """An idempotent producer's batch skipped sequence numbers."""
+
+    code, name = 45, "OUT_OF_ORDER_SEQUENCE"
+
+
+@register
+class InvalidProducerEpochError(LogbrokerError):
+    code, name = 47, "INVALID_PRODUCER_EPOCH"
+
+
+@register
+class UnknownProducerIdError(LogbrokerError):
+    code, name = 59, "UNKNOWN_PRODUCER_ID"
+
+
+@register
+class FrameTooLargeError(LogbrokerError):
+    """A frame longer than the broker's (or client's) limit; the connection closes."""
+
+    code, name = 1001, "FRAME_TOO_LARGE"
+
+
+@register
+class TooManyConnectionsError(LogbrokerError):
+    code, name, retriable = 1002, "TOO_MANY_CONNECTIONS", True
+
+
+@register
+class BrokerUnavailableError(LogbrokerError):
+    """The client could not reach the broker or lost the connection (client side)."""
+
+    code, name, retriable = 1003, "BROKER_UNAVAILABLE", True
+
+
+@register
+class ClientClosedError(LogbrokerError):
+    code, name = 1004, "CLIENT_CLOSED"

@@ -1,0 +1,1 @@
+"""Wire protocol: frozen messages and a sans-I/O codec (docs/protocol.md)."""

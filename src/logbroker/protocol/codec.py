@@ -1,0 +1,192 @@
+"""Sans-I/O framing and message codec (h11 style): bytes in, messages out.
+
+Frame:  u32 frame_length (bytes after this field, big-endian)
+        u32 header_length
+        header: msgpack map {"api", "cid", "resp", "v", "body"}
+        payload: frame_length - 4 - header_length raw bytes (record batches)
+
+``FrameReader`` splits a byte stream into frames. Feed it with
+``receive_data(bytes)``, or let a socket write straight into it with
+``get_buffer()`` / ``buffer_updated(n)`` (asyncio.BufferedProtocol): frames
+larger than the scratch buffer get a buffer of their own that the socket
+fills directly, so big produce payloads are never copied in Python.
+``decode(frame)`` checks the header against the message schema; ``encode``
+returns buffers to write (header bytes, then the payload buffers as given).
+Every malformed input raises a ``LogbrokerError``; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+
+import msgpack
+
+from ..errors import (FrameTooLargeError, InvalidRequestError, LogbrokerError,
+                      UnsupportedVersionError)
+from .messages import PROTOCOL_VERSION, REQUESTS, RESPONSES, Message
+from .schema import check
+
+_U32 = struct.Struct(">I")
+_PREFIX = struct.Struct(">II")
+NEED_DATA = None  # next_frame() result when no whole frame is buffered
+MAX_HEADER = 16 << 20
+
+
+class DecodeError(InvalidRequestError):
+    """A frame that is not a valid message; ``cid`` is set when it was readable."""
+
+    def __init__(self, message: str, cid: "int | None" = None, cause: "LogbrokerError | None" = None):
+        super().__init__(message)
+        self.cid, self.cause = cid, cause
+
+
+class FrameReader:
+    """Splits a byte stream into frames (``bytes`` or ``bytearray``)."""
+
+    def __init__(self, max_frame_bytes: int = 64 << 20, scratch_bytes: int = 256 << 10) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._scratch = bytearray(scratch_bytes)
+        self._start = self._end = 0
+        self._big: "bytearray | None" = None
+        self._big_filled = 0
+        self._frames: deque = deque()
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet returned as frames (for backpressure)."""
+        return (self._end - self._start + self._big_filled
+                + sum(len(f) for f in self._frames))
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Writable space for the next bytes of the stream (never empty)."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        if self._end == len(self._scratch):
+            live = self._end - self._start
+            self._scratch[:live] = self._scratch[self._start:self._end]
+            self._start, self._end = 0, live
+        return memoryview(self._scratch)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were written at the start of the last ``get_buffer()``."""
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                self._frames.append(self._big)
+                self._big, self._big_filled = None, 0
+            return
+        self._end += nbytes
+        self._split()
+
+    def receive_data(self, data) -> None:
+        """Feed bytes (any size, any split)."""
+        view, pos = memoryview(data).cast("B"), 0
+        while pos < len(view):
+            buf = self.get_buffer()
+            n = min(len(buf), len(view) - pos)
+            buf[:n] = view[pos:pos + n]
+            pos += n
+            self.buffer_updated(n)
+
+    def _split(self) -> None:
+        buf = self._scratch
+        while self._end - self._start >= 4:
+            length = _U32.unpack_from(buf, self._start)[0]
+            if length > self.max_frame_bytes or length < 4:
+                raise FrameTooLargeError(f"frame of {length} bytes (limit {self.max_frame_bytes})")
+            total = 4 + length
+            if self._end - self._start >= total:
+                self._frames.append(bytes(buf[self._start + 4:self._start + total]))
+                self._start += total
+            elif total > len(buf):
+                have = self._end - self._start - 4
+                self._big = bytearray(length)
+                self._big[:have] = buf[self._start + 4:self._end]
+                self._big_filled = have
+                self._start = self._end = 0
+                return
+            else:
+                break
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def next_frame(self):
+        """The next whole frame (without its length prefix), or NEED_DATA."""
+        return self._frames.popleft() if self._frames else NEED_DATA
+
+
+@dataclass(frozen=True)
+class Envelope:
+    cid: int
+    message: Message
+
+
+def encode(message: Message, cid: int) -> list:
+    """Buffers of one frame: ``[prefix + header, *payload]`` (payload not copied)."""
+    body = {name: getattr(message, name) for name in message.SCHEMA}
+    header = msgpack.packb({"api": message.API, "cid": cid, "resp": message.RESPONSE,
+                            "v": PROTOCOL_VERSION, "body": body})
+    payload = message.payload if message.HAS_PAYLOAD else ()
+    plen = sum(memoryview(p).nbytes for p in payload)
+    return [_PREFIX.pack(4 + len(header) + plen, len(header)) + header, *payload]
+
+
+def encode_bytes(message: Message, cid: int) -> bytes:
+    return b"".join(encode(message, cid))
+
+
+def decode(frame) -> Envelope:
+    """Decode one frame from ``FrameReader``; raises ``DecodeError``."""
+    view = memoryview(frame)
+    if len(view) < 4:
+        raise DecodeError("frame shorter than its header length field")
+    hlen = _U32.unpack_from(view, 0)[0]
+    if hlen > min(len(view) - 4, MAX_HEADER):
+        raise DecodeError(f"header length {hlen} exceeds the frame")
+    try:
+        header = msgpack.unpackb(view[4:4 + hlen], raw=False, strict_map_key=True)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises many types
+        raise DecodeError(f"header is not valid msgpack: {type(exc).__name__}") from None
+    if not isinstance(header, dict):
+        raise DecodeError("header is not a map")
+    cid = header.get("cid")
+    cid = cid if type(cid) is int and 0 <= cid < 1 << 63 else None
+    api, resp, version = header.get("api"), header.get("resp"), header.get("v")
+    if cid is None or type(api) is not int or type(resp) is not bool:
+        raise DecodeError("header needs integer api and cid and boolean resp", cid)
+    if version != PROTOCOL_VERSION:
+        raise DecodeError(f"protocol version {version!r} unsupported (this side speaks "
+                          f"{PROTOCOL_VERSION})", cid, UnsupportedVersionError())
+    cls = (RESPONSES if resp else REQUESTS).get(api)
+    if cls is None:
+        raise DecodeError(f"unknown api {api}", cid)
+    try:
+        body = check(header.get("body"), dict, "body")
+        fields = {name: check(body.get(name), spec, name) if name in body else _missing(name)
+                  for name, spec in cls.SCHEMA.items()}
+        if cls.HAS_PAYLOAD:
+            fields["payload"] = _split_payload(fields["parts"], view[4 + hlen:])
+        elif len(view) > 4 + hlen:
+            raise InvalidRequestError(f"{cls.__name__} carries no payload")
+    except InvalidRequestError as exc:
+        raise DecodeError(f"{cls.__name__}: {exc.message}", cid) from None
+    return Envelope(cid, cls(**fields))
+
+
+def _missing(name: str):
+    raise InvalidRequestError(f"field {name!r} is missing")
+
+
+def _split_payload(parts: tuple, payload: memoryview) -> tuple:
+    out, pos = [], 0
+    for part in parts:
+        nbytes = part[-1]
+        if nbytes < 0 or pos + nbytes > len(payload):
+            raise InvalidRequestError("part sizes exceed the payload")
+        out.append(payload[pos:pos + nbytes])
+        pos += nbytes
+    if pos != len(payload):
+        raise InvalidRequestError(f"{len(payload) - pos} payload bytes belong to no part")
+    return tuple(out)

@@ -1,0 +1,329 @@
+"""Protocol messages: one frozen dataclass per request and response.
+
+Each class names its ``API`` number and a ``SCHEMA`` (field -> spec, see
+schema.py) that the codec checks on decode. Per-partition entries are
+tuples, in the field order the schema gives. Every response carries
+``error`` (a code from errors.py, 0 = none) and ``message``; per-partition
+entries carry their own error and message. ``payload`` (Produce requests,
+Fetch responses) is raw record batch bytes, sent verbatim after the header:
+a sequence of buffers, the n-th part's ``nbytes`` of them in part order.
+
+docs/protocol.md describes every message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .schema import Map, Opt
+
+PROTOCOL_VERSION = 1
+EARLIEST, LATEST = -2, -1  # ListOffsets specs
+
+REQUESTS: dict[int, type] = {}
+RESPONSES: dict[int, type] = {}
+
+
+def _register(cls):
+    (RESPONSES if cls.RESPONSE else REQUESTS)[cls.API] = cls
+    return cls
+
+
+class Message:
+    API: ClassVar[int]
+    RESPONSE: ClassVar[bool] = False
+    SCHEMA: ClassVar[dict[str, Any]]
+    HAS_PAYLOAD: ClassVar[bool] = False
+
+
+class Response(Message):
+    RESPONSE = True
+
+
+_RESP = {"error": int, "message": str}
+
+
+@_register
+@dataclass(frozen=True)
+class Handshake(Message):
+    API, SCHEMA = 0, {"client_id": str, "min_version": int, "max_version": int}
+    client_id: str = "logbroker-python"
+    min_version: int = PROTOCOL_VERSION
+    max_version: int = PROTOCOL_VERSION
+
+
+@_register
+@dataclass(frozen=True)
+class HandshakeResponse(Response):
+    API, SCHEMA = 0, {**_RESP, "version": int, "broker_id": int, "server": str}
+    error: int = 0
+    message: str = ""
+    version: int = PROTOCOL_VERSION
+    broker_id: int = 0
+    server: str = ""
+
+
+@_register
+@dataclass(frozen=True)
+class Metadata(Message):
+    API, SCHEMA = 1, {"topics": Opt([str]), "auto_create": bool}
+    topics: "tuple[str, ...] | None" = None  # None: every topic
+    auto_create: bool = False
+
+
+@_register
+@dataclass(frozen=True)
+class MetadataResponse(Response):
+    """brokers: (id, host, port); topics: (name, error, message, partition count)."""
+
+    API, SCHEMA = 1, {**_RESP, "brokers": [(int, str, int)], "topics": [(str, int, str, int)]}
+    error: int = 0
+    message: str = ""
+    brokers: tuple = ()
+    topics: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class CreateTopics(Message):
+    """topics: (name, partitions, configs)."""
+
+    API, SCHEMA = 2, {"topics": [(str, int, Map(object))]}
+    topics: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class CreateTopicsResponse(Response):
+    """topics: (name, error, message)."""
+
+    API, SCHEMA = 2, {**_RESP, "topics": [(str, int, str)]}
+    error: int = 0
+    message: str = ""
+    topics: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteTopics(Message):
+    API, SCHEMA = 3, {"topics": [str]}
+    topics: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteTopicsResponse(Response):
+    """topics: (name, error, message)."""
+
+    API, SCHEMA = 3, {**_RESP, "topics": [(str, int, str)]}
+    error: int = 0
+    message: str = ""
+    topics: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeTopics(Message):
+    API, SCHEMA = 4, {"topics": Opt([str])}
+    topics: "tuple[str, ...] | None" = None
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeTopicsResponse(Response):
+    """topics: (name, error, message, configs, partitions); partitions:
+    (partition, log_start, log_end, high_watermark, size_bytes, segments)."""
+
+    API, SCHEMA = 4, {**_RESP, "topics": [(str, int, str, Map(object),
+                                           [(int, int, int, int, int, int)])]}
+    error: int = 0
+    message: str = ""
+    topics: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class Produce(Message):
+    """parts: (topic, partition, nbytes); payload: the parts' batches in order.
+    acks: 0 (no response), 1 (written), -1 "all" (durable). producer_id -1:
+    not idempotent."""
+
+    API, SCHEMA, HAS_PAYLOAD = 5, {"acks": int, "timeout_ms": int, "producer_id": int,
+                                   "producer_epoch": int, "parts": [(str, int, int)]}, True
+    acks: int = -1
+    timeout_ms: int = 30_000
+    producer_id: int = -1
+    producer_epoch: int = -1
+    parts: tuple = ()
+    payload: tuple = field(default=(), compare=False)
+
+
+@_register
+@dataclass(frozen=True)
+class ProduceResponse(Response):
+    """parts: (topic, partition, error, message, base_offset, log_start)."""
+
+    API, SCHEMA = 5, {**_RESP, "parts": [(str, int, int, str, int, int)]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class Fetch(Message):
+    """parts: (topic, partition, offset, max_bytes). The broker answers when
+    min_bytes are available or after max_wait_ms (long poll)."""
+
+    API, SCHEMA = 6, {"max_wait_ms": int, "min_bytes": int, "max_bytes": int,
+                      "parts": [(str, int, int, int)]}
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 50 << 20
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class FetchResponse(Response):
+    """parts: (topic, partition, error, message, high_watermark, log_start, nbytes)."""
+
+    API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [(str, int, int, str, int, int, int)]}, True
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+    payload: tuple = field(default=(), compare=False)
+
+
+@_register
+@dataclass(frozen=True)
+class ListOffsets(Message):
+    """parts: (topic, partition, spec): spec -2 earliest, -1 latest, else a
+    timestamp in ms (the earliest offset whose record timestamp is >= it)."""
+
+    API, SCHEMA = 7, {"parts": [(str, int, int)]}
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class ListOffsetsResponse(Response):
+    """parts: (topic, partition, error, message, offset, timestamp); offset -1
+    when no record has a timestamp that late."""
+
+    API, SCHEMA = 7, {**_RESP, "parts": [(str, int, int, str, int, int)]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class CommitOffsets(Message):
+    """offsets: (topic, partition, offset, metadata); offset = next to read."""
+
+    API, SCHEMA = 8, {"group": str, "offsets": [(str, int, int, str)]}
+    group: str = ""
+    offsets: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class CommitOffsetsResponse(Response):
+    """parts: (topic, partition, error, message)."""
+
+    API, SCHEMA = 8, {**_RESP, "parts": [(str, int, int, str)]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class FetchOffsets(Message):
+    """parts: (topic, partition), or None for everything the group committed."""
+
+    API, SCHEMA = 9, {"group": str, "parts": Opt([(str, int)])}
+    group: str = ""
+    parts: "tuple | None" = None
+
+
+@_register
+@dataclass(frozen=True)
+class FetchOffsetsResponse(Response):
+    """parts: (topic, partition, offset, metadata, commit_ms); offset -1: none."""
+
+    API, SCHEMA = 9, {**_RESP, "parts": [(str, int, int, str, int)]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class ListGroups(Message):
+    API, SCHEMA = 10, {}
+
+
+@_register
+@dataclass(frozen=True)
+class ListGroupsResponse(Response):
+    API, SCHEMA = 10, {**_RESP, "groups": [str]}
+    error: int = 0
+    message: str = ""
+    groups: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeGroups(Message):
+    API, SCHEMA = 11, {"groups": [str]}
+    groups: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeGroupsResponse(Response):
+    """groups: (group, parts); parts: (topic, partition, committed, log_end,
+    lag, commit_ms, lag_ms) — lag_ms: how old the next record to read is
+    (-1 when caught up or unknown)."""
+
+    API, SCHEMA = 11, {**_RESP, "groups": [(str, [(str, int, int, int, int, int, int)])]}
+    error: int = 0
+    message: str = ""
+    groups: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class InitProducerId(Message):
+    API, SCHEMA = 12, {}
+
+
+@_register
+@dataclass(frozen=True)
+class InitProducerIdResponse(Response):
+    API, SCHEMA = 12, {**_RESP, "producer_id": int, "producer_epoch": int}
+    error: int = 0
+    message: str = ""
+    producer_id: int = -1
+    producer_epoch: int = 0
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteGroups(Message):
+    API, SCHEMA = 13, {"groups": [str]}
+    groups: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteGroupsResponse(Response):
+    """groups: (group, error, message)."""
+
+    API, SCHEMA = 13, {**_RESP, "groups": [(str, int, str)]}
+    error: int = 0
+    message: str = ""
+    groups: tuple = ()
