@@ -34,26 +34,16 @@ def main() -> None:
     """logbroker: a durable, log-structured message broker."""
 
 
-@main.command()
-@click.option("--data-dir", default="./data", show_default=True, type=click.Path(file_okay=False))
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=9555, show_default=True, type=int)
-def serve(data_dir: str, host: str, port: int) -> None:
-    """Run the broker on DATA_DIR."""
-    from .storage.store import Store
-
-    with Store.open(data_dir) as store:
-        n = len(store.logs())
-    click.echo(f"storage at {data_dir}: opened and recovered {n} partition(s).", err=True)
-    click.echo("error: the network server is not built yet (issue 3); only the storage "
-               "engine and `logbroker inspect` exist.", err=True)
-    sys.exit(2)
-
-
 def _register_commands() -> None:
     from .inspect_cli import inspect
+    from .serve_cli import serve
 
     main.add_command(inspect)
+    main.add_command(serve)
 
 
 _register_commands()
+
+
+if __name__ == "__main__":  # python -m logbroker.cli
+    main()

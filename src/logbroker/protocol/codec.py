@@ -37,9 +37,10 @@ MAX_HEADER = 16 << 20
 class DecodeError(InvalidRequestError):
     """A frame that is not a valid message; ``cid`` is set when it was readable."""
 
-    def __init__(self, message: str, cid: "int | None" = None, cause: "LogbrokerError | None" = None):
+    def __init__(self, message: str, cid: "int | None" = None,
+                 cause: "LogbrokerError | None" = None, api: "int | None" = None):
         super().__init__(message)
-        self.cid, self.cause = cid, cause
+        self.cid, self.cause, self.api = cid, cause, api
 
 
 class FrameReader:
@@ -158,10 +159,10 @@ def decode(frame) -> Envelope:
         raise DecodeError("header needs integer api and cid and boolean resp", cid)
     if version != PROTOCOL_VERSION:
         raise DecodeError(f"protocol version {version!r} unsupported (this side speaks "
-                          f"{PROTOCOL_VERSION})", cid, UnsupportedVersionError())
+                          f"{PROTOCOL_VERSION})", cid, UnsupportedVersionError(), api)
     cls = (RESPONSES if resp else REQUESTS).get(api)
     if cls is None:
-        raise DecodeError(f"unknown api {api}", cid)
+        raise DecodeError(f"unknown api {api}", cid, api=api)
     try:
         body = check(header.get("body"), dict, "body")
         fields = {name: check(body.get(name), spec, name) if name in body else _missing(name)
@@ -171,7 +172,7 @@ def decode(frame) -> Envelope:
         elif len(view) > 4 + hlen:
             raise InvalidRequestError(f"{cls.__name__} carries no payload")
     except InvalidRequestError as exc:
-        raise DecodeError(f"{cls.__name__}: {exc.message}", cid) from None
+        raise DecodeError(f"{cls.__name__}: {exc.message}", cid, api=api) from None
     return Envelope(cid, cls(**fields))
 
 

@@ -300,6 +300,19 @@ class Log:
             self._check_online()
             return self._locator.offset_for_timestamp(timestamp)
 
+    def tail_headers(self, max_bytes: int) -> list[fmt.BatchHeader]:
+        """Headers of the batches in the last segments holding >= ``max_bytes``
+        (whole segments, oldest first); for rebuilding in-memory state."""
+        with self._lock:
+            self._check_online()
+            chosen, total = [], 0
+            for seg in reversed(self.segments):
+                chosen.insert(0, seg)
+                total += seg.size
+                if total >= max_bytes:
+                    break
+            return [h for seg in chosen for _, h in seg.scan(0, seg.size, verify=False)]
+
     # -- truncation and retention ---------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Drop offsets >= ``offset`` (whole batches: the log end becomes the

@@ -1,0 +1,1 @@
+"""The broker: request handlers over the storage engine, and the asyncio server."""

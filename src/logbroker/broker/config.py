@@ -1,0 +1,96 @@
+"""Broker settings: a frozen dataclass, from defaults, a TOML file and flags.
+
+TOML layout (every key optional)::
+
+    host = "127.0.0.1"
+    port = 9555
+    data_dir = "./data"
+    log_level = "info"
+    max_connections = 1024
+    max_frame_bytes = 67108864
+    idle_timeout_ms = 600000
+    auto_create_topics = true
+    default_partitions = 1
+
+    [log]            # LogConfig defaults for every topic (topics may override)
+    segment_bytes = 1073741824
+    retention_ms = 604800000
+    flush = "fsync"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import LogConfig, StorageConfig
+from ..errors import InvalidConfigError
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything ``logbroker serve`` needs.
+
+    - ``max_frame_bytes``: largest request accepted; larger ones close the
+      connection with FRAME_TOO_LARGE.
+    - ``max_inflight_bytes``: per connection, bytes of requests read but not
+      yet answered; reading pauses above it (backpressure).
+    - ``idle_timeout_ms``: a connection with no complete request for this
+      long is closed; ``frame_timeout_ms``: a request must arrive whole
+      within this long once it started (slow-loris guard).
+    - ``housekeeping_ms``: period of retention, age rolls and checkpoints.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 9555
+    data_dir: str = "./data"
+    broker_id: int = 0
+    log_level: str = "info"
+    max_connections: int = 1024
+    max_frame_bytes: int = 64 << 20
+    max_inflight_bytes: int = 128 << 20
+    idle_timeout_ms: int = 600_000
+    frame_timeout_ms: int = 30_000
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    housekeeping_ms: int = 5_000
+    shutdown_timeout_ms: int = 10_000
+    storage: StorageConfig = field(default_factory=StorageConfig)
+
+    def __post_init__(self) -> None:
+        if self.log_level not in LEVELS:
+            raise InvalidConfigError(f"log_level must be one of {', '.join(LEVELS)}")
+        if not 0 <= self.port <= 65535:
+            raise InvalidConfigError(f"port must be 0..65535, got {self.port}")
+        for name in ("max_connections", "max_frame_bytes", "max_inflight_bytes", "idle_timeout_ms",
+                     "frame_timeout_ms", "default_partitions", "housekeeping_ms"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")
+
+    @classmethod
+    def load(cls, path: "str | None" = None, **overrides: Any) -> "BrokerConfig":
+        """Defaults, then the TOML file at ``path``, then non-None ``overrides``."""
+        data: dict[str, Any] = {}
+        if path:
+            try:
+                with open(path, "rb") as fh:
+                    data = tomllib.load(fh)
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise InvalidConfigError(f"cannot read config {path}: {exc}") from None
+        log = data.pop("log", {})
+        storage = data.pop("storage", {})
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        known = {f.name for f in dataclasses.fields(cls)} - {"storage"}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
+        try:
+            storage_cfg = StorageConfig(log=LogConfig.from_dict(log), **storage)
+            return cls(storage=storage_cfg, **data)
+        except TypeError as exc:
+            raise InvalidConfigError(str(exc)) from None

@@ -1,0 +1,49 @@
+"""Consumer group requests: committed offsets and lag (offsets and time)."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import LogbrokerError
+from ..protocol import messages as m
+from ..records import format as fmt
+from ..storage.store import Store
+
+
+def fetch_offsets(store: Store, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
+    committed = store.groups.fetch(req.group)
+    wanted = req.parts if req.parts is not None else sorted(committed)
+    out = []
+    for topic, partition in wanted:
+        c = committed.get((topic, partition))
+        out.append((topic, partition, -1, "", 0) if c is None
+                   else (topic, partition, c.offset, c.metadata, c.commit_ms))
+    return m.FetchOffsetsResponse(parts=tuple(out))
+
+
+def describe_group(store: Store, group: str) -> tuple:
+    """(group, parts): per committed partition, the committed offset, the log
+    end (high watermark), the lag in records, the commit time, and the lag in
+    ms: how long ago the next record to read was written (-1: caught up)."""
+    now = int(time.time() * 1000)
+    parts = []
+    for (topic, partition), c in sorted(store.groups.fetch(group).items()):
+        try:
+            lg = store.get_log(topic, partition)
+            end = lg.high_watermark
+        except LogbrokerError:
+            parts.append((topic, partition, c.offset, -1, -1, c.commit_ms, -1))
+            continue
+        lag = max(0, end - c.offset)
+        parts.append((topic, partition, c.offset, end, lag, c.commit_ms, _lag_ms(lg, c.offset, now) if lag else -1))
+    return (group, tuple(parts))
+
+
+def _lag_ms(lg, offset: int, now: int) -> int:
+    try:
+        data = lg.read(max(offset, lg.log_start_offset), 1, upto=lg.high_watermark)
+    except LogbrokerError:
+        return -1
+    if len(data) < fmt.HEADER_SIZE:
+        return -1
+    return max(0, now - fmt.read_header(data).first_timestamp)

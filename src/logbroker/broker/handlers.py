@@ -1,0 +1,231 @@
+"""Request handlers: a message in, a response message out.
+
+Handlers run on the broker's event loop and call the storage engine
+directly (appends and reads of the page cache are short); fsyncs run in a
+worker thread through ``GroupCommit``. Errors of one partition become that
+partition's error code and message; nothing a client sends makes a handler
+raise to the server except a bug, which the server answers with UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+from ..errors import (InvalidRequestError, LogbrokerError, UnknownTopicOrPartitionError)
+from ..protocol import messages as m
+from ..records import format as fmt
+from ..storage.groups import CommittedOffset
+from ..storage.log import Log
+from ..storage.store import Store
+from .config import BrokerConfig
+from .durability import DataNotifier, GroupCommit
+from .groups_view import describe_group, fetch_offsets
+from .producers import TAIL_SCAN_BYTES, ProducerStates
+from .topics_view import create_topics, delete_topics, describe_topics
+
+
+def _err(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, LogbrokerError):
+        return exc.code, exc.message
+    return -1, f"{type(exc).__name__}: {exc}"
+
+
+class Handlers:
+    def __init__(self, store: Store, config: BrokerConfig, commit: GroupCommit,
+                 notifier: DataNotifier) -> None:
+        self.store, self.config, self.commit, self.notifier = store, config, commit, notifier
+        self._producers: dict[Log, ProducerStates] = {}
+        self._next_producer_id = int(time.time() * 1000) << 8
+        self.table: dict[type, Callable] = {
+            m.Handshake: self.handshake, m.Metadata: self.metadata,
+            m.CreateTopics: lambda r: create_topics(self.store, r),
+            m.DeleteTopics: lambda r: delete_topics(self.store, r, self._forget),
+            m.DescribeTopics: lambda r: describe_topics(self.store, r),
+            m.ListOffsets: self.list_offsets, m.CommitOffsets: self.commit_offsets,
+            m.FetchOffsets: lambda r: fetch_offsets(self.store, r),
+            m.ListGroups: lambda r: m.ListGroupsResponse(groups=tuple(self.store.groups.groups())),
+            m.DescribeGroups: lambda r: m.DescribeGroupsResponse(
+                groups=tuple(describe_group(self.store, g) for g in r.groups)),
+            m.DeleteGroups: self.delete_groups, m.InitProducerId: self.init_producer_id,
+        }
+
+    # -- logs ------------------------------------------------------------------
+    def log_for(self, topic: str, partition: int, *, create: bool = False) -> Log:
+        try:
+            return self.store.get_log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            if not create or self.store.topics.get(topic) is not None:
+                raise
+        self.store.create_topic(topic, self.config.default_partitions)
+        return self.store.get_log(topic, partition)
+
+    def _forget(self, topic: str) -> None:
+        for lg in [lg for lg in self._producers if lg.topic == topic]:
+            del self._producers[lg]
+
+    # -- simple requests ------------------------------------------------------------
+    def handshake(self, req: m.Handshake) -> m.HandshakeResponse:
+        if not req.min_version <= m.PROTOCOL_VERSION <= req.max_version:
+            return m.HandshakeResponse(error=35, message=f"broker speaks protocol version "
+                                                        f"{m.PROTOCOL_VERSION}")
+        from .. import __version__
+
+        return m.HandshakeResponse(broker_id=self.config.broker_id, server=f"logbroker {__version__}")
+
+    def metadata(self, req: m.Metadata) -> m.MetadataResponse:
+        names = req.topics if req.topics is not None else [t.name for t in self.store.topics.list()]
+        topics = []
+        for name in names:
+            topic = self.store.topics.get(name)
+            if topic is None and req.auto_create and self.config.auto_create_topics:
+                try:
+                    topic = self.store.create_topic(name, self.config.default_partitions)
+                except LogbrokerError as exc:
+                    topics.append((name, *_err(exc), 0))
+                    continue
+            if topic is None:
+                topics.append((name, 3, f"unknown topic {name!r}", 0))
+            else:
+                topics.append((name, 0, "", topic.partitions))
+        host, port = self.config.host, self.config.port
+        return m.MetadataResponse(brokers=((self.config.broker_id, host, port),), topics=tuple(topics))
+
+    def init_producer_id(self, req: m.InitProducerId) -> m.InitProducerIdResponse:
+        self._next_producer_id += 1
+        return m.InitProducerIdResponse(producer_id=self._next_producer_id, producer_epoch=0)
+
+    def delete_groups(self, req: m.DeleteGroups) -> m.DeleteGroupsResponse:
+        out = []
+        for g in req.groups:
+            n = self.store.groups.delete(g)
+            out.append((g, 0, "") if n else (g, 24, f"unknown group {g!r}"))
+        return m.DeleteGroupsResponse(groups=tuple(out))
+
+    def list_offsets(self, req: m.ListOffsets) -> m.ListOffsetsResponse:
+        out = []
+        for topic, partition, spec in req.parts:
+            try:
+                lg = self.log_for(topic, partition)
+                if spec == m.EARLIEST:
+                    out.append((topic, partition, 0, "", lg.log_start_offset, -1))
+                elif spec == m.LATEST:
+                    out.append((topic, partition, 0, "", lg.high_watermark, -1))
+                else:
+                    hit = lg.offset_for_timestamp(spec)
+                    if hit is None or hit.offset >= lg.high_watermark:
+                        out.append((topic, partition, 0, "", -1, -1))
+                    else:
+                        out.append((topic, partition, 0, "", hit.offset, hit.timestamp))
+            except LogbrokerError as exc:
+                out.append((topic, partition, *_err(exc), -1, -1))
+        return m.ListOffsetsResponse(parts=tuple(out))
+
+    def commit_offsets(self, req: m.CommitOffsets) -> m.CommitOffsetsResponse:
+        if not req.group:
+            raise InvalidRequestError("group must not be empty")
+        good, out = {}, []
+        for topic, partition, offset, meta in req.offsets:
+            try:
+                self.log_for(topic, partition)
+                if offset < 0:
+                    raise InvalidRequestError(f"offset {offset} is negative")
+                good[(topic, partition)] = CommittedOffset(offset, meta)
+                out.append((topic, partition, 0, ""))
+            except LogbrokerError as exc:
+                out.append((topic, partition, *_err(exc)))
+        if good:
+            self.store.groups.commit(req.group, good)
+        return m.CommitOffsetsResponse(parts=tuple(out))
+
+    # -- produce -------------------------------------------------------------------
+    async def produce(self, req: m.Produce) -> "m.ProduceResponse | None":
+        results, waits = [], []
+        for (topic, partition, _), data in zip(req.parts, req.payload):
+            try:
+                lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
+                base, end = self._append(lg, data)
+                results.append([topic, partition, 0, "", base, lg.log_start_offset])
+                fut = self.commit.request(lg, end)
+                if fut is not None:
+                    waits.append((len(results) - 1, fut))
+            except LogbrokerError as exc:
+                results.append([topic, partition, *_err(exc), -1, -1])
+        if req.acks == -1:
+            for i, fut in waits:
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), req.timeout_ms / 1000)
+                except asyncio.TimeoutError:
+                    results[i][2:4] = [7, "timed out waiting for the fsync"]
+                except LogbrokerError as exc:
+                    results[i][2:4] = list(_err(exc))
+        else:
+            for _, fut in waits:
+                fut.add_done_callback(_consume)
+        if req.acks == 0:
+            return None
+        return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
+
+    def _append(self, lg: Log, data: memoryview) -> tuple[int, int]:
+        """Append the batches of one part; returns (base offset, end offset).
+        Idempotent batches already written return their original offsets."""
+        batches = [(data[pos:pos + h.size], h) for pos, h in fmt.scan_batches(data, verify=False)]
+        if not batches or sum(h.size for _, h in batches) != len(data):
+            raise InvalidRequestError("part bytes are not a whole number of record batches")
+        if batches[0][1].producer_id < 0:
+            info = lg.append([b for b, _ in batches], sync=False)
+            return info.first_offset, info.last_offset + 1
+        states = self._producers.get(lg)
+        if states is None or not states.loaded:
+            states = self._producers.setdefault(lg, ProducerStates())
+            states.load(lg.tail_headers(TAIL_SCAN_BYTES))
+        first = None
+        for raw, h in batches:
+            dup = states.check(h)
+            if dup is None:
+                info = lg.append([raw], sync=False)
+                states.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
+                              info.first_offset)
+                dup = info.first_offset
+            first = dup if first is None else first
+        return first, lg.log_end_offset
+
+    # -- fetch ----------------------------------------------------------------------
+    async def fetch(self, req: m.Fetch) -> m.FetchResponse:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+        while True:
+            parts, payload, total, logs, failed = self._read(req)
+            left = deadline - loop.time()
+            if total >= req.min_bytes or left <= 0 or failed or not logs:
+                return m.FetchResponse(parts=tuple(parts), payload=tuple(payload))
+            await self.notifier.wait(logs, left)
+
+    def _read(self, req: m.Fetch):
+        parts, payload, logs, total, failed = [], [], [], 0, False
+        budget = max(req.max_bytes, 1)
+        for topic, partition, offset, max_bytes in req.parts:
+            lg = None
+            try:
+                lg = self.log_for(topic, partition)
+                logs.append(lg)
+                data = b""
+                if budget > 0 or total == 0:
+                    data = lg.read(offset, max(1, min(max_bytes, budget)), upto=lg.high_watermark)
+                parts.append((topic, partition, 0, "", lg.high_watermark, lg.log_start_offset,
+                              len(data)))
+                payload.append(data)
+                total += len(data)
+                budget -= len(data)
+            except LogbrokerError as exc:
+                failed = True
+                hw, start = (-1, -1) if lg is None else (lg.high_watermark, lg.log_start_offset)
+                parts.append((topic, partition, *_err(exc), hw, start, 0))
+                payload.append(b"")
+        return parts, payload, total, logs, failed
+
+
+def _consume(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,50 @@
+"""``logbroker serve``: run the broker until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+from .broker.config import LEVELS, BrokerConfig
+
+
+@click.command()
+@click.option("--data-dir", default=None, type=click.Path(file_okay=False),
+              help="Data directory [default: ./data].")
+@click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
+@click.option("--port", default=None, type=int, help="Port [default: 9555; 0 picks a free one].")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="TOML config file (flags override it).")
+@click.option("--log-level", default=None, type=click.Choice(LEVELS))
+@click.option("--flush", default=None, type=click.Choice(["fsync", "lazy"]),
+              help="Durability of acks: fsync before acking (default) or lazy.")
+def serve(data_dir, host, port, config_path, log_level, flush) -> None:
+    """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
+    config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
+                               log_level=log_level)
+    if flush is not None:
+        from dataclasses import replace
+
+        config = replace(config, storage=replace(config.storage, log=config.storage.log.replace(flush=flush)))
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(_run(config))
+
+
+async def _run(config: BrokerConfig) -> None:
+    from .broker.server import Broker
+
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, broker.stop)
+
+    def ready(b: Broker) -> None:
+        # One line on stdout that scripts and tests wait for.
+        print(f"logbroker listening on {config.host}:{b.port}", flush=True)
+
+    await broker.run(ready)
