@@ -60,3 +60,13 @@ def store_factory(tmp_path):
             s.close()
         except Exception:
             pass
+
+
+@pytest.fixture(autouse=True)
+def close_raw_conns():
+    """Close every raw test connection a test left open."""
+    yield
+    from wire import OPEN
+
+    while OPEN:
+        OPEN.pop().close()
