@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
 from typing import TYPE_CHECKING
 
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
+from ..storage.log import FileSlice
 
 if TYPE_CHECKING:
     from .server import Broker
@@ -125,10 +127,20 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 if response is not None and self.transport is not None:
                     for buf in encode(response, cid):
-                        self.transport.write(buf)
+                        if isinstance(buf, FileSlice):
+                            await self._sendfile(buf)
+                        else:
+                            self.transport.write(buf)
                     await self.write_ready.wait()
         finally:
             self.writer = None
+
+    async def _sendfile(self, part: FileSlice) -> None:
+        """Send a segment slice as it lies on disk (os.sendfile on plain TCP;
+        asyncio falls back to read + write where it cannot)."""
+        loop = asyncio.get_running_loop()
+        with part.fd() as fd, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
+            await loop.sendfile(self.transport, fh, part.position, part.size)
 
     def close(self, why: str) -> None:
         if self.transport is not None and not self.transport.is_closing():

@@ -210,9 +210,10 @@ class Handlers:
             try:
                 lg = self.log_for(topic, partition)
                 logs.append(lg)
-                data = b""
+                data = None
                 if budget > 0 or total == 0:
-                    data = lg.read(offset, max(1, min(max_bytes, budget)), upto=lg.high_watermark)
+                    data = lg.slice(offset, max(1, min(max_bytes, budget)), upto=lg.high_watermark)
+                data = data or b""
                 parts.append((topic, partition, 0, "", lg.high_watermark, lg.log_start_offset,
                               len(data)))
                 payload.append(data)

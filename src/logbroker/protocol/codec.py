@@ -125,17 +125,21 @@ class Envelope:
 
 
 def encode(message: Message, cid: int) -> list:
-    """Buffers of one frame: ``[prefix + header, *payload]`` (payload not copied)."""
+    """Buffers of one frame: ``[prefix + header, *payload]`` (payload not copied).
+
+    A payload part may be any object with ``len()`` the sender knows how to
+    write (the broker passes segment file slices for ``sendfile``)."""
     body = {name: getattr(message, name) for name in message.SCHEMA}
     header = msgpack.packb({"api": message.API, "cid": cid, "resp": message.RESPONSE,
                             "v": PROTOCOL_VERSION, "body": body})
     payload = message.payload if message.HAS_PAYLOAD else ()
-    plen = sum(memoryview(p).nbytes for p in payload)
+    plen = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in payload)
     return [_PREFIX.pack(4 + len(header) + plen, len(header)) + header, *payload]
 
 
 def encode_bytes(message: Message, cid: int) -> bytes:
-    return b"".join(encode(message, cid))
+    """One frame as bytes (payload parts must be bytes-like, or have ``read()``)."""
+    return b"".join(p.read() if hasattr(p, "read") else p for p in encode(message, cid))
 
 
 def decode(frame) -> Envelope:

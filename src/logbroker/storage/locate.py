@@ -92,6 +92,22 @@ class Locator:
             raise self.log._fail(f"{seg.path} after byte {pos}: {exc.message}") from None
         return buf if end == len(buf) else buf[:end]
 
+    def slice_from(self, seg: "Segment", pos: int, max_bytes: int, limit: int) -> int:
+        """Bytes to send from ``pos``: up to ``max_bytes`` but never past the
+        batch at ``limit``, and at least the first batch. May end inside a
+        batch (readers drop an incomplete trailing batch, as Kafka's do)."""
+        if limit >= self.log.segment_end(seg):
+            end = seg.size
+        else:
+            end, _ = self.locate(seg, limit)
+        try:
+            first = fmt.read_header(seg.read(pos, fmt.HEADER_SIZE), 0)
+        except CorruptRecordError as exc:
+            raise self.log._fail(f"{seg.path} byte {pos}: {exc.message}") from None
+        if first.next_offset > limit:
+            return 0
+        return min(end - pos, max(max_bytes, first.size))
+
     def offset_for_timestamp(self, ts: int) -> "TimestampOffset | None":
         from .log import TimestampOffset
 

@@ -48,6 +48,26 @@ class TimestampOffset:
     timestamp: int
 
 
+@dataclass(frozen=True)
+class FileSlice:
+    """``size`` bytes at ``position`` of a segment file, as a fetch sends them."""
+
+    segment: Segment
+    position: int
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def fd(self):
+        """Context manager: a descriptor of the segment, valid even if the
+        segment is deleted meanwhile (the descriptor cache holds it)."""
+        return self.segment.files.fd(self.segment, self.segment.path)
+
+    def read(self) -> bytes:
+        return self.segment.read(self.position, self.size)
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -293,6 +313,24 @@ class Log:
             seg = self.segment_for(offset)
             pos, _ = self._locator.locate(seg, offset)
             return self._locator.read_from(seg, pos, max_bytes, limit)
+
+    def slice(self, offset: int, max_bytes: int, upto: "int | None" = None) -> "FileSlice | None":
+        """Like ``read`` but returns where the bytes lie, for ``sendfile``:
+        the same start and offset contract, None where ``read`` returns b"".
+        The slice may end inside its last batch when ``max_bytes`` cuts it
+        (a reader drops an incomplete trailing batch and fetches again)."""
+        with self._lock:
+            self._check_online()
+            if offset < self._log_start or offset > self._leo:
+                raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
+                                            f"[{self._log_start}, {self._leo}]")
+            limit = self._leo if upto is None else min(upto, self._leo)
+            if offset >= limit:
+                return None
+            seg = self.segment_for(offset)
+            pos, _ = self._locator.locate(seg, offset)
+            size = self._locator.slice_from(seg, pos, max_bytes, limit)
+            return FileSlice(seg, pos, size) if size else None
 
     def offset_for_timestamp(self, timestamp: int) -> "TimestampOffset | None":
         """The earliest record with timestamp >= ``timestamp`` (and its own)."""

@@ -1,0 +1,198 @@
+"""A logical link to the cluster: connect, handshake, reconnect, call.
+
+``BrokerLink`` owns at most one ``Connection`` at a time. ``connection()``
+returns the live one or (re)connects: it tries every bootstrap address in
+turn, with exponential backoff between rounds, until the caller's deadline;
+concurrent callers share one attempt. ``call()`` sends one request and
+raises the response's top-level error as the registered exception.
+
+Options (``ClientOptions``) are shared by Producer, Consumer and Admin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from ..errors import BrokerUnavailableError, LogbrokerError, UnsupportedVersionError, for_code
+from ..protocol import messages as m
+from .connection import Connection
+
+
+def parse_bootstrap(bootstrap: "str | list[str] | tuple") -> list[tuple[str, int]]:
+    """``"host:port"``, ``"h1:p1,h2:p2"`` or a list of those -> [(host, port)].
+    A missing port means 9555; IPv6 hosts go in brackets (``[::1]:9555``)."""
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":") or "9555"
+        else:
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", "9555")
+        try:
+            out.append((host, int(port)))
+        except ValueError:
+            raise ValueError(f"bad bootstrap address {item!r} (want host:port)") from None
+    if not out:
+        raise ValueError("bootstrap names no broker")
+    return out
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Connection settings common to every client (seconds, not ms)."""
+
+    bootstrap: tuple = (("127.0.0.1", 9555),)
+    client_id: str = "logbroker-python"
+    connect_timeout: float = 5.0
+    request_timeout: float = 30.0
+    reconnect_backoff: float = 0.05
+    reconnect_backoff_max: float = 1.0
+    max_frame_bytes: int = 256 << 20
+
+    @classmethod
+    def make(cls, bootstrap, **kwargs) -> "ClientOptions":
+        return cls(bootstrap=tuple(parse_bootstrap(bootstrap)), **kwargs)
+
+
+class BrokerLink:
+    """One reconnecting connection (see module docstring); loop-bound."""
+
+    def __init__(self, options: ClientOptions) -> None:
+        self.options = options
+        self._conn: "Connection | None" = None
+        self._connecting: "asyncio.Task | None" = None
+        self._closed = False
+        self._failures = 0
+        self._next_try = 0.0
+        self.last_error: "LogbrokerError | None" = None
+        self.server = ""
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    def current(self) -> "Connection | None":
+        """The live connection or None (never connects)."""
+        return self._conn if self.connected else None
+
+    async def connection(self, timeout: "float | None" = None) -> Connection:
+        """The live connection, connecting if needed within ``timeout`` s
+        (default ``connect_timeout``); raises ``BrokerUnavailableError`` or
+        ``ClientClosedError``."""
+        if self.connected:
+            return self._conn
+        self._check_open()
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._connect_loop())
+            self._connecting.add_done_callback(_retrieve)
+        timeout = self.options.connect_timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(max(timeout, 0.0)):
+                return await asyncio.shield(self._connecting)
+        except TimeoutError:
+            raise BrokerUnavailableError(self._unreachable(f"no connection within {timeout:.3g} s"))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            from ..errors import ClientClosedError
+
+            raise ClientClosedError("the client is closed")
+
+    def _unreachable(self, why: str) -> str:
+        addrs = ", ".join(f"{h}:{p}" for h, p in self.options.bootstrap)
+        last = f" (last error: {self.last_error.message})" if self.last_error else ""
+        return f"broker unreachable at {addrs}: {why}{last}"
+
+    async def _connect_loop(self) -> Connection:
+        while True:
+            self._check_open()
+            delay = self._next_try - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for host, port in self.options.bootstrap:
+                try:
+                    conn = await self._open(host, port)
+                except LogbrokerError as exc:
+                    if not exc.retriable:
+                        raise
+                    self.last_error = exc
+                    continue
+                self._conn, self._failures = conn, 0
+                return conn
+            self._failures += 1
+            backoff = min(self.options.reconnect_backoff * 2 ** (self._failures - 1),
+                          self.options.reconnect_backoff_max)
+            self._next_try = time.monotonic() + backoff
+
+    async def _open(self, host: str, port: int) -> Connection:
+        opts = self.options
+        conn = await Connection.open(host, port, timeout=opts.connect_timeout,
+                                     max_frame_bytes=opts.max_frame_bytes)
+        try:
+            resp = await conn.request(m.Handshake(client_id=opts.client_id), opts.connect_timeout)
+        except LogbrokerError:
+            conn.close()
+            raise
+        if resp.error:
+            conn.close()
+            err = for_code(resp.error)(resp.message)
+            if isinstance(err, UnsupportedVersionError):
+                raise err
+            raise BrokerUnavailableError(f"handshake with {host}:{port} refused: {err}")
+        self.server = resp.server
+        return conn
+
+    async def call(self, message: m.Message, timeout: "float | None" = None, *,
+                   retry: bool = True) -> m.Response:
+        """Send ``message`` and return its response within ``timeout`` s
+        (default ``request_timeout``). With ``retry`` (idempotent requests)
+        a lost connection or a retriable top-level error is retried until the
+        deadline. Raises the response's error as its registered exception,
+        ``BrokerUnavailableError`` or ``RequestTimedOutError``."""
+        timeout = self.options.request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                left = deadline - time.monotonic()
+                conn = await self.connection(min(left, self.options.connect_timeout))
+                resp = await conn.request(message, max(deadline - time.monotonic(), 0.001))
+                if resp.error:
+                    raise for_code(resp.error)(resp.message)
+                return resp
+            except LogbrokerError as exc:
+                if isinstance(exc, BrokerUnavailableError):
+                    self.last_error = exc
+                if not (retry and exc.retriable) or time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(min(self.options.reconnect_backoff,
+                                        max(deadline - time.monotonic(), 0)))
+
+    def drop(self, error: "LogbrokerError | None" = None) -> None:
+        """Close the current connection (pending requests fail); the next
+        ``connection()`` reconnects."""
+        if self._conn is not None:
+            self._conn.close(error)
+            self._conn = None
+
+    async def aclose(self) -> None:
+        """Close for good; later calls raise ``ClientClosedError``."""
+        self._closed = True
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+            try:
+                await self._connecting
+            except BaseException:  # noqa: BLE001 - cancelled or failed: either is fine
+                pass
+        self.drop()
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """Mark a background task's outcome as seen (its waiters report it)."""
+    if not task.cancelled():
+        task.exception()
