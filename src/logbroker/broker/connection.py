@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
-from ..storage.log import FileSlice
+from ..storage.results import FileSlice
 
 if TYPE_CHECKING:
     from .server import Broker

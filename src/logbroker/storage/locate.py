@@ -17,7 +17,8 @@ from ..records import decode_batch
 from ..records import format as fmt
 
 if TYPE_CHECKING:
-    from .log import Log, TimestampOffset
+    from .log import Log
+    from .results import TimestampOffset
     from .segment import Segment
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class Locator:
         return min(end - pos, max(max_bytes, first.size))
 
     def offset_for_timestamp(self, ts: int) -> "TimestampOffset | None":
-        from .log import TimestampOffset
+        from .results import TimestampOffset
 
         lg = self.log
         start = lg.index.lookup_time(ts)

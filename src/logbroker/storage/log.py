@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
 from ..config import FLUSH_FSYNC, LogConfig
@@ -26,46 +25,10 @@ from .files import FileCache
 from .index import PartitionIndex
 from .locate import Locator
 from .metastore import MetaStore
+from .results import AppendInfo, FileSlice, TimestampOffset
 from .segment import Segment
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    """Where an append landed: offsets [first_offset, last_offset]."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    batches: int
-    size: int
-
-
-@dataclass(frozen=True)
-class TimestampOffset:
-    offset: int
-    timestamp: int
-
-
-@dataclass(frozen=True)
-class FileSlice:
-    """``size`` bytes at ``position`` of a segment file, as a fetch sends them."""
-
-    segment: Segment
-    position: int
-    size: int
-
-    def __len__(self) -> int:
-        return self.size
-
-    def fd(self):
-        """Context manager: a descriptor of the segment, valid even if the
-        segment is deleted meanwhile (the descriptor cache holds it)."""
-        return self.segment.files.fd(self.segment, self.segment.path)
-
-    def read(self) -> bytes:
-        return self.segment.read(self.position, self.size)
 
 
 def now_ms() -> int:
@@ -303,16 +266,8 @@ class Log:
         Never blocks on other appends beyond the log's lock.
         """
         with self._lock:
-            self._check_online()
-            if offset < self._log_start or offset > self._leo:
-                raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
-                                            f"[{self._log_start}, {self._leo}]")
-            limit = self._leo if upto is None else min(upto, self._leo)
-            if offset >= limit:
-                return b""
-            seg = self.segment_for(offset)
-            pos, _ = self._locator.locate(seg, offset)
-            return self._locator.read_from(seg, pos, max_bytes, limit)
+            start = self._start_of_read(offset, upto)
+            return b"" if start is None else self._locator.read_from(start[0], start[1], max_bytes, start[2])
 
     def slice(self, offset: int, max_bytes: int, upto: "int | None" = None) -> "FileSlice | None":
         """Like ``read`` but returns where the bytes lie, for ``sendfile``:
@@ -320,17 +275,25 @@ class Log:
         The slice may end inside its last batch when ``max_bytes`` cuts it
         (a reader drops an incomplete trailing batch and fetches again)."""
         with self._lock:
-            self._check_online()
-            if offset < self._log_start or offset > self._leo:
-                raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
-                                            f"[{self._log_start}, {self._leo}]")
-            limit = self._leo if upto is None else min(upto, self._leo)
-            if offset >= limit:
+            start = self._start_of_read(offset, upto)
+            if start is None:
                 return None
-            seg = self.segment_for(offset)
-            pos, _ = self._locator.locate(seg, offset)
+            seg, pos, limit = start
             size = self._locator.slice_from(seg, pos, max_bytes, limit)
             return FileSlice(seg, pos, size) if size else None
+
+    def _start_of_read(self, offset: int, upto: "int | None") -> "tuple[Segment, int, int] | None":
+        """(segment, position, limit) where a read at ``offset`` starts, or None
+        when there is nothing below the limit yet (the read contract above)."""
+        self._check_online()
+        if offset < self._log_start or offset > self._leo:
+            raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
+                                        f"[{self._log_start}, {self._leo}]")
+        limit = self._leo if upto is None else min(upto, self._leo)
+        if offset >= limit:
+            return None
+        seg = self.segment_for(offset)
+        return seg, self._locator.locate(seg, offset)[0], limit
 
     def offset_for_timestamp(self, timestamp: int) -> "TimestampOffset | None":
         """The earliest record with timestamp >= ``timestamp`` (and its own)."""
