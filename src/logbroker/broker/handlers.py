@@ -36,6 +36,7 @@ class Handlers:
     def __init__(self, store: Store, config: BrokerConfig, commit: GroupCommit,
                  notifier: DataNotifier) -> None:
         self.store, self.config, self.commit, self.notifier = store, config, commit, notifier
+        self.port = config.port  # the bound port, set by the server
         self._producers: dict[Log, ProducerStates] = {}
         self._next_producer_id = int(time.time() * 1000) << 8
         self.table: dict[type, Callable] = {
@@ -89,8 +90,8 @@ class Handlers:
                 topics.append((name, 3, f"unknown topic {name!r}", 0))
             else:
                 topics.append((name, 0, "", topic.partitions))
-        host, port = self.config.host, self.config.port
-        return m.MetadataResponse(brokers=((self.config.broker_id, host, port),), topics=tuple(topics))
+        return m.MetadataResponse(brokers=((self.config.broker_id, self.config.host, self.port),),
+                                  topics=tuple(topics))
 
     def init_producer_id(self, req: m.InitProducerId) -> m.InitProducerIdResponse:
         self._next_producer_id += 1
@@ -141,6 +142,8 @@ class Handlers:
 
     # -- produce -------------------------------------------------------------------
     async def produce(self, req: m.Produce) -> "m.ProduceResponse | None":
+        if req.acks not in (-1, 0, 1):
+            raise InvalidRequestError(f"acks must be -1 (all), 0 or 1, got {req.acks}")
         results, waits = [], []
         for (topic, partition, _), data in zip(req.parts, req.payload):
             try:
@@ -173,7 +176,7 @@ class Handlers:
         batches = [(data[pos:pos + h.size], h) for pos, h in fmt.scan_batches(data, verify=False)]
         if not batches or sum(h.size for _, h in batches) != len(data):
             raise InvalidRequestError("part bytes are not a whole number of record batches")
-        if batches[0][1].producer_id < 0:
+        if all(h.producer_id < 0 for _, h in batches):
             info = lg.append([b for b, _ in batches], sync=False)
             return info.first_offset, info.last_offset + 1
         states = self._producers.get(lg)
@@ -182,11 +185,12 @@ class Handlers:
             states.load(lg.tail_headers(TAIL_SCAN_BYTES))
         first = None
         for raw, h in batches:
-            dup = states.check(h)
+            dup = states.check(h) if h.producer_id >= 0 else None
             if dup is None:
                 info = lg.append([raw], sync=False)
-                states.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
-                              info.first_offset)
+                if h.producer_id >= 0:
+                    states.record(h.producer_id, h.producer_epoch, h.base_sequence,
+                                  h.record_count, info.first_offset)
                 dup = info.first_offset
             first = dup if first is None else first
         return first, lg.log_end_offset

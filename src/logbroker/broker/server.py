@@ -14,7 +14,7 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from ..errors import LogbrokerError
+from ..errors import InvalidRequestError, LogbrokerError
 from ..protocol import messages as m
 from ..storage.store import Store
 from .config import BrokerConfig
@@ -50,7 +50,10 @@ class Broker:
                 return await self.handlers.produce(msg)
             if isinstance(msg, m.Fetch):
                 return await self.handlers.fetch(msg)
-            return self.handlers.table[type(msg)](msg)
+            handler = self.handlers.table.get(type(msg))
+            if handler is None:
+                raise InvalidRequestError(f"{type(msg).__name__} is not a request")
+            return handler(msg)
         except LogbrokerError as exc:
             return m.RESPONSES[msg.API](error=exc.code, message=exc.message)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
@@ -68,7 +71,7 @@ class Broker:
         self.handlers = Handlers(self.store, self.config, self.commit, self.notifier)
         self.server = await loop.create_server(lambda: Connection(self), self.config.host,
                                                self.config.port, reuse_address=True, backlog=512)
-        self.port = self.server.sockets[0].getsockname()[1]
+        self.port = self.handlers.port = self.server.sockets[0].getsockname()[1]
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
         log.info("listening on %s:%d data_dir=%s partitions=%d clean_start=%s", self.config.host,

@@ -48,7 +48,7 @@ class FrameReader:
 
     def __init__(self, max_frame_bytes: int = 64 << 20, scratch_bytes: int = 256 << 10) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._scratch = bytearray(scratch_bytes)
+        self._scratch = bytearray(max(scratch_bytes, 64))
         self._start = self._end = 0
         self._big: "bytearray | None" = None
         self._big_filled = 0
@@ -95,7 +95,9 @@ class FrameReader:
         buf = self._scratch
         while self._end - self._start >= 4:
             length = _U32.unpack_from(buf, self._start)[0]
-            if length > self.max_frame_bytes or length < 4:
+            if length < 4:
+                raise DecodeError(f"frame length {length} is shorter than a header length field")
+            if length > self.max_frame_bytes:
                 raise FrameTooLargeError(f"frame of {length} bytes (limit {self.max_frame_bytes})")
             total = 4 + length
             if self._end - self._start >= total:
@@ -130,11 +132,20 @@ def encode(message: Message, cid: int) -> list:
     A payload part may be any object with ``len()`` the sender knows how to
     write (the broker passes segment file slices for ``sendfile``)."""
     body = {name: getattr(message, name) for name in message.SCHEMA}
-    header = msgpack.packb({"api": message.API, "cid": cid, "resp": message.RESPONSE,
-                            "v": PROTOCOL_VERSION, "body": body})
+    try:
+        header = msgpack.packb({"api": message.API, "cid": cid, "resp": message.RESPONSE,
+                                "v": PROTOCOL_VERSION, "body": body})
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise InvalidRequestError(f"cannot encode {type(message).__name__}: {exc}") from None
     payload = message.payload if message.HAS_PAYLOAD else ()
-    plen = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in payload)
-    return [_PREFIX.pack(4 + len(header) + plen, len(header)) + header, *payload]
+    sizes = [p.nbytes if isinstance(p, memoryview) else len(p) for p in payload]
+    if message.HAS_PAYLOAD and sizes != [part[-1] for part in message.parts]:
+        raise InvalidRequestError(f"{type(message).__name__}: payload sizes {sizes} do not match "
+                                  "the parts' nbytes")
+    total = 4 + len(header) + sum(sizes)
+    if total > 0xFFFFFFFF:
+        raise FrameTooLargeError(f"frame of {total} bytes cannot be encoded")
+    return [_PREFIX.pack(total, len(header)) + header, *payload]
 
 
 def encode_bytes(message: Message, cid: int) -> bytes:
@@ -161,8 +172,8 @@ def decode(frame) -> Envelope:
     api, resp, version = header.get("api"), header.get("resp"), header.get("v")
     if cid is None or type(api) is not int or type(resp) is not bool:
         raise DecodeError("header needs integer api and cid and boolean resp", cid)
-    if version != PROTOCOL_VERSION:
-        raise DecodeError(f"protocol version {version!r} unsupported (this side speaks "
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        raise DecodeError(f"protocol version {repr(version)[:40]} unsupported (this side speaks "
                           f"{PROTOCOL_VERSION})", cid, UnsupportedVersionError(), api)
     cls = (RESPONSES if resp else REQUESTS).get(api)
     if cls is None:

@@ -55,6 +55,8 @@ def check(value: Any, spec: Any, path: str = "") -> Any:
     if spec is object:  # a scalar config value
         if not isinstance(value, (int, str, bool, float)) and value is not None:
             raise InvalidRequestError(f"{path or 'message'}: expected a scalar")
+        if type(value) is int and not MIN_INT <= value <= MAX_INT:
+            raise InvalidRequestError(f"{path or 'message'}: integer out of range")
         return value
     if not isinstance(value, spec):
         raise InvalidRequestError(f"{path or 'message'}: expected {spec.__name__}")
