@@ -23,23 +23,32 @@ class _Group(click.Group):
         except LogbrokerError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
+        except BrokenPipeError:  # e.g. `| head`: stop quietly
+            sys.stderr.close()
+            sys.exit(1)
         except OSError as exc:
             click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            sys.exit(130)
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="logbroker")
 def main() -> None:
     """logbroker: a durable, log-structured message broker."""
 
 
 def _register_commands() -> None:
+    from .consume_cli import consume
+    from .groups_cli import groups
     from .inspect_cli import inspect
+    from .produce_cli import produce
     from .serve_cli import serve
+    from .topics_cli import topics
 
-    main.add_command(inspect)
-    main.add_command(serve)
+    for command in (serve, produce, consume, topics, groups, inspect):
+        main.add_command(command)
 
 
 _register_commands()

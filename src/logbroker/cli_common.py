@@ -1,0 +1,100 @@
+"""Shared pieces of the client commands: options, output, JSON records.
+
+Output that people scan is a rich table on stdout; with ``--json`` the same
+data is JSON instead (one object per line for streams, one document for
+tables). Bytes in JSON are UTF-8 text when they decode, else base64 with a
+``<field>_base64: true`` marker (the same convention as ``inspect --json``);
+``produce --format json`` reads exactly what ``consume --format json`` writes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import sys
+from typing import Any, Iterable
+
+import click
+
+from .errors import InvalidRequestError
+
+bootstrap_option = click.option(
+    "-b", "--bootstrap", default="127.0.0.1:9555", envvar="LOGBROKER_BOOTSTRAP",
+    show_default=True, help="Broker HOST:PORT (env LOGBROKER_BOOTSTRAP).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+
+
+def table(columns: Iterable[str], rows: Iterable[Iterable[Any]], title: "str | None" = None) -> None:
+    """A table on stdout for people (wide enough never to wrap cells)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, box=None, header_style="bold", pad_edge=False)
+    for col in columns:
+        t.add_column(col, no_wrap=True, justify="right" if col.isupper() and col not in
+                     ("TOPIC", "GROUP", "NAME", "CONFIG", "VALUE") else "left")
+    for row in rows:
+        t.add_row(*("-" if v is None else str(v) for v in row))
+    Console(width=max(200, Console().width), soft_wrap=True).print(t)
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+
+def bytes_fields(name: str, raw: "bytes | None") -> dict:
+    """``{name: text|base64|None}`` plus ``name_base64: True`` when base64."""
+    if raw is None:
+        return {name: None}
+    try:
+        return {name: raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {name: base64.b64encode(raw).decode("ascii"), f"{name}_base64": True}
+
+
+def fields_bytes(obj: dict, name: str) -> "bytes | None":
+    """The inverse of ``bytes_fields``; raises InvalidRequestError on bad input."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"{name!r} must be a string or null")
+    if obj.get(f"{name}_base64"):
+        try:
+            return base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise InvalidRequestError(f"{name!r} is marked base64 but is not") from None
+    return value.encode("utf-8")
+
+
+def record_json(rec) -> dict:
+    """One consumed record as a JSON object."""
+    out = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+           "timestamp": rec.timestamp}
+    out.update(bytes_fields("key", rec.key))
+    out.update(bytes_fields("value", rec.value))
+    out["headers"] = [{"key": k, **bytes_fields("value", v)} for k, v in rec.headers]
+    return out
+
+
+def json_record(line: str, lineno: int) -> dict:
+    """Parse one JSON line into ``send()`` keyword arguments (value, key,
+    headers, timestamp_ms); raises InvalidRequestError naming the line."""
+    try:
+        obj = json.loads(line)
+        if not isinstance(obj, dict):
+            raise InvalidRequestError("not a JSON object")
+        headers = []
+        for h in obj.get("headers") or []:
+            if not isinstance(h, dict) or not isinstance(h.get("key"), str):
+                raise InvalidRequestError("headers must be objects with a string key")
+            headers.append((h["key"], fields_bytes(h, "value")))
+        ts = obj.get("timestamp")
+        if ts is not None and (type(ts) is not int or ts < 0):
+            raise InvalidRequestError("timestamp must be a non-negative integer (ms)")
+        return {"value": fields_bytes(obj, "value"), "key": fields_bytes(obj, "key"),
+                "headers": headers, "timestamp_ms": ts}
+    except (ValueError, InvalidRequestError) as exc:
+        msg = exc.message if isinstance(exc, InvalidRequestError) else str(exc)
+        raise InvalidRequestError(f"line {lineno}: {msg}") from None

@@ -1,0 +1,118 @@
+"""``logbroker groups list|describe|reset-offsets``: consumer lag at a glance."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import click
+
+from .cli_common import bootstrap_option, emit_json, json_option, table
+from .errors import InvalidRequestError
+
+
+@click.group()
+def groups() -> None:
+    """Consumer groups: committed offsets, lag, offset resets."""
+
+
+@groups.command("list")
+@bootstrap_option
+@json_option
+def list_(bootstrap, as_json):
+    """Every group with committed offsets."""
+    from . import Admin
+
+    with Admin(bootstrap=bootstrap) as admin:
+        names = admin.list_groups()
+    if as_json:
+        emit_json(names)
+    else:
+        table(["GROUP"], [(g,) for g in names])
+
+
+@groups.command()
+@click.argument("names", nargs=-1, required=True)
+@bootstrap_option
+@json_option
+def describe(names, bootstrap, as_json):
+    """Per partition: committed offset, log end, lag in records and in time."""
+    from . import Admin
+
+    with Admin(bootstrap=bootstrap) as admin:
+        found = admin.describe_groups(names)
+    rows = [(g, p.topic, p.partition, p.committed, p.log_end, p.lag, _age(p.lag_ms))
+            for g in names for p in found[g].partitions]
+    if as_json:
+        emit_json([{"group": g, **p._asdict()} for g in names for p in found[g].partitions])
+    else:
+        table(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "LAG-TIME"], rows)
+
+
+def _age(ms: int) -> str:
+    if ms < 0:
+        return "-"
+    seconds = ms / 1000
+    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"
+
+
+@groups.command("reset-offsets")
+@click.argument("group")
+@bootstrap_option
+@click.option("-t", "--topic", "topic_names", multiple=True, help="Topic to reset (repeatable).")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has offsets for.")
+@click.option("-p", "--partition", type=click.IntRange(min=0), default=None)
+@click.option("--to-earliest", "target", flag_value="earliest")
+@click.option("--to-latest", "target", flag_value="latest")
+@click.option("--to-offset", type=click.IntRange(min=0), default=None)
+@click.option("--to-datetime", default=None, help="ISO 8601, e.g. 2026-11-22T10:00:00Z.")
+@click.option("--execute", is_flag=True, help="Apply (default: a dry run that only shows).")
+@json_option
+def reset_offsets(group, bootstrap, topic_names, all_topics, partition, target, to_offset,
+                  to_datetime, execute, as_json):
+    """Move GROUP's committed offsets; a dry run unless --execute."""
+    from . import Admin
+
+    spec = _spec(target, to_offset, to_datetime)
+    with Admin(bootstrap=bootstrap) as admin:
+        current = admin.fetch_offsets(group)
+        if all_topics:
+            topic_names = sorted({t for t, _ in current})
+        if not topic_names:
+            raise InvalidRequestError("name --topic (repeatable) or --all-topics")
+        counts = admin.list_topics()
+        parts = [(t, p) for t in topic_names for p in range(counts.get(t, 0))
+                 if partition is None or p == partition]
+        missing = [t for t in topic_names if t not in counts]
+        if missing:
+            raise InvalidRequestError(f"unknown topic(s): {', '.join(missing)}")
+        new = ({tp: to_offset for tp in parts} if to_offset is not None else
+               {tp: o.offset for tp, o in admin.list_offsets(parts, spec).items()})
+        if spec not in ("earliest", "latest") and to_offset is None:
+            ends = admin.list_offsets(parts, "latest")
+            new = {tp: off if off >= 0 else ends[tp].offset for tp, off in new.items()}
+        if execute:
+            admin.commit_offsets(group, new)
+    rows = [(group, t, p, current.get((t, p)).offset if current.get((t, p)) else None, new[(t, p)])
+            for t, p in parts]
+    if as_json:
+        emit_json({"executed": execute, "offsets": [dict(zip(("group", "topic", "partition", "current",
+                                                               "new"), r)) for r in rows]})
+    else:
+        table(["GROUP", "TOPIC", "PARTITION", "CURRENT", "NEW"], rows)
+        click.echo("offsets committed" if execute else "dry run: nothing changed (add --execute)",
+                   err=True)
+
+
+def _spec(target, to_offset, to_datetime):
+    chosen = [x for x in (target, to_offset, to_datetime) if x is not None]
+    if len(chosen) != 1:
+        raise InvalidRequestError("choose one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+    if to_datetime is None:
+        return target or to_offset
+    try:
+        when = datetime.fromisoformat(to_datetime.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequestError(f"--to-datetime {to_datetime!r} is not ISO 8601") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)

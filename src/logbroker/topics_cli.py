@@ -1,0 +1,87 @@
+"""``logbroker topics list|create|describe|delete``."""
+
+from __future__ import annotations
+
+import click
+
+from .cli_common import bootstrap_option, emit_json, json_option, table
+
+
+@click.group()
+def topics() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topics.command("list")
+@bootstrap_option
+@json_option
+def list_(bootstrap, as_json):
+    """Every topic and its partition count."""
+    from . import Admin
+
+    with Admin(bootstrap=bootstrap) as admin:
+        found = admin.list_topics()
+    if as_json:
+        emit_json([{"topic": t, "partitions": n} for t, n in sorted(found.items())])
+    else:
+        table(["TOPIC", "PARTITIONS"], sorted(found.items()))
+
+
+@topics.command()
+@click.argument("name")
+@bootstrap_option
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=1, show_default=True)
+@click.option("--retention-ms", type=int, default=None, help="-1: keep forever.")
+@click.option("--retention-bytes", type=int, default=None, help="-1: no size limit.")
+@click.option("--segment-bytes", type=click.IntRange(min=128), default=None)
+@click.option("--config", "configs", multiple=True, metavar="K=V",
+              help="Any other log setting (e.g. flush=lazy, segment_ms=3600000).")
+def create(name, bootstrap, partitions, retention_ms, retention_bytes, segment_bytes, configs):
+    """Create topic NAME."""
+    from . import Admin
+
+    settings = {k: v for k, v in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes),
+                                  ("segment_bytes", segment_bytes)) if v is not None}
+    for item in configs:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not K=V", param_hint="--config")
+        settings[key] = int(value) if value.lstrip("-").isdigit() else value
+    with Admin(bootstrap=bootstrap) as admin:
+        admin.create_topic(name, partitions, settings)
+    click.echo(f"created topic {name} with {partitions} partition(s)")
+
+
+@topics.command()
+@click.argument("names", nargs=-1)
+@bootstrap_option
+@json_option
+def describe(names, bootstrap, as_json):
+    """Partitions (offsets, size, segments) and settings of topics (default: all)."""
+    from . import Admin
+
+    with Admin(bootstrap=bootstrap) as admin:
+        found = admin.describe_topics(list(names) or None)
+    if as_json:
+        emit_json([{"topic": d.name, "configs": d.configs,
+                    "partitions": [p._asdict() for p in d.partitions]}
+                   for d in found.values()])
+        return
+    rows = [(d.name, p.partition, p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments)
+            for d in found.values() for p in d.partitions]
+    table(["TOPIC", "PARTITION", "LOG-START", "LOG-END", "HIGH-WATERMARK", "BYTES", "SEGMENTS"], rows)
+    for d in found.values():
+        table(["CONFIG", "VALUE"], sorted(d.configs.items()), title=f"{d.name} settings")
+
+
+@topics.command()
+@click.argument("names", nargs=-1, required=True)
+@bootstrap_option
+def delete(names, bootstrap):
+    """Delete topics and all their data."""
+    from . import Admin
+
+    with Admin(bootstrap=bootstrap) as admin:
+        admin.delete_topics(names)
+    for name in names:
+        click.echo(f"deleted topic {name}")
