@@ -70,3 +70,15 @@ def close_raw_conns():
 
     while OPEN:
         OPEN.pop().close()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A real ``logbroker serve`` on 127.0.0.1 (a free port), killed by PID after the test."""
+    from broker_proc import BrokerProcess
+
+    b = BrokerProcess(tmp_path / "data")
+    try:
+        yield b.start()
+    finally:
+        b.kill()

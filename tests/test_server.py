@@ -6,20 +6,12 @@ import os
 import random
 import struct
 
-import pytest
 
 from broker_proc import BrokerProcess
 from logbroker.protocol import messages as m
 from logbroker.protocol.codec import encode_bytes
 from logbroker.records import build_batch, decode_batch, scan_batches
 from wire import RawConn
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = BrokerProcess(tmp_path / "data").start()
-    yield b
-    b.kill()
 
 
 def produce(topic, *batches, acks=-1, pid=-1, epoch=-1):

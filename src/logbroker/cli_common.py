@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import sys
 from typing import Any, Iterable
@@ -19,9 +20,23 @@ import click
 
 from .errors import InvalidRequestError
 
-bootstrap_option = click.option(
-    "-b", "--bootstrap", default="127.0.0.1:9555", envvar="LOGBROKER_BOOTSTRAP",
-    show_default=True, help="Broker HOST:PORT (env LOGBROKER_BOOTSTRAP).")
+def bootstrap_option(fn):
+    """Adds ``-b/--bootstrap`` and ``--timeout``; the command gets ``conn``:
+    the keyword arguments of a client (bootstrap and timeouts)."""
+
+    @click.option("-b", "--bootstrap", default="127.0.0.1:9555", envvar="LOGBROKER_BOOTSTRAP",
+                  show_default=True, help="Broker HOST:PORT (env LOGBROKER_BOOTSTRAP).")
+    @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+                  envvar="LOGBROKER_TIMEOUT", help="Seconds to wait for the broker per request.")
+    @functools.wraps(fn)
+    def wrapper(*args, bootstrap: str, timeout: float, **kwargs):
+        conn = {"bootstrap": bootstrap, "request_timeout_ms": int(timeout * 1000),
+                "connect_timeout_ms": int(min(timeout, 5.0) * 1000)}
+        return fn(*args, conn=conn, **kwargs)
+
+    return wrapper
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
 

@@ -45,12 +45,12 @@ def _parse_offset(text: "str | None"):
 @click.option("-f", "--follow", is_flag=True, help="Wait for new records instead of exiting.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def consume(topic, bootstrap, offset, partition, group, max_messages, follow, fmt):
+def consume(topic, conn, offset, partition, group, max_messages, follow, fmt):
     """Print the records of TOPIC: values one per line, or JSON objects."""
     from . import Admin, Consumer
 
     start = _parse_offset(offset)
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         count = admin.list_topics().get(topic)
         if count is None:
             raise InvalidRequestError(f"unknown topic {topic!r}")
@@ -59,7 +59,7 @@ def consume(topic, bootstrap, offset, partition, group, max_messages, follow, fm
             raise InvalidRequestError(f"topic {topic!r} has {count} partition(s)")
         ends = {tp: o.offset for tp, o in admin.list_offsets(parts, "latest").items()}
     reset = "latest" if follow and start is None and group is None else "earliest"
-    with Consumer(bootstrap=bootstrap, group=group, auto_offset_reset=reset) as consumer:
+    with Consumer(**conn, group=group, auto_offset_reset=reset) as consumer:
         consumer.assign(parts)
         _seek(consumer, start, group)
         signal.signal(signal.SIGTERM, _interrupt)

@@ -18,11 +18,11 @@ def groups() -> None:
 @groups.command("list")
 @bootstrap_option
 @json_option
-def list_(bootstrap, as_json):
+def list_(conn, as_json):
     """Every group with committed offsets."""
     from . import Admin
 
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         names = admin.list_groups()
     if as_json:
         emit_json(names)
@@ -34,11 +34,11 @@ def list_(bootstrap, as_json):
 @click.argument("names", nargs=-1, required=True)
 @bootstrap_option
 @json_option
-def describe(names, bootstrap, as_json):
+def describe(names, conn, as_json):
     """Per partition: committed offset, log end, lag in records and in time."""
     from . import Admin
 
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         found = admin.describe_groups(names)
     rows = [(g, p.topic, p.partition, p.committed, p.log_end, p.lag, _age(p.lag_ms))
             for g in names for p in found[g].partitions]
@@ -67,13 +67,13 @@ def _age(ms: int) -> str:
 @click.option("--to-datetime", default=None, help="ISO 8601, e.g. 2026-11-22T10:00:00Z.")
 @click.option("--execute", is_flag=True, help="Apply (default: a dry run that only shows).")
 @json_option
-def reset_offsets(group, bootstrap, topic_names, all_topics, partition, target, to_offset,
+def reset_offsets(group, conn, topic_names, all_topics, partition, target, to_offset,
                   to_datetime, execute, as_json):
     """Move GROUP's committed offsets; a dry run unless --execute."""
     from . import Admin
 
     spec = _spec(target, to_offset, to_datetime)
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         current = admin.fetch_offsets(group)
         if all_topics:
             topic_names = sorted({t for t, _ in current})

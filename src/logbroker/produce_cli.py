@@ -57,7 +57,7 @@ def _records(values, stream, fmt: str, key, sep, headers) -> Iterator[dict]:
               show_default=True, help="json: lines as `consume --format json` writes them.")
 @click.option("-f", "--file", "path", type=click.Path(exists=True, dir_okay=False),
               help="Read lines from this file (with a progress bar) instead of stdin.")
-def produce(topic, values, bootstrap, key, key_separator, headers, partition, acks, fmt, path):
+def produce(topic, values, conn, key, key_separator, headers, partition, acks, fmt, path):
     """Send VALUEs (or stdin lines, or the lines of --file) to TOPIC."""
     from . import Producer
 
@@ -72,7 +72,7 @@ def produce(topic, values, bootstrap, key, key_separator, headers, partition, ac
     stream = open(path, "rb") if path else sys.stdin.buffer
     try:
         with _progress(path) as advance, Producer(
-                bootstrap=bootstrap, acks=acks if acks == "all" else int(acks)) as producer:
+                **conn, acks=acks if acks == "all" else int(acks)) as producer:
             sent, failed = 0, []
             for rec in _records(values, stream, fmt, kbytes, sep, hdrs):
                 handle = producer.send(topic, partition=partition, **rec)

@@ -15,11 +15,11 @@ def topics() -> None:
 @topics.command("list")
 @bootstrap_option
 @json_option
-def list_(bootstrap, as_json):
+def list_(conn, as_json):
     """Every topic and its partition count."""
     from . import Admin
 
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         found = admin.list_topics()
     if as_json:
         emit_json([{"topic": t, "partitions": n} for t, n in sorted(found.items())])
@@ -36,7 +36,7 @@ def list_(bootstrap, as_json):
 @click.option("--segment-bytes", type=click.IntRange(min=128), default=None)
 @click.option("--config", "configs", multiple=True, metavar="K=V",
               help="Any other log setting (e.g. flush=lazy, segment_ms=3600000).")
-def create(name, bootstrap, partitions, retention_ms, retention_bytes, segment_bytes, configs):
+def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes, configs):
     """Create topic NAME."""
     from . import Admin
 
@@ -47,7 +47,7 @@ def create(name, bootstrap, partitions, retention_ms, retention_bytes, segment_b
         if not sep:
             raise click.BadParameter(f"{item!r} is not K=V", param_hint="--config")
         settings[key] = int(value) if value.lstrip("-").isdigit() else value
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         admin.create_topic(name, partitions, settings)
     click.echo(f"created topic {name} with {partitions} partition(s)")
 
@@ -56,11 +56,11 @@ def create(name, bootstrap, partitions, retention_ms, retention_bytes, segment_b
 @click.argument("names", nargs=-1)
 @bootstrap_option
 @json_option
-def describe(names, bootstrap, as_json):
+def describe(names, conn, as_json):
     """Partitions (offsets, size, segments) and settings of topics (default: all)."""
     from . import Admin
 
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         found = admin.describe_topics(list(names) or None)
     if as_json:
         emit_json([{"topic": d.name, "configs": d.configs,
@@ -77,11 +77,11 @@ def describe(names, bootstrap, as_json):
 @topics.command()
 @click.argument("names", nargs=-1, required=True)
 @bootstrap_option
-def delete(names, bootstrap):
+def delete(names, conn):
     """Delete topics and all their data."""
     from . import Admin
 
-    with Admin(bootstrap=bootstrap) as admin:
+    with Admin(**conn) as admin:
         admin.delete_topics(names)
     for name in names:
         click.echo(f"deleted topic {name}")

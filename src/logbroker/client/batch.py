@@ -152,7 +152,8 @@ class ProducerBatch:
         if self.done:
             return
         self.base_offset, self.error = base_offset, error
-        self.data = None
+        self.data = self.keys = self.values = None  # handles only need the timestamps
+        self.headers = None
         with CALLBACK_LOCK:
             self.done = True
             callbacks, self.callbacks = self.callbacks, None

@@ -82,14 +82,16 @@ class BrokerLink:
         return self._conn if self.connected else None
 
     async def connection(self, timeout: "float | None" = None) -> Connection:
-        """The live connection, connecting if needed within ``timeout`` s
-        (default ``connect_timeout``); raises ``BrokerUnavailableError`` or
-        ``ClientClosedError``."""
+        """The live connection, or one connection attempt (every bootstrap
+        address once, after the backoff since the last failed attempt) within
+        ``timeout`` s (default ``connect_timeout``). Raises
+        ``BrokerUnavailableError`` or ``ClientClosedError``; concurrent
+        callers share one attempt."""
         if self.connected:
             return self._conn
         self._check_open()
         if self._connecting is None or self._connecting.done():
-            self._connecting = asyncio.ensure_future(self._connect_loop())
+            self._connecting = asyncio.ensure_future(self._connect_round())
             self._connecting.add_done_callback(_retrieve)
         timeout = self.options.connect_timeout if timeout is None else timeout
         try:
@@ -109,26 +111,26 @@ class BrokerLink:
         last = f" (last error: {self.last_error.message})" if self.last_error else ""
         return f"broker unreachable at {addrs}: {why}{last}"
 
-    async def _connect_loop(self) -> Connection:
-        while True:
-            self._check_open()
-            delay = self._next_try - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            for host, port in self.options.bootstrap:
-                try:
-                    conn = await self._open(host, port)
-                except LogbrokerError as exc:
-                    if not exc.retriable:
-                        raise
-                    self.last_error = exc
-                    continue
-                self._conn, self._failures = conn, 0
-                return conn
-            self._failures += 1
-            backoff = min(self.options.reconnect_backoff * 2 ** (self._failures - 1),
-                          self.options.reconnect_backoff_max)
-            self._next_try = time.monotonic() + backoff
+    async def _connect_round(self) -> Connection:
+        delay = self._next_try - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self._check_open()
+        for host, port in self.options.bootstrap:
+            try:
+                conn = await self._open(host, port)
+            except LogbrokerError as exc:
+                if not exc.retriable:
+                    raise
+                self.last_error = exc
+                continue
+            self._conn, self._failures = conn, 0
+            return conn
+        self._failures += 1
+        backoff = min(self.options.reconnect_backoff * 2 ** (self._failures - 1),
+                      self.options.reconnect_backoff_max)
+        self._next_try = time.monotonic() + backoff
+        raise BrokerUnavailableError(self._unreachable("every address refused or timed out"))
 
     async def _open(self, host: str, port: int) -> Connection:
         opts = self.options

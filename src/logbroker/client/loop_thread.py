@@ -53,15 +53,14 @@ class LoopThread:
             except RuntimeError:  # loop closed meanwhile
                 pass
 
-    @property
-    def in_loop_thread(self) -> bool:
+    def is_loop_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel leftover tasks, stop the loop, join the thread, close the loop."""
         if self._stopped:
             return
-        if self.in_loop_thread:
+        if self.is_loop_thread():
             raise RuntimeError("a client cannot be closed from its own callbacks")
         try:
             self.run(self._cancel_all(), timeout)

@@ -1,0 +1,173 @@
+"""The producer's record accumulator: open batches per partition, sealed queues.
+
+``append()`` is the per-record hot path (the caller's thread): under one
+lock it appends to the partition's open ``ProducerBatch``; a batch that
+reaches ``batch_size`` is sealed (queued for the sender) on the spot. The
+sender (I/O side) seals batches whose linger expired, takes sealed batches
+from the per-partition queues and puts failed ones back in sequence order.
+
+Wake-ups are per batch, never per record: ``append`` calls ``wake()`` only
+when the sender is idle (nothing in flight, no timer armed) and a new batch
+appears, or when a batch fills while the sender could send more.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from itertools import count
+from time import time_ns
+from typing import Callable
+
+from ..errors import RecordTooLargeError
+from .batch import RECORD_OVERHEAD, ProducerBatch
+from .handles import RecordHandle
+from .settings import ProducerSettings
+
+_I32 = 1 << 31
+_new_handle = tuple.__new__
+
+
+class PartitionQueue:
+    """Delivery state of one partition: sealed batches waiting (oldest
+    first), requests in flight, the next sequence number, and ``blocked``
+    (an earlier batch failed while later ones were in flight: nothing more is
+    sent until those come back, so retries keep sequence order)."""
+
+    __slots__ = ("queue", "inflight", "next_seq", "blocked", "retry_at")
+
+    def __init__(self) -> None:
+        self.queue: deque[ProducerBatch] = deque()
+        self.inflight = 0
+        self.next_seq = 0
+        self.blocked = False
+        self.retry_at = 0.0
+
+    def requeue(self, batch: ProducerBatch) -> None:
+        """Put a failed batch back before every younger one (seal order)."""
+        q = self.queue
+        i = 0
+        while i < len(q) and q[i].order < batch.order:
+            i += 1
+        q.insert(i, batch)
+
+
+class Accumulator:
+    def __init__(self, settings: ProducerSettings, make_signal: Callable[[], object]) -> None:
+        self.settings = settings
+        self.lock = threading.Lock()
+        self.open: dict[tuple[str, int], ProducerBatch] = {}
+        self.parts: dict[tuple[str, int], PartitionQueue] = {}
+        self.incomplete: dict[ProducerBatch, None] = {}  # sealed, not yet resolved
+        self.buffered = 0  # bytes of sealed, unresolved batches
+        self.idle = True  # set by the sender under the lock; cleared by append
+        self.inflight = 0  # requests in flight (sender-owned; read here)
+        self.wake: Callable[[], None] = lambda: None
+        self._make_signal = make_signal
+        self._order = count().__next__
+        self._batch_size = settings.batch_size
+        self._max_record = settings.max_request_size - 200
+        self._linger = settings.linger_ms / 1000
+
+    def append(self, topic: str, partition: int, value, key, headers,
+               timestamp_ms: "int | None") -> "RecordHandle | None":
+        """Add one record; returns its handle, or None when ``buffer_memory``
+        is used up (the caller waits for space and calls again). Raises
+        ``RecordTooLargeError`` / ``InvalidRecordError`` for a record that
+        can never be sent."""
+        size = RECORD_OVERHEAD
+        if value is not None:
+            size += len(value)
+        if key is not None:
+            size += len(key)
+        if headers:
+            headers = _check_headers(headers)
+            size += sum(len(k) + 9 + (len(v) if v is not None else 0) for k, v in headers)
+        if size > self._max_record:
+            raise RecordTooLargeError(f"record of {size} bytes exceeds max_request_size")
+        ts = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+        wake = False
+        with self.lock:
+            batch = self.open.get((topic, partition))
+            if (batch is None or batch.size + size > self._batch_size
+                    or not -_I32 <= ts - batch.timestamps[0] < _I32):
+                if batch is not None:
+                    wake = self._seal(batch)
+                if self.buffered >= self.settings.buffer_memory:
+                    batch = None
+                else:
+                    batch = self.open[(topic, partition)] = ProducerBatch(
+                        topic, partition, time.monotonic(), self._make_signal())
+                    if self.idle:
+                        self.idle = False
+                        wake = True
+            if batch is not None:
+                index = len(batch.timestamps)
+                batch.timestamps.append(ts)
+                batch.keys.append(key)
+                batch.values.append(value)
+                if headers:
+                    batch.headers[index] = headers
+                batch.size += size
+        if wake:
+            self.wake()
+        return None if batch is None else _new_handle(RecordHandle, (batch, index))
+
+    def _seal(self, batch: ProducerBatch) -> bool:
+        """Queue ``batch`` for sending (lock held); True if the sender should
+        be woken to send it now."""
+        tp = (batch.topic, batch.partition)
+        del self.open[tp]
+        batch.order = self._order()
+        batch.deadline = time.monotonic() + self.settings.delivery_timeout_ms / 1000
+        part = self.parts.get(tp)
+        if part is None:
+            part = self.parts[tp] = PartitionQueue()
+        part.queue.append(batch)
+        self.incomplete[batch] = None
+        self.buffered += batch.size
+        return self.inflight < self.settings.max_in_flight
+
+    def seal_due(self, now: float, everything: bool = False) -> "float | None":
+        """Seal open batches whose linger expired (all with ``everything``);
+        returns the earliest linger deadline still open, or None."""
+        nxt = None
+        with self.lock:
+            for batch in list(self.open.values()):
+                due = batch.created + self._linger
+                if everything or due <= now:
+                    self._seal(batch)
+                elif nxt is None or due < nxt:
+                    nxt = due
+        return nxt
+
+    def seal_all(self) -> list[ProducerBatch]:
+        """Seal every open batch; returns every unresolved batch (for flush)."""
+        with self.lock:
+            for batch in list(self.open.values()):
+                self._seal(batch)
+            return list(self.incomplete)
+
+    def resolved(self, batch: ProducerBatch) -> None:
+        """Bookkeeping after ``batch.complete()`` (sender side)."""
+        if self.incomplete.pop(batch, 1) is None:
+            self.buffered -= batch.size
+
+    def drop_all(self) -> list[ProducerBatch]:
+        """Every batch not yet resolved, open ones included (for close/abort)."""
+        with self.lock:
+            batches = list(self.open.values()) + list(self.incomplete)
+            self.open.clear()
+            for part in self.parts.values():
+                part.queue.clear()
+            return batches
+
+
+def _check_headers(headers) -> tuple:
+    out = tuple(headers.items()) if isinstance(headers, dict) else tuple(headers)
+    for item in out:
+        if (len(item) != 2 or not isinstance(item[0], str)
+                or not (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))):
+            raise TypeError("headers must be (str, bytes | None) pairs or a dict str -> bytes")
+    return tuple((k, v if v is None or type(v) is bytes else bytes(v)) for k, v in out)

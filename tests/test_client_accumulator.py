@@ -1,0 +1,213 @@
+"""Producer bookkeeping without a broker: batching by size and linger, buffer
+memory, wake-ups, sequence numbers, retry order and error handling."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from logbroker.client.accumulator import Accumulator
+from logbroker.client.broker import BrokerLink, ClientOptions
+from logbroker.client.handles import ThreadSignal
+from logbroker.client.sender import Sender
+from logbroker.client.settings import ProducerSettings
+from logbroker.errors import (BrokerUnavailableError, OutOfOrderSequenceError,
+                              RecordTooLargeError, RequestTimedOutError)
+
+
+def make_acc(**kw) -> tuple[Accumulator, list]:
+    acc = Accumulator(ProducerSettings.make(**kw), ThreadSignal)
+    wakes: list = []
+    acc.wake = lambda: wakes.append(1)
+    return acc, wakes
+
+
+@pytest.fixture
+def sender():
+    loop = asyncio.new_event_loop()
+    made = []
+
+    def make(**kw) -> Sender:
+        acc, _ = make_acc(**kw)
+        s = Sender(acc, BrokerLink(ClientOptions()), acc.settings, loop, in_loop=lambda: True,
+                   threadsafe=False)
+        acc.wake = lambda: None  # drive the sender by hand: no drains, no tasks
+        made.append(s)
+        return s
+
+    yield make
+    loop.close()
+
+
+def test_a_batch_is_sealed_when_full_and_wakes_once_per_batch_not_per_record():
+    acc, wakes = make_acc(batch_size=1000)
+    for i in range(100):
+        assert acc.append("t", 0, b"x" * 50, None, None, None) is not None
+    queued = acc.parts[("t", 0)].queue
+    assert len(queued) >= 5 and all(b.size <= 1000 for b in queued)
+    assert sum(len(b) for b in queued) + len(acc.open[("t", 0)]) == 100
+    assert len(wakes) == len(queued) + 1  # one per sealed batch + the first (idle) one
+
+
+def test_no_wake_for_new_batches_while_the_sender_is_busy():
+    acc, wakes = make_acc()
+    acc.idle = False
+    acc.inflight = 5  # max in flight: a full batch waits for a response
+    acc.append("t", 0, b"v", None, None, None)
+    acc.append("t", 1, b"v", None, None, None)
+    assert wakes == []
+
+
+def test_linger_seals_only_expired_batches_and_reports_the_next_deadline():
+    acc, _ = make_acc(linger_ms=50)
+    acc.append("a", 0, b"v", None, None, None)
+    created = acc.open[("a", 0)].created
+    assert acc.seal_due(created + 0.01) == pytest.approx(created + 0.05)
+    assert ("a", 0) in acc.open
+    assert acc.seal_due(created + 0.06) is None
+    assert not acc.open and len(acc.parts[("a", 0)].queue) == 1
+
+
+def test_buffer_memory_full_makes_append_return_none_until_space_frees():
+    acc, _ = make_acc(batch_size=200, buffer_memory=300)  # 2 records of 53 B per batch
+    handles = [acc.append("t", 0, b"x" * 40, None, None, None) for _ in range(4)]
+    assert None not in handles
+    assert acc.append("t", 0, b"x" * 40, None, None, None) is None  # 2 sealed: 366 B
+    for b in list(acc.parts[("t", 0)].queue):
+        b.complete(0, None)
+        acc.resolved(b)
+    assert acc.buffered == 0
+    assert acc.append("t", 0, b"x" * 40, None, None, None) is not None
+
+
+def test_a_far_explicit_timestamp_starts_a_new_batch():
+    acc, _ = make_acc()
+    acc.append("t", 0, b"v", None, None, 1_000)
+    acc.append("t", 0, b"v", None, None, 1_000 + (1 << 31))
+    assert len(acc.parts[("t", 0)].queue) == 1 and len(acc.open[("t", 0)]) == 1
+
+
+def test_oversized_records_and_bad_headers_are_refused_at_once():
+    acc, _ = make_acc(max_request_size=1000)
+    with pytest.raises(RecordTooLargeError):
+        acc.append("t", 0, b"x" * 1000, None, None, None)
+    with pytest.raises(TypeError):
+        acc.append("t", 0, b"v", None, [("k", "not bytes")], None)
+    h = acc.append("t", 0, b"v", None, {"k": bytearray(b"1"), "n": None}, None)
+    assert h[0].headers[0] == (("k", b"1"), ("n", None))
+
+
+def test_sequence_numbers_count_records_per_partition(sender):
+    s = sender(batch_size=200)
+    s.producer_id, s.producer_epoch = 77, 0
+    for p in (0, 1):
+        for _ in range(25):
+            s.acc.append("t", p, b"x" * 20, None, None, None)
+    s.acc.seal_all()
+    batches = []
+    while True:
+        got, _ = s._collect(0.0)
+        if not got:
+            break
+        batches += got
+        for part in s.acc.parts.values():
+            part.inflight = 0  # as if acknowledged
+    seqs: dict = {0: [], 1: []}
+    for b in batches:
+        assert (b.producer_id, b.producer_epoch) == (77, 0)
+        seqs[b.partition].append((b.base_sequence, len(b)))
+    for p, items in seqs.items():
+        expected = 0
+        for base, n in items:
+            assert base == expected
+            expected += n
+        assert expected == 25
+
+
+def test_sequence_numbers_wrap_at_2_31(sender):
+    s = sender()
+    s.acc.append("t", 0, b"v", None, None, None)
+    s.acc.append("t", 0, b"v", None, None, None)
+    s.acc.seal_all()
+    s.acc.parts[("t", 0)].next_seq = (1 << 31) - 1
+    [b], _ = s._collect(0.0)
+    assert b.base_sequence == (1 << 31) - 1 and s.acc.parts[("t", 0)].next_seq == 1
+
+
+def test_non_idempotent_batches_carry_no_producer_fields(sender):
+    s = sender(acks=1)
+    s.acc.append("t", 0, b"v", None, None, None)
+    s.acc.seal_all()
+    [b], _ = s._collect(0.0)
+    assert (b.producer_id, b.base_sequence) == (-1, -1)
+
+
+def test_request_size_limit_splits_requests(sender):
+    s = sender(batch_size=600, max_request_size=1500)
+    for p in range(4):
+        s.acc.append("t", p, b"x" * 500, None, None, None)
+    s.acc.seal_all()
+    first, _ = s._collect(0.0)
+    second, _ = s._collect(0.0)
+    assert len(first) == 2 and len(second) == 2
+
+
+def _in_flight(s: Sender, n: int) -> list:
+    for _ in range(n):
+        s.acc.append("t", 0, b"x" * 100, None, None, None)
+        s.acc.seal_all()
+    batches = []
+    for _ in range(n):
+        got, _ = s._collect(0.0)
+        batches += got
+    return batches
+
+
+def test_retriable_failure_requeues_in_sequence_order_and_blocks_the_partition(sender):
+    s = sender()
+    b1, b2, b3 = _in_flight(s, 3)
+    part = s.acc.parts[("t", 0)]
+    assert part.inflight == 3
+    s._failed(b1, RequestTimedOutError("slow fsync"))
+    assert part.blocked and list(part.queue) == [b1]
+    assert s._collect(0.0)[0] == []  # nothing is sent while b2, b3 are out
+    s._failed(b2, OutOfOrderSequenceError("gap"))  # follows b1's failure: retried too
+    s._failed(b3, BrokerUnavailableError("lost"))
+    assert list(part.queue) == [b1, b2, b3] and not part.blocked
+    assert not s._reset_pending
+    assert [b.base_sequence for b in part.queue] == [0, 1, 2]  # same bytes resent
+    part.retry_at = 0.0
+    resent, _ = s._collect(1.0)
+    assert resent == [b1, b2, b3] and all(b.data is not None for b in resent)
+
+
+def test_a_fatal_sequence_error_fails_the_batch_and_resets_the_producer(sender):
+    s = sender()
+    b1, b2 = _in_flight(s, 2)
+    s._failed(b1, OutOfOrderSequenceError("gap"))
+    assert b1.done and isinstance(b1.error, OutOfOrderSequenceError)
+    assert s._reset_pending
+    s._failed(b2, OutOfOrderSequenceError("gap"))  # consequence of the reset: retried
+    assert not b2.done and list(s.acc.parts[("t", 0)].queue) == [b2]
+
+
+def test_an_expired_batch_fails_with_request_timed_out(sender):
+    s = sender(delivery_timeout_ms=1)
+    [b] = _in_flight(s, 1)
+    b.deadline = 0.0
+    s._failed(b, BrokerUnavailableError("lost"))
+    assert isinstance(b.error, RequestTimedOutError) and "delivery_timeout_ms" in str(b.error)
+
+
+def test_settings_validation():
+    assert ProducerSettings.make(acks=1).idempotent is False
+    assert ProducerSettings.make().acks == -1
+    with pytest.raises(ValueError):
+        ProducerSettings.make(acks=1, idempotent=True)
+    with pytest.raises(ValueError):
+        ProducerSettings.make(acks="some")
+    with pytest.raises(ValueError):
+        ProducerSettings.make(max_in_flight=6)
+    with pytest.raises(ValueError):
+        ProducerSettings.make(linger_ms=-1)

@@ -1,0 +1,146 @@
+"""Consumer buffer without a broker: positions, seeks, partial tails, prefetch
+limits and corruption detection (bad CRC, bad header) naming the offset."""
+
+from __future__ import annotations
+
+import pytest
+
+from logbroker.client.fetch_buffer import FetchBuffer
+from logbroker.errors import CorruptRecordError
+from logbroker.records import build_batch, stamp
+
+TP = ("t", 2)
+
+
+def batch_at(base: int, n: int, ts: int = 1000) -> bytes:
+    raw = build_batch([(b"v%d" % (base + i), None, (), ts + i) for i in range(n)])
+    return stamp(raw, base, 0) + raw[16:]
+
+
+def fetched(buf: FetchBuffer, data: bytes, *, err=0, msg="", hw=100) -> list:
+    gen = buf.states[TP].gen
+    return buf.absorb([(TP[0], TP[1], err, msg, hw, 0, len(data))], [gen], [data])
+
+
+def ready(start: int = 0, prefetch: int = 1 << 20) -> FetchBuffer:
+    buf = FetchBuffer(prefetch)
+    buf.assign([TP])
+    buf.seek(*TP, start)
+    return buf
+
+
+def values(records) -> list:
+    return [r.value for r in records]
+
+
+def test_records_come_out_in_order_and_positions_advance():
+    buf = ready()
+    fetched(buf, batch_at(0, 3) + batch_at(3, 2))
+    assert buf.states[TP].fetch_pos == 5 and buf.states[TP].high_watermark == 100
+    first = buf.take(4)
+    assert [r.offset for r in first] == [0, 1, 2, 3]
+    assert (first[0].topic, first[0].partition, first[0].timestamp) == ("t", 2, 1000)
+    assert buf.states[TP].position == 4
+    assert values(buf.take(10)) == [b"v4"]
+    assert buf.take(10) == [] and buf.buffered == 0
+
+
+def test_a_seek_inside_a_batch_skips_the_records_before_it():
+    buf = ready(start=2)
+    fetched(buf, batch_at(0, 5))
+    assert [r.offset for r in buf.take(10)] == [2, 3, 4]
+
+
+def test_data_fetched_before_a_seek_is_dropped():
+    buf = ready()
+    gen = buf.states[TP].gen
+    buf.seek(*TP, 40)
+    buf.absorb([("t", 2, 0, "", 100, 0, 10)], [gen], [batch_at(0, 1)])  # in flight before
+    assert buf.take(10) == [] and buf.states[TP].fetch_pos == 40
+    fetched(buf, batch_at(0, 1))
+    buf.seek(*TP, 0)  # buffered, then seeked: dropped too
+    assert buf.take(10) == []
+
+
+def test_a_partial_trailing_batch_is_refetched_not_decoded():
+    buf = ready()
+    data = batch_at(0, 2) + batch_at(2, 2)
+    fetched(buf, data[:-5])
+    assert buf.states[TP].fetch_pos == 2
+    assert [r.offset for r in buf.take(10)] == [0, 1]
+
+
+def test_bytes_without_any_whole_batch_are_an_error_not_a_busy_loop():
+    buf = ready()
+    fetched(buf, batch_at(0, 2)[:-1])
+    with pytest.raises(CorruptRecordError, match=r"t\[2\] offset 0"):
+        buf.take(10)
+
+
+def test_prefetch_stops_planning_when_enough_is_buffered():
+    buf = ready(prefetch=100)
+    assert buf.plan(4096) == [(("t", 2, 0, 4096), buf.states[TP].gen)]
+    fetched(buf, batch_at(0, 20))
+    assert buf.plan(4096) == []
+    buf.take(100)
+    assert buf.plan(4096)[0][0] == ("t", 2, 20, 4096)
+
+
+def test_partitions_without_a_position_are_not_fetched():
+    buf = FetchBuffer(1 << 20)
+    buf.assign([TP, ("t", 3)])
+    buf.seek("t", 3, 7)
+    assert [p for p, _ in buf.plan(10)] == [("t", 3, 7, 10)]
+    with pytest.raises(ValueError):
+        buf.seek("other", 0, 1)
+    with pytest.raises(ValueError):
+        buf.seek("t", 3, -1)
+
+
+def test_bad_crc_raises_after_the_good_records_and_again_on_the_next_poll():
+    buf = ready()
+    bad = bytearray(batch_at(3, 2))
+    bad[-1] ^= 0xFF
+    fetched(buf, batch_at(0, 3) + bytes(bad) + batch_at(5, 1))
+    assert values(buf.take(10)) == [b"v0", b"v1", b"v2"]
+    with pytest.raises(CorruptRecordError, match=r"t\[2\] offset 3: CRC mismatch") as info:
+        buf.take(10)
+    assert (info.value.topic, info.value.partition, info.value.offset) == ("t", 2, 3)
+    st = buf.states[TP]
+    assert st.position == 3 and st.fetch_pos == 3  # refetched from the bad batch
+    fetched(buf, bytes(bad))
+    with pytest.raises(CorruptRecordError):
+        buf.take(10)
+    buf.seek(*TP, 5)  # the application skips the damage
+    fetched(buf, batch_at(5, 1))
+    assert values(buf.take(10)) == [b"v5"]
+
+
+def test_crc_check_can_be_disabled():
+    buf = ready()
+    bad = bytearray(batch_at(0, 1))
+    bad[-1] ^= 0x01
+    fetched(buf, bytes(bad))
+    assert len(buf.take(10, check_crcs=False)) == 1
+
+
+def test_a_bad_header_stalls_the_partition_and_names_the_offset():
+    buf = ready()
+    bad = bytearray(batch_at(2, 1))
+    bad[16] = 99  # magic
+    fetched(buf, batch_at(0, 2) + bytes(bad))
+    assert buf.states[TP].stalled and buf.plan(100) == []
+    assert values(buf.take(10)) == [b"v0", b"v1"]
+    with pytest.raises(CorruptRecordError, match=r"t\[2\] offset 2: unknown magic"):
+        buf.take(10)
+    assert not buf.states[TP].stalled and buf.states[TP].fetch_pos == 2
+
+
+def test_partition_errors_and_unassigned_data():
+    buf = ready()
+    failed = fetched(buf, b"", err=1, msg="offset 0 out of range")
+    assert [(st.partition, code) for st, code, _ in failed] == [(2, 1)]
+    buf.assign([("t", 3)])
+    buf.absorb([("t", 2, 0, "", 1, 0, 5)], [0], [batch_at(0, 1)])  # no longer assigned
+    assert buf.take(10) == []
+    assert list(buf.states) == [("t", 3)]
