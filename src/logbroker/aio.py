@@ -38,14 +38,8 @@ __all__ = ["Admin", "Consumer", "Producer"]
 class Producer(ProducerBase):
     """asyncio twin of ``logbroker.Producer`` (same arguments)."""
 
-    def __init__(self, bootstrap="127.0.0.1:9555", *, acks="all", linger_ms: float = 0,
-                 batch_size: int = 1 << 20, idempotent: "bool | None" = None,
-                 client_id: str = "logbroker-producer", request_timeout_ms: int = 30_000,
-                 connect_timeout_ms: int = 5_000, **settings) -> None:
-        super().__init__(bootstrap, acks=acks, linger_ms=linger_ms, batch_size=batch_size,
-                         idempotent=idempotent, client_id=client_id,
-                         request_timeout_ms=request_timeout_ms,
-                         connect_timeout_ms=connect_timeout_ms, **settings)
+    def __init__(self, bootstrap="127.0.0.1:9555", **kwargs) -> None:
+        super().__init__(bootstrap, **kwargs)
         self._acc: "Accumulator | None" = None
 
     def _ensure(self) -> Accumulator:

@@ -41,8 +41,10 @@ def client_options(bootstrap, client_id: str, request_timeout_ms: int,
 class ProducerBase:
     """Settings, partition choice and bookkeeping common to both producers."""
 
-    def __init__(self, bootstrap, *, acks, linger_ms, batch_size, idempotent, client_id,
-                 request_timeout_ms, connect_timeout_ms, **settings) -> None:
+    def __init__(self, bootstrap="127.0.0.1:9555", *, acks="all", linger_ms: float = 0,
+                 batch_size: int = 1 << 20, idempotent: "bool | None" = None,
+                 client_id: str = "logbroker-producer", request_timeout_ms: int = 30_000,
+                 connect_timeout_ms: int = 5_000, **settings) -> None:
         self.settings = ProducerSettings.make(acks=acks, idempotent=idempotent,
                                               linger_ms=linger_ms, batch_size=batch_size,
                                               **settings)
@@ -82,14 +84,8 @@ class Producer(ProducerBase):
     Use as a context manager, or call ``close()``.
     """
 
-    def __init__(self, bootstrap="127.0.0.1:9555", *, acks="all", linger_ms: float = 0,
-                 batch_size: int = 1 << 20, idempotent: "bool | None" = None,
-                 client_id: str = "logbroker-producer", request_timeout_ms: int = 30_000,
-                 connect_timeout_ms: int = 5_000, **settings) -> None:
-        super().__init__(bootstrap, acks=acks, linger_ms=linger_ms, batch_size=batch_size,
-                         idempotent=idempotent, client_id=client_id,
-                         request_timeout_ms=request_timeout_ms,
-                         connect_timeout_ms=connect_timeout_ms, **settings)
+    def __init__(self, bootstrap="127.0.0.1:9555", **kwargs) -> None:
+        super().__init__(bootstrap, **kwargs)
         self._io = LoopThread("logbroker-producer-io")
         self._link = BrokerLink(self.options)
         self._acc = Accumulator(self.settings, ThreadSignal)
