@@ -2,9 +2,10 @@
 
 ``GroupCommit.request(log, end)`` makes sure an fsync covering offsets below
 ``end`` is under way; ``await GroupCommit.durable(log, end)`` waits for it.
-One fsync per log runs at a time, in a worker thread; every producer whose
-append it covers is released by it, so producers arriving during an fsync
-share the next one. When an fsync completes (or, for a lazy log, right after
+One fsync per log runs at a time, in a worker thread (or, while fsyncs take
+under half a millisecond, on the loop right after the current turn's
+appends); every producer whose append it covers is released by it, so
+producers arriving during an fsync share the next one. When an fsync completes (or, for a lazy log, right after
 an append) the high watermark moved: ``DataNotifier`` wakes long-polling
 fetches.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import Executor
 
 from ..config import FLUSH_LAZY
 from ..storage.log import Log
 
 log = logging.getLogger(__name__)
+INLINE_FSYNC_BELOW = 0.0005  # s: faster fsyncs run on the loop thread
 
 
 class DataNotifier:
@@ -64,6 +67,7 @@ class GroupCommit:
         self._notifier = notifier
         self._pending: dict[Log, _Pending] = {}
         self.fsyncs = 0
+        self.fsync_seconds = 0.0  # moving average
 
     def request(self, lg: Log, end: int) -> "asyncio.Future | None":
         """Start (or join) an fsync covering offsets < ``end``; a future that
@@ -86,15 +90,36 @@ class GroupCommit:
             await fut
 
     def _start(self, lg: Log, pending: _Pending) -> None:
+        """Run one fsync: on the loop thread when fsyncs have been fast (a
+        thread hop costs more than the fsync; the appends of this loop turn
+        still run first, so they share it), else in a worker thread."""
         pending.running = True
         loop = asyncio.get_running_loop()
-        loop.run_in_executor(self._executor, lg.flush).add_done_callback(
-            lambda f: self._done(lg, pending, f))
+        if self.fsync_seconds < INLINE_FSYNC_BELOW:
+            loop.call_soon(self._inline, lg, pending)
+        else:
+            loop.run_in_executor(self._executor, self._timed_flush, lg).add_done_callback(
+                lambda f: self._done(lg, pending, f.exception()))
 
-    def _done(self, lg: Log, pending: _Pending, result: asyncio.Future) -> None:
+    def _timed_flush(self, lg: Log) -> None:
+        start = time.perf_counter()
+        try:
+            lg.flush()
+        finally:
+            # moving average of fsync time; slow disks move work off the loop
+            self.fsync_seconds = 0.8 * self.fsync_seconds + 0.2 * (time.perf_counter() - start)
+
+    def _inline(self, lg: Log, pending: _Pending) -> None:
+        try:
+            self._timed_flush(lg)
+        except Exception as exc:  # noqa: BLE001 - reported to the waiters
+            self._done(lg, pending, exc)
+        else:
+            self._done(lg, pending, None)
+
+    def _done(self, lg: Log, pending: _Pending, exc: "BaseException | None") -> None:
         pending.running = False
         self.fsyncs += 1
-        exc = result.exception()
         if exc is not None:
             log.error("fsync of %s failed: %s", lg.name, exc)
         rp, left = lg.recovery_point, []

@@ -155,14 +155,14 @@ class Handlers:
                     waits.append((len(results) - 1, fut))
             except LogbrokerError as exc:
                 results.append([topic, partition, *_err(exc), -1, -1])
-        if req.acks == -1:
+        if req.acks == -1 and waits:
+            await asyncio.wait([f for _, f in waits], timeout=max(req.timeout_ms, 1) / 1000)
             for i, fut in waits:
-                try:
-                    await asyncio.wait_for(asyncio.shield(fut), req.timeout_ms / 1000)
-                except asyncio.TimeoutError:
+                if not fut.done():
+                    fut.add_done_callback(_consume)
                     results[i][2:4] = [7, "timed out waiting for the fsync"]
-                except LogbrokerError as exc:
-                    results[i][2:4] = list(_err(exc))
+                elif fut.exception() is not None:
+                    results[i][2:4] = list(_err(fut.exception()))
         else:
             for _, fut in waits:
                 fut.add_done_callback(_consume)
