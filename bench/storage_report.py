@@ -20,6 +20,9 @@ def _table(title: str, columns: tuple, rows: list[tuple], justify: str = "right"
     return t
 
 
+table = _table  # public name, shared with bench/broker_report.py
+
+
 def encode_table(rows: list[dict]) -> Table:
     return _table("BatchBuilder encode (producer side) — median (min–max)",
                   ("record", "recs/batch", "records/s", "value MB/s"),
@@ -82,18 +85,23 @@ def tables(results: dict) -> list[Table]:
     return out
 
 
-def markdown(results: dict) -> str:
-    """The same tables as GitHub markdown (for docs/benchmarks.md)."""
+def tables_markdown(made: list[Table]) -> str:
+    """Rich tables as GitHub markdown (shared with bench/broker_report.py)."""
     parts = []
-    for table in tables(results):
-        cols = table.columns
-        parts.append(f"**{table.title}**\n")
+    for made_table in made:
+        cols = made_table.columns
+        parts.append(f"**{made_table.title}**\n")
         parts.append("| " + " | ".join(str(c.header) for c in cols) + " |")
         parts.append("|" + "|".join("---:" if c.justify == "right" else "---" for c in cols) + "|")
-        for i in range(table.row_count):
+        for i in range(made_table.row_count):
             parts.append("| " + " | ".join(str(c._cells[i]) for c in cols) + " |")
         parts.append("")
     return "\n".join(parts)
+
+
+def markdown(results: dict) -> str:
+    """The same tables as GitHub markdown (for docs/benchmarks.md)."""
+    return tables_markdown(tables(results))
 
 
 def targets(results: dict) -> list[dict]:
