@@ -1,0 +1,324 @@
+"""Planning a Spark read of a data dir: options, partitions, offset ranges.
+
+Pure Python over the segment files and a read-only LMDB handle: no pyspark,
+no broker, nothing written. Everything a Spark task needs is fixed here, at
+planning time (the high watermark, the offset range, an index hint for where
+to start), so a query is repeatable while a broker appends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+
+from ..errors import LogbrokerError
+from ..storage.checkpoints import load_checkpoint
+from ..storage.index import PartitionIndex, iter_entries
+from ..storage.metastore import FILENAME, MetaStore
+from ..storage.segment import parse_segment_name
+from ..storage.store import parse_partition_dir
+
+log = logging.getLogger(__name__)
+
+EARLIEST, LATEST = -2, -1
+DEFAULT_SPLIT_BYTES = 128 << 20
+DEFAULT_MAX_ROWS = 10_000
+DEFAULT_MAX_BYTES = 16 << 20
+
+
+class SparkSourceError(LogbrokerError, ValueError):
+    """A wrong option, path or topic, or (failOnDataLoss) a lost range."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """One Spark input partition: records [start, end) of topic-partition,
+    with a hint (segment base, byte position) of the batch holding ``start``."""
+
+    data_dir: str
+    topic: str
+    partition: int
+    start: int
+    end: int
+    hint_segment: int = -1
+    hint_position: int = 0
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@dataclass
+class Options:
+    data_dir: str
+    subscribe: "list[str] | None" = None
+    pattern: "re.Pattern | None" = None
+    assign: "dict[str, list[int]] | None" = None
+    starting: "str | dict" = "earliest"
+    ending: "str | dict" = "latest"
+    starting_ts: "int | None" = None
+    ending_ts: "int | None" = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    min_partitions: int = 0
+    split_bytes: int = DEFAULT_SPLIT_BYTES
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+    extra: dict = field(default_factory=dict)
+
+
+def _bool(opts: dict, name: str, default: bool) -> bool:
+    raw = str(opts.get(name.lower(), default)).strip().lower()
+    if raw not in ("true", "false"):
+        raise SparkSourceError(f"option {name} must be true or false, got {raw!r}")
+    return raw == "true"
+
+
+def _int(opts: dict, name: str, default: "int | None", minimum: int = 0) -> "int | None":
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise SparkSourceError(f"option {name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SparkSourceError(f"option {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _offsets(opts: dict, name: str, default: str) -> "str | dict":
+    raw = str(opts.get(name.lower(), default)).strip()
+    if raw.lower() in ("earliest", "latest"):
+        return raw.lower()
+    try:
+        spec = json.loads(raw)
+        return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in spec.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise SparkSourceError(f"option {name} must be earliest, latest or JSON like "
+                               f'{{"topic":{{"0":23,"1":-2}}}}, got {raw!r}') from None
+
+
+def parse_options(raw: dict) -> Options:
+    """Spark's options (case-insensitive keys) as ``Options``; clear errors."""
+    opts = {str(k).lower(): v for k, v in raw.items()}
+    path = opts.get("path")
+    if not path:
+        raise SparkSourceError('option "path" (the broker data dir) is required')
+    if not os.path.isdir(path):
+        raise SparkSourceError(f"data dir {path!r} does not exist or is not a directory")
+    if not os.path.exists(os.path.join(path, FILENAME)):
+        raise SparkSourceError(f"{path!r} is not a logbroker data dir (no {FILENAME})")
+    chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
+    if len(chosen) != 1:
+        raise SparkSourceError("exactly one of the options subscribe, subscribePattern, assign "
+                               f"is required, got {len(chosen)}")
+    o = Options(data_dir=os.path.abspath(path))
+    if "subscribe" in chosen:
+        o.subscribe = [t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()]
+    elif "subscribepattern" in chosen:
+        try:
+            o.pattern = re.compile(str(opts["subscribepattern"]))
+        except re.error as exc:
+            raise SparkSourceError(f"subscribePattern is not a valid regex: {exc}") from None
+    else:
+        try:
+            spec = json.loads(opts["assign"])
+            o.assign = {str(t): [int(p) for p in parts] for t, parts in spec.items()}
+        except (ValueError, AttributeError, TypeError):
+            raise SparkSourceError('option assign must be JSON like {"orders":[0,1]}, '
+                                   f"got {opts['assign']!r}") from None
+    o.starting = _offsets(opts, "startingOffsets", "earliest")
+    o.ending = _offsets(opts, "endingOffsets", "latest")
+    o.starting_ts = _int(opts, "startingTimestamp", None)
+    o.ending_ts = _int(opts, "endingTimestamp", None)
+    if o.starting == "latest" or (isinstance(o.ending, str) and o.ending == "earliest"):
+        raise SparkSourceError("a batch query needs startingOffsets != latest and "
+                               "endingOffsets != earliest")
+    o.fail_on_data_loss = _bool(opts, "failOnDataLoss", True)
+    o.include_headers = _bool(opts, "includeHeaders", False)
+    o.min_partitions = _int(opts, "minPartitions", 0)
+    o.split_bytes = _int(opts, "splitBytes", DEFAULT_SPLIT_BYTES, minimum=1)
+    o.max_rows = _int(opts, "maxRecordsPerBatch", DEFAULT_MAX_ROWS, minimum=1)
+    o.max_bytes = _int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES, minimum=1)
+    return o
+
+
+def list_partitions(data_dir: str) -> dict[str, list[int]]:
+    """Topic -> sorted partitions, from the partition directories."""
+    out: dict[str, list[int]] = {}
+    for name in os.listdir(data_dir):
+        parsed = parse_partition_dir(name)
+        if parsed and os.path.isdir(os.path.join(data_dir, name)):
+            out.setdefault(parsed[0], []).append(parsed[1])
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+def list_segments(directory: str) -> list[tuple[int, str]]:
+    """``(base offset, path)`` of the live ``.log`` segments, ascending."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    segs = [(parse_segment_name(n), os.path.join(directory, n)) for n in names]
+    return sorted((b, p) for b, p in segs if b is not None)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:  # deleted by retention since listed
+        return 0
+
+
+def select(o: Options, available: dict[str, list[int]]) -> list[tuple[str, int]]:
+    if o.subscribe is not None:
+        missing = [t for t in o.subscribe if t not in available]
+        if missing:
+            raise SparkSourceError(f"unknown topic(s) {', '.join(missing)} in {o.data_dir} "
+                                   f"(topics: {', '.join(available) or 'none'})")
+        return [(t, p) for t in o.subscribe for p in available[t]]
+    if o.pattern is not None:
+        return [(t, p) for t, ps in available.items() if o.pattern.fullmatch(t) for p in ps]
+    out = []
+    for t, ps in o.assign.items():
+        for p in ps:
+            if p not in available.get(t, ()):
+                raise SparkSourceError(f"unknown partition {t}-{p} in {o.data_dir}")
+            out.append((t, p))
+    return out
+
+
+def _spec(spec: "str | dict", topic: str, partition: int, default: int) -> int:
+    if isinstance(spec, str):
+        return EARLIEST if spec == "earliest" else LATEST
+    return spec.get(topic, {}).get(partition, default)
+
+
+class Planner:
+    """Resolves offsets and splits for one query; holds LMDB open read-only."""
+
+    def __init__(self, o: Options) -> None:
+        self.o = o
+        self.meta = MetaStore(os.path.join(o.data_dir, FILENAME), readonly=True)
+        self._points: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # index hints
+
+    def close(self) -> None:
+        self.meta.close()
+
+    def plan(self) -> list[Split]:
+        o = self.o
+        splits: list[Split] = []
+        for topic, partition in select(o, list_partitions(o.data_dir)):
+            splits.extend(self.plan_partition(topic, partition))
+        return self._min_partitions(splits)
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """``(pid, log start, high watermark)`` from the checkpoint (0s if none)."""
+        pid = self.meta.partition_id(f"{topic}-{partition}", create=False) \
+            if self.meta.has("parts") else None
+        has = pid is not None and self.meta.has("ckpt")
+        ckpt = load_checkpoint(self.meta, pid) if has else None
+        if ckpt is None:
+            return -1 if pid is None else pid, 0, 0
+        return pid, ckpt.log_start_offset, ckpt.high_watermark
+
+    def plan_partition(self, topic: str, partition: int) -> list[Split]:
+        o = self.o
+        pid, lso, hw = self.bounds(topic, partition)
+        directory = os.path.join(o.data_dir, f"{topic}-{partition}")
+        start = _spec(o.starting, topic, partition, EARLIEST)
+        end = _spec(o.ending, topic, partition, LATEST)
+        if o.starting_ts is not None:
+            start = self.offset_for_timestamp(directory, pid, lso, hw, o.starting_ts)
+        if o.ending_ts is not None:
+            end = self.offset_for_timestamp(directory, pid, lso, hw, o.ending_ts)
+        start = lso if start == EARLIEST else hw if start == LATEST else start
+        end = hw if end == LATEST else lso if end == EARLIEST else min(end, hw)
+        if start < lso:
+            lost = f"{topic}-{partition} offsets [{start}, {lso}) were deleted by retention"
+            if o.fail_on_data_loss:
+                raise SparkSourceError(f"{lost}; set failOnDataLoss=false to skip them")
+            log.warning("%s; skipping them (failOnDataLoss=false)", lost)
+            start = lso
+        if start >= end:
+            return []
+        return self._split(topic, partition, pid, directory, start, end)
+
+    def _entries(self, pid: int) -> list[tuple[int, int, int]]:
+        if pid < 0 or not self.meta.has("oidx"):
+            return []
+        return [e for e in iter_entries(self.meta, pid) if isinstance(e, tuple)]
+
+    def _split(self, topic, partition, pid, directory, start, end) -> list[Split]:
+        """Ranges of about ``split_bytes`` cut at sparse-index entries."""
+        sizes = {b: _size(p) for b, p in list_segments(directory)}
+        before, total = {}, 0
+        for base in sorted(sizes):
+            before[base], total = total, total + sizes[base]
+        points = [(off, before[seg] + pos, seg, pos) for off, seg, pos in self._entries(pid)
+                  if seg in before]
+        self._points[(topic, partition)] = [(off, seg, pos) for off, _, seg, pos in points]
+        first = max((p for p in points if p[0] <= start), default=None, key=lambda p: p[0])
+        cuts = [first or (start, 0, -1, 0)]
+        for p in points:
+            if start < p[0] < end and p[1] - cuts[-1][1] >= self.o.split_bytes:
+                cuts.append(p)
+        out = []
+        for i, (off, _, seg, pos) in enumerate(cuts):
+            lo = start if i == 0 else off
+            hi = cuts[i + 1][0] if i + 1 < len(cuts) else end
+            out.append(self._make(topic, partition, lo, hi, seg, pos))
+        return out
+
+    def _make(self, topic, partition, lo, hi, seg=-1, pos=0) -> Split:
+        o = self.o
+        return Split(o.data_dir, topic, partition, lo, hi, seg, pos, o.fail_on_data_loss,
+                     o.include_headers, o.max_rows, o.max_bytes)
+
+    def _min_partitions(self, splits: list[Split]) -> list[Split]:
+        """Cut the widest ranges in halves (by offsets) until there are enough."""
+        want = self.o.min_partitions
+        while splits and len(splits) < want:
+            widest = max(splits, key=lambda s: s.end - s.start)
+            if widest.end - widest.start < 2:
+                break
+            mid = (widest.start + widest.end) // 2
+            i = splits.index(widest)
+            _, seg, pos = self._hint(widest.topic, widest.partition, mid)
+            splits[i:i + 1] = [Split(**{**widest.__dict__, "end": mid}),
+                               Split(**{**widest.__dict__, "start": mid, "hint_segment": seg,
+                                        "hint_position": pos})]
+        return splits
+
+    def _hint(self, topic: str, partition: int, offset: int) -> tuple[int, int, int]:
+        """The index entry with the largest offset <= ``offset``, or (0, -1, 0)."""
+        points = self._points.get((topic, partition), [])
+        i = bisect.bisect_right(points, (offset, 1 << 64, 0))
+        return points[i - 1] if i else (0, -1, 0)
+
+    def offset_for_timestamp(self, directory: str, pid: int, lso: int, hw: int, ts: int) -> int:
+        """First offset in [lso, hw) whose record timestamp >= ``ts``, else ``hw``
+        (as ``Log.offset_for_timestamp``, but read-only: LMDB time index + scan)."""
+        from .scan import iter_batches
+
+        start = None
+        if pid >= 0 and self.meta.has("tidx"):
+            start = PartitionIndex(self.meta, pid).lookup_time(ts)
+        start = lso if start is None else max(start, lso)
+        if start >= hw:
+            return hw
+        hint = PartitionIndex(self.meta, pid).lookup(start) if pid >= 0 and self.meta.has("oidx") \
+            else None
+        split = Split(self.o.data_dir, "", 0, start, hw, *(hint[1:] if hint else (-1, 0)),
+                      fail_on_data_loss=self.o.fail_on_data_loss)
+        for header, batch in iter_batches(split, directory, want=lambda h: h.max_timestamp >= ts):
+            for i, t in enumerate(batch.timestamps()):
+                off = header.base_offset + i
+                if t >= ts and start <= off < hw:
+                    return off
+        return hw

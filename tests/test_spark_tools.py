@@ -1,0 +1,57 @@
+"""The tools/ spark-submit jobs: argument errors (no JVM) and one real run."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from test_spark_plan import fill  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(ROOT, "tools")
+SPARK_SUBMIT = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+
+
+def run(args, timeout=180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.fixture
+def data(tmp_path):
+    fill(tmp_path / "data").close()
+    return str(tmp_path / "data")
+
+
+@pytest.mark.parametrize("job", ["topic_stats.py", "top_keys.py", "export_parquet.py"])
+def test_jobs_fail_clearly_on_a_wrong_path_or_topic(job, data, tmp_path):
+    out = ["--out", str(tmp_path / "out")]
+    r = run([sys.executable, os.path.join(TOOLS, job), "--data-dir", str(tmp_path / "nope"), *out])
+    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    r = run([sys.executable, os.path.join(TOOLS, job), "--data-dir", data, "--topic", "x", *out])
+    assert r.returncode == 2 and "unknown topic(s) x" in r.stderr and "orders" in r.stderr, r.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
+                    reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
+def test_top_keys_via_spark_submit(data, tmp_path):
+    out = str(tmp_path / "out")
+    r = run([SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+             os.path.join(TOOLS, "top_keys.py"), "--data-dir", data, "-n", "2", "--out", out])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "orders  k0" in r.stdout  # the printed table
+    (path,) = glob.glob(os.path.join(out, "top_keys_csv", "part-*.csv"))
+    with open(path) as fh:
+        rows = list(csv.DictReader(fh))
+    # 800 records, key k<i%3> per partition of 400: k0 134, k1 133, k2 133 each
+    assert [(r["key"], int(r["records"]), int(r["rank"])) for r in rows] == [("k0", 268, 1),
+                                                                            ("k1", 266, 2)]
