@@ -1,0 +1,372 @@
+#!/usr/bin/env python
+"""Spark data source benchmark (issue 4): the ``logbroker`` format beside Spark's
+Parquet and JSON-lines readers over the same records, in one run.
+
+    python bench/bench_spark.py             # full run (216 MB of payload), ~1 minute on 2 cores
+    python bench/bench_spark.py --quick     # smoke test: tiny data, one repeat
+    python bench/bench_spark.py --json      # JSON on stdout, tables on stderr
+
+Data: ``Store`` writes N records (16-byte keys among 1024 distinct, 200-byte
+random values, 1000-record batches, round-robin over 2 partitions, 64 MiB
+segments, lazy flush) into a temporary dir inside the checkout; ``close()``
+checkpoints the high watermark. The same records go to Parquet (pyarrow, one
+snappy file per partition, 128 Ki-row row groups) and, through Spark, to JSON
+lines (binary columns as base64; ``unbase64`` on read so queries see bytes).
+
+Queries (after one untimed round of every query on every format, each case
+gets one more warm-up, then ``--repeats`` timed runs; median, min-max):
+
+- ``count``: ``df.count()``
+- ``scan``: ``sum(length(key)) + sum(length(value))`` (a full scan touching both)
+- ``groupby``: ``groupBy(key).count()`` collected (1024 rows)
+- ``range``: ~1% of each partition's offsets in the middle of the log:
+  ``startingOffsets``/``endingOffsets`` options for ``logbroker``, a
+  ``.where(partition = p and offset between ...)`` for Parquet and JSON;
+  aggregates ``count`` and ``sum(length(value))``.
+
+MB/s = key + value payload bytes the query covers / wall time of the action.
+Spark runs ``local[2]`` with ``PYSPARK_PYTHON`` = this interpreter. With
+``--profile`` the data source's ``read()`` is also run in this process (no
+Spark) over every split, timed, and profiled with cProfile (top functions),
+and the count and scan run over ``bench/spark_floor.py``, a Python data source
+yielding one prebuilt Arrow batch over and over (the ceiling of Spark's Python
+data source path on this machine).
+
+Work happens in a fresh temporary dir (default: inside the checkout) removed at
+the end, also on error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_BENCH = Path(__file__).resolve().parent
+for _path in (_BENCH.parent / "src", _BENCH):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from rich.console import Console
+from spark_data import (
+    KEY_BYTES,
+    TOPIC,
+    VALUE_BYTES,
+    fmt_mib,
+    write_json,
+    write_parquet,
+    write_store,
+)
+from storage_common import ROOT, MiB, summary
+from storage_env import environment
+from storage_report import fmt_s, table, tables_markdown
+
+FORMATS = ("logbroker", "parquet", "json")
+QUERIES = ("count", "scan", "groupby", "range")
+PAYLOAD = KEY_BYTES + VALUE_BYTES
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny data, one repeat (smoke test)")
+    ap.add_argument("--json", action="store_true", help="JSON on stdout (tables go to stderr)")
+    ap.add_argument("--dir", help="parent of the temporary work dir (default: the checkout)")
+    ap.add_argument("--records", type=int, help="records written (default 1,000,000; quick 20,000)")
+    ap.add_argument("--repeats", type=int, help="timed repeats per query (default 3; quick 1)")
+    ap.add_argument("--profile", action="store_true", help="also time and cProfile read() in-process")
+    ap.add_argument("--markdown", metavar="FILE", help="also write the tables as markdown to FILE")
+    return ap.parse_args(argv)
+
+
+def make_spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(  # workers import bench/spark_floor.py (--profile)
+        [str(_BENCH), *filter(None, [os.environ.get("PYTHONPATH")])])
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("logbroker-bench")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    import logbroker.spark
+
+    logbroker.spark.register(spark)
+    from spark_floor import FloorSource
+
+    spark.dataSource.register(FloorSource)
+    return spark
+
+
+def frames(spark, data_dir: str, parquet_dir: str, json_dir: str) -> dict:
+    from pyspark.sql import functions as F
+
+    json_schema = ("key string, value string, topic string, partition int, offset long, "
+                   "timestamp timestamp, timestampType int")
+    js = spark.read.schema(json_schema).json(json_dir)
+    js = js.withColumn("key", F.unbase64("key")).withColumn("value", F.unbase64("value"))
+    return {"logbroker": lambda **o: (spark.read.format("logbroker").option("path", data_dir)
+                                      .option("subscribe", TOPIC).options(**o).load()),
+            "parquet": lambda **o: spark.read.parquet(parquet_dir),
+            "json": lambda **o: js}
+
+
+def ranges(end_offsets: list[int]) -> dict:
+    """~1% of each partition, in the middle of its log: {partition: (start, end)}, end exclusive."""
+    out = {}
+    for p, end in enumerate(end_offsets):
+        width = max(1, end // 100)
+        start = end // 2 - width // 2
+        out[p] = (start, start + width)
+    return out
+
+
+def query(name: str, fmt: str, make, rng: dict):
+    """A thunk running one query (the Spark action) and returning its result rows."""
+    from pyspark.sql import functions as F
+
+    if name == "count":
+        return lambda: make().count()
+    if name == "scan":
+        return lambda: make().agg((F.sum(F.length("key")) + F.sum(F.length("value"))).alias("b")).collect()
+    if name == "groupby":
+        return lambda: make().groupBy("key").count().collect()
+    agg = (F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("b"))
+    if fmt == "logbroker":
+        starting = json.dumps({TOPIC: {str(p): s for p, (s, _) in rng.items()}})
+        ending = json.dumps({TOPIC: {str(p): e for p, (_, e) in rng.items()}})
+        return lambda: make(startingOffsets=starting, endingOffsets=ending).agg(*agg).collect()
+    cond = None
+    for p, (s, e) in rng.items():
+        c = (F.col("partition") == p) & F.col("offset").between(s, e - 1)
+        cond = c if cond is None else cond | c
+    return lambda: make().where(cond).agg(*agg).collect()
+
+
+def check(name: str, result, records: int, range_records: int) -> None:
+    """Every format must return the same answer (a wrong answer would make the timing meaningless)."""
+    if name == "count":
+        ok = result == records
+    elif name == "scan":
+        ok = result[0]["b"] == records * PAYLOAD
+    elif name == "groupby":
+        ok = sum(r["count"] for r in result) == records and len(result) == min(records, 1024)
+    else:
+        ok = result[0]["n"] == range_records and result[0]["b"] == range_records * VALUE_BYTES
+    if not ok:
+        raise SystemExit(f"query {name}: unexpected result {str(result)[:200]}")
+
+
+def run_queries(spark, dfs: dict, layout: dict, repeats: int, log) -> list[dict]:
+    rng = ranges(layout["end_offsets"])
+    range_records = sum(e - s for s, e in rng.values())
+    rows = []
+    log("warm-up: every query on every format once (JIT, caches)")
+    for name in QUERIES:
+        for fmt in FORMATS:
+            query(name, fmt, dfs[fmt], rng)()
+    for name in QUERIES:
+        covered = (range_records if name == "range" else layout["records"])
+        nbytes = covered * (VALUE_BYTES if name == "range" else PAYLOAD)
+        for fmt in FORMATS:
+            thunk = query(name, fmt, dfs[fmt], rng)
+            check(name, thunk(), layout["records"], range_records)  # warm-up, checked
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                thunk()
+                times.append(time.perf_counter() - t)
+            s = summary(times)
+            mbs = summary([nbytes / 1e6 / x for x in times])
+            rows.append({"query": name, "format": fmt, "seconds": s, "mb_per_s": mbs, "records": covered,
+                         "bytes": nbytes})
+            log(f"{name:8} {fmt:9} {s['median']:.3f} s  {mbs['median']:,.1f} MB/s")
+    return rows
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    by = {(r["query"], r["format"]): r["seconds"]["median"] for r in rows}
+    return [{"query": q, "vs_parquet": by[(q, "parquet")] / by[(q, "logbroker")],
+             "vs_json": by[(q, "json")] / by[(q, "logbroker")]} for q in QUERIES]
+
+
+def targets(ratio_rows: list[dict]) -> list[dict]:
+    r = {x["query"]: x for x in ratio_rows}
+    scan, rng = r["scan"]["vs_parquet"], r["range"]["vs_parquet"]
+    return [{"target": "full scan of the segments >= 1.0x Spark's Parquet scan (sum of lengths of key, value)",
+             "measured": f"{scan:.2f}x", "value": scan, "met": scan >= 1.0},
+            {"target": "offset range (~1%) via options >= 2x faster than Parquet + where(offset between)",
+             "measured": f"{rng:.2f}x", "value": rng, "met": rng >= 2.0}]
+
+
+def profile_read(data_dir: str, log, top: int = 12) -> dict:
+    """read() of every split in this process (no Spark): time, and cProfile's top functions."""
+    import cProfile
+    import io
+    import pstats
+
+    from logbroker.spark.source import LogbrokerReader
+
+    reader = LogbrokerReader({"path": data_dir, "subscribe": TOPIC})
+
+    def read_all() -> tuple[int, int]:
+        rows = nbytes = 0
+        for part in reader.partitions():
+            for batch in reader.read(part):
+                rows += batch.num_rows
+                nbytes += batch.column("key").nbytes + batch.column("value").nbytes
+        return rows, nbytes
+
+    read_all()
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        rows, _ = read_all()
+        times.append(time.perf_counter() - t)
+    prof = cProfile.Profile()
+    prof.enable()
+    read_all()
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    s = summary(times)
+    mbs = summary([rows * PAYLOAD / 1e6 / x for x in times])
+    log(f"in-process read(): {s['median']:.3f} s, {mbs['median']:,.0f} MB/s")
+    return {"seconds": s, "mb_per_s": mbs, "rows": rows, "cprofile_tottime": buf.getvalue()}
+
+
+def floor(spark, records: int, repeats: int, log) -> list[dict]:
+    """The same count and scan over bench/spark_floor.py (a Python source doing no work)."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("logbroker_bench_floor").option("records", records).load()
+    out = []
+    for name, thunk in (("count", lambda: df.count()),
+                        ("scan", lambda: df.agg(F.sum(F.length("key")) + F.sum(F.length("value"))).collect())):
+        thunk()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            thunk()
+            times.append(time.perf_counter() - t)
+        out.append({"query": name, "seconds": summary(times),
+                    "mb_per_s": summary([records * PAYLOAD / 1e6 / x for x in times])})
+        log(f"{name:8} floor     {out[-1]['seconds']['median']:.3f} s  {out[-1]['mb_per_s']['median']:,.1f} MB/s")
+    return out
+
+
+def spark_env(spark) -> dict:
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr.splitlines()
+    return {"pyspark": spark.version, "java": java[0] if java else "-", "master": spark.sparkContext.master}
+
+
+def report_tables(results: dict) -> list:
+    layout = results["data"]
+    out = [table(f"Data — {layout['records']:,} records, payload {fmt_mib(layout['payload_bytes'])}",
+                 ("copy", "on disk", "files"),
+                 [("logbroker segments", fmt_mib(layout["segment_bytes_on_disk"]), str(layout["segment_files"])),
+                  ("Parquet (snappy)", fmt_mib(layout["parquet_bytes"]), str(layout["partitions"])),
+                  ("JSON lines", fmt_mib(layout["json_bytes"]), "-")])]
+    rows = []
+    by = {(r["query"], r["format"]): r for r in results["queries"]}
+    rat = {r["query"]: r for r in results["ratios"]}
+    for q in QUERIES:
+        cells = [q]
+        for f in FORMATS:
+            r = by[(q, f)]
+            cells += [fmt_s(r["seconds"], 3), fmt_s(r["mb_per_s"])]
+        cells += [f"{rat[q]['vs_parquet']:.2f}x", f"{rat[q]['vs_json']:.2f}x"]
+        rows.append(tuple(cells))
+    out.append(table(f"Queries, local[2] — median (min–max) of {results['params']['repeats']} after a warm-up",
+                     ("query", "logbroker s", "logbroker MB/s", "Parquet s", "Parquet MB/s", "JSON s",
+                      "JSON MB/s", "logbroker vs Parquet", "logbroker vs JSON"), rows))
+    if results.get("profile"):
+        p = results["profile"]
+        prow = [("logbroker read() in this process, no Spark, all splits one after another",
+                 fmt_s(p["seconds"], 3), fmt_s(p["mb_per_s"]))]
+        prow += [(f"Spark {f['query']} over a Python data source doing no work (bench/spark_floor.py)",
+                  fmt_s(f["seconds"], 3), fmt_s(f["mb_per_s"])) for f in results.get("floor", [])]
+        out.append(table("Where the time goes — median (min–max)", ("case", "seconds", "MB/s"), prow))
+    out.append(table("Targets", ("target", "measured", "met"),
+                     [(t["target"], t["measured"], "yes" if t["met"] else "NO") for t in results["targets"]],
+                     justify="left"))
+    return out
+
+
+def run(args, workdir: str, log) -> dict:
+    records = args.records or (20_000 if args.quick else 1_000_000)
+    repeats = args.repeats or (1 if args.quick else 5)
+    seg = (1 if args.quick else 64) * MiB
+    data_dir, parquet_dir, json_dir = (os.path.join(workdir, d) for d in ("data", "parquet", "json"))
+    results = {"quick": args.quick, "params": {"records": records, "repeats": repeats, "partitions": 2,
+                                               "batch_records": 1000, "segment_bytes": seg,
+                                               "key_bytes": KEY_BYTES, "value_bytes": VALUE_BYTES}}
+    results["environment"] = environment(workdir)
+    log(f"writing {records:,} records with Store into {data_dir}")
+    layout = write_store(data_dir, records, 2, 1000, seg, progress=log)
+    cols = layout.pop("_cols")
+    log(f"segments: {fmt_mib(layout['segment_bytes_on_disk'])} in {layout['segment_files']} files "
+        f"({layout['write_s']:.1f} s); writing Parquet")
+    layout["parquet_bytes"] = write_parquet(parquet_dir, cols)
+    del cols
+    log("starting Spark (local[2])")
+    spark = make_spark()
+    try:
+        results["environment"]["spark"] = spark_env(spark)
+        log("writing JSON lines with Spark")
+        layout["json_bytes"] = write_json(spark, parquet_dir, json_dir)
+        results["data"] = layout
+        dfs = frames(spark, data_dir, parquet_dir, json_dir)
+        results["queries"] = run_queries(spark, dfs, layout, repeats, log)
+        if args.profile:
+            results["floor"] = floor(spark, records, repeats, log)
+    finally:
+        spark.stop()
+    results["ratios"] = ratios(results["queries"])
+    results["targets"] = targets(results["ratios"])
+    if args.profile:
+        results["profile"] = profile_read(data_dir, log)
+    return results
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        err = Console(stderr=True, width=200)
+    parent = args.dir or str(ROOT)
+    workdir = tempfile.mkdtemp(prefix="bench-spark-", dir=parent)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    t0 = time.perf_counter()
+
+    def log(msg: str) -> None:
+        err.log(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
+
+    try:
+        results = run(args, workdir, log)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    results["elapsed_s"] = time.perf_counter() - t0
+    out = err if args.json else Console(width=None if sys.stdout.isatty() else 200)
+    made = report_tables(results)
+    for t in made:
+        out.print(t)
+    if args.markdown:
+        Path(args.markdown).write_text(tables_markdown(made))
+    if args.json:
+        json.dump(results, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""A do-nothing Python data source for the Spark benchmark (bench/bench_spark.py
+--profile): each task yields one prebuilt Arrow batch of the logbroker schema
+(16-byte keys, 200-byte values) over and over, so a query over it costs only
+what Spark's Python data source path costs (Python worker, Arrow to the JVM,
+rows). It is the ceiling any Python data source can reach on this machine.
+
+The Python workers import this module by name: bench/bench_spark.py puts
+``bench/`` on ``PYTHONPATH`` before Spark starts.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+
+class FloorReader(DataSourceReader):
+    def __init__(self, options: dict) -> None:
+        self.records = int(options.get("records", 1_000_000))
+        self.rows = int(options.get("rows", 10_000))
+        self.parts = int(options.get("parts", 2))
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition):
+        per_task = self.records // self.parts + (partition.value < self.records % self.parts)
+        n = min(self.rows, max(1, per_task))
+        offsets = pa.array(range(0, n * 200 + 1, 200), pa.int32()).buffers()[1]
+        value = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(os.urandom(n * 200))])
+        key = pa.array([b"key-%012d" % (i % 1024) for i in range(n)], pa.binary())
+        batch = pa.RecordBatch.from_arrays(
+            [key, value, pa.array(["bench"] * n), pa.array([partition.value] * n, pa.int32()),
+             pa.array(range(n), pa.int64()), pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+             pa.array([0] * n, pa.int32())],
+            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+        left = per_task
+        while left > 0:
+            yield batch if left >= n else batch.slice(0, left)
+            left -= n
+
+
+class FloorSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "logbroker_bench_floor"
+
+    def schema(self) -> str:
+        return ("key binary, value binary, topic string, partition int, offset long, "
+                "timestamp timestamp, timestampType int")
+
+    def reader(self, schema) -> FloorReader:
+        return FloorReader(dict(self.options))

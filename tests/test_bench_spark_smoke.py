@@ -1,0 +1,44 @@
+"""Smoke test of the Spark benchmark (bench/bench_spark.py --quick --json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench" / "bench_spark.py"
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
+                                 reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")]
+
+
+def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--json", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    for key in ("environment", "params", "data", "queries", "ratios", "targets", "quick", "elapsed_s"):
+        assert key in out, key
+    assert out["quick"] is True
+    assert out["environment"]["spark"]["pyspark"]
+    data = out["data"]
+    assert data["records"] == out["params"]["records"] > 0
+    assert data["segment_bytes_on_disk"] > 0 and data["parquet_bytes"] > 0 and data["json_bytes"] > 0
+    cases = {(r["query"], r["format"]) for r in out["queries"]}
+    assert cases == {(q, f) for q in ("count", "scan", "groupby", "range")
+                     for f in ("logbroker", "parquet", "json")}
+    for row in out["queries"]:
+        assert row["seconds"]["median"] > 0 and row["mb_per_s"]["median"] > 0
+    assert {r["query"] for r in out["ratios"]} == {"count", "scan", "groupby", "range"}
+    assert len(out["targets"]) == 2 and all(isinstance(t["met"], bool) for t in out["targets"])
+    assert list(tmp_path.iterdir()) == []  # the work dir was removed
