@@ -42,12 +42,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import shutil
-import signal
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 _BENCH = Path(__file__).resolve().parent
@@ -55,12 +50,12 @@ for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a chec
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from harness import emit, run_in_workdir, stderr_console  # noqa: E402
 from broker_phases import QUICK, SECTIONS, Params, Run, phase_names  # noqa: E402
 from broker_profile import Profiler, summarize as summarize_profiles  # noqa: E402
 from broker_report import calibration, markdown, summarize, tables, targets  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
-from storage_common import ROOT  # noqa: E402
 from storage_env import environment  # noqa: E402
 from storage_report import fmt_s  # noqa: E402
 
@@ -146,36 +141,16 @@ def main(argv: "list[str] | None" = None) -> int:
     if args.render:
         print(markdown(json.loads(Path(args.render).read_text())))
         return 0
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        err.width = max(err.width, 200)
-    parent = os.path.abspath(args.dir or ROOT)
-    os.makedirs(parent, exist_ok=True)
-    workdir = tempfile.mkdtemp(prefix=".bench-broker-", dir=parent)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the processes
-    started = time.perf_counter()
-    try:
-        results = run(args, workdir, err)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    results["elapsed_s"] = round(time.perf_counter() - started, 1)
-    out = err if args.json else Console()
-    if not out.is_terminal:
-        out.width = max(out.width, 200)
+    err = stderr_console()
+    results = run_in_workdir(args, ".bench-broker-", run, err)
     env = results["environment"]
-    out.print(f"[bold]logbroker broker bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
-              f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s  "
-              f"CPU gauge {fmt_s(results['calibration_ms'], 1)} ms"
-              + ("  [bold red]PROFILED: figures not representative[/]" if results["profiled"] else ""))
-    for made in tables(results):
-        out.print(made)
+    headline = (f"[bold]logbroker broker bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
+                f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s  "
+                f"CPU gauge {fmt_s(results['calibration_ms'], 1)} ms"
+                + ("  [bold red]PROFILED: figures not representative[/]" if results["profiled"] else ""))
+    emit(args, results, err, headline, tables(results), lambda: markdown(results))
     if args.profile:
-        out.print(f"profiles: {args.profile}/summary.txt")
-    if args.markdown:
-        Path(args.markdown).write_text(markdown(results))
-    if args.json:
-        json.dump(results, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        err.print(f"profiles: {args.profile}/summary.txt")
     return 0
 
 

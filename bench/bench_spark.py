@@ -41,11 +41,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,7 +51,6 @@ for _path in (_BENCH.parent / "src", _BENCH):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from rich.console import Console
 from spark_data import (
     KEY_BYTES,
     TOPIC,
@@ -64,7 +60,8 @@ from spark_data import (
     write_parquet,
     write_store,
 )
-from storage_common import ROOT, MiB, summary
+from harness import emit, run_in_workdir, stderr_console
+from storage_common import MiB, summary
 from storage_env import environment
 from storage_report import fmt_s, table, tables_markdown
 
@@ -340,31 +337,15 @@ def run(args, workdir: str, log) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        err = Console(stderr=True, width=200)
-    parent = args.dir or str(ROOT)
-    workdir = tempfile.mkdtemp(prefix="bench-spark-", dir=parent)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    err = stderr_console()
     t0 = time.perf_counter()
 
     def log(msg: str) -> None:
         err.log(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
 
-    try:
-        results = run(args, workdir, log)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    results["elapsed_s"] = time.perf_counter() - t0
-    out = err if args.json else Console(width=None if sys.stdout.isatty() else 200)
+    results = run_in_workdir(args, ".bench-spark-", lambda a, workdir, _: run(a, workdir, log), err)
     made = report_tables(results)
-    for t in made:
-        out.print(t)
-    if args.markdown:
-        Path(args.markdown).write_text(tables_markdown(made))
-    if args.json:
-        json.dump(results, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+    emit(args, results, err, None, made, lambda: tables_markdown(made))
     return 0
 
 

@@ -40,12 +40,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import shutil
-import signal
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 _BENCH = Path(__file__).resolve().parent
@@ -56,9 +51,10 @@ for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a chec
 from rich.console import Console  # noqa: E402
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: E402
                            TimeElapsedColumn)
+from harness import emit, run_in_workdir, stderr_console  # noqa: E402
 from storage_append import bench_append  # noqa: E402
 from storage_codec import DECODE_MODES, bench_decode, bench_encode  # noqa: E402
-from storage_common import QUICK, ROOT, SECTIONS, SHAPES, GiB, Params  # noqa: E402
+from storage_common import QUICK, SECTIONS, SHAPES, GiB, Params  # noqa: E402
 from storage_env import environment  # noqa: E402
 from storage_read import bench_read  # noqa: E402
 from storage_reopen import bench_reopen  # noqa: E402
@@ -135,32 +131,13 @@ def main(argv: "list[str] | None" = None) -> int:
     if args.render:
         print(markdown(json.loads(Path(args.render).read_text())))
         return 0
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        err.width = max(err.width, 200)
-    parent = os.path.abspath(args.dir or ROOT)
-    os.makedirs(parent, exist_ok=True)
-    workdir = tempfile.mkdtemp(prefix=".bench-storage-", dir=parent)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below cleans up
-    started = time.perf_counter()
-    try:
-        results = run(args, workdir, err)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    results["elapsed_s"] = round(time.perf_counter() - started, 1)
-    out = err if args.json else Console()
-    if not out.is_terminal:
-        out.width = max(out.width, 200)
+    err = stderr_console()
+    results = run_in_workdir(args, ".bench-storage-", run, err)
     env = results["environment"]
-    out.print(f"[bold]logbroker storage bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
-              f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s")
-    for table in tables(results):
-        out.print(table)
-    if args.markdown:
-        Path(args.markdown).write_text(markdown(results))
-    if args.json:
-        json.dump(results, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+    emit(args, results, err,
+         f"[bold]logbroker storage bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
+         f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s",
+         tables(results), lambda: markdown(results))
     return 0
 
 
