@@ -87,7 +87,7 @@ class StorageConfig:
     map_size: int = 1 << 30
     max_dbs: int = 16
     max_open_files: int = 512
-    checkpoint_interval_ms: int = 60_000
+    checkpoint_interval_ms: int = 10_000
 
     def __post_init__(self) -> None:
         _positive(self, "map_size", minimum=1 << 20)
