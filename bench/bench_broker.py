@@ -50,7 +50,7 @@ for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a chec
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from harness import emit, run_in_workdir, stderr_console  # noqa: E402
+from harness import emit, headline, run_in_workdir, stderr_console  # noqa: E402
 from broker_phases import QUICK, SECTIONS, Params, Run, phase_names  # noqa: E402
 from broker_profile import Profiler, summarize as summarize_profiles  # noqa: E402
 from broker_report import calibration, markdown, summarize, tables, targets  # noqa: E402
@@ -143,12 +143,9 @@ def main(argv: "list[str] | None" = None) -> int:
         return 0
     err = stderr_console()
     results = run_in_workdir(args, ".bench-broker-", run, err)
-    env = results["environment"]
-    headline = (f"[bold]logbroker broker bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
-                f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s  "
-                f"CPU gauge {fmt_s(results['calibration_ms'], 1)} ms"
-                + ("  [bold red]PROFILED: figures not representative[/]" if results["profiled"] else ""))
-    emit(args, results, err, headline, tables(results), lambda: markdown(results))
+    title = (headline("broker", results) + f"  CPU gauge {fmt_s(results['calibration_ms'], 1)} ms"
+             + ("  [bold red]PROFILED: figures not representative[/]" if results["profiled"] else ""))
+    emit(args, results, err, title, tables(results), lambda: markdown(results))
     if args.profile:
         err.print(f"profiles: {args.profile}/summary.txt")
     return 0

@@ -51,7 +51,7 @@ for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a chec
 from rich.console import Console  # noqa: E402
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: E402
                            TimeElapsedColumn)
-from harness import emit, run_in_workdir, stderr_console  # noqa: E402
+from harness import emit, headline, run_in_workdir, stderr_console  # noqa: E402
 from storage_append import bench_append  # noqa: E402
 from storage_codec import DECODE_MODES, bench_decode, bench_encode  # noqa: E402
 from storage_common import QUICK, SECTIONS, SHAPES, GiB, Params  # noqa: E402
@@ -133,11 +133,7 @@ def main(argv: "list[str] | None" = None) -> int:
         return 0
     err = stderr_console()
     results = run_in_workdir(args, ".bench-storage-", run, err)
-    env = results["environment"]
-    emit(args, results, err,
-         f"[bold]logbroker storage bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
-         f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s",
-         tables(results), lambda: markdown(results))
+    emit(args, results, err, headline("storage", results), tables(results), lambda: markdown(results))
     return 0
 
 

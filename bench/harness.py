@@ -26,6 +26,13 @@ def stderr_console() -> Console:
     return err
 
 
+def headline(name: str, results: dict) -> str:
+    """The first line of a bench report: what ran, where, how long."""
+    env = results["environment"]
+    return (f"[bold]logbroker {name} bench[/] {env['date']}  {env['nproc']} cpu, {env['ram_gib']} GiB RAM, "
+            f"disk: {env['disk']}  python {env['python']}  elapsed {results['elapsed_s']} s")
+
+
 def run_in_workdir(args, prefix: str, run: Callable, err: Console) -> dict:
     """``run(args, workdir, err)`` in a fresh work dir; adds ``elapsed_s``."""
     parent = os.path.abspath(args.dir or ROOT)

@@ -20,6 +20,18 @@ from ..protocol import messages as m
 from .connection import Connection
 
 
+async def cancel_and_wait(task: "asyncio.Future | None") -> None:
+    """Cancel ``task`` (if any and not done) and wait until it has ended;
+    its cancellation or failure is of no interest to the caller."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    try:
+        await task
+    except BaseException:  # noqa: BLE001 - cancelled or failed: either is fine
+        pass
+
+
 def parse_bootstrap(bootstrap: "str | list[str] | tuple") -> list[tuple[str, int]]:
     """``"host:port"``, ``"h1:p1,h2:p2"`` or a list of those -> [(host, port)].
     A missing port means 9555; IPv6 hosts go in brackets (``[::1]:9555``)."""
@@ -185,12 +197,7 @@ class BrokerLink:
     async def aclose(self) -> None:
         """Close for good; later calls raise ``ClientClosedError``."""
         self._closed = True
-        if self._connecting is not None and not self._connecting.done():
-            self._connecting.cancel()
-            try:
-                await self._connecting
-            except BaseException:  # noqa: BLE001 - cancelled or failed: either is fine
-                pass
+        await cancel_and_wait(self._connecting)
         self.drop()
 
 

@@ -21,7 +21,7 @@ import time
 from ..errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
                       RequestTimedOutError)
 from ..protocol import messages as m
-from .broker import BrokerLink
+from .broker import BrokerLink, cancel_and_wait
 from .fetch_buffer import FetchBuffer, PartitionState
 from .metadata import part_error
 from .settings import ConsumerSettings
@@ -207,11 +207,6 @@ class Fetcher:
         await self._refresh_subscription(force=True)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except BaseException:  # noqa: BLE001 - cancelled
-                pass
+        await cancel_and_wait(self._task)
         await self.fetch_link.aclose()
         await self.control.aclose()

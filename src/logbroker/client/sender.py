@@ -31,7 +31,7 @@ from ..errors import (BrokerUnavailableError, ClientClosedError, InvalidRecordEr
 from ..protocol import messages as m
 from .accumulator import Accumulator, PartitionQueue
 from .batch import ProducerBatch
-from .broker import BrokerLink
+from .broker import BrokerLink, cancel_and_wait
 from .settings import ProducerSettings
 
 log = logging.getLogger("logbroker.client")
@@ -343,10 +343,5 @@ class Sender:
             self._closed = True
             if self._timer is not None:
                 self._timer.cancel()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except BaseException:  # noqa: BLE001 - cancelled
-                pass
+        await cancel_and_wait(self._task)
         self._fail_everything(ClientClosedError("the producer was closed before delivery"))
