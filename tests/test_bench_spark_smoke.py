@@ -36,7 +36,7 @@ def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
     assert data["segment_bytes_on_disk"] > 0 and data["parquet_bytes"] > 0 and data["json_bytes"] > 0
     cases = {(r["query"], r["format"]) for r in out["queries"]}
     assert cases == {(q, f) for q in ("count", "scan", "groupby", "range")
-                     for f in ("logbroker", "parquet", "json")}
+                     for f in ("logbroker", "logbroker_kv", "parquet", "json")}
     for row in out["queries"]:
         assert row["seconds"]["median"] > 0 and row["mb_per_s"]["median"] > 0
     assert {r["query"] for r in out["ratios"]} == {"count", "scan", "groupby", "range"}

@@ -238,3 +238,31 @@ def test_a_hole_in_the_middle_is_data_loss(data):
     offsets = [o for p in lenient.partitions() for rb in lenient.read(p)
                for o in rb.column("offset").to_pylist()]
     assert 0 < len(offsets) < 400 and offsets == sorted(set(offsets))
+
+
+def test_a_given_schema_picks_columns(data):
+    from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+
+    by_name = {f.name: f for f in spark_schema(True).fields}
+
+    def ddl(*cols):  # StructType.fromDDL needs a JVM
+        return StructType([by_name[c] if isinstance(c, str) else c for c in cols])
+
+    schema = ddl("offset", "value", "headers")
+    reader = LogbrokerReader({"path": data, "assign": '{"orders":[1]}'}, schema)
+    t = pa.Table.from_batches([rb for p in reader.partitions() for rb in reader.read(p)])
+    assert t.schema.names == ["offset", "value", "headers"]
+    assert t["offset"].to_pylist() == list(range(400))
+    assert t["value"][123].as_py() == b"1-123"
+    assert t["headers"][123].as_py() == [{"key": "h", "value": b"3"}]
+    full = read_all({"path": data, "assign": '{"orders":[1]}', "startingOffsets": '{"orders":{"1":5}}'})
+    some = LogbrokerReader({"path": data, "assign": '{"orders":[1]}', "startingOffsets": '{"orders":{"1":5}}'},
+                           ddl("topic", "partition"))
+    t2 = pa.Table.from_batches([rb for p in some.partitions() for rb in some.read(p)])
+    assert t2.to_pylist() == full.select(["topic", "partition"]).to_pylist()
+    for bad in (StructField("key", StringType()), StructField("nope", BinaryType()),
+                StructField("offset", IntegerType())):
+        with pytest.raises(SparkSourceError, match="pick from: key binary, value binary"):
+            LogbrokerReader({"path": data, "subscribe": "orders"}, ddl(bad))
+    with pytest.raises(SparkSourceError, match="at least one"):
+        LogbrokerReader({"path": data, "subscribe": "orders"}, StructType([]))

@@ -107,6 +107,11 @@ def test_results_equal_what_a_consumer_reads(spark, fast_broker):
     got = {(r.partition, r.offset): bytes(r.value) for r in
            df.select("partition", "offset", "value").collect()}
     assert got == {(r.partition, r.offset): r.value for r in recs}
+    # a given schema reads (and ships) only those columns
+    pruned = spark.read.format("logbroker").schema("value binary, offset long").option("path", data) \
+        .option("subscribe", "orders").load()
+    assert pruned.columns == ["value", "offset"]
+    assert pruned.selectExpr("sum(cast(cast(value as string) as bigint)) as s").first()["s"] == total
     # the auto-registered format through SQL (pyspark_logbroker.DefaultSource)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW orders USING logbroker "
               f"OPTIONS (path '{data}', assign '{{\"orders\":[1]}}')")

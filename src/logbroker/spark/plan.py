@@ -50,6 +50,7 @@ class Split:
     include_headers: bool = False
     max_rows: int = DEFAULT_MAX_ROWS
     max_bytes: int = DEFAULT_MAX_BYTES
+    columns: tuple = ()  # output columns in order; () = the whole schema
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Options:
     split_bytes: int = DEFAULT_SPLIT_BYTES
     max_rows: int = DEFAULT_MAX_ROWS
     max_bytes: int = DEFAULT_MAX_BYTES
+    columns: tuple = ()
     extra: dict = field(default_factory=dict)
 
 
@@ -278,7 +280,7 @@ class Planner:
     def _make(self, topic, partition, lo, hi, seg=-1, pos=0) -> Split:
         o = self.o
         return Split(o.data_dir, topic, partition, lo, hi, seg, pos, o.fail_on_data_loss,
-                     o.include_headers, o.max_rows, o.max_bytes)
+                     o.include_headers, o.max_rows, o.max_bytes, o.columns)
 
     def _min_partitions(self, splits: list[Split]) -> list[Split]:
         """Cut the widest ranges in halves (by offsets) until there are enough."""

@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from ..errors import CorruptRecordError
 from ..records import format as fmt
-from ..records.arrow import HEADERS_TYPE, to_arrow
+from ..records.arrow import (HEADERS_TYPE, binary_array, headers_array, offsets_array,
+                             timestamps_array)
 from ..records.decoder import RecordBatch, decode_batch
 from .plan import SparkSourceError, Split, list_segments
 
@@ -33,6 +34,31 @@ HEADERS_SCHEMA = SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
     return HEADERS_SCHEMA if include_headers else SCHEMA
+
+
+# One builder per column: a Split asking for fewer columns (a user-given
+# schema) costs neither the building nor the shipping of the others.
+_COLUMNS: dict[str, Callable[[Split, RecordBatch], pa.Array]] = {
+    "key": lambda s, b: binary_array(b.keys),
+    "value": lambda s, b: binary_array(b.values),
+    "topic": lambda s, b: pa.repeat(pa.scalar(s.topic, pa.string()), len(b)),
+    "partition": lambda s, b: pa.repeat(pa.scalar(s.partition, pa.int32()), len(b)),
+    "offset": lambda s, b: offsets_array(b),
+    "timestamp": lambda s, b: timestamps_array(b),
+    "timestampType": lambda s, b: pa.repeat(pa.scalar(b.header.timestamp_type, pa.int32()), len(b)),
+    "headers": lambda s, b: headers_array(b),
+}
+_schemas: dict[tuple, pa.Schema] = {}
+
+
+def split_schema(split: Split) -> pa.Schema:
+    """The Arrow schema of what ``read_split`` yields for ``split``."""
+    cols = split.columns
+    if not cols:
+        return arrow_schema(split.include_headers)
+    if cols not in _schemas:
+        _schemas[cols] = pa.schema([HEADERS_SCHEMA.field(c) for c in cols])
+    return _schemas[cols]
 
 
 def _lost(split: Split, lo: int, hi: int, why: str) -> None:
@@ -124,18 +150,12 @@ def iter_batches(split: Split, directory: "str | None" = None,
 
 
 def _arrow(split: Split, batch: RecordBatch) -> pa.RecordBatch:
-    rb = to_arrow(batch, include_headers=split.include_headers)
+    schema = split_schema(split)
+    rb = pa.RecordBatch.from_arrays([_COLUMNS[name](split, batch) for name in schema.names],
+                                    schema=schema)
     lo = max(0, split.start - batch.header.base_offset)
     hi = min(len(batch), split.end - batch.header.base_offset)
-    if lo or hi < len(batch):
-        rb = rb.slice(lo, hi - lo)
-    n = rb.num_rows
-    cols = [rb.column("key"), rb.column("value"), pa.repeat(pa.scalar(split.topic, pa.string()), n),
-            pa.repeat(pa.scalar(split.partition, pa.int32()), n), rb.column("offset"),
-            rb.column("timestamp"), rb.column("timestampType")]
-    if split.include_headers:
-        cols.append(rb.column("headers"))
-    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema(split.include_headers))
+    return rb.slice(lo, hi - lo) if lo or hi < len(batch) else rb
 
 
 def read_split(split: Split) -> Iterator[pa.RecordBatch]:

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
 
-from .plan import Planner, Split, parse_options
+from .plan import Planner, SparkSourceError, Split, parse_options
 from .scan import read_split
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()),
@@ -46,9 +46,31 @@ class LogbrokerPartition(InputPartition):
         return f"LogbrokerPartition({s.topic}-{s.partition} [{s.start}, {s.end}))"
 
 
+def pick_columns(schema: "StructType | None") -> tuple:
+    """The column names of a schema given to the reader, checked against the
+    source's own: a user may pass ``.schema("key binary, value binary")`` to read
+    (and ship to the JVM) fewer columns -- Python data sources get no column
+    pruning from Spark. Each field must be one of the source's with its type."""
+    if schema is None:
+        return ()
+    full = {f.name: f.dataType for f in spark_schema(True).fields}
+    allowed = ", ".join(f"{n} {t.simpleString()}" for n, t in full.items())
+    if not schema.fields:
+        raise SparkSourceError(f"a schema for the logbroker source needs at least one of: {allowed}")
+    for f in schema.fields:
+        if full.get(f.name) != f.dataType:
+            raise SparkSourceError(f"column {f.name} {f.dataType.simpleString()} is not one the "
+                                   f"logbroker source has; pick from: {allowed}")
+    return tuple(f.name for f in schema.fields)
+
+
 class LogbrokerReader(DataSourceReader):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict, schema: "StructType | None" = None) -> None:
         self.options = parse_options(options)
+        columns = pick_columns(schema)
+        if columns:
+            self.options.columns = columns
+            self.options.include_headers = "headers" in columns
 
     def partitions(self) -> list[LogbrokerPartition]:
         planner = Planner(self.options)
@@ -74,4 +96,4 @@ class LogbrokerDataSource(DataSource):
         return spark_schema(str(raw.get("includeheaders", "false")).lower() == "true")
 
     def reader(self, schema: StructType) -> LogbrokerReader:
-        return LogbrokerReader(dict(self.options))
+        return LogbrokerReader(dict(self.options), schema)
