@@ -4,22 +4,33 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow bench-storage clean
+.PHONY: serve test test-slow bench bench-quick bench-storage peer-servers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'
 	touch $(STAMP)
 
 serve: $(STAMP)
 	$(BIN)/logbroker serve --data-dir ./data
 
-test: $(STAMP)
+# the Debian servers of the peers benchmark (its smoke test runs in the suite)
+peer-servers:
+	bash bench/peers/install-servers.sh
+
+test: $(STAMP) peer-servers
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
+
+# the peer benchmark: writes its section of docs/benchmarks.md and docs/img/*.png
+bench: $(STAMP) peer-servers
+	$(BIN)/python -m bench.peers
+
+bench-quick: $(STAMP) peer-servers
+	$(BIN)/python -m bench.peers --quick
 
 bench-storage: $(STAMP)
 	$(BIN)/python bench/bench_storage.py

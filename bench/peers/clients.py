@@ -1,5 +1,22 @@
 """Peer clients (Redis Streams, NATS JetStream, RabbitMQ Streams), each run in a
-subprocess by ``run_client``, bounded by a count and a deadline."""
+subprocess by ``run_client``, bounded by a count and a deadline.
+
+``client_main(spec)`` prints one JSON line: the mode's result or
+``{"error": "Type: message"}``. Modes ``produce``/``consume``/``roundtrip``
+are here; ``scale_produce``/``scale_consume`` (many topics, all four systems
+including logbroker) are in bench/peers/scale.py. The loops shared by both
+(``redis_xadd_all``, ``nats_publish_all``, ``nats_read_ordered``,
+``RabbitConfirms``) are here.
+
+Optional spec keys (defaults measured on W2, 1 M x 100 B, here): Redis
+``pipeline`` (1,000 XADDs) and ``count`` (XRANGE 1,000: 1.6x the rate of
+10,000); NATS ``max_pending`` (publish_async acks pending, 4,000: the
+client's default; 20,000 and 100,000 were slower) and ``consumer``
+(``"ordered"``: one ordered push consumer with a callback, 4.8x ``"pull"``,
+whose ``fetch(batch)`` costs a task per message whatever the batch, 500 to
+5,000 alike; nats-py 2.16's fetch has no max_bytes); RabbitMQ ``batch``
+(1,000 per send_batch; 200 and 5,000 no better), ``max_pending`` (50,000
+unconfirmed) and ``credit`` (initial_credit 50 chunks; 10 to 1,000 alike)."""
 
 from __future__ import annotations
 
@@ -10,13 +27,14 @@ import math
 import subprocess
 import sys
 import time
+from itertools import islice
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.broker_server import spawn, stop_process  # noqa: E402
+from bench.broker_server import spawn, stop_process
 
 KEYS, KEY_BYTES, VALUES = 1024, 16, 1021
 
@@ -50,6 +68,97 @@ class Deadline:
             raise TimeoutError(f"not done within {self.seconds:.0f} s")
 
 
+# -- send loops shared with scale.py -------------------------------------------------------
+def redis_xadd_all(r, items, n: int, batch: int, dl: Deadline) -> int:
+    """XADD ``n`` (stream, fields) pairs from ``items``, ``batch`` per
+    non-transactional pipeline (one round trip each); returns the count."""
+    done = 0
+    while done < n:
+        pipe = r.pipeline(transaction=False)
+        for stream, fields in islice(items, min(batch, n - done)):
+            pipe.xadd(stream, fields)
+        done += len(pipe.execute())
+        dl.check()
+    return done
+
+
+async def nats_publish_all(js, items, dl: Deadline) -> int:
+    """``js.publish_async`` every (subject, payload) of ``items`` (the
+    client bounds the acks pending), then wait for every ack; raises if any
+    failed. Returns the count. No ``wait_stall``: with one, nats-py wraps
+    every publish in ``asyncio.wait_for`` (a task each), 3.7x slower here."""
+    failed, n = [], 0
+
+    def settled(fut) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            failed.append(fut)
+
+    for subject, payload in items:
+        (await js.publish_async(subject, payload)).add_done_callback(settled)
+        n += 1
+        if n % 10_000 == 0:
+            dl.check()
+    await asyncio.wait_for(js.publish_async_completed(), timeout=max(dl.at - time.perf_counter(), 1))
+    await asyncio.sleep(0)  # let the last done callbacks run
+    if failed:
+        raise RuntimeError(f"{len(failed)} publish acks failed")
+    return n
+
+
+async def nats_read_ordered(js, subs: list[tuple[str, str]], n: int, dl: Deadline,
+                            key_skip: int = -1) -> tuple[int, int, float]:
+    """Read ``n`` messages through one ordered push consumer (nats-py
+    ``js.subscribe(ordered_consumer=True, cb=...)``: flow control, no acks)
+    per (stream, filter subject) of ``subs``, all subscribed before the wait.
+    Bytes counted: the payload, plus ``subject[key_skip:]`` (the key) if
+    ``key_skip`` >= 0. Returns (records, bytes, perf_counter when done); fewer
+    than ``n`` if the deadline came first. Unsubscribing is left to
+    ``nc.close()``."""
+    state, done = [0, 0, 0.0], asyncio.Event()
+
+    async def on_msg(msg) -> None:
+        state[0] += 1
+        state[1] += len(msg.data) + (len(msg.subject) - key_skip if key_skip >= 0 else 0)
+        if state[0] >= n:
+            state[2] = time.perf_counter()
+            done.set()
+
+    for stream, subject in subs:
+        await js.subscribe(subject, stream=stream, ordered_consumer=True, cb=on_msg)
+        dl.check()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), timeout=max(dl.at - time.perf_counter(), 1))
+    return state[0], state[1], state[2] or time.perf_counter()
+
+
+class RabbitConfirms:
+    """The ``on_publish_confirm`` callback of rstream's ``send_batch``:
+    counts confirms; ``throttle`` bounds the unconfirmed, ``wait`` waits for
+    all ``n``."""
+
+    def __init__(self, n: int, max_pending: int) -> None:
+        self.n, self.max_pending, self.ok, self.bad, self.done = n, max_pending, 0, 0, asyncio.Event()
+
+    def __call__(self, status) -> None:
+        if status.is_confirmed:
+            self.ok += 1
+        else:
+            self.bad += 1
+        if self.ok + self.bad >= self.n:
+            self.done.set()
+
+    async def throttle(self, sent: int, dl: Deadline) -> None:
+        while sent - self.ok - self.bad > self.max_pending:
+            await asyncio.sleep(0.0005)
+            dl.check()
+
+    async def wait(self, dl: Deadline) -> int:
+        await asyncio.wait_for(self.done.wait(), timeout=max(dl.at - time.perf_counter(), 1))
+        if self.bad:
+            raise RuntimeError(f"{self.bad} publishes not confirmed")
+        return self.ok
+
+
 # -- clients (run in a subprocess: python -m bench.peers --client SPEC) ----------------------
 def redis_client(spec: dict) -> dict:
     import redis
@@ -58,22 +167,15 @@ def redis_client(spec: dict) -> dict:
     keys = make_keys()
     if mode == "produce":
         n, values = spec["records"], make_values(spec["value_bytes"])
-        batch = spec.get("pipeline", 1000)
+        items = ((stream, {b"k": keys[i % KEYS], b"v": values[i % VALUES]}) for i in range(n))
         t0 = time.perf_counter()
-        done = 0
-        while done < n:
-            pipe = r.pipeline(transaction=False)
-            for i in range(done, min(n, done + batch)):
-                pipe.xadd(stream, {b"k": keys[i % KEYS], b"v": values[i % VALUES]})
-            ids = pipe.execute()
-            done += len(ids)
-            dl.check()
+        done = redis_xadd_all(r, items, n, spec.get("pipeline", 1000), dl)
         return {"records": done, "seconds": time.perf_counter() - t0}
     if mode == "consume":
         n, got, nbytes, start = spec["records"], 0, 0, "-"
         t0 = time.perf_counter()
         for _ in range(n + 10):
-            entries = r.xrange(stream, min=start, max="+", count=spec.get("count", 10_000))
+            entries = r.xrange(stream, min=start, max="+", count=spec.get("count", 1000))
             if not entries:
                 break
             for eid, fields in entries:
@@ -110,21 +212,15 @@ async def nats_client_async(spec: dict) -> dict:
             await js.add_stream(name=stream, subjects=[f"{stream}.>"])
         if mode == "produce":
             n, values = spec["records"], make_values(spec["value_bytes"])
-            futs, errors = [], 0
             t0 = time.perf_counter()
-            for i in range(n):
-                futs.append(await js.publish_async(subjects[i % KEYS], values[i % VALUES], wait_stall=30))
-                if len(futs) >= 10_000:  # collect settled futures, keep memory bounded
-                    errors += sum(1 for f in futs if f.done() and f.exception() is not None)
-                    futs = [f for f in futs if not f.done()]
-                    dl.check()
-            await asyncio.wait_for(js.publish_async_completed(), timeout=max(dl.at - time.perf_counter(), 1))
-            errors += sum(1 for f in futs if f.exception() is not None)
-            seconds = time.perf_counter() - t0
-            if errors:
-                raise RuntimeError(f"{errors} publish acks failed")
-            return {"records": n, "seconds": seconds}
-        if mode == "consume":
+            n = await nats_publish_all(js, ((subjects[i % KEYS], values[i % VALUES]) for i in range(n)), dl)
+            return {"records": n, "seconds": time.perf_counter() - t0}
+        if mode == "consume" and spec.get("consumer", "ordered") == "ordered":
+            t0 = time.perf_counter()
+            got, nbytes, t1 = await nats_read_ordered(js, [(stream, f"{stream}.>")], spec["records"], dl,
+                                                      key_skip=len(stream) + 1)
+            return {"records": got, "bytes": nbytes, "seconds": t1 - t0}
+        if mode == "consume":  # "consumer": "pull": one ephemeral pull consumer, fetch(batch)
             n, got, nbytes = spec["records"], 0, 0
             cfg = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
             t0 = time.perf_counter()
@@ -169,28 +265,16 @@ async def rabbit_client_async(spec: dict) -> dict:
                 n, values = spec["records"], make_values(spec["value_bytes"])
                 # the key travels as the first 16 bytes of the raw body (no AMQP encoding)
 
-                done = asyncio.Event()
-                state = {"ok": 0, "bad": 0}
-
-                def confirmed(status) -> None:
-                    state["ok" if status.is_confirmed else "bad"] += 1
-                    if state["ok"] + state["bad"] >= n:
-                        done.set()
-
+                confirms = RabbitConfirms(n, spec.get("max_pending", 50_000))
                 t0, sent, batch = time.perf_counter(), 0, spec.get("batch", 1000)
                 while sent < n:
                     msgs = [RawMessage(keys[i % KEYS] + values[i % VALUES]) for i in range(sent, min(n, sent + batch))]
-                    await producer.send_batch(stream, msgs, on_publish_confirm=confirmed)
+                    await producer.send_batch(stream, msgs, on_publish_confirm=confirms)
                     sent += len(msgs)
-                    while sent - state["ok"] - state["bad"] > spec.get("max_pending", 50_000):
-                        await asyncio.sleep(0.0005)
-                        dl.check()
+                    await confirms.throttle(sent, dl)
                     dl.check()
-                await asyncio.wait_for(done.wait(), timeout=max(dl.at - time.perf_counter(), 1))
-                seconds = time.perf_counter() - t0
-                if state["bad"]:
-                    raise RuntimeError(f"{state['bad']} publishes not confirmed")
-                return {"records": state["ok"], "seconds": seconds}
+                ok = await confirms.wait(dl)
+                return {"records": ok, "seconds": time.perf_counter() - t0}
             await producer.create_stream(stream + "-rt", exists_ok=True)
             body, lat = keys[0] + b"v" * 100, []
             for _ in range(100):
@@ -232,7 +316,10 @@ async def rabbit_client_async(spec: dict) -> dict:
 
 def client_main(spec: dict) -> int:
     try:
-        if spec["system"] == "redis":
+        if spec["mode"].startswith("scale_"):
+            from bench.peers.scale import scale_main
+            out = scale_main(spec)
+        elif spec["system"] == "redis":
             out = redis_client(spec)
         elif spec["system"] == "rabbitmq":
             out = asyncio.run(rabbit_client_async(spec))
