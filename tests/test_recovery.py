@@ -265,3 +265,33 @@ def test_missing_meta_lmdb_rebuilds_from_segments(tmp_path):
     assert s.topics.get("t").partitions == 2
     assert values_of(s.get_log("t", 1)) == [b"m%d" % i for i in range(30)]
     s.close()
+
+
+def test_leader_epochs_are_not_written_per_append_and_survive_a_crash(tmp_path):
+    s = open_store(tmp_path)
+    s.create_topic("t")
+    log = s.get_log("t", 0)
+    log.append([batch([b"a", b"b"])], leader_epoch=0)
+    log.checkpoint()  # epoch 0 reaches LMDB here
+    writes = []
+    real = s.meta.write
+    s.meta.write = lambda *a, **k: (writes.append(1), real(*a, **k))[1]
+    log.append([batch([b"c"])], leader_epoch=2)
+    log.append([batch([b"d"])], leader_epoch=2)
+    log.append([batch([b"e"])], leader_epoch=5)
+    log.flush()
+    assert writes == []  # the append path never commits to LMDB
+    assert log.epochs == [(0, 0), (2, 2), (5, 4)]
+    crash(s)
+    s = open_store(tmp_path)  # epochs 2 and 5 come back from the batch headers past the RP
+    try:
+        assert s.get_log("t", 0).epochs == [(0, 0), (2, 2), (5, 4)]
+        s.get_log("t", 0).append([batch([b"f"])], leader_epoch=5)
+    finally:
+        s.close()
+    s = open_store(tmp_path)  # a clean reopen reads them from LMDB
+    try:
+        assert s.get_log("t", 0).epochs == [(0, 0), (2, 2), (5, 4)]
+        assert values_of(s.get_log("t", 0)) == [b"a", b"b", b"c", b"d", b"e", b"f"]
+    finally:
+        s.close()

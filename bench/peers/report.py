@@ -145,7 +145,7 @@ def scale_table(figs: dict, systems: list[str]) -> str:
                      fmt(f.get("scale produce rss MiB")), fmt(f.get("scale disk/payload"), 2),
                      ratio(figs, s, "scale produce rec/s"), ratio(figs, s, "scale consume rec/s")])
     return _table(["system", "durability", "create topics s", "produce rec/s", "consume rec/s",
-                   "server CPU s (produce / consume)", "server peak RSS MiB", "disk bytes / payload byte",
+                   "server CPU s (create + produce / consume)", "server peak RSS MiB", "disk bytes / payload byte",
                    "logbroker ÷ this, produce", "logbroker ÷ this, consume"], rows)
 
 

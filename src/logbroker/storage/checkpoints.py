@@ -7,7 +7,10 @@ size so a clean reopen reads no segment data.
 
 Segment summaries (``segs``) are derived: a sealed segment's size, max
 timestamp and end offset, rebuilt by scanning the segment when missing.
-Leader epochs are primary: epoch -> first offset written in that epoch.
+Leader epochs: epoch -> first offset written in that epoch. They are stored
+with checkpoints (and at once by truncation and recovery), not per append;
+the batch headers carry the epoch, so recovery re-adds the epochs of the
+batches it scans past the recovery point.
 """
 
 from __future__ import annotations

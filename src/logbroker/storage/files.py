@@ -72,12 +72,16 @@ class FileCache:
             self.forget(owner)
 
     def _evict(self) -> None:
-        if len(self._entries) <= self.max_open:
+        """Close idle descriptors, least recently used first, down to
+        ``max_open``: O(excess), not O(open), as it runs on every release."""
+        excess = len(self._entries) - self.max_open
+        if excess <= 0:
             return
-        for owner in list(self._entries):
-            if len(self._entries) <= self.max_open:
-                return
-            entry = self._entries[owner]
+        victims = []
+        for owner, entry in self._entries.items():
             if entry.refs == 0:
-                del self._entries[owner]
-                os.close(entry.fd)
+                victims.append(owner)
+                if len(victims) >= excess:
+                    break
+        for owner in victims:
+            os.close(self._entries.pop(owner).fd)

@@ -49,6 +49,7 @@ class Log:
         self._log_start, self._leo, self._hw = log_start, log_end, high_watermark
         self._rp = recovery_point  # (offset, segment base, position)
         self.epochs = epochs
+        self._epochs_dirty = False  # a new epoch not yet in LMDB (stored at the next checkpoint)
         self.auto_hw = auto_hw  # single node: HW follows durable end (fsync) or LEO (lazy)
         self._lock = threading.RLock()
         self._flush_cond = threading.Condition()
@@ -164,12 +165,17 @@ class Log:
         return parsed, total
 
     def _new_epoch(self, epoch: int, start: int) -> None:
+        """Remember a new leader epoch. It reaches LMDB with the next checkpoint,
+        not on the append path (an LMDB commit is an fsync): the epoch is also
+        in the batch headers, and recovery re-adds the epochs of the batches it
+        scans past the recovery point."""
         self.epochs.append((epoch, start))
-        self._store_epochs()
+        self._epochs_dirty = True
 
     def _store_epochs(self) -> None:
         with self.meta.write() as txn:
             ck.store_epochs(txn, self.meta, self.pid, self.epochs)
+        self._epochs_dirty = False
 
     def _aged(self, seg: Segment, now: int) -> bool:
         return seg.created_ms >= 0 and now - seg.created_ms >= self.config.segment_ms
@@ -362,6 +368,9 @@ class Log:
             ck.delete_segment_infos(txn, self.meta, self.pid, below=self.segments[0].base_offset,
                                     from_=a.base_offset)
             ck.store_checkpoint(txn, self.meta, self.pid, c)
+            if self._epochs_dirty:
+                ck.store_epochs(txn, self.meta, self.pid, self.epochs)
+                self._epochs_dirty = False
         self._new_infos = {}
 
     def close(self) -> None:

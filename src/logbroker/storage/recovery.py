@@ -118,6 +118,8 @@ def _recover(lg: Log, ckpt: "ck.Checkpoint | None", infos: dict) -> None:
                                              f"{expected}", position=bpos)
                 max_ts = max(max_ts, header.max_timestamp)
                 seg.max_timestamp = max(seg.max_timestamp, header.max_timestamp)
+                if not lg.epochs or header.leader_epoch > lg.epochs[-1][0]:  # stored by _finish
+                    lg.epochs.append((header.leader_epoch, header.base_offset))
                 if since >= lg.config.index_interval_bytes or bpos == 0:
                     lg.index.add(expected, seg.base_offset, bpos, max_ts)
                     since = 0
