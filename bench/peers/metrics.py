@@ -2,7 +2,8 @@
 process tree (``/proc``), and bytes on disk under its data dir.
 
 ``Probe(pid, data_dir)`` covers the process and its descendants found at each
-call (RabbitMQ's start script runs ``beam.smp`` as a child). ``around(fn)``
+call (RabbitMQ's start script runs ``beam.smp`` as a child); CPU counts
+reaped children too. ``around(fn)``
 runs ``fn()`` and returns its result with ``cpu_s`` (server CPU used while it
 ran), ``peak_rss_mib`` (the sum of the tree's VmHWM, reset first) and
 ``disk_bytes`` (allocated bytes under the data dir afterwards) added.
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.broker_server import cpu_seconds, reset_peak, status_kib  # noqa: E402
+from bench.broker_server import CLK_TCK, reset_peak, status_kib  # noqa: E402
 
 
 def descendants(pid: int) -> list[int]:
@@ -39,6 +40,14 @@ def descendants(pid: int) -> list[int]:
             except OSError:
                 pass
     return out
+
+
+def cpu_with_reaped(pid: int) -> float:
+    """utime + stime of ``pid`` plus cutime + cstime (its reaped children), so
+    the tree's sum does not drop when a child (Redis's AOF rewrite) exits."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / CLK_TCK  # stat(5) fields 14-17
 
 
 def disk_bytes(path: str) -> int:
@@ -67,7 +76,7 @@ class Probe:
         return total
 
     def cpu_s(self) -> float:
-        return self._each(cpu_seconds)
+        return self._each(cpu_with_reaped)
 
     def peak_rss_mib(self) -> float:
         return self._each(lambda p: status_kib(p, "VmHWM")) / 1024

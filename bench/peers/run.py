@@ -39,8 +39,10 @@ class System:
 SYSTEMS = {s.name: s for s in (
     System("logbroker", "fsync before ack (default `--flush fsync`)", True, "logbroker.Producer/Consumer"),
     System("logbroker-lazy", "no fsync per ack (`--flush lazy`)", False, "logbroker.Producer/Consumer"),
-    System("redis-always", "AOF `appendfsync always` (fsync before reply)", True, "redis-py + hiredis"),
-    System("redis-everysec", "AOF `appendfsync everysec` (no fsync per ack)", False, "redis-py + hiredis"),
+    System("redis-always", "AOF `appendfsync always` (fsync before reply; no auto-rewrite)", True,
+           "redis-py + hiredis"),
+    System("redis-everysec", "AOF `appendfsync everysec` (no fsync per ack; no auto-rewrite)", False,
+           "redis-py + hiredis"),
     System("nats", "JetStream file store default (no fsync per ack)", False, "nats-py"),
     System("rabbitmq", "RabbitMQ Streams default (no fsync per ack)", False, "rstream"),
 )}
