@@ -113,7 +113,7 @@ def run_all(args, sizes: dict, work: str, log) -> dict:
     deadline = 30.0 if args.quick else 300.0
     systems = args.systems.split(",")
     results = {"quick": args.quick, "sizes": sizes, "systems": systems, "runs": [], "limits": [],
-               "command": "python -m bench.peers " + " ".join(args.argv),
+               "command": " ".join(["python -m bench.peers", *args.argv]),
                "environment": environment(work)}
     t0 = time.perf_counter()
     for rep in range(args.repeats):
