@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
     if args.client:
         return client_main(json.loads(args.client))
     args.argv = argv
-    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.repeats = (1 if args.quick else 3) if args.repeats is None else args.repeats
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     from bench.peers.run import SYSTEMS
@@ -167,6 +168,7 @@ def main(argv=None) -> int:
 
     if not args.no_install:
         install(err)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every finally stops its server
     (ROOT / "build").mkdir(exist_ok=True)
     work = tempfile.mkdtemp(prefix="peers-", dir=str(ROOT / "build"))
     try:

@@ -42,7 +42,11 @@ class Server:
         self.port = port
         with open(log_path, "ab") as log:
             self.proc = spawn(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_port(port, self.proc)
+        try:
+            wait_port(port, self.proc)
+        except BaseException:  # also SIGTERM's SystemExit: stop what was started
+            self.stop()
+            raise
 
     def stop(self) -> None:
         stop_process(self.proc, 30)
@@ -104,7 +108,7 @@ class RabbitServer:
                               stdin=subprocess.DEVNULL, env=env)
         try:
             wait_port(self.port, self.proc, 90)
-        except Exception:
+        except BaseException:  # also SIGTERM's SystemExit: stop what was started
             self.stop()
             raise
 
