@@ -261,7 +261,7 @@ def test_a_given_schema_picks_columns(data):
     t2 = pa.Table.from_batches([rb for p in some.partitions() for rb in some.read(p)])
     assert t2.to_pylist() == full.select(["topic", "partition"]).to_pylist()
     for bad in (StructField("key", StringType()), StructField("nope", BinaryType()),
-                StructField("offset", IntegerType())):
+                StructField("offset", IntegerType()), StructField("value", BinaryType(), nullable=False)):
         with pytest.raises(SparkSourceError, match="pick from: key binary, value binary"):
             LogbrokerReader({"path": data, "subscribe": "orders"}, ddl(bad))
     with pytest.raises(SparkSourceError, match="at least one"):

@@ -122,6 +122,9 @@ def run_all(args, sizes: dict, work: str, log) -> dict:
         lim_dir = tempfile.mkdtemp(prefix="limits-", dir=work)
         try:
             results["limits"].append(limits.measure(lim_dir, args.quick, log))
+        except Exception as exc:  # noqa: BLE001 - a failed limit is a row, not a lost run
+            log(f"limits failed: {exc}")
+            results["limits"].append({"error": f"{type(exc).__name__}: {exc}"})
         finally:
             shutil.rmtree(lim_dir, ignore_errors=True)
         run: dict = {}

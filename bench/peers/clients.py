@@ -77,6 +77,8 @@ def redis_xadd_all(r, items, n: int, batch: int, dl: Deadline) -> int:
         pipe = r.pipeline(transaction=False)
         for stream, fields in islice(items, min(batch, n - done)):
             pipe.xadd(stream, fields)
+        if not len(pipe):
+            break  # ``items`` ran out before ``n``
         done += len(pipe.execute())
         dl.check()
     return done
@@ -148,7 +150,9 @@ class RabbitConfirms:
             self.done.set()
 
     async def throttle(self, sent: int, dl: Deadline) -> None:
-        while sent - self.ok - self.bad > self.max_pending:
+        for _ in range(int(dl.seconds / 0.0005) + 1):  # and bounded by the deadline
+            if sent - self.ok - self.bad <= self.max_pending:
+                return
             await asyncio.sleep(0.0005)
             dl.check()
 

@@ -65,7 +65,8 @@ def figures(results: dict) -> dict:
         for system, res in run.items():
             for k, v in per_run(res, results["sizes"]).items():
                 by.setdefault(system, {}).setdefault(k, []).append(v)
-    return {s: {k: summary(v) for k, v in figs.items()} for s, figs in by.items()}
+    runs = len(results["runs"])
+    return {s: {k: {**summary(v), "of": runs} for k, v in figs.items()} for s, figs in by.items()}
 
 
 def limit_figures(results: dict) -> dict:
@@ -73,6 +74,8 @@ def limit_figures(results: dict) -> dict:
     vals: dict = {}
     for lim in results.get("limits", []):
         for name, d in lim.items():
+            if not isinstance(d, dict):  # {"error": ...}: that run's limits failed
+                continue
             for k, v in d.items():
                 if isinstance(v, (int, float)):
                     vals.setdefault(f"{name}.{k}", []).append(float(v))
@@ -83,9 +86,10 @@ def fmt(s: "dict | None", digits: int = 0, scale: float = 1.0) -> str:
     if not s:
         return "failed"
     m, lo, hi = s["median"] * scale, s["min"] * scale, s["max"] * scale
+    short = f" n={s['n']}" if s["n"] < s.get("of", s["n"]) else ""
     if s["n"] == 1:
-        return f"{m:,.{digits}f}"
-    return f"{m:,.{digits}f} ({lo:,.{digits}f}–{hi:,.{digits}f})"
+        return f"{m:,.{digits}f}{short}"
+    return f"{m:,.{digits}f} ({lo:,.{digits}f}–{hi:,.{digits}f}){short}"
 
 
 def like_for_like(system: str) -> str:
@@ -195,7 +199,8 @@ def markdown(results: dict, charts: list[str]) -> str:
     systems = [s for s in results["systems"] if s in SYSTEMS]
     sz, env = results["sizes"], results["environment"]
     n_runs = len(results["runs"])
-    cell = f"median (min–max) of {n_runs} runs" if n_runs > 1 else "one run (--quick)"
+    cell = (f"median (min–max) of {n_runs} runs (a cell from fewer runs, where some failed, says n=)"
+            if n_runs > 1 else "one run" + (" (--quick)" if results["quick"] else ""))
     parts = [
         f"Run {env['date']} ({results['elapsed_s']:.0f} s), `{results['command']}`, {cell}. "
         f"Machine: {env['nproc']} CPU ({env['cpu']}), {env['ram_gib']} GiB RAM, disk `{env['disk']}`, "

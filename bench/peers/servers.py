@@ -100,13 +100,13 @@ class RabbitServer:
                "HOME": d, "RABBITMQ_PID_FILE": os.path.join(d, "pid"),
                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}"}
         self.epmd = self.proc = None
-        with open(d + ".log", "ab") as log:
-            self.epmd = spawn(["epmd", "-address", "127.0.0.1", "-port", str(epmd)], stdout=log,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-            time.sleep(0.3)
-            self.proc = spawn(["/usr/lib/rabbitmq/bin/rabbitmq-server"], stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env=env)
         try:
+            with open(d + ".log", "ab") as log:
+                self.epmd = spawn(["epmd", "-address", "127.0.0.1", "-port", str(epmd)], stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+                wait_port(epmd, self.epmd, 10)  # else rabbitmq would start a detached epmd of its own
+                self.proc = spawn(["/usr/lib/rabbitmq/bin/rabbitmq-server"], stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
             wait_port(self.port, self.proc, 90)
         except BaseException:  # also SIGTERM's SystemExit: stop what was started
             self.stop()

@@ -58,9 +58,10 @@ def pick_columns(schema: "StructType | None") -> tuple:
     if not schema.fields:
         raise SparkSourceError(f"a schema for the logbroker source needs at least one of: {allowed}")
     for f in schema.fields:
-        if full.get(f.name) != f.dataType:
+        if full.get(f.name) != f.dataType or not f.nullable:
             raise SparkSourceError(f"column {f.name} {f.dataType.simpleString()} is not one the "
-                                   f"logbroker source has; pick from: {allowed}")
+                                   f"logbroker source has (same type, nullable, nested fields too); "
+                                   f"pick from: {allowed}")
     return tuple(f.name for f in schema.fields)
 
 

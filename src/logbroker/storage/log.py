@@ -368,9 +368,11 @@ class Log:
             ck.delete_segment_infos(txn, self.meta, self.pid, below=self.segments[0].base_offset,
                                     from_=a.base_offset)
             ck.store_checkpoint(txn, self.meta, self.pid, c)
-            if self._epochs_dirty:
+            stored_epochs = self._epochs_dirty
+            if stored_epochs:
                 ck.store_epochs(txn, self.meta, self.pid, self.epochs)
-                self._epochs_dirty = False
+        if stored_epochs:  # only once the commit succeeded
+            self._epochs_dirty = False
         self._new_infos = {}
 
     def close(self) -> None:
