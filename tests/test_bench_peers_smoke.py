@@ -55,6 +55,9 @@ def test_quick_peers_bench_runs_every_system_and_limit(tmp_path: Path) -> None:
                 assert res["seconds"] > 0 and res["cpu_s"] >= 0 and res["peak_rss_mib"] > 0
             else:
                 assert res["records"] == 100 and 0 < res["p50_ms"] <= res["p99_ms"]
+        for wl in ("W1", "W2"):  # ack latency under load, sampled
+            res = phases[f"{wl}/produce"]
+            assert res["ack_samples"] > 0 and 0 < res["ack_p50_ms"] <= res["ack_p99_ms"], (system, res)
         produced = phases["W1/produce"]["disk_bytes"] - phases["W1/produce"]["disk_before"]
         assert produced >= 2000 * 1024 * 0.9, (system, produced)  # the payload reached the disk
     lim = results["limits"][0]

@@ -27,6 +27,7 @@ import math
 import subprocess
 import sys
 import time
+from collections import deque
 from itertools import islice
 from pathlib import Path
 
@@ -54,6 +55,17 @@ def pct(lat: list[int], q: float) -> float:
     return lat[max(0, math.ceil(q * len(lat)) - 1)] / 1e6
 
 
+SAMPLE_EVERY = 128  # produce runs: every 128th record's send -> ack time is kept
+
+
+def ack_result(lat: list[int]) -> dict:
+    """Ack latency under load, from the sampled records' send -> ack times (ns)."""
+    if not lat:
+        return {}
+    lat.sort()
+    return {"ack_p50_ms": pct(lat, .5), "ack_p99_ms": pct(lat, .99), "ack_samples": len(lat)}
+
+
 def lat_result(lat: list[int]) -> dict:
     lat.sort()
     return {"records": len(lat), "p50_ms": pct(lat, .5), "p99_ms": pct(lat, .99), "max_ms": lat[-1] / 1e6}
@@ -69,34 +81,45 @@ class Deadline:
 
 
 # -- send loops shared with scale.py -------------------------------------------------------
-def redis_xadd_all(r, items, n: int, batch: int, dl: Deadline) -> int:
+def redis_xadd_all(r, items, n: int, batch: int, dl: Deadline, lat: "list | None" = None) -> int:
     """XADD ``n`` (stream, fields) pairs from ``items``, ``batch`` per
-    non-transactional pipeline (one round trip each); returns the count."""
-    done = 0
+    non-transactional pipeline (one round trip each); returns the count.
+    With ``lat``, every SAMPLE_EVERY-th record's queue -> reply time (ns)."""
+    done, clock = 0, time.perf_counter_ns
     while done < n:
-        pipe = r.pipeline(transaction=False)
-        for stream, fields in islice(items, min(batch, n - done)):
+        pipe, marks = r.pipeline(transaction=False), []
+        for i, (stream, fields) in enumerate(islice(items, min(batch, n - done)), done):
             pipe.xadd(stream, fields)
+            if lat is not None and i % SAMPLE_EVERY == 0:
+                marks.append(clock())
         if not len(pipe):
             break  # ``items`` ran out before ``n``
         done += len(pipe.execute())
+        if marks:
+            now = clock()
+            lat.extend(now - t for t in marks)
         dl.check()
     return done
 
 
-async def nats_publish_all(js, items, dl: Deadline) -> int:
+async def nats_publish_all(js, items, dl: Deadline, lat: "list | None" = None) -> int:
     """``js.publish_async`` every (subject, payload) of ``items`` (the
     client bounds the acks pending), then wait for every ack; raises if any
     failed. Returns the count. No ``wait_stall``: with one, nats-py wraps
-    every publish in ``asyncio.wait_for`` (a task each), 3.7x slower here."""
-    failed, n = [], 0
+    every publish in ``asyncio.wait_for`` (a task each), 3.7x slower here.
+    With ``lat``, every SAMPLE_EVERY-th record's publish -> ack time (ns)."""
+    failed, n, clock = [], 0, time.perf_counter_ns
 
     def settled(fut) -> None:
         if fut.cancelled() or fut.exception() is not None:
             failed.append(fut)
 
     for subject, payload in items:
-        (await js.publish_async(subject, payload)).add_done_callback(settled)
+        t = clock()
+        fut = await js.publish_async(subject, payload)
+        fut.add_done_callback(settled)
+        if lat is not None and n % SAMPLE_EVERY == 0:
+            fut.add_done_callback(lambda _, t=t: lat.append(clock() - t))
         n += 1
         if n % 10_000 == 0:
             dl.check()
@@ -140,13 +163,23 @@ class RabbitConfirms:
 
     def __init__(self, n: int, max_pending: int) -> None:
         self.n, self.max_pending, self.ok, self.bad, self.done = n, max_pending, 0, 0, asyncio.Event()
+        self.marks: deque = deque()  # (message index, send time ns) of sampled messages
+        self.lat: list[int] = []
+
+    def mark(self, first: int, end: int) -> None:
+        """Messages [first, end) are being sent now: sample every SAMPLE_EVERY-th."""
+        t = time.perf_counter_ns()
+        self.marks.extend((i, t) for i in range(-(-first // SAMPLE_EVERY) * SAMPLE_EVERY, end, SAMPLE_EVERY))
 
     def __call__(self, status) -> None:
         if status.is_confirmed:
             self.ok += 1
         else:
             self.bad += 1
-        if self.ok + self.bad >= self.n:
+        settled = self.ok + self.bad
+        while self.marks and self.marks[0][0] < settled:  # confirms come in publish order
+            self.lat.append(time.perf_counter_ns() - self.marks.popleft()[1])
+        if settled >= self.n:
             self.done.set()
 
     async def throttle(self, sent: int, dl: Deadline) -> None:
@@ -172,9 +205,9 @@ def redis_client(spec: dict) -> dict:
     if mode == "produce":
         n, values = spec["records"], make_values(spec["value_bytes"])
         items = ((stream, {b"k": keys[i % KEYS], b"v": values[i % VALUES]}) for i in range(n))
-        t0 = time.perf_counter()
-        done = redis_xadd_all(r, items, n, spec.get("pipeline", 1000), dl)
-        return {"records": done, "seconds": time.perf_counter() - t0}
+        t0, lat = time.perf_counter(), []
+        done = redis_xadd_all(r, items, n, spec.get("pipeline", 1000), dl, lat)
+        return {"records": done, "seconds": time.perf_counter() - t0, **ack_result(lat)}
     if mode == "consume":
         n, got, nbytes, start = spec["records"], 0, 0, "-"
         t0 = time.perf_counter()
@@ -216,9 +249,9 @@ async def nats_client_async(spec: dict) -> dict:
             await js.add_stream(name=stream, subjects=[f"{stream}.>"])
         if mode == "produce":
             n, values = spec["records"], make_values(spec["value_bytes"])
-            t0 = time.perf_counter()
-            n = await nats_publish_all(js, ((subjects[i % KEYS], values[i % VALUES]) for i in range(n)), dl)
-            return {"records": n, "seconds": time.perf_counter() - t0}
+            t0, lat = time.perf_counter(), []
+            n = await nats_publish_all(js, ((subjects[i % KEYS], values[i % VALUES]) for i in range(n)), dl, lat)
+            return {"records": n, "seconds": time.perf_counter() - t0, **ack_result(lat)}
         if mode == "consume" and spec.get("consumer", "ordered") == "ordered":
             t0 = time.perf_counter()
             got, nbytes, t1 = await nats_read_ordered(js, [(stream, f"{stream}.>")], spec["records"], dl,
@@ -273,12 +306,13 @@ async def rabbit_client_async(spec: dict) -> dict:
                 t0, sent, batch = time.perf_counter(), 0, spec.get("batch", 1000)
                 while sent < n:
                     msgs = [RawMessage(keys[i % KEYS] + values[i % VALUES]) for i in range(sent, min(n, sent + batch))]
+                    confirms.mark(sent, sent + len(msgs))
                     await producer.send_batch(stream, msgs, on_publish_confirm=confirms)
                     sent += len(msgs)
                     await confirms.throttle(sent, dl)
                     dl.check()
                 ok = await confirms.wait(dl)
-                return {"records": ok, "seconds": time.perf_counter() - t0}
+                return {"records": ok, "seconds": time.perf_counter() - t0, **ack_result(confirms.lat)}
             await producer.create_stream(stream + "-rt", exists_ok=True)
             body, lat = keys[0] + b"v" * 100, []
             for _ in range(100):

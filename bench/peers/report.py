@@ -50,6 +50,8 @@ def per_run(res: dict, sizes: dict) -> dict:
         out[f"{wl} {mode} rss MiB"] = r["peak_rss_mib"]
         if mode == "produce":
             out[f"{wl} disk/payload"] = (r["disk_bytes"] - r["disk_before"]) / nbytes
+            if r.get("ack_p50_ms") is not None:
+                out[f"{wl} ack p50 ms"], out[f"{wl} ack p99 ms"] = r["ack_p50_ms"], r["ack_p99_ms"]
             if r.get("setup_seconds") is not None:
                 out[f"{wl} setup s"] = r["setup_seconds"]
     rt = res.get("RT/roundtrip") or {}
@@ -120,12 +122,14 @@ def workload_table(figs: dict, systems: list[str], wl: str) -> str:
         cpu = [f.get(f"{wl} {m} cpu s") for m in ("produce", "consume")]
         rows.append([s, SYSTEMS[s].durability,
                      fmt(f.get(f"{wl} produce rec/s")), fmt(f.get(f"{wl} produce MB/s"), 1),
+                     f"{fmt(f.get(f'{wl} ack p50 ms'), 2)} / {fmt(f.get(f'{wl} ack p99 ms'), 2)}",
                      fmt(f.get(f"{wl} consume rec/s")), fmt(f.get(f"{wl} consume MB/s"), 1),
                      " / ".join(fmt(c, 2) for c in cpu),
                      fmt(f.get(f"{wl} produce rss MiB")),
                      fmt(f.get(f"{wl} disk/payload"), 2),
                      ratio(figs, s, f"{wl} produce rec/s"), ratio(figs, s, f"{wl} consume rec/s")])
-    return _table(["system", "durability", "produce rec/s", "produce MB/s", "consume rec/s", "consume MB/s",
+    return _table(["system", "durability", "produce rec/s", "produce MB/s",
+                   "ack p50 / p99 ms under load (every 128th record)", "consume rec/s", "consume MB/s",
                    "server CPU s (produce / consume)", "server peak RSS MiB", "disk bytes / payload byte",
                    "logbroker ÷ this, produce", "logbroker ÷ this, consume"], rows)
 
