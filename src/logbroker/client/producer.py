@@ -74,7 +74,7 @@ class Producer(ProducerBase):
     - ``batch_size``: bytes per partition batch; a full batch is sent at once.
     - ``idempotent``: default on with acks="all": retries never duplicate.
     - ``max_in_flight`` (5) requests per connection; ``buffer_memory``
-      (64 MiB) of unacknowledged batches, beyond which ``send`` blocks up to
+      (8 MiB) of unacknowledged batches, beyond which ``send`` blocks up to
       ``max_block_ms`` (60 s) and then raises ``RequestTimedOutError``;
       ``max_request_size`` (16 MiB) bounds a request and a record;
       ``delivery_timeout_ms`` (120 s): a record not acknowledged by then

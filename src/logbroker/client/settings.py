@@ -17,7 +17,7 @@ class ProducerSettings:
     batch_size: int = 1 << 20
     idempotent: bool = True
     max_in_flight: int = 5
-    buffer_memory: int = 64 << 20
+    buffer_memory: int = 8 << 20  # more adds queueing delay, not throughput (docs/architecture.md 28)
     max_request_size: int = 16 << 20
     max_block_ms: int = 60_000
     delivery_timeout_ms: int = 120_000
