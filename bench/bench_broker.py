@@ -50,7 +50,7 @@ for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a chec
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from harness import emit, headline, run_in_workdir, stderr_console  # noqa: E402
+from harness import emit, headline, pick_sections, run_in_workdir, stderr_console  # noqa: E402
 from broker_phases import QUICK, SECTIONS, Params, Run, phase_names  # noqa: E402
 from broker_profile import Profiler, summarize as summarize_profiles  # noqa: E402
 from broker_report import calibration, markdown, summarize, tables, targets  # noqa: E402
@@ -84,9 +84,7 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
         ap.error("--repeats must be >= 3 (>= 1 with --quick or --profile)")
     if args.lazy_repeats is not None and args.lazy_repeats < 0:
         ap.error("--lazy-repeats must be >= 0")
-    args.sections = SECTIONS if not args.only else tuple(s.strip() for s in args.only.split(","))
-    if set(args.sections) - set(SECTIONS):
-        ap.error(f"--only takes {','.join(SECTIONS)}")
+    args.sections = pick_sections(ap, args.only, SECTIONS)
     return args
 
 

@@ -51,7 +51,7 @@ for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a chec
 from rich.console import Console  # noqa: E402
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: E402
                            TimeElapsedColumn)
-from harness import emit, headline, run_in_workdir, stderr_console  # noqa: E402
+from harness import emit, headline, pick_sections, run_in_workdir, stderr_console  # noqa: E402
 from storage_append import bench_append  # noqa: E402
 from storage_codec import DECODE_MODES, bench_decode, bench_encode  # noqa: E402
 from storage_common import QUICK, SECTIONS, SHAPES, GiB, Params  # noqa: E402
@@ -76,9 +76,7 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.repeats is not None and args.repeats < 3:
         ap.error("--repeats must be >= 3")
-    args.sections = SECTIONS if not args.only else tuple(s.strip() for s in args.only.split(","))
-    if set(args.sections) - set(SECTIONS):
-        ap.error(f"--only takes {','.join(SECTIONS)}")
+    args.sections = pick_sections(ap, args.only, SECTIONS)
     return args
 
 

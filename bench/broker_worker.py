@@ -117,8 +117,8 @@ def produce(spec: dict):
         producer.flush(timeout=max(deadline.at - time.perf_counter(), 0.001))
         meta = handle.result(timeout=1)
         lat.sort()
-        rank = lambda q: lat[max(0, math.ceil(q * len(lat)) - 1)] / 1e6  # noqa: E731 - nearest rank
-        acks = {"ack_p50_ms": rank(0.5), "ack_p99_ms": rank(0.99), "ack_samples": len(lat)} if lat else {}
+        acks = {"ack_p50_ms": pct_ms(lat, 0.5), "ack_p99_ms": pct_ms(lat, 0.99),
+                "ack_samples": len(lat)} if lat else {}
         return {"records": n, "last_offset": meta.offset,
                 "bytes": n * (spec["value_bytes"] + spec["key_bytes"]), **acks}
 
@@ -149,6 +149,11 @@ def consume(spec: dict):
     return timed, consumer.close
 
 
+def pct_ms(sorted_ns: list[int], q: float) -> float:
+    """Nearest-rank percentile ``q`` of sorted nanoseconds, in ms."""
+    return sorted_ns[max(0, math.ceil(q * len(sorted_ns)) - 1)] / 1e6
+
+
 def _latencies(one, spec: dict, deadline: Deadline, record_bytes: int) -> dict:
     """Call ``one()`` ``spec["sends"]`` times, each timed; percentiles in ms."""
     clock, lat = time.perf_counter_ns, []
@@ -161,7 +166,7 @@ def _latencies(one, spec: dict, deadline: Deadline, record_bytes: int) -> dict:
     lat.sort()
 
     def pct(q: float) -> float:
-        return lat[max(0, math.ceil(q * len(lat)) - 1)] / 1e6
+        return pct_ms(lat, q)
 
     return {"records": len(lat), "bytes": len(lat) * record_bytes, "p50_ms": pct(0.50),
             "p90_ms": pct(0.90), "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": lat[-1] / 1e6,

@@ -19,6 +19,15 @@ from rich.console import Console
 from storage_common import ROOT
 
 
+def pick_sections(ap, only: "str | None", sections: tuple) -> tuple:
+    """The ``--only a,b`` sections of a bench (all when not given); an
+    unknown one is an argparse error."""
+    picked = sections if not only else tuple(s.strip() for s in only.split(","))
+    if set(picked) - set(sections):
+        ap.error(f"--only takes {','.join(sections)}")
+    return picked
+
+
 def stderr_console() -> Console:
     err = Console(stderr=True)
     if not err.is_terminal:

@@ -11,10 +11,10 @@ mode of the same durability (fsync rows with ``logbroker``, the others with
 
 from __future__ import annotations
 
-import statistics
 from typing import Iterable
 
 from bench.peers.clients import KEY_BYTES
+from storage_common import summary as storage_summary
 from bench.peers.run import SYSTEMS
 
 TPUT = (("W1", "produce"), ("W1", "consume"), ("W2", "produce"), ("W2", "consume"),
@@ -22,9 +22,7 @@ TPUT = (("W1", "produce"), ("W1", "consume"), ("W2", "produce"), ("W2", "consume
 
 
 def summary(values: list[float]) -> "dict | None":
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+    return storage_summary(values) if values else None
 
 
 def _payload(sizes: dict, wl: str) -> tuple[int, int]:
