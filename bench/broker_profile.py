@@ -29,7 +29,7 @@ from broker_server import spawn
 _LINE = re.compile(r" \(([^()]*?):\d+\)$")
 _RUN = re.compile(r"-r\d+$")
 # frames on every stack of a thread: left out of the "total" ranking
-_PLUMBING = {"base_events.py", "events.py", "runners.py", "core.py", "cli.py", "serve_cli.py",
+_PLUMBING = {"base_events.py", "events.py", "runners.py", "core.py", "main.py", "serve.py",
              "threading.py", "loop_thread.py", "logbroker", "broker_worker.py"}
 
 

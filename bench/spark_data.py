@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from storage_common import MiB
 
-from logbroker.config import LogConfig, StorageConfig
+from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.records import BatchBuilder
 from logbroker.storage.store import Store
 

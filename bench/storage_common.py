@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from logbroker.config import LogConfig, StorageConfig
+from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.records import BatchBuilder
 from logbroker.storage import segment as segment_mod
 from logbroker.storage.store import Store

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from broker_proc import BrokerProcess
+from fixtures import BrokerProcess
 from logbroker import Admin, Consumer
 
 PRODUCER = os.path.join(os.path.dirname(__file__), "procs", "producer.py")

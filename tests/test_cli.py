@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from broker_proc import LOGBROKER, BrokerProcess
+from fixtures import LOGBROKER, BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from logbroker.client.accumulator import Accumulator
-from logbroker.client.broker import BrokerLink, ClientOptions
+from logbroker.client.link import BrokerLink, ClientOptions
 from logbroker.client.handles import ThreadSignal
 from logbroker.client.sender import Sender
 from logbroker.client.settings import ProducerSettings

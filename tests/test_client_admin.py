@@ -8,7 +8,7 @@ from logbroker import Admin, NewTopic, Producer
 from logbroker.client import OffsetAndTimestamp, PartitionInfo
 from logbroker.errors import (InvalidConfigError, InvalidGroupError, InvalidTopicError,
                               TopicAlreadyExistsError, UnknownTopicOrPartitionError)
-from test_client_helpers import FAST
+from fixtures import FAST
 
 
 def test_topic_lifecycle(broker):

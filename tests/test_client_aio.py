@@ -10,7 +10,7 @@ import pytest
 from logbroker import aio
 from logbroker.client import partition_for_key
 from logbroker.errors import BrokerUnavailableError, ClientClosedError, TopicAlreadyExistsError
-from test_client_helpers import FAST, aconsume
+from fixtures import FAST, aconsume
 
 
 def run(coro, timeout: float = 60):

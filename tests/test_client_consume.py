@@ -10,7 +10,7 @@ import pytest
 
 from logbroker import Admin, Consumer, Producer
 from logbroker.errors import OffsetOutOfRangeError
-from test_client_helpers import FAST, consume
+from fixtures import FAST, consume
 
 T0 = 1_700_000_000_000
 

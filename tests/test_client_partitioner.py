@@ -8,7 +8,7 @@ import crc32c
 import pytest
 
 from logbroker.client import partition_for_key
-from logbroker.client.broker import parse_bootstrap
+from logbroker.client.link import parse_bootstrap
 from logbroker.client.partitioner import RoundRobin
 
 

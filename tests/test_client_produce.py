@@ -13,13 +13,13 @@ import pytest
 
 from logbroker import Admin, Consumer, Producer
 from logbroker.client import partition_for_key
-from logbroker.client.broker import BrokerLink, ClientOptions
-from logbroker.client.connection import Connection
+from logbroker.client.link import BrokerLink, ClientOptions
+from logbroker.client.connection import BrokerConnection
 from logbroker.errors import (BrokerUnavailableError, ClientClosedError, RecordTooLargeError,
                               RequestTimedOutError, UnknownTopicOrPartitionError)
 from logbroker.protocol import messages as m
 from logbroker.records import scan_batches
-from test_client_helpers import FAST, consume
+from fixtures import FAST, consume
 
 
 def read_all(bootstrap, topic, partitions, n):
@@ -123,7 +123,7 @@ def test_lost_connections_are_retried_without_duplicates(broker, monkeypatch):
     written: the broker usually appended it but the answer is lost, so the
     retry is a duplicate the broker must recognise (idempotence)."""
     cuts, produced = [], []
-    send = Connection.request_cb
+    send = BrokerConnection.request_cb
 
     def flaky(self, message, timeout, callback):
         send(self, message, timeout, callback)
@@ -133,7 +133,7 @@ def test_lost_connections_are_retried_without_duplicates(broker, monkeypatch):
                 cuts.append(1)
                 self.close(BrokerUnavailableError("cut by the test"))
 
-    monkeypatch.setattr(Connection, "request_cb", flaky)
+    monkeypatch.setattr(BrokerConnection, "request_cb", flaky)
     n = 20_000
     with Producer(broker.bootstrap, batch_size=2_000, retry_backoff_ms=5, **FAST) as p:
         handles = [p.send("dedup", b"%d" % i) for i in range(n)]

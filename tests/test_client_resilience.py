@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from broker_proc import BrokerProcess
+from fixtures import BrokerProcess
 from logbroker import Admin, Consumer, Producer
 from logbroker.errors import BrokerUnavailableError, CorruptRecordError, RequestTimedOutError
 from logbroker.records import scan_batches
-from test_client_helpers import FAST, consume, wait_until
+from fixtures import FAST, consume, wait_until
 
 
 def closed_port() -> int:

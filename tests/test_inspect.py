@@ -1,4 +1,4 @@
-"""`logbroker inspect` (src/logbroker/inspect.py, inspect_cli.py) over real data dirs.
+"""`logbroker inspect` (src/logbroker/dump/, cli/inspect.py) over real data dirs.
 
 Data is written by the real Store (tiny segments force rolls), then damaged
 on disk where a test needs it; the CLI runs through click's CliRunner for
@@ -21,10 +21,10 @@ import lmdb
 import pytest
 from click.testing import CliRunner
 
-from logbroker import inspect as insp
-from logbroker import inspect_reader
-from logbroker.cli import main
-from logbroker.config import LogConfig, StorageConfig
+from logbroker.dump import report as insp
+from logbroker.dump import reader as inspect_reader
+from logbroker.cli.main import main
+from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.records import HEADER_SIZE, build_batch, scan_batches
 from logbroker.storage.store import Store
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import open_store, values_of
+from fixtures import open_store, values_of
 
 CHILD = os.path.join(os.path.dirname(__file__), "procs", "appender.py")
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conftest import batch, values_of
+from fixtures import batch, values_of
 from logbroker.errors import (CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError,
                               RecordTooLargeError)
 from logbroker.records import decode_batch, scan_batches
@@ -212,7 +212,7 @@ def test_lazy_flush_does_not_fsync_per_append(store_factory):
 
 
 def test_file_descriptors_are_bounded(tmp_path):
-    from logbroker.config import LogConfig, StorageConfig
+    from logbroker.storage.config import LogConfig, StorageConfig
     from logbroker.storage.store import Store
 
     with Store.open(str(tmp_path / "d"), StorageConfig(log=LogConfig(), max_open_files=8)) as s:

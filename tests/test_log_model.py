@@ -12,7 +12,7 @@ import pytest
 from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
-from conftest import crash, open_store, values_of
+from fixtures import crash, open_store, values_of
 from logbroker.records import build_batch
 
 SETTINGS = dict(segment_bytes=300, index_interval_bytes=64, file_delete_delay_ms=0)

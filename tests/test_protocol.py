@@ -20,51 +20,9 @@ from logbroker.protocol.codec import (NEED_DATA, DecodeError, Envelope, FrameRea
 from logbroker.protocol.schema import MAX_INT, MIN_INT, Map, Opt, check
 from logbroker.records import build_batch
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
-T0 = 1_700_000_000_000
-B1 = build_batch([(b"hello", b"k1", (), T0), (b"world", None, (), T0 + 5)])
-B2 = build_batch([(b"x" * 300, None, (("h", b"v"),), T0)], producer_id=42, producer_epoch=3,
-                 base_sequence=10)
+from fixtures import B1, B2, SAMPLES, T0
 
-SAMPLES = [
-    m.Handshake(client_id="app-1", min_version=1, max_version=3),
-    m.HandshakeResponse(version=1, broker_id=7, server="logbroker 0.1.0"),
-    m.Metadata(topics=("orders", "clicks"), auto_create=True),
-    m.Metadata(),
-    m.MetadataResponse(brokers=((0, "127.0.0.1", 9555),),
-                       topics=(("orders", 0, "", 4), ("nope", 3, "unknown topic 'nope'", 0))),
-    m.CreateTopics(topics=(("orders", 4, {"retention_ms": 3_600_000, "flush": "lazy"}),
-                           ("plain", 1, {}))),
-    m.CreateTopicsResponse(topics=(("orders", 0, ""), ("plain", 36, "exists"))),
-    m.DeleteTopics(topics=("orders",)),
-    m.DeleteTopicsResponse(topics=(("orders", 0, ""),)),
-    m.DescribeTopics(topics=None),
-    m.DescribeTopicsResponse(topics=(("orders", 0, "", {"segment_bytes": 1 << 30, "partitions": 2},
-                                      ((0, 0, 120, 118, 40960, 1), (1, -1, -1, -1, 0, 0))),)),
-    m.Produce(acks=1, timeout_ms=5000, producer_id=42, producer_epoch=3,
-              parts=(("orders", 0, len(B1)), ("orders", 1, len(B2))), payload=(B1, B2)),
-    m.ProduceResponse(parts=(("orders", 0, 0, "", 1200, 0), ("orders", 1, 45, "gap", -1, -1))),
-    m.Fetch(max_wait_ms=250, min_bytes=1024, max_bytes=1 << 20,
-            parts=(("orders", 0, 1200, 65536), ("orders", 1, 0, 65536))),
-    m.FetchResponse(parts=(("orders", 0, 0, "", 1300, 0, len(B1)),
-                           ("orders", 1, 1, "out of range", 90, 10, 0)), payload=(B1, b"")),
-    m.ListOffsets(parts=(("orders", 0, m.EARLIEST), ("orders", 0, m.LATEST), ("orders", 1, T0))),
-    m.ListOffsetsResponse(parts=(("orders", 0, 0, "", 0, -1), ("orders", 1, 0, "", 17, T0 + 3))),
-    m.CommitOffsets(group="billing", offsets=(("orders", 0, 1200, "host-3"),)),
-    m.CommitOffsetsResponse(parts=(("orders", 0, 0, ""),)),
-    m.FetchOffsets(group="billing", parts=(("orders", 0),)),
-    m.FetchOffsets(group="billing", parts=None),
-    m.FetchOffsetsResponse(parts=(("orders", 0, 1200, "host-3", T0),)),
-    m.ListGroups(),
-    m.ListGroupsResponse(groups=("billing", "audit")),
-    m.DescribeGroups(groups=("billing",)),
-    m.DescribeGroupsResponse(groups=(("billing", (("orders", 0, 1200, 1300, 100, T0, 5000),)),)),
-    m.InitProducerId(),
-    m.InitProducerIdResponse(producer_id=(T0 << 8) + 1, producer_epoch=0),
-    m.DeleteGroups(groups=("billing", "nope")),
-    m.DeleteGroupsResponse(groups=(("billing", 0, ""), ("nope", 24, "unknown group 'nope'"))),
-    m.FetchResponse(error=42, message="Fetch: parts: expected a list"),
-]
+DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 
 
 def raw(header, payload: bytes = b"") -> bytes:

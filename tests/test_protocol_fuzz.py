@@ -9,7 +9,7 @@ import struct
 import msgpack
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_protocol import SAMPLES
+from fixtures import SAMPLES
 
 from logbroker.errors import FrameTooLargeError, LogbrokerError
 from logbroker.protocol import messages as m

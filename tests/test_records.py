@@ -7,7 +7,7 @@ import time
 
 import crc32c
 import pytest
-from codec_samples import RECORDS, T0
+from fixtures import RECORDS, T0
 
 from logbroker.errors import CorruptRecordError, InvalidRecordError
 from logbroker.records import (

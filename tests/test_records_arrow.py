@@ -10,7 +10,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from codec_samples import RECORDS, T0
+from fixtures import RECORDS, T0
 
 from logbroker.errors import CorruptRecordError  # noqa: E402
 from logbroker.records import HEADER_SIZE, build_batch, decode_batch, stamp  # noqa: E402

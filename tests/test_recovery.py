@@ -9,7 +9,7 @@ import shutil
 import lmdb
 import pytest
 
-from conftest import batch, crash, open_store, values_of
+from fixtures import batch, crash, open_store, values_of
 from logbroker.errors import PartitionOfflineError
 from logbroker.storage.metastore import PID_U64
 

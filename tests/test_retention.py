@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import batch, open_store, values_of
+from fixtures import batch, open_store, values_of
 from logbroker.storage.retention import apply_retention
 
 DAY = 24 * 3600 * 1000

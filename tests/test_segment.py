@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import batch
+from fixtures import batch
 from logbroker.errors import CorruptRecordError
 from logbroker.records import stamp
 from logbroker.storage.files import FileCache

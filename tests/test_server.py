@@ -7,11 +7,11 @@ import random
 import struct
 
 
-from broker_proc import BrokerProcess
+from fixtures import BrokerProcess
 from logbroker.protocol import messages as m
 from logbroker.protocol.codec import encode_bytes
 from logbroker.records import build_batch, decode_batch, scan_batches
-from wire import RawConn
+from fixtures import RawConn
 
 
 def produce(topic, *batches, acks=-1, pid=-1, epoch=-1):

@@ -11,29 +11,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from conftest import open_store  # noqa: E402
+from fixtures import T0, fill, open_store  # noqa: E402
 from logbroker.records import build_batch  # noqa: E402
 from logbroker.spark.plan import SparkSourceError  # noqa: E402
 from logbroker.spark.source import LogbrokerReader, spark_schema  # noqa: E402
 
-T0 = 1_700_000_000_000
 
-
-def fill(path, topic="orders", partitions=2, batches=40, per=10, **settings):
-    """``batches`` batches per partition of ``per`` records: value b"p-i", key
-    b"k<i%3>", one header, timestamp T0 + batch index * 1000."""
-    settings.setdefault("segment_bytes", 4096)
-    settings.setdefault("index_interval_bytes", 512)
-    s = open_store(path, **settings)
-    s.create_topic(topic, partitions)
-    for p in range(partitions):
-        lg = s.get_log(topic, p)
-        for b in range(batches):
-            recs = [(b"%d-%d" % (p, b * per + j), b"k%d" % ((b * per + j) % 3), (("h", b"%d" % j),),
-                     T0 + b * 1000) for j in range(per)]
-            lg.append([build_batch(recs)])
-        lg.set_high_watermark(lg.log_end_offset)
-    return s
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from broker_proc import BrokerProcess  # noqa: E402
+from fixtures import BrokerProcess  # noqa: E402
 from logbroker import Admin, Consumer, Producer  # noqa: E402
 from logbroker.spark.plan import Options, Planner  # noqa: E402
-from test_client_helpers import FAST, consume  # noqa: E402
-from test_spark_plan import T0, fill  # noqa: E402
+from fixtures import FAST, consume  # noqa: E402
+from fixtures import T0, fill  # noqa: E402
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_spark_plan import fill  # noqa: E402
+from fixtures import fill  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")

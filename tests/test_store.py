@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import batch, crash, open_store, values_of
-from logbroker.config import LogConfig
+from fixtures import batch, crash, open_store, values_of
+from logbroker.storage.config import LogConfig
 from logbroker.errors import (InvalidConfigError, InvalidTopicError, StorageError,
                               TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from logbroker.storage.groups import CommittedOffset

@@ -20,7 +20,7 @@ from typing import AsyncIterator, Iterable
 
 from .client.accumulator import Accumulator
 from .client.admin_core import AdminCore
-from .client.broker import BrokerLink
+from .client.link import BrokerLink
 from .client.consumer import ConsumerBase
 from .client.fetcher import Fetcher
 from .client.handles import LoopSignal, RecordHandle, RecordMetadata

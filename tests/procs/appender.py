@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from logbroker.config import LogConfig, StorageConfig
+from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.records import build_batch
 from logbroker.storage.store import Store
 

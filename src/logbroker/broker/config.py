@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import LogConfig, StorageConfig
+from ..storage.config import LogConfig, StorageConfig
 from ..errors import InvalidConfigError
 
 LEVELS = ("debug", "info", "warning", "error")

@@ -26,7 +26,7 @@ log = logging.getLogger("logbroker.connection")
 MAX_PENDING = 64
 
 
-class Connection(asyncio.BufferedProtocol):
+class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         cfg = broker.config

@@ -17,7 +17,7 @@ import logging
 import time
 from concurrent.futures import Executor
 
-from ..config import FLUSH_LAZY
+from ..storage.config import FLUSH_LAZY
 from ..storage.log import Log
 
 log = logging.getLogger(__name__)

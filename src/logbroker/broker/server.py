@@ -18,7 +18,7 @@ from ..errors import InvalidRequestError, LogbrokerError
 from ..protocol import messages as m
 from ..storage.store import Store
 from .config import BrokerConfig
-from .connection import Connection
+from .connection import ClientConnection
 from .durability import DataNotifier, GroupCommit
 from .handlers import Handlers
 
@@ -28,19 +28,19 @@ log = logging.getLogger("logbroker.broker")
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.connections: set[Connection] = set()
+        self.connections: set[ClientConnection] = set()
         self.port = config.port
         self._stopping: "asyncio.Event | None" = None
         self.store: "Store | None" = None
 
     # -- connections -------------------------------------------------------------------
-    def register(self, conn: Connection) -> bool:
+    def register(self, conn: ClientConnection) -> bool:
         if len(self.connections) >= self.config.max_connections or self._stopping.is_set():
             return False
         self.connections.add(conn)
         return True
 
-    def unregister(self, conn: Connection) -> None:
+    def unregister(self, conn: ClientConnection) -> None:
         self.connections.discard(conn)
 
     async def dispatch(self, msg: m.Message) -> "m.Message | None":
@@ -69,7 +69,7 @@ class Broker:
         self.notifier = DataNotifier()
         self.commit = GroupCommit(self.executor, self.notifier)
         self.handlers = Handlers(self.store, self.config, self.commit, self.notifier)
-        self.server = await loop.create_server(lambda: Connection(self), self.config.host,
+        self.server = await loop.create_server(lambda: ClientConnection(self), self.config.host,
                                                self.config.port, reuse_address=True, backlog=512)
         self.port = self.handlers.port = self.server.sockets[0].getsockname()[1]
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),

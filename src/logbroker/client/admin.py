@@ -16,7 +16,7 @@ from typing import Iterable
 
 from ..errors import ClientClosedError
 from .admin_core import AdminCore
-from .broker import BrokerLink
+from .link import BrokerLink
 from .loop_thread import LoopThread
 from .producer import client_options
 

@@ -7,7 +7,7 @@ from typing import Iterable, NamedTuple
 
 from ..errors import for_code
 from ..protocol import messages as m
-from .broker import BrokerLink
+from .link import BrokerLink
 from .metadata import part_error
 
 

@@ -40,8 +40,8 @@ WATCHDOG_S = 0.1
 _MAX_IOV = 512
 
 
-class Connection:
-    """Use ``await Connection.open(...)``; then ``request()`` / ``request_cb()``
+class BrokerConnection:
+    """Use ``await BrokerConnection.open(...)``; then ``request()`` / ``request_cb()``
     / ``send_only()``; ``close()`` on the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, address: str,
@@ -61,7 +61,7 @@ class Connection:
 
     @classmethod
     async def open(cls, host: str, port: int, *, timeout: float,
-                   max_frame_bytes: int) -> "Connection":
+                   max_frame_bytes: int) -> "BrokerConnection":
         """Connect within ``timeout`` s; raises ``BrokerUnavailableError``."""
         loop = asyncio.get_running_loop()
         sock = None

@@ -9,7 +9,7 @@ from typing import Iterable, Iterator
 
 from ..errors import ClientClosedError, LogbrokerError
 from ..protocol import messages as m
-from .broker import BrokerLink
+from .link import BrokerLink
 from .fetch_buffer import FetchBuffer
 from .fetcher import Fetcher
 from .loop_thread import LoopThread

@@ -21,7 +21,7 @@ import time
 from ..errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
                       RequestTimedOutError)
 from ..protocol import messages as m
-from .broker import BrokerLink, cancel_and_wait
+from .link import BrokerLink, cancel_and_wait
 from .fetch_buffer import FetchBuffer, PartitionState
 from .metadata import part_error
 from .settings import ConsumerSettings

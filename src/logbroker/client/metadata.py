@@ -7,7 +7,7 @@ import time
 
 from ..errors import LogbrokerError, UnknownTopicOrPartitionError, for_code
 from ..protocol import messages as m
-from .broker import BrokerLink
+from .link import BrokerLink
 
 
 async def partition_counts(link: BrokerLink, topics, *, auto_create: bool = False,

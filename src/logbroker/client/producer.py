@@ -11,7 +11,7 @@ import time
 
 from ..errors import ClientClosedError, RequestTimedOutError, UnknownTopicOrPartitionError
 from .accumulator import Accumulator
-from .broker import BrokerLink, ClientOptions
+from .link import BrokerLink, ClientOptions
 from .handles import RecordHandle, ThreadSignal
 from .loop_thread import LoopThread
 from .metadata import partition_counts

@@ -31,7 +31,7 @@ from ..errors import (BrokerUnavailableError, ClientClosedError, InvalidRecordEr
 from ..protocol import messages as m
 from .accumulator import Accumulator, PartitionQueue
 from .batch import ProducerBatch
-from .broker import BrokerLink, cancel_and_wait
+from .link import BrokerLink, cancel_and_wait
 from .settings import ProducerSettings
 
 log = logging.getLogger("logbroker.client")

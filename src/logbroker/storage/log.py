@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Sequence
 
-from ..config import FLUSH_FSYNC, LogConfig
+from .config import FLUSH_FSYNC, LogConfig
 from ..errors import (CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError,
                       PartitionOfflineError, RecordTooLargeError, StorageError)
 from ..records import format as fmt

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..config import LogConfig
+from .config import LogConfig
 from ..errors import CorruptRecordError
 from . import checkpoints as ck
 from .files import FileCache

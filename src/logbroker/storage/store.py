@@ -17,7 +17,7 @@ import os
 import threading
 from typing import Iterator
 
-from ..config import StorageConfig
+from .config import StorageConfig
 from ..errors import (StorageError, TopicAlreadyExistsError,
                       UnknownTopicOrPartitionError)
 from .files import FileCache

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from ..config import LogConfig
+from .config import LogConfig
 from ..errors import InvalidConfigError, InvalidTopicError
 from .metastore import MetaStore
 

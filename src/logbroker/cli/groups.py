@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import click
 
-from .cli_common import bootstrap_option, emit_json, json_option, table
-from .errors import InvalidRequestError
+from .common import bootstrap_option, emit_json, json_option, table
+from ..errors import InvalidRequestError
 
 
 @click.group()
@@ -20,7 +20,7 @@ def groups() -> None:
 @json_option
 def list_(conn, as_json):
     """Every group with committed offsets."""
-    from . import Admin
+    from .. import Admin
 
     with Admin(**conn) as admin:
         names = admin.list_groups()
@@ -36,7 +36,7 @@ def list_(conn, as_json):
 @json_option
 def describe(names, conn, as_json):
     """Per partition: committed offset, log end, lag in records and in time."""
-    from . import Admin
+    from .. import Admin
 
     with Admin(**conn) as admin:
         found = admin.describe_groups(names)
@@ -70,7 +70,7 @@ def _age(ms: int) -> str:
 def reset_offsets(group, conn, topic_names, all_topics, partition, target, to_offset,
                   to_datetime, execute, as_json):
     """Move GROUP's committed offsets; a dry run unless --execute."""
-    from . import Admin
+    from .. import Admin
 
     spec = _spec(target, to_offset, to_datetime)
     with Admin(**conn) as admin:

@@ -1,6 +1,6 @@
 """``logbroker inspect PATH...``: dump and verify segments (like kafka-dump-log).
 
-A thin shell over inspect.py. Output contract:
+A thin shell over dump/report.py. Output contract:
 
 - text (default): one line per batch on stdout, ``  record ...`` lines under
   it with ``--records``, a ``PROBLEM <file> byte <pos> offset <offset>:
@@ -28,7 +28,7 @@ from dataclasses import asdict
 
 import click
 
-from .inspect import BatchInfo, FileSummary, Notice, Problem, RecordInfo, inspect as run, plan
+from ..dump.report import BatchInfo, FileSummary, Notice, Problem, RecordInfo, inspect as run, plan
 
 PROGRESS_THRESHOLD = 64 << 20
 PREVIEW_CHARS = 60

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidConfigError
+from ..errors import InvalidConfigError
 
 FLUSH_FSYNC = "fsync"
 FLUSH_LAZY = "lazy"

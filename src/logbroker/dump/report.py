@@ -1,6 +1,6 @@
 """Read-only inspection of segment files, partition dirs and data dirs.
 
-The logic of ``logbroker inspect`` (inspect_cli.py is its click shell). It
+The logic of ``logbroker inspect`` (cli/inspect.py is its click shell). It
 never writes: segments are opened ``O_RDONLY``; with ``verify`` the offset
 index of an existing ``<data>/meta.lmdb`` is read through
 ``MetaStore(path, readonly=True)``, which a running broker tolerates (a tail
@@ -29,15 +29,15 @@ from typing import Iterable, Iterator, Union
 
 import lmdb
 
-from .errors import CorruptRecordError, InvalidRequestError, LogbrokerError
-from .records import Record, decode_batch
-from .records import format as fmt
-from . import inspect_reader
-from .inspect_reader import Raw, Reader, Stop, read_batches
-from .storage.index import iter_entries
-from .storage.metastore import FILENAME, MetaStore
-from .storage.segment import DELETED_SUFFIX, parse_segment_name, segment_name
-from .storage.store import parse_partition_dir
+from ..errors import CorruptRecordError, InvalidRequestError, LogbrokerError
+from ..records import Record, decode_batch
+from ..records import format as fmt
+from . import reader as inspect_reader
+from .reader import Raw, Reader, Stop, read_batches
+from ..storage.index import iter_entries
+from ..storage.metastore import FILENAME, MetaStore
+from ..storage.segment import DELETED_SUFFIX, parse_segment_name, segment_name
+from ..storage.store import parse_partition_dir
 
 
 

@@ -1,6 +1,6 @@
 """A logical link to the cluster: connect, handshake, reconnect, call.
 
-``BrokerLink`` owns at most one ``Connection`` at a time. ``connection()``
+``BrokerLink`` owns at most one ``BrokerConnection`` at a time. ``connection()``
 returns the live one or (re)connects: it tries every bootstrap address in
 turn, with exponential backoff between rounds, until the caller's deadline;
 concurrent callers share one attempt. ``call()`` sends one request and
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..errors import BrokerUnavailableError, LogbrokerError, UnsupportedVersionError, for_code
 from ..protocol import messages as m
-from .connection import Connection
+from .connection import BrokerConnection
 
 
 async def cancel_and_wait(task: "asyncio.Future | None") -> None:
@@ -77,7 +77,7 @@ class BrokerLink:
 
     def __init__(self, options: ClientOptions) -> None:
         self.options = options
-        self._conn: "Connection | None" = None
+        self._conn: "BrokerConnection | None" = None
         self._connecting: "asyncio.Task | None" = None
         self._closed = False
         self._failures = 0
@@ -89,11 +89,11 @@ class BrokerLink:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
-    def current(self) -> "Connection | None":
+    def current(self) -> "BrokerConnection | None":
         """The live connection or None (never connects)."""
         return self._conn if self.connected else None
 
-    async def connection(self, timeout: "float | None" = None) -> Connection:
+    async def connection(self, timeout: "float | None" = None) -> BrokerConnection:
         """The live connection, or one connection attempt (every bootstrap
         address once, after the backoff since the last failed attempt) within
         ``timeout`` s (default ``connect_timeout``). Raises
@@ -123,7 +123,7 @@ class BrokerLink:
         last = f" (last error: {self.last_error.message})" if self.last_error else ""
         return f"broker unreachable at {addrs}: {why}{last}"
 
-    async def _connect_round(self) -> Connection:
+    async def _connect_round(self) -> BrokerConnection:
         delay = self._next_try - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -144,9 +144,9 @@ class BrokerLink:
         self._next_try = time.monotonic() + backoff
         raise BrokerUnavailableError(self._unreachable("every address refused or timed out"))
 
-    async def _open(self, host: str, port: int) -> Connection:
+    async def _open(self, host: str, port: int) -> BrokerConnection:
         opts = self.options
-        conn = await Connection.open(host, port, timeout=opts.connect_timeout,
+        conn = await BrokerConnection.open(host, port, timeout=opts.connect_timeout,
                                      max_frame_bytes=opts.max_frame_bytes)
         try:
             resp = await conn.request(m.Handshake(client_id=opts.client_id), opts.connect_timeout)

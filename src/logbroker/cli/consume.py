@@ -15,8 +15,8 @@ import sys
 
 import click
 
-from .cli_common import bootstrap_option, emit_json, record_json
-from .errors import InvalidRequestError
+from .common import bootstrap_option, emit_json, record_json
+from ..errors import InvalidRequestError
 
 
 def _parse_offset(text: "str | None"):
@@ -47,7 +47,7 @@ def _parse_offset(text: "str | None"):
               show_default=True)
 def consume(topic, conn, offset, partition, group, max_messages, follow, fmt):
     """Print the records of TOPIC: values one per line, or JSON objects."""
-    from . import Admin, Consumer
+    from .. import Admin, Consumer
 
     start = _parse_offset(offset)
     with Admin(**conn) as admin:

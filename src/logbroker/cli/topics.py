@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli_common import bootstrap_option, emit_json, json_option, table
+from .common import bootstrap_option, emit_json, json_option, table
 
 
 @click.group()
@@ -17,7 +17,7 @@ def topics() -> None:
 @json_option
 def list_(conn, as_json):
     """Every topic and its partition count."""
-    from . import Admin
+    from .. import Admin
 
     with Admin(**conn) as admin:
         found = admin.list_topics()
@@ -38,7 +38,7 @@ def list_(conn, as_json):
               help="Any other log setting (e.g. flush=lazy, segment_ms=3600000).")
 def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes, configs):
     """Create topic NAME."""
-    from . import Admin
+    from .. import Admin
 
     settings = {k: v for k, v in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes),
                                   ("segment_bytes", segment_bytes)) if v is not None}
@@ -58,7 +58,7 @@ def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
 @json_option
 def describe(names, conn, as_json):
     """Partitions (offsets, size, segments) and settings of topics (default: all)."""
-    from . import Admin
+    from .. import Admin
 
     with Admin(**conn) as admin:
         found = admin.describe_topics(list(names) or None)
@@ -79,7 +79,7 @@ def describe(names, conn, as_json):
 @bootstrap_option
 def delete(names, conn):
     """Delete topics and all their data."""
-    from . import Admin
+    from .. import Admin
 
     with Admin(**conn) as admin:
         admin.delete_topics(names)

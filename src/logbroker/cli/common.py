@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import click
 
-from .errors import InvalidRequestError
+from ..errors import InvalidRequestError
 
 def bootstrap_option(fn):
     """Adds ``-b/--bootstrap`` and ``--timeout``; the command gets ``conn``:

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .broker.config import LEVELS, BrokerConfig
+from ..broker.config import LEVELS, BrokerConfig
 
 
 @click.command()
@@ -36,7 +36,7 @@ def serve(data_dir, host, port, config_path, log_level, flush) -> None:
 
 
 async def _run(config: BrokerConfig) -> None:
-    from .broker.server import Broker
+    from ..broker.server import Broker
 
     broker = Broker(config)
     loop = asyncio.get_running_loop()

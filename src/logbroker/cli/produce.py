@@ -12,8 +12,8 @@ from typing import Iterator
 
 import click
 
-from .cli_common import bootstrap_option, json_record
-from .errors import InvalidRequestError, LogbrokerError
+from .common import bootstrap_option, json_record
+from ..errors import InvalidRequestError, LogbrokerError
 
 
 def _lines(stream) -> Iterator[bytes]:
@@ -59,7 +59,7 @@ def _records(values, stream, fmt: str, key, sep, headers) -> Iterator[dict]:
               help="Read lines from this file (with a progress bar) instead of stdin.")
 def produce(topic, values, conn, key, key_separator, headers, partition, acks, fmt, path):
     """Send VALUEs (or stdin lines, or the lines of --file) to TOPIC."""
-    from . import Producer
+    from .. import Producer
 
     hdrs = []
     for h in headers:

@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from . import __version__
-from .errors import LogbrokerError
+from .. import __version__
+from ..errors import LogbrokerError
 
 
 class _Group(click.Group):
@@ -40,12 +40,12 @@ def main() -> None:
 
 
 def _register_commands() -> None:
-    from .consume_cli import consume
-    from .groups_cli import groups
-    from .inspect_cli import inspect
-    from .produce_cli import produce
-    from .serve_cli import serve
-    from .topics_cli import topics
+    from .consume import consume
+    from .groups import groups
+    from .inspect import inspect
+    from .produce import produce
+    from .serve import serve
+    from .topics import topics
 
     for command in (serve, produce, consume, topics, groups, inspect):
         main.add_command(command)
@@ -54,5 +54,3 @@ def _register_commands() -> None:
 _register_commands()
 
 
-if __name__ == "__main__":  # python -m logbroker.cli
-    main()

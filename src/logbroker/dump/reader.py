@@ -13,8 +13,8 @@ from typing import Iterator, Union
 
 import crc32c
 
-from .errors import CorruptRecordError
-from .records import format as fmt
+from ..errors import CorruptRecordError
+from ..records import format as fmt
 
 CHUNK = 4 << 20
 MAX_DECODE = 64 << 20

@@ -1,0 +1,4 @@
+"""python -m logbroker.cli"""
+from .main import main
+
+main()

@@ -1,0 +1,82 @@
+"""Every name, size and number a user or a peer can give, checked in one place.
+
+The CLI, the clients and the broker call these at their edges, so storage
+and the encoders never see a value they cannot hold. Each check returns the
+value unchanged or raises the registry's error for it (a stable code and a
+message naming the value and the rule); none raises anything else.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError
+
+MAX_NAME_CHARS = 249  # Kafka's topic-name limit; groups share it (LMDB keys hold <= 511 bytes)
+MAX_PARTITIONS = 10_000
+MAX_OFFSET = (1 << 63) - 1
+MIN_TIMESTAMP = 0  # ms since the epoch; -1 means "now" where an API allows it
+MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: what datetime can show
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,%d}$" % MAX_NAME_CHARS)
+
+
+def check_topic_name(name: object) -> str:
+    """Kafka's rule: 1-249 of ``[A-Za-z0-9._-]``, and not ``.`` or ``..``."""
+    if not isinstance(name, str) or not _TOPIC.match(name) or name in (".", ".."):
+        raise InvalidTopicError(f"invalid topic name {name!r}: use 1-{MAX_NAME_CHARS} of "
+                                "[A-Za-z0-9._-]")
+    return name
+
+
+def check_group_name(name: object) -> str:
+    """1-249 printable characters (no control characters)."""
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_CHARS \
+            or not name.isprintable() or len(name.encode("utf-8", "surrogatepass")) > 2 * MAX_NAME_CHARS:
+        raise InvalidGroupError(f"invalid group name {_short(name)}: use 1-{MAX_NAME_CHARS} "
+                                "printable characters")
+    return name
+
+
+def check_partition(partition: object, count: "int | None" = None) -> int:
+    """A partition number: 0 <= partition < count (or < MAX_PARTITIONS)."""
+    limit = MAX_PARTITIONS if count is None else count
+    if not _is_int(partition) or not 0 <= partition < limit:
+        raise InvalidRequestError(f"partition {_short(partition)} is not in 0..{limit - 1}")
+    return partition
+
+
+def check_partition_count(count: object) -> int:
+    if not _is_int(count) or not 1 <= count <= MAX_PARTITIONS:
+        raise InvalidConfigError(f"partitions must be 1..{MAX_PARTITIONS}, got {_short(count)}")
+    return count
+
+
+def check_offset(offset: object, what: str = "offset") -> int:
+    """An offset: 0 <= offset <= 2**63 - 1."""
+    if not _is_int(offset) or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidRequestError(f"{what} {_short(offset)} is not in 0..{MAX_OFFSET}")
+    return offset
+
+
+def check_timestamp(ts: object, what: str = "timestamp") -> int:
+    """A record timestamp in ms since the epoch, 0 up to the end of year 9999."""
+    if not _is_int(ts) or not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
+        raise InvalidRequestError(f"{what} {_short(ts)} is not in {MIN_TIMESTAMP}..{MAX_TIMESTAMP} "
+                                  "(ms since 1970, up to year 9999)")
+    return ts
+
+
+def check_int(value: object, what: str, low: int, high: int) -> int:
+    """Any other bounded integer setting or field."""
+    if not _is_int(value) or not low <= value <= high:
+        raise InvalidRequestError(f"{what} {_short(value)} is not in {low}..{high}")
+    return value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,314 @@
+"""Helpers shared by the tests (no tests here): stores and crash simulation, batch
+and record samples, protocol message samples, real broker processes, raw wire
+connections, client polling helpers, a Spark test data set.
+
+Brokers are real ``logbroker serve`` processes on 127.0.0.1, stopped by PID; waits
+are bounded (deadlines, never sleeps as synchronisation).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from logbroker.protocol import messages as m
+from logbroker.protocol.codec import FrameReader, decode, encode_bytes
+from logbroker.records import build_batch
+from logbroker.storage.config import LogConfig, StorageConfig
+from logbroker.storage.store import Store
+
+
+# -- stores ---------------------------------------------------------------
+def open_store(path, **log_settings) -> Store:
+    return Store.open(str(path), StorageConfig(log=LogConfig(**log_settings), map_size=64 << 20))
+
+
+def crash(store: Store) -> None:
+    """Abandon ``store`` as a killed process would: nothing flushed or
+    checkpointed, the clean marker not written (the page cache survives, as
+    it does when only the process dies)."""
+    store.files.close_all()
+    store.meta.close()
+    os.close(store._lock_fd)
+
+
+def batch(values, ts: int = 1_000_000, key: "bytes | None" = None) -> bytes:
+    """One batch of ``values`` (bytes) all stamped with timestamp ``ts``."""
+    return build_batch([(v, key, (), ts) for v in values])
+
+
+def values_of(log, start: int = 0) -> list[bytes]:
+    """Every record value of ``log`` from ``start`` to its end, in offset order."""
+    from logbroker.records import decode_batch, scan_batches
+
+    out, offset = [], max(start, log.log_start_offset)
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        assert data, f"read at {offset} returned nothing before the end {log.log_end_offset}"
+        for pos, header in scan_batches(data):
+            for rec in decode_batch(data[pos:pos + header.size]).records():
+                if rec.offset >= offset:
+                    out.append(rec.value)
+            offset = header.next_offset
+    return out
+
+
+# -- record and message samples -------------------------------------------
+T0 = 1_700_000_000_000  # a fixed "now" in ms
+
+RECORDS = [  # (value, key, headers, timestamp_ms)
+    (b"v0", b"k0", [("trace", b"abc")], T0),
+    (None, b"k1", [], T0 + 5),
+    (b"", None, [("h\u00e9ader-\u2603", None), ("dup", b"1"), ("dup", b"")], T0 - 3),
+    (b"\x00\xff" * 10, b"", [("", b"x")], T0 + (1 << 31) - 1),
+    (b"last", None, [], T0 - (1 << 31)),
+]
+
+B1 = build_batch([(b"hello", b"k1", (), T0), (b"world", None, (), T0 + 5)])
+B2 = build_batch([(b"x" * 300, None, (("h", b"v"),), T0)], producer_id=42, producer_epoch=3,
+                 base_sequence=10)
+
+SAMPLES = [
+    m.Handshake(client_id="app-1", min_version=1, max_version=3),
+    m.HandshakeResponse(version=1, broker_id=7, server="logbroker 0.1.0"),
+    m.Metadata(topics=("orders", "clicks"), auto_create=True),
+    m.Metadata(),
+    m.MetadataResponse(brokers=((0, "127.0.0.1", 9555),),
+                       topics=(("orders", 0, "", 4), ("nope", 3, "unknown topic 'nope'", 0))),
+    m.CreateTopics(topics=(("orders", 4, {"retention_ms": 3_600_000, "flush": "lazy"}),
+                           ("plain", 1, {}))),
+    m.CreateTopicsResponse(topics=(("orders", 0, ""), ("plain", 36, "exists"))),
+    m.DeleteTopics(topics=("orders",)),
+    m.DeleteTopicsResponse(topics=(("orders", 0, ""),)),
+    m.DescribeTopics(topics=None),
+    m.DescribeTopicsResponse(topics=(("orders", 0, "", {"segment_bytes": 1 << 30, "partitions": 2},
+                                      ((0, 0, 120, 118, 40960, 1), (1, -1, -1, -1, 0, 0))),)),
+    m.Produce(acks=1, timeout_ms=5000, producer_id=42, producer_epoch=3,
+              parts=(("orders", 0, len(B1)), ("orders", 1, len(B2))), payload=(B1, B2)),
+    m.ProduceResponse(parts=(("orders", 0, 0, "", 1200, 0), ("orders", 1, 45, "gap", -1, -1))),
+    m.Fetch(max_wait_ms=250, min_bytes=1024, max_bytes=1 << 20,
+            parts=(("orders", 0, 1200, 65536), ("orders", 1, 0, 65536))),
+    m.FetchResponse(parts=(("orders", 0, 0, "", 1300, 0, len(B1)),
+                           ("orders", 1, 1, "out of range", 90, 10, 0)), payload=(B1, b"")),
+    m.ListOffsets(parts=(("orders", 0, m.EARLIEST), ("orders", 0, m.LATEST), ("orders", 1, T0))),
+    m.ListOffsetsResponse(parts=(("orders", 0, 0, "", 0, -1), ("orders", 1, 0, "", 17, T0 + 3))),
+    m.CommitOffsets(group="billing", offsets=(("orders", 0, 1200, "host-3"),)),
+    m.CommitOffsetsResponse(parts=(("orders", 0, 0, ""),)),
+    m.FetchOffsets(group="billing", parts=(("orders", 0),)),
+    m.FetchOffsets(group="billing", parts=None),
+    m.FetchOffsetsResponse(parts=(("orders", 0, 1200, "host-3", T0),)),
+    m.ListGroups(),
+    m.ListGroupsResponse(groups=("billing", "audit")),
+    m.DescribeGroups(groups=("billing",)),
+    m.DescribeGroupsResponse(groups=(("billing", (("orders", 0, 1200, 1300, 100, T0, 5000),)),)),
+    m.InitProducerId(),
+    m.InitProducerIdResponse(producer_id=(T0 << 8) + 1, producer_epoch=0),
+    m.DeleteGroups(groups=("billing", "nope")),
+    m.DeleteGroupsResponse(groups=(("billing", 0, ""), ("nope", 24, "unknown group 'nope'"))),
+    m.FetchResponse(error=42, message="Fetch: parts: expected a list"),
+]
+
+
+def fill(path, topic="orders", partitions=2, batches=40, per=10, **settings):
+    """``batches`` batches per partition of ``per`` records: value b"p-i", key
+    b"k<i%3>", one header, timestamp T0 + batch index * 1000."""
+    settings.setdefault("segment_bytes", 4096)
+    settings.setdefault("index_interval_bytes", 512)
+    s = open_store(path, **settings)
+    s.create_topic(topic, partitions)
+    for p in range(partitions):
+        lg = s.get_log(topic, p)
+        for b in range(batches):
+            recs = [(b"%d-%d" % (p, b * per + j), b"k%d" % ((b * per + j) % 3), (("h", b"%d" % j),),
+                     T0 + b * 1000) for j in range(per)]
+            lg.append([build_batch(recs)])
+        lg.set_high_watermark(lg.log_end_offset)
+    return s
+
+
+# -- clients ----------------------------------------------------------------
+FAST = dict(request_timeout_ms=5_000, connect_timeout_ms=2_000)
+
+
+def consume(consumer, n: int, timeout: float = 15.0) -> list:
+    """Poll until ``n`` records arrived (more are kept) or ``timeout`` passed."""
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += consumer.poll(min(1.0, max(deadline - time.monotonic(), 0)))
+    return out
+
+
+async def aconsume(consumer, n: int, timeout: float = 15.0) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += await consumer.poll(min(1.0, max(deadline - time.monotonic(), 0)))
+    return out
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
+    """Call ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(0.01)
+
+
+# -- broker processes and raw connections ----------------------------------
+LOGBROKER = os.path.join(os.path.dirname(sys.executable), "logbroker")
+
+
+class BrokerProcess:
+    def __init__(self, data_dir, *extra: str, config: "dict | None" = None) -> None:
+        self.data_dir = str(data_dir)
+        self.extra = list(extra)
+        self.port = 0
+        self.proc: "subprocess.Popen | None" = None
+        self.config_path = None
+        if config:
+            self.config_path = os.path.join(self.data_dir + ".toml")
+            with open(self.config_path, "w") as fh:
+                for key, value in config.items():
+                    fh.write(f"{key} = {value!r}\n".replace("'", '"').replace("True", "true")
+                             .replace("False", "false"))
+        self.log_path = self.data_dir + ".log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        args = [LOGBROKER, "serve", "--data-dir", self.data_dir, "--host", "127.0.0.1",
+                "--port", str(self.port), *self.extra]
+        if self.config_path:
+            args += ["--config", self.config_path]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+        log.close()
+        line = _readline(self.proc, timeout)
+        if not line.startswith("logbroker listening on "):
+            self.kill()
+            raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log()}")
+        self.port = int(line.rsplit(":", 1)[1])
+        return self
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the exit code (0 after a clean shutdown)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._close()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed or checkpointed by the broker."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait(timeout=30)
+            self._close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+
+def _readline(proc: subprocess.Popen, timeout: float) -> str:
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                return proc.stdout.readline()
+            if proc.poll() is not None:
+                return ""
+        return ""
+    finally:
+        sel.close()
+
+
+OPEN: list["RawConn"] = []  # closed by the close_raw_conns fixture in conftest.py
+
+
+class RawConn:
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        OPEN.append(self)
+        self.reader = FrameReader()
+        self.cid = 0
+
+    def send(self, msg, cid: "int | None" = None) -> int:
+        if cid is None:
+            self.cid += 1
+            cid = self.cid
+        self.sock.sendall(encode_bytes(msg, cid))
+        return cid
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self, timeout: float = 10.0):
+        """The next response Envelope, or None when the broker closed the connection."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.reader.next_frame()
+            if frame is not None:
+                return decode(frame)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no response in time")
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(1 << 20)
+            except ConnectionResetError:
+                return None
+            if not data:
+                return None
+            self.reader.receive_data(data)
+
+    def call(self, msg, timeout: float = 10.0):
+        cid = self.send(msg)
+        env = self.recv(timeout)
+        assert env is not None and env.cid == cid, env
+        return env.message
+
+    def closed_by_peer(self, timeout: float = 10.0) -> bool:
+        """True once the broker closes the connection (bounded wait)."""
+        try:
+            return self.recv(timeout) is None
+        except (TimeoutError, OSError):
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
