@@ -93,7 +93,8 @@ class LogMachine(RuleBasedStateMachine):
     def crash_and_tear(self, data):
         """Kill the process; optionally tear the unflushed part of the tail."""
         log = self.log
-        seg, flushed_pos = log.active, (log._rp[2] if log._rp[1] == log.active.base_offset else 0)
+        rp = log.flushed_point
+        seg, flushed_pos = log.active, (rp.position if rp.segment == log.active.base_offset else 0)
         path, size = seg.path, seg.size
         batches = [(pos, h) for pos, h in seg.scan(0, size, verify=False)]
         crash(self.store)

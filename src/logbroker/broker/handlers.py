@@ -15,14 +15,12 @@ from typing import Callable
 
 from ..errors import (InvalidRequestError, LogbrokerError, UnknownTopicOrPartitionError)
 from ..protocol import messages as m
-from ..records import format as fmt
 from ..storage.groups import CommittedOffset
 from ..storage.log import Log
 from ..storage.store import Store
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
 from .groups_view import describe_group, fetch_offsets
-from .producers import TAIL_SCAN_BYTES, ProducerStates
 from .topics_view import create_topics, delete_topics, describe_topics
 
 
@@ -37,12 +35,11 @@ class Handlers:
                  notifier: DataNotifier) -> None:
         self.store, self.config, self.commit, self.notifier = store, config, commit, notifier
         self.port = config.port  # the bound port, set by the server
-        self._producers: dict[Log, ProducerStates] = {}
         self._next_producer_id = int(time.time() * 1000) << 8
         self.table: dict[type, Callable] = {
             m.Handshake: self.handshake, m.Metadata: self.metadata,
             m.CreateTopics: lambda r: create_topics(self.store, r),
-            m.DeleteTopics: lambda r: delete_topics(self.store, r, self._forget),
+            m.DeleteTopics: lambda r: delete_topics(self.store, r),
             m.DescribeTopics: lambda r: describe_topics(self.store, r),
             m.ListOffsets: self.list_offsets, m.CommitOffsets: self.commit_offsets,
             m.FetchOffsets: lambda r: fetch_offsets(self.store, r),
@@ -61,10 +58,6 @@ class Handlers:
                 raise
         self.store.create_topic(topic, self.config.default_partitions)
         return self.store.get_log(topic, partition)
-
-    def _forget(self, topic: str) -> None:
-        for lg in [lg for lg in self._producers if lg.topic == topic]:
-            del self._producers[lg]
 
     # -- simple requests ------------------------------------------------------------
     def handshake(self, req: m.Handshake) -> m.HandshakeResponse:
@@ -148,9 +141,9 @@ class Handlers:
         for (topic, partition, _), data in zip(req.parts, req.payload):
             try:
                 lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
-                base, end = self._append(lg, data)
-                results.append([topic, partition, 0, "", base, lg.log_start_offset])
-                fut = self.commit.request(lg, end)
+                info = lg.append(data, sync=False)  # whole part checked, then written
+                results.append([topic, partition, 0, "", info.first_offset, lg.log_start_offset])
+                fut = self.commit.request(lg, info.last_offset + 1)
                 if fut is not None:
                     waits.append((len(results) - 1, fut))
             except LogbrokerError as exc:
@@ -169,31 +162,6 @@ class Handlers:
         if req.acks == 0:
             return None
         return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
-
-    def _append(self, lg: Log, data: memoryview) -> tuple[int, int]:
-        """Append the batches of one part; returns (base offset, end offset).
-        Idempotent batches already written return their original offsets."""
-        batches = [(data[pos:pos + h.size], h) for pos, h in fmt.scan_batches(data, verify=False)]
-        if not batches or sum(h.size for _, h in batches) != len(data):
-            raise InvalidRequestError("part bytes are not a whole number of record batches")
-        if all(h.producer_id < 0 for _, h in batches):
-            info = lg.append([b for b, _ in batches], sync=False)
-            return info.first_offset, info.last_offset + 1
-        states = self._producers.get(lg)
-        if states is None or not states.loaded:
-            states = self._producers.setdefault(lg, ProducerStates())
-            states.load(lg.tail_headers(TAIL_SCAN_BYTES))
-        first = None
-        for raw, h in batches:
-            dup = states.check(h) if h.producer_id >= 0 else None
-            if dup is None:
-                info = lg.append([raw], sync=False)
-                if h.producer_id >= 0:
-                    states.record(h.producer_id, h.producer_epoch, h.base_sequence,
-                                  h.record_count, info.first_offset)
-                dup = info.first_offset
-            first = dup if first is None else first
-        return first, lg.log_end_offset
 
     # -- fetch ----------------------------------------------------------------------
     async def fetch(self, req: m.Fetch) -> m.FetchResponse:

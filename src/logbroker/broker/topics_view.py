@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Callable
 
 from ..errors import LogbrokerError
 from ..protocol import messages as m
@@ -24,12 +23,11 @@ def create_topics(store: Store, req: m.CreateTopics) -> m.CreateTopicsResponse:
     return m.CreateTopicsResponse(topics=tuple(out))
 
 
-def delete_topics(store: Store, req: m.DeleteTopics, forget: Callable[[str], None]) -> m.DeleteTopicsResponse:
+def delete_topics(store: Store, req: m.DeleteTopics) -> m.DeleteTopicsResponse:
     out = []
     for name in req.topics:
         try:
             store.delete_topic(name)
-            forget(name)
             out.append((name, 0, ""))
         except LogbrokerError as exc:
             out.append((name, *_err(exc)))

@@ -24,7 +24,7 @@ import threading
 from collections import deque
 
 from ..errors import CorruptRecordError, LogbrokerError
-from ..records import HEADER_SIZE, decode_batch, read_header
+from ..records import decode_batch, scan_batches
 from .records import ConsumerRecord, batch_records
 
 
@@ -117,14 +117,10 @@ class FetchBuffer:
         return failed
 
     def _add(self, st: PartitionState, data: memoryview, nbytes: int) -> None:
-        batches, pos, error, offset = [], 0, None, st.fetch_pos
-        try:
-            while nbytes - pos >= HEADER_SIZE:
-                header = read_header(data, pos)
-                if nbytes - pos < header.size:
-                    break  # a slice may end inside its last batch
+        batches, error, offset = [], None, st.fetch_pos
+        try:  # a slice may end inside its last batch: the walk stops before it
+            for pos, header in scan_batches(data, 0, nbytes, verify=False):
                 batches.append((pos, header.size, header.base_offset, header.next_offset))
-                pos += header.size
                 offset = header.next_offset
         except CorruptRecordError as exc:
             error = _corrupt(st, offset, exc)
@@ -192,7 +188,7 @@ class FetchBuffer:
             except CorruptRecordError as exc:
                 with self.lock:
                     if st.gen == chunk.gen:
-                        self._raise_at(st, _corrupt(st, max(base, start), exc))
+                        self._raise_at(st, _corrupt(st, max(base, start), exc, next_offset))
                 continue
             self._current = (st, chunk.gen, records, 0)
             return True
@@ -216,7 +212,12 @@ class FetchBuffer:
             self.buffered = 0
 
 
-def _corrupt(st: PartitionState, offset, exc: CorruptRecordError) -> CorruptRecordError:
-    err = CorruptRecordError(f"{st.topic}[{st.partition}] offset {offset}: {exc.message}")
-    err.topic, err.partition, err.offset = st.topic, st.partition, offset
+def _corrupt(st: PartitionState, offset, exc: CorruptRecordError,
+             next_offset: "int | None" = None) -> CorruptRecordError:
+    """The error a consumer raises; names where reading can resume (the next
+    batch's offset) when the damaged batch's header is intact."""
+    resume = f"; the next readable offset is {next_offset} (seek there to skip it)" \
+        if next_offset is not None else ""
+    err = CorruptRecordError(f"{st.topic}[{st.partition}] offset {offset}: {exc.message}{resume}")
+    err.topic, err.partition, err.offset, err.next_offset = st.topic, st.partition, offset, next_offset
     return err

@@ -2,8 +2,8 @@
 
 from .builder import BatchBuilder, build_batch
 from .decoder import Column, Record, RecordBatch, decode_batch
-from .format import (HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, check_crc, read_header,
-                     scan_batches, stamp)
+from .format import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, check_crc, read_header, stamp
+from .walker import scan_batches
 
 __all__ = [
     "BatchBuilder", "BatchHeader", "Column", "HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "Record",

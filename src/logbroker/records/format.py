@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterator
 
 import crc32c
 
@@ -140,25 +139,6 @@ def check_crc(buf, pos: int, header: BatchHeader) -> None:
             f"stored 0x{header.crc:08x}, computed 0x{actual:08x}")
 
 
-def scan_batches(buf, start: int = 0, *, verify: bool = True) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield ``(position, header)`` for each complete batch in ``buf[start:]``.
-
-    Stops silently at an incomplete tail (fewer bytes than a header, or than
-    the batch the header announces): the caller knows where the last yielded
-    batch ends. Raises ``CorruptRecordError`` naming the position at the first
-    invalid header or (``verify=True``) CRC mismatch. Batches are yielded
-    before the next one is examined, so a caller sees the valid prefix.
-    """
-    pos, end = start, len(buf)
-    while end - pos >= HEADER_SIZE:
-        header = read_header(buf, pos)
-        if end - pos < header.size:
-            return
-        if verify:
-            check_crc(buf, pos, header)
-        yield pos, header
-        pos += header.size
-    return
 
 
 def stamp(header_bytes, base_offset: int, leader_epoch: int) -> bytes:

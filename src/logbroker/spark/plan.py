@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 from ..errors import LogbrokerError
 from ..storage.checkpoints import load_checkpoint
+from ..records.walker import first_at_or_after
 from ..storage.index import PartitionIndex, iter_entries
+from ..storage.locate import scan_start
 from ..storage.metastore import FILENAME, MetaStore
 from ..storage.segment import parse_segment_name
 from ..storage.store import parse_partition_dir
@@ -305,15 +307,22 @@ class Planner:
 
     def offset_for_timestamp(self, directory: str, pid: int, lso: int, hw: int, ts: int) -> int:
         """First offset in [lso, hw) whose record timestamp >= ``ts``, else ``hw``
-        (as ``Log.offset_for_timestamp``, but read-only: LMDB time index + scan)."""
+        (the search of ``Log.offset_for_timestamp``, read-only: the LMDB time
+        index gives the start, the one walker finds the record)."""
         from .scan import iter_batches
 
-        start = None
-        if pid >= 0 and self.meta.has("tidx"):
-            start = PartitionIndex(self.meta, pid).lookup_time(ts)
-        start = lso if start is None else max(start, lso)
+        index = PartitionIndex(self.meta, pid) if pid >= 0 and self.meta.has("tidx") else None
+        start = lso if index is None else scan_start(index, ts, lso)
         if start >= hw:
             return hw
+        hint = PartitionIndex(self.meta, pid).lookup(start) if pid >= 0 and self.meta.has("oidx") \
+            else None
+        split = Split(self.o.data_dir, "", 0, start, hw, *(hint[1:] if hint else (-1, 0)),
+                      fail_on_data_loss=self.o.fail_on_data_loss)
+        batches = ((h, b.timestamps) for h, b in iter_batches(split, directory,
+                                                             want=lambda h: h.max_timestamp >= ts))
+        hit = first_at_or_after(batches, ts, start, hw)
+        return hw if hit is None else hit[0]
         hint = PartitionIndex(self.meta, pid).lookup(start) if pid >= 0 and self.meta.has("oidx") \
             else None
         split = Split(self.o.data_dir, "", 0, start, hw, *(hint[1:] if hint else (-1, 0)),

@@ -19,6 +19,7 @@ from ..records import format as fmt
 from ..records.arrow import (HEADERS_TYPE, binary_array, headers_array, offsets_array,
                              timestamps_array)
 from ..records.decoder import RecordBatch, decode_batch
+from ..records.walker import scan_file
 from .plan import SparkSourceError, Split, list_segments
 
 log = logging.getLogger(__name__)
@@ -70,28 +71,11 @@ def _lost(split: Split, lo: int, hi: int, why: str) -> None:
 
 def _batches_in(fd: int, size: int, pos: int,
                 path: str) -> Iterator[tuple[int, fmt.BatchHeader, memoryview]]:
-    """``(position, header, bytes)`` of whole batches from ``pos``; pread windows."""
-    while size - pos >= fmt.HEADER_SIZE:
-        buf = os.pread(fd, min(WINDOW, size - pos), pos)
-        mv = memoryview(buf)
-        at = 0
-        while len(mv) - at >= fmt.HEADER_SIZE:
-            try:
-                header = fmt.read_header(mv, at)
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"{path} byte {pos + at}: {exc.message}") from None
-            if header.size > len(mv) - at:
-                break
-            yield pos + at, header, mv[at:at + header.size]
-            at += header.size
-        if at == 0:  # a batch bigger than the window
-            header = fmt.read_header(mv, 0)
-            if header.size > size - pos:
-                return  # torn tail: never past the planned end anyway
-            data = os.pread(fd, header.size, pos)
-            yield pos, header, memoryview(data)
-            at = header.size
-        pos += at
+    """``(position, header, bytes)`` of whole batches from ``pos`` (the one walker)."""
+    try:
+        yield from scan_file(lambda at, n: os.pread(fd, n, at), pos, size, window=WINDOW)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"{path} byte {exc.position}: {exc.message}") from None
 
 
 def iter_batches(split: Split, directory: "str | None" = None,

@@ -30,8 +30,10 @@ def _ts_key(pid: int, ts: int) -> bytes:
 class PartitionIndex:
     """Offset and time index of partition ``pid``: LMDB rows plus pending ones."""
 
-    def __init__(self, meta: MetaStore, pid: int) -> None:
-        self.meta, self.pid = meta, pid
+    def __init__(self, meta: MetaStore, pid: int, interval: int = 4096) -> None:
+        self.meta, self.pid, self.interval = meta, pid, interval
+        self.max_seen = -1 << 63  # largest batch max timestamp seen (the time entries' value)
+        self._since = interval  # bytes appended since the last entry
         self.pending: list[tuple[int, int, int]] = []  # (offset, segment, pos), ascending
         self.pending_time: list[tuple[int, int]] = []  # (ts, offset), ascending both
         self.last_time = -1 << 63  # largest timestamp with a time entry
@@ -43,6 +45,21 @@ class PartitionIndex:
         if max_timestamp > self.last_time:
             self.last_time = max_timestamp
             self.pending_time.append((max_timestamp, offset))
+
+    def on_batch(self, offset: int, segment: int, position: int, size: int,
+                 max_timestamp: int) -> None:
+        """A batch of ``size`` bytes was written at ``position`` of ``segment``:
+        index it if it opens the segment or ``interval`` bytes passed since the
+        last entry. The one place the index cadence is decided."""
+        self.max_seen = max(self.max_seen, max_timestamp)
+        if position == 0 or self._since >= self.interval:
+            self.add(offset, segment, position, self.max_seen)
+            self._since = 0
+        self._since += size
+
+    def restart_cadence(self) -> None:
+        """The next batch gets an entry (after a reopen, a cut or a rebuild)."""
+        self._since = self.interval
 
     def lookup(self, offset: int) -> "tuple[int, int, int] | None":
         """The entry with the largest batch offset <= ``offset``, or None."""
@@ -98,7 +115,8 @@ class PartitionIndex:
     def clear(self) -> None:
         """Forget everything (before a rebuild)."""
         self.pending, self.pending_time = [], []
-        self.last_time = -1 << 63
+        self.last_time = self.max_seen = -1 << 63
+        self._since = self.interval
         self._dropped_from = 0
 
     def persist(self, txn) -> None:

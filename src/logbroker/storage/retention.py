@@ -16,9 +16,8 @@ from .segment import Segment
 def apply_retention(log: Log, now: int) -> list[Segment]:
     """Roll an aged active segment, then delete what retention allows."""
     cfg = log.config
-    if log.active.size and log._aged(log.active, now):
-        log.roll(now)
-    segments = list(log.segments)
+    log.roll_if_aged(now)
+    segments = log.segments
     total = sum(s.size for s in segments)
     end = None
     for seg, nxt in zip(segments, segments[1:]):

@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 
 from ..errors import CorruptRecordError
 from ..records import format as fmt
+from ..records.walker import scan_file
 from .files import FileCache
 
 SUFFIX = ".log"
@@ -108,6 +109,15 @@ class Segment:
             os.fsync(fd)
         self.size = size
 
+    def discard_after(self, size: int) -> None:
+        """Best effort: cut bytes a failed write left past ``size`` (no fsync;
+        recovery drops such a tail anyway)."""
+        try:
+            with self.files.fd(self, self.path) as fd:
+                os.ftruncate(fd, size)
+        except OSError:
+            pass
+
     def mark_deleted(self) -> None:
         """Rename to ``.deleted`` (open descriptors keep working)."""
         new = self.path + DELETED_SUFFIX
@@ -126,32 +136,17 @@ class Segment:
 
     def scan(self, position: int = 0, end: "int | None" = None, *, verify: bool = True,
              chunk: int = SCAN_CHUNK) -> Iterator[tuple[int, fmt.BatchHeader]]:
-        """Yield ``(position, header)`` of batches from ``position`` to ``end``.
-
-        Reads in chunks of SCAN_CHUNK. Stops silently at an incomplete tail;
-        raises ``CorruptRecordError`` (position relative to the file) at an
-        invalid batch. The caller learns where valid data ends from the last
-        yielded batch.
-        """
+        """Yield ``(position, header)`` of batches from ``position`` to ``end``
+        (default: the file's size), as ``records.walker.scan_file`` walks them:
+        silent stop at an incomplete tail, ``CorruptRecordError`` (naming this
+        file; ``position`` relative to it) at an invalid batch."""
         end = self.file_size() if end is None else end
-        while position < end:
-            want = min(max(chunk, fmt.HEADER_SIZE), end - position)
-            buf = self.read(position, want)
-            consumed = 0
-            try:
-                if len(buf) >= fmt.HEADER_SIZE:
-                    need = fmt.read_header(buf, 0).size
-                    if need > len(buf) and position + need <= end:
-                        buf = self.read(position, need)  # one batch larger than a chunk
-                for pos, header in fmt.scan_batches(buf, 0, verify=verify):
-                    yield position + pos, header
-                    consumed = pos + header.size
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(f"{self.path} at byte {position + consumed}: {exc.message}",
-                                         position=position + consumed) from None
-            if consumed == 0:
-                return
-            position += consumed
+        try:
+            for pos, header, _ in scan_file(self.read, position, end, verify=verify, window=chunk):
+                yield pos, header
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{self.path} at byte {exc.position}: {exc.message}",
+                                     position=exc.position) from None
 
 
 def _advance(chunk: list, written: int) -> list:

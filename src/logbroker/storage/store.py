@@ -24,7 +24,6 @@ from .files import FileCache
 from .groups import GroupStore
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
-from .recovery import open_log
 from .retention import apply_retention
 from .segment import fsync_dir
 from .topics import TopicConfig, TopicStore, check_topic_name
@@ -89,7 +88,7 @@ class Store:
             topic, partition = parsed
             found[topic] = max(found.get(topic, 0), partition + 1)
             cfg = known.get(topic) or TopicConfig(topic)
-            self._logs[parsed] = open_log(os.path.join(self.path, entry), topic, partition,
+            self._logs[parsed] = Log.open(os.path.join(self.path, entry), topic, partition,
                                           config=cfg.log_config(self.config.log), meta=self.meta,
                                           files=self.files, clean=self.was_clean)
         for topic, count in found.items():
@@ -105,7 +104,7 @@ class Store:
             topic = TopicConfig(name, partitions, overrides)
             self.topics.put(topic)
             for p in range(partitions):
-                self._logs[(name, p)] = open_log(os.path.join(self.path, f"{name}-{p}"), name, p,
+                self._logs[(name, p)] = Log.open(os.path.join(self.path, f"{name}-{p}"), name, p,
                                                  config=topic.log_config(self.config.log),
                                                  meta=self.meta, files=self.files, clean=False)
             return topic

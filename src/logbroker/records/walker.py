@@ -1,0 +1,125 @@
+"""The one batch walker: where the record batches lie in a buffer or a file.
+
+Every reader of the format walks batches through these (storage reads and
+recovery, the fetch buffer of the consumer, the Spark reader, ``logbroker
+inspect``), so the rules are written once:
+
+- A walk yields whole batches only. It stops silently at an incomplete tail
+  (fewer bytes than a header, or than the batch its header announces): the
+  caller learns where valid data ends from the last batch it was given.
+- An invalid header (and, with ``verify``, a CRC mismatch) raises
+  ``CorruptRecordError`` whose ``position`` is the batch's byte position in
+  the buffer or file; batches before it were already yielded.
+- No I/O here: a file walk reads through the ``read(position, size)``
+  callable it is given, in windows of ``window`` bytes; a batch larger than
+  the window is read alone.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Sequence
+
+from ..errors import CorruptRecordError
+from . import format as fmt
+from .decoder import decode_batch
+
+WINDOW = 4 << 20
+
+
+def scan_batches(buf, start: int = 0, end: "int | None" = None, *,
+                 verify: bool = True) -> Iterator[tuple[int, fmt.BatchHeader]]:
+    """``(position, header)`` of each whole batch in ``buf[start:end]``."""
+    pos, end = start, len(buf) if end is None else end
+    while end - pos >= fmt.HEADER_SIZE:
+        header = fmt.read_header(buf, pos)
+        if end - pos < header.size:
+            return
+        if verify:
+            fmt.check_crc(buf, pos, header)
+        yield pos, header
+        pos += header.size
+
+
+def split_batches(buf) -> list[tuple[memoryview, fmt.BatchHeader]]:
+    """``buf`` as a list of ``(batch view, header)``; raises CorruptRecordError
+    unless it is a whole, non-empty number of batches (no CRC check)."""
+    mv = memoryview(buf).cast("B")
+    out, end = [], 0
+    for pos, header in scan_batches(mv, verify=False):
+        out.append((mv[pos:pos + header.size], header))
+        end = pos + header.size
+    if not out or end != len(mv):
+        raise CorruptRecordError(f"{len(mv)} bytes are not a whole number of record batches "
+                                 f"(whole batches end at byte {end})", position=end)
+    return out
+
+
+def scan_file(read: Callable[[int, int], bytes], start: int, end: int, *, verify: bool = False,
+              window: int = WINDOW, max_batch: "int | None" = None
+              ) -> Iterator[tuple[int, fmt.BatchHeader, "memoryview | None"]]:
+    """``(position, header, bytes)`` of each whole batch of a file's
+    ``[start, end)``, read through ``read(position, size)``.
+
+    ``bytes`` is a view of the whole batch, or None for a batch larger than
+    ``max_batch`` (then nothing of it but its header was read, and ``verify``
+    does not apply to it: the caller checks it piecewise if it must).
+    """
+    pos = start
+    while end - pos >= fmt.HEADER_SIZE:
+        mv = memoryview(read(pos, min(max(window, fmt.HEADER_SIZE), end - pos)))
+        at = 0
+        try:
+            while len(mv) - at >= fmt.HEADER_SIZE:
+                header = fmt.read_header(mv, at)
+                if header.size > len(mv) - at:
+                    break
+                if max_batch is not None and header.size > max_batch:
+                    yield pos + at, header, None
+                else:
+                    if verify:
+                        fmt.check_crc(mv, at, header)
+                    yield pos + at, header, mv[at:at + header.size]
+                at += header.size
+            if at == 0:  # one batch larger than the window (or a torn tail)
+                header = fmt.read_header(mv, 0)
+                if header.size > end - pos:
+                    return
+                if max_batch is not None and header.size > max_batch:
+                    yield pos, header, None
+                else:
+                    data = memoryview(read(pos, header.size))
+                    if len(data) < header.size:
+                        return  # the file shrank under us
+                    if verify:
+                        fmt.check_crc(data, 0, header)
+                    yield pos, header, data
+                at = header.size
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(exc.message.replace(f" at position {at}", ""),
+                                     position=pos + at) from None
+        pos += at
+
+
+def first_at_or_after(batches: Iterable[tuple[fmt.BatchHeader, Callable[[], Sequence[int]]]],
+                      ts: int, low: int, high: int) -> "tuple[int, int] | None":
+    """``(offset, timestamp)`` of the first record in ``[low, high)`` whose
+    timestamp is >= ``ts``, walking ``(header, timestamps)`` in offset order,
+    where ``timestamps()`` gives the batch's record timestamps (decoding it);
+    batches whose max timestamp is below ``ts`` are skipped undecoded. The
+    one offset-for-timestamp search (storage and Spark)."""
+    for header, timestamps in batches:
+        if header.base_offset >= high:
+            return None
+        if header.next_offset <= low or header.max_timestamp < ts:
+            continue
+        for i, t in enumerate(timestamps()):
+            offset = header.base_offset + i
+            if t >= ts and low <= offset < high:
+                return offset, t
+    return None
+
+
+def batch_timestamps(data) -> Callable[[], Sequence[int]]:
+    """The ``timestamps`` callable of ``first_at_or_after`` for raw batch bytes
+    (decoded, CRC-checked, only when called)."""
+    return lambda: decode_batch(data).timestamps()

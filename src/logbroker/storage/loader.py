@@ -1,0 +1,287 @@
+"""Loading a partition log from disk (Kafka's LogLoader): files -> a value.
+
+``load_log`` reads the segment files and the partition's LMDB rows and
+returns a frozen ``LoadedLog`` that the Log is built from; it never touches
+a Log.
+
+Clean (the store's marker was present and the checkpoint matches the files):
+nothing is read but file sizes; reopen time does not grow with data size.
+
+Unclean: every batch from the recovery point on is checked (length, magic,
+CRC, contiguous offsets); the first invalid one and everything after it
+(later segments included) is truncated; the index past the recovery point is
+rebuilt from the scan. Damage below the recovery point (a flushed segment
+shorter or longer than recorded, a recovery point beyond the end of its
+file, a segment missing between two others) is never truncated: the log
+loads offline with an error naming the file, byte position and offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..errors import CorruptRecordError
+from . import checkpoints as ck
+from .config import LogConfig
+from .epochs import LeaderEpochs
+from .files import FileCache
+from .index import PartitionIndex
+from .locate import rebuild_index
+from .metastore import MetaStore
+from .segment import DELETED_SUFFIX, Segment, parse_segment_name, segment_name
+from .segments import RecoveryPoint, Segments
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadedLog:
+    """What a Log is built from. ``offline`` is the reason the partition must
+    serve nothing, or None."""
+
+    name: str
+    pid: int
+    segments: Segments
+    index: PartitionIndex
+    epochs: LeaderEpochs
+    offline: "str | None" = None
+    scanned_bytes: int = field(default=0)
+
+
+class _Offline(Exception):
+    pass
+
+
+def load_log(directory: str, topic: str, partition: int, *, config: LogConfig, meta: MetaStore,
+             files: FileCache, clean: bool, auto_hw: bool = True) -> LoadedLog:
+    """Load (creating if needed) the log in ``directory``; never raises for
+    damaged data: a damaged log loads with ``offline`` set."""
+    return _Loader(directory, f"{topic}-{partition}", config, meta, files, auto_hw).load(clean)
+
+
+class _Loader:
+    def __init__(self, directory: str, name: str, config: LogConfig, meta: MetaStore,
+                 files: FileCache, auto_hw: bool) -> None:
+        self.directory, self.name, self.config, self.files = directory, name, config, files
+        self.auto_hw = auto_hw
+        self.pid = meta.partition_id(name)
+        self.ckpt = ck.load_checkpoint(meta, self.pid)
+        self.infos = ck.load_segment_infos(meta, self.pid)
+        self.index = PartitionIndex(meta, self.pid, config.index_interval_bytes)
+        self.epochs = LeaderEpochs(ck.load_epochs(meta, self.pid))
+        self.new_infos: dict[int, ck.SegmentInfo] = {}
+        self.segments = self._list_segments()
+        first = self.segments[0].base_offset
+        self.log_start = max(self.ckpt.log_start_offset, first) if self.ckpt else first
+        c = self.ckpt
+        self.rp = RecoveryPoint(c.recovery_point, c.rp_segment, c.rp_position) if c \
+            else RecoveryPoint(self.log_start, self.log_start, 0)
+        self.scanned = 0
+
+    def _list_segments(self) -> list[Segment]:
+        os.makedirs(self.directory, exist_ok=True)
+        bases = []
+        for entry in os.listdir(self.directory):
+            if entry.endswith(DELETED_SUFFIX):
+                os.unlink(os.path.join(self.directory, entry))
+            elif (base := parse_segment_name(entry)) is not None:
+                bases.append(base)
+        if not bases:
+            bases = [self.ckpt.log_start_offset if self.ckpt else 0]
+            Segment.create(self.directory, bases[0], self.files)
+        return [Segment(self.directory, b, self.files,
+                        size=os.stat(os.path.join(self.directory, segment_name(b))).st_size)
+                for b in sorted(bases)]
+
+    def load(self, clean: bool) -> LoadedLog:
+        try:
+            self._check_no_gap()
+            if clean and self._matches():
+                end, hw = self._open_clean()
+            else:
+                end, hw = self._recover()
+        except _Offline as why:
+            return self._value(self.log_start, self.ckpt.high_watermark if self.ckpt else 0,
+                               offline=f"{self.name}: {why}")
+        return self._value(end, hw)
+
+    def _value(self, end: int, hw: int, offline: "str | None" = None) -> LoadedLog:
+        segs = Segments(self.directory, self.files, self.segments, log_start=self.log_start,
+                        log_end=end, recovery_point=self.rp, high_watermark=hw,
+                        new_infos=self.new_infos)
+        return LoadedLog(self.name, self.pid, segs, self.index, self.epochs, offline, self.scanned)
+
+    def _check_no_gap(self) -> None:
+        """A sealed segment whose recorded end is not the next file's base
+        means a segment file between them is missing."""
+        for seg, nxt in zip(self.segments, self.segments[1:]):
+            info = self.infos.get(seg.base_offset)
+            if info is not None and info.next_offset != nxt.base_offset:
+                raise _Offline(f"segment file(s) missing between {seg.path} (ends at offset "
+                               f"{info.next_offset}) and {nxt.path} (starts at offset "
+                               f"{nxt.base_offset}): offsets [{info.next_offset}, "
+                               f"{nxt.base_offset}) are lost")
+
+    # -- clean ------------------------------------------------------------------------
+    def _matches(self) -> bool:
+        c, segs = self.ckpt, self.segments
+        if c is None or not c.clean or c.active_segment != segs[-1].base_offset:
+            return False
+        if segs[-1].size != c.active_size:
+            return False
+        return all(s.base_offset in self.infos and self.infos[s.base_offset].size == s.size
+                   for s in segs[:-1])
+
+    def _open_clean(self) -> tuple[int, int]:
+        c = self.ckpt
+        for seg in self.segments[:-1]:
+            seg.max_timestamp = self.infos[seg.base_offset].max_timestamp
+        active = self.segments[-1]
+        active.max_timestamp, active.created_ms = c.active_max_ts, c.active_created_ms
+        self.index.load_last_time()
+        self.index.max_seen = self.index.last_time
+        if not self._index_complete():
+            log.warning("%s: offset index incomplete; rebuilding it from segments", self.name)
+            self._rebuild_index()
+        self.index.restart_cadence()
+        return c.log_end_offset, min(c.high_watermark, c.log_end_offset)
+
+    def _index_complete(self) -> bool:
+        """Every segment holding data has its first-batch index entry."""
+        return all(self.index.has(s.base_offset) for s in self.segments if s.size)
+
+    def _rebuild_index(self) -> None:
+        try:
+            rebuild_index(self.index, self.segments)
+        except CorruptRecordError as exc:
+            raise _Offline(f"index rebuild: {exc.message}") from None
+
+    # -- unclean ----------------------------------------------------------------------
+    def _recover(self) -> tuple[int, int]:
+        first = self._check_below_recovery_point()
+        rp, has_ckpt = self.rp, self.ckpt is not None
+        self.index.truncate(rp.offset if has_ckpt else 0)
+        self.index.load_last_time()
+        self.index.max_seen = self.index.last_time
+        expected = rp.offset if has_ckpt else self.segments[0].base_offset
+        scanned: list[Segment] = []
+        for i in range(first, len(self.segments)):
+            seg = self.segments[i]
+            pos = rp.position if (has_ckpt and seg.base_offset == rp.segment) else 0
+            if pos == 0 and seg.base_offset != expected:
+                self._drop_from(i, expected, f"{seg.path} starts at {seg.base_offset}, "
+                                             f"expected {expected}")
+                break
+            expected, problem = self._scan(seg, pos, expected)
+            scanned.append(seg)
+            if problem is not None:
+                if not has_ckpt and i < len(self.segments) - 1:
+                    raise _Offline(f"{seg.path} byte {problem[0]} (offset {expected}): {problem[1]}; "
+                                   "no checkpoint tells whether it was flushed, so nothing is "
+                                   "truncated")
+                self._cut(i, *problem)
+                break
+        return self._finish(scanned, expected)
+
+    def _scan(self, seg: Segment, pos: int, expected: int) -> tuple[int, "tuple[int, str] | None"]:
+        """CRC-check ``seg`` from ``pos``; index and learn epochs on the way.
+        Returns the next expected offset and (position, reason) of damage."""
+        self.index.restart_cadence()
+        try:
+            for bpos, header in seg.scan(pos, seg.size, verify=True):
+                if header.base_offset != expected:
+                    raise CorruptRecordError(f"batch at offset {header.base_offset}, expected "
+                                             f"{expected}", position=bpos)
+                seg.max_timestamp = max(seg.max_timestamp, header.max_timestamp)
+                self.epochs.observe(header.leader_epoch, header.base_offset)
+                self.index.on_batch(expected, seg.base_offset, bpos, header.size,
+                                    header.max_timestamp)
+                expected = header.next_offset
+                pos = bpos + header.size
+            self.scanned += pos
+            if pos < seg.size:
+                return expected, (pos, "incomplete batch at the end")
+        except CorruptRecordError as exc:
+            return expected, (exc.position, exc.message)
+        return expected, None
+
+    def _check_below_recovery_point(self) -> int:
+        """Index of the segment where scanning starts; raises _Offline on damage."""
+        c = self.ckpt
+        if c is None:
+            return 0
+        bases = [s.base_offset for s in self.segments]
+        if c.rp_segment not in bases:
+            if c.rp_segment < bases[0] and c.rp_position == 0:
+                self.rp = RecoveryPoint(bases[0], bases[0], 0)
+                return 0
+            raise _Offline(f"segment {segment_name(c.rp_segment)} holding the recovery point "
+                           f"(offset {c.recovery_point}) is missing")
+        i = bases.index(c.rp_segment)
+        for seg in self.segments[:i]:
+            info = self.infos.get(seg.base_offset)
+            if info is not None and info.size != seg.size:
+                raise _Offline(f"{seg.path} is {seg.size} bytes but {info.size} were flushed "
+                               f"(byte {min(seg.size, info.size)}, offset up to {info.next_offset})")
+        seg = self.segments[i]
+        if seg.size < c.rp_position:
+            raise _Offline(f"{seg.path} is {seg.size} bytes, shorter than its flushed length "
+                           f"{c.rp_position} (byte {seg.size}, offset {c.recovery_point})")
+        return i
+
+    def _cut(self, i: int, position: int, why: str) -> None:
+        seg, later = self.segments[i], self.segments[i + 1:]
+        dropped = seg.size - position + sum(s.size for s in later)
+        log.warning("%s: recovery truncates %s at byte %d (%s); %d bytes dropped, %d later "
+                    "segment(s)", self.name, seg.path, position, why, dropped, len(later))
+        for s in later:
+            s.remove()
+        del self.segments[i + 1:]
+        seg.truncate(position)
+
+    def _drop_from(self, i: int, expected: int, why: str) -> None:
+        """Remove segments i.. (they do not continue the log); keep one segment."""
+        log.warning("%s: recovery drops %d segment(s) from %s: %s", self.name,
+                    len(self.segments) - i, self.segments[i].path, why)
+        for later in self.segments[i:]:
+            later.remove()
+        del self.segments[i:]
+        if not self.segments:
+            self.segments.append(Segment.create(self.directory, expected, self.files))
+
+    def _finish(self, scanned: list[Segment], end: int) -> tuple[int, int]:
+        for seg in scanned:
+            seg.flush()
+        for seg, nxt in zip(self.segments, self.segments[1:]):
+            if seg in scanned or seg.base_offset not in self.infos:
+                if seg not in scanned:
+                    seg.max_timestamp = max((h.max_timestamp for _, h in seg.scan(0, seg.size,
+                                                                                  verify=False)),
+                                            default=-1)
+                self.new_infos[seg.base_offset] = ck.SegmentInfo(seg.size, nxt.base_offset,
+                                                                 seg.max_timestamp, -1)
+            else:
+                seg.max_timestamp = self.infos[seg.base_offset].max_timestamp
+        if end < self.log_start:  # the log start outlived the data (Kafka: truncateFullyAndStartAt)
+            log.warning("%s: log end %d below log start %d after recovery; restarting empty at %d",
+                        self.name, end, self.log_start, self.log_start)
+            for seg in self.segments:
+                seg.remove()
+            self.segments = [Segment.create(self.directory, self.log_start, self.files)]
+            self.index.clear()
+            end = self.log_start
+        active = self.segments[-1]
+        self.rp = RecoveryPoint(end, active.base_offset, active.size)
+        self.epochs.truncate_from(end)
+        self.epochs.dirty = True
+        if active.size and active.created_ms < 0:
+            active.created_ms = int(time.time() * 1000)
+        if self.ckpt is None or not self._index_complete():
+            self._rebuild_index()
+        self.index.max_seen = max(self.index.last_time, *(s.max_timestamp for s in self.segments))
+        self.index.restart_cadence()
+        hw = end if self.auto_hw else min(self.ckpt.high_watermark if self.ckpt else 0, end)
+        return end, hw

@@ -1,0 +1,238 @@
+"""The segment list of one partition and its offsets (Kafka's LocalLog).
+
+``Segments`` is the one owner of a log's state: the segment files, the log
+start offset, the log end offset, the recovery point and the high
+watermark. Nothing else assigns them; the Log, the loader, truncation and
+retention change them only through the methods below, each of which keeps
+the invariants:
+
+- at least one segment; base offsets ascending; the last one is active;
+- log start <= log end; the first segment's base <= log start;
+- recovery point <= log end; it names the segment and byte position up to
+  which every byte was fsynced;
+- log start <= high watermark <= log end.
+
+Not thread-safe: the Log calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from ..errors import StorageError
+from . import checkpoints as ck
+from .files import FileCache
+from .segment import Segment
+
+
+@dataclass(frozen=True)
+class RecoveryPoint:
+    """Every byte before ``position`` of segment ``segment`` is fsynced; the
+    batch there (if any) starts at ``offset``."""
+
+    offset: int
+    segment: int
+    position: int
+
+
+class Segments:
+    def __init__(self, directory: str, files: FileCache, segments: list[Segment], *,
+                 log_start: int, log_end: int, recovery_point: RecoveryPoint,
+                 high_watermark: int, new_infos: "dict[int, ck.SegmentInfo] | None" = None) -> None:
+        assert segments, "a log has at least one segment"
+        self.directory, self.files = directory, files
+        self._list = segments
+        self._log_start, self._log_end = log_start, log_end
+        self._rp = recovery_point
+        self._hw = max(log_start, min(high_watermark, log_end))
+        self._new_infos: dict[int, ck.SegmentInfo] = dict(new_infos or {})
+        self._trash: list[tuple[int, Segment]] = []
+
+    # -- state ------------------------------------------------------------------------
+    @property
+    def log_start(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end(self) -> int:
+        """The next offset to be assigned."""
+        return self._log_end
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> RecoveryPoint:
+        return self._rp
+
+    @property
+    def active(self) -> Segment:
+        return self._list[-1]
+
+    @property
+    def first(self) -> Segment:
+        return self._list[0]
+
+    def __iter__(self) -> Iterator[Segment]:
+        return iter(tuple(self._list))
+
+    def __len__(self) -> int:
+        return len(self._list)
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._list)
+
+    def segment_for(self, offset: int) -> Segment:
+        """The segment whose range holds ``offset`` (the first one if below)."""
+        i = bisect.bisect_right([s.base_offset for s in self._list], offset) - 1
+        return self._list[max(i, 0)]
+
+    def segment_end(self, seg: Segment) -> int:
+        """The offset after ``seg``'s last batch."""
+        i = self._list.index(seg)
+        return self._list[i + 1].base_offset if i + 1 < len(self._list) else self._log_end
+
+    def from_segment(self, seg: Segment) -> list[Segment]:
+        """``seg`` and every later segment, in order."""
+        return self._list[self._list.index(seg):]
+
+    def tail(self, min_bytes: int) -> list[Segment]:
+        """The last segments holding at least ``min_bytes`` (all if fewer), oldest first."""
+        chosen, total = [], 0
+        for seg in reversed(self._list):
+            chosen.insert(0, seg)
+            total += seg.size
+            if total >= min_bytes:
+                break
+        return chosen
+
+    def take_new_infos(self) -> dict[int, ck.SegmentInfo]:
+        """Summaries of segments sealed since the last call (for the checkpoint)."""
+        infos, self._new_infos = self._new_infos, {}
+        return infos
+
+    def restore_new_infos(self, infos: dict[int, ck.SegmentInfo]) -> None:
+        """Put back summaries a failed checkpoint did not store."""
+        self._new_infos = {**infos, **self._new_infos}
+
+    # -- growth -----------------------------------------------------------------------
+    def append(self, buffers: Sequence, nbytes: int, next_offset: int, max_timestamp: int,
+               now: int) -> None:
+        """Write ``buffers`` at the end of the active segment; the log end
+        becomes ``next_offset``. On OSError nothing changed (a partial write
+        is cut off again) and the error propagates."""
+        seg = self.active
+        try:
+            seg.write(buffers, nbytes)
+        except OSError:
+            seg.discard_after(seg.size)
+            raise
+        if seg.created_ms < 0:
+            seg.created_ms = now
+        seg.max_timestamp = max(seg.max_timestamp, max_timestamp)
+        self._log_end = next_offset
+
+    def roll(self) -> Segment:
+        """Seal the active segment (fsynced first) and start a new one at the
+        log end; the recovery point moves to it. Returns the active segment."""
+        old = self.active
+        if old.size == 0:
+            return old
+        old.flush()
+        new = Segment.create(self.directory, self._log_end, self.files)
+        self._list.append(new)
+        self._new_infos[old.base_offset] = ck.SegmentInfo(old.size, self._log_end,
+                                                          old.max_timestamp, old.created_ms)
+        self._rp = RecoveryPoint(self._log_end, self._log_end, 0)
+        return new
+
+    def mark_flushed(self, point: RecoveryPoint) -> None:
+        """Everything before ``point`` is now fsynced (never moves back)."""
+        if point.offset > self._rp.offset and point.offset <= self._log_end:
+            self._rp = point
+
+    def flushed_point(self) -> RecoveryPoint:
+        """The recovery point an fsync of the active segment, now, would give."""
+        return RecoveryPoint(self._log_end, self.active.base_offset, self.active.size)
+
+    def set_high_watermark(self, offset: int) -> None:
+        """Clamped to [log start, log end]."""
+        self._hw = max(self._log_start, min(offset, self._log_end))
+
+    def advance_high_watermark(self, offset: int) -> None:
+        """Move the HW forward only (clamped)."""
+        if offset > self._hw:
+            self.set_high_watermark(offset)
+
+    # -- removal ----------------------------------------------------------------------
+    def truncate_tail(self, seg: Segment, position: int, new_end: int) -> None:
+        """Cut ``seg`` at byte ``position`` (the start of the batch at
+        ``new_end``) and remove every later segment; durable on return."""
+        doomed = self._list[self._list.index(seg) + 1:]
+        for later in doomed:
+            later.remove()
+        del self._list[self._list.index(seg) + 1:]
+        seg.truncate(position)
+        seg.max_timestamp = max((h.max_timestamp for _, h in seg.scan(0, seg.size, verify=False)),
+                                default=-1)
+        if seg.size == 0:
+            seg.created_ms = -1
+        self._log_end = new_end
+        self._clamp_to_end()
+
+    def reset(self, offset: int) -> None:
+        """Remove every segment; the log restarts empty at ``offset``."""
+        for seg in self._list:
+            seg.remove()
+        self._list = [Segment.create(self.directory, offset, self.files)]
+        self._log_start = self._log_end = offset
+        self._rp = RecoveryPoint(offset, offset, 0)
+        self._hw = offset
+
+    def delete_head(self, offset: int, deadline: int) -> list[Segment]:
+        """Retention: the log start becomes ``offset`` (<= log end); sealed
+        segments wholly below it are renamed ``.deleted`` and removed by
+        ``purge`` after ``deadline``. Returns them."""
+        self._log_start = max(self._log_start, offset)
+        doomed = []
+        while len(self._list) > 1 and self._list[1].base_offset <= offset:
+            doomed.append(self._list.pop(0))
+        for seg in doomed:
+            seg.mark_deleted()
+            self._trash.append((deadline, seg))
+        first = self._list[0].base_offset
+        if self._rp.offset < first:  # everything before the first kept segment is gone anyway
+            self._rp = RecoveryPoint(first, first, 0)
+        self._hw = max(self._hw, self._log_start)
+        return doomed
+
+    def purge(self, now: int) -> int:
+        """Remove ``.deleted`` files whose delay has passed; returns how many."""
+        due = [s for t, s in self._trash if t <= now]
+        self._trash = [(t, s) for t, s in self._trash if t > now]
+        for seg in due:
+            seg.remove()
+        return len(due)
+
+    def _clamp_to_end(self) -> None:
+        self._hw = min(self._hw, self._log_end)
+        if self._rp.offset > self._log_end:
+            self._rp = self.flushed_point()
+
+    # -- life -------------------------------------------------------------------------
+    def close(self) -> None:
+        for seg in self._list + [s for _, s in self._trash]:
+            seg.close()
+
+    def remove_files(self) -> None:
+        """Delete every file of this log and its directory (topic deletion)."""
+        for seg in self._list + [s for _, s in self._trash]:
+            seg.remove()
+        try:
+            os.rmdir(self.directory)
+        except OSError as exc:
+            raise StorageError(f"cannot remove {self.directory}: {exc}") from None
