@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import mmap
 import random
 import re
+import tracemalloc
 import struct
 from pathlib import Path
 
@@ -150,14 +152,82 @@ def test_big_frame_is_received_zero_copy():
     assert r.buffered_bytes == 96
     buf = r.get_buffer()
     target = buf.obj
-    assert type(target) is bytearray and len(target) == len(data) - 4 and len(buf) == len(data) - 100
+    assert type(target) is mmap.mmap and len(target) == len(data) - 4 and len(buf) == len(data) - 100
     buf[:] = data[100:]
     r.buffer_updated(len(buf))
     frame = r.next_frame()
-    assert frame is target and frame == data[4:]
+    assert frame is target and frame[:] == data[4:]
     assert bytes(decode(frame).message.payload[0]) == big
     r.receive_data(small)  # the scratch buffer is used again afterwards
     assert bytes(r.next_frame()) == small[4:]
+
+
+def traced(work) -> int:
+    """Bytes of Python heap that ``work()`` allocated and still holds."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        keep = work()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del keep
+    return after - before
+
+
+def vm_rss() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) << 10 for line in fh if line.startswith("VmRSS"))
+
+
+def test_an_idle_reader_holds_no_buffer():
+    assert traced(lambda: [FrameReader() for _ in range(100)]) < 100 * 2048
+
+
+@pytest.mark.parametrize("prefix", [b"\x03", b"\x03\xff\xff", struct.pack(">I", (64 << 20) - 1),
+                                    struct.pack(">I", 200 << 10)])
+def test_an_announced_length_allocates_nothing(prefix):
+    """Memory follows the bytes received, never the length a peer announces."""
+    def work():
+        readers = [FrameReader(max_frame_bytes=64 << 20, scratch=shared) for _ in range(16)]
+        for r in readers:
+            r.get_buffer()[:len(prefix)] = prefix
+            r.buffer_updated(len(prefix))
+            assert r.in_frame and r.next_frame() is NEED_DATA
+        return readers
+
+    shared = codec.new_scratch()
+    rss = vm_rss()
+    assert traced(work) < 16 * 1024
+    assert vm_rss() - rss < 8 << 20  # 16 x 64 MiB announced
+
+
+def test_a_big_frame_grows_with_the_bytes_received():
+    r = FrameReader(max_frame_bytes=64 << 20)
+    frame = encode_bytes(m.Produce(parts=(("t", 0, 48 << 20),), payload=(b"\1" * (48 << 20),)), 1)
+    rss = vm_rss()
+    r.receive_data(frame[:1 << 20])
+    assert vm_rss() - rss < 8 << 20
+    r.receive_data(frame[1 << 20:])
+    assert bytes(decode(r.next_frame()).message.payload[0][:3]) == b"\1\1\1"
+
+
+def test_readers_sharing_a_scratch_buffer():
+    shared = codec.new_scratch(64)
+    readers = [FrameReader(scratch=shared) for _ in range(3)]
+    got = [[] for _ in readers]
+    rng, pos = random.Random(3), [0] * len(readers)
+    while any(p < len(WIRE) for p in pos):
+        i = rng.randrange(len(readers))
+        if pos[i] < len(WIRE):
+            buf = readers[i].get_buffer()
+            n = min(len(buf), rng.randint(1, 90), len(WIRE) - pos[i])
+            buf[:n] = WIRE[pos[i]:pos[i] + n]
+            readers[i].buffer_updated(n)
+            pos[i] += n
+            got[i] += drain(readers[i])
+    assert all([bytes(f) for f in frames] == FRAMES for frames in got)
+    assert sum(r.frames_read for r in readers) == 3 * len(FRAMES)
 
 
 def test_trailing_partial_frame_needs_data():

@@ -41,6 +41,14 @@ def for_code(code: int) -> type[LogbrokerError]:
     return _REGISTRY.get(code, UnknownError)
 
 
+def code_and_message(exc: BaseException) -> tuple[int, str]:
+    """The ``(error, message)`` a response carries for ``exc``: a
+    LogbrokerError's own; UNKNOWN and the exception's type for anything else."""
+    if isinstance(exc, LogbrokerError):
+        return exc.code, exc.message
+    return UnknownError.code, f"{type(exc).__name__}: {exc}"
+
+
 def all_errors() -> list[type[LogbrokerError]]:
     """Every registered error class, sorted by code (for docs and tests)."""
     return [_REGISTRY[c] for c in sorted(_REGISTRY)]
@@ -132,7 +140,16 @@ class RequestTimedOutError(LogbrokerError):
 
 @register
 class InvalidGroupError(LogbrokerError):
+    """A group name that breaks the naming rule (limits.check_group_name)."""
+
     code, name = 24, "INVALID_GROUP_ID"
+
+
+@register
+class GroupNotFoundError(InvalidGroupError):
+    """A group with no committed offsets (describe, delete)."""
+
+    code, name = 69, "GROUP_ID_NOT_FOUND"
 
 
 @register

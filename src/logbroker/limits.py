@@ -80,3 +80,59 @@ def _is_int(value: object) -> bool:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- the broker's request fields (helper of issue 9, broker edge) ----------------------------
+MAX_INT32 = (1 << 31) - 1
+MAX_TIMEOUT_MS = MAX_INT32  # ~24.8 days: produce timeout_ms, fetch max_wait_ms
+MAX_FETCH_BYTES = MAX_INT32  # fetch min_bytes / max_bytes, per request and per part
+MAX_COMMIT_METADATA = 4096  # characters of a committed offset's metadata (Kafka's default)
+MAX_MS = MAX_OFFSET
+# topic settings a CreateTopics may give: (lowest, highest) or the allowed strings
+TOPIC_CONFIGS: dict = {
+    "segment_bytes": (128, MAX_INT32),  # segment positions are u32 in the index
+    "segment_ms": (1, MAX_MS),
+    "retention_ms": (-1, MAX_MS),  # -1: no time limit
+    "retention_bytes": (-1, MAX_OFFSET),  # -1: no size limit
+    "index_interval_bytes": (1, MAX_INT32),
+    "max_batch_bytes": (64, MAX_INT32),
+    "file_delete_delay_ms": (0, MAX_MS),
+    "flush": ("fsync", "lazy"),
+}
+
+
+def check_topic_configs(configs: object) -> dict:
+    """Topic settings by name: known names only, each an integer in its
+    range or one of its strings (``INVALID_CONFIG`` otherwise)."""
+    if not isinstance(configs, dict):
+        raise InvalidConfigError(f"topic settings must be a map, got {_short(configs)}")
+    for key, value in configs.items():
+        rule = TOPIC_CONFIGS.get(key)
+        if rule is None:
+            raise InvalidConfigError(f"unknown topic setting {_short(key)} (known: "
+                                     f"{', '.join(sorted(TOPIC_CONFIGS))})")
+        if isinstance(rule[0], str):
+            if value not in rule:
+                raise InvalidConfigError(f"{key} must be one of {', '.join(rule)}, got {_short(value)}")
+        elif not _is_int(value) or not rule[0] <= value <= rule[1]:
+            raise InvalidConfigError(f"{key} must be an integer in {rule[0]}..{rule[1]}, "
+                                     f"got {_short(value)}")
+    return configs
+
+
+def check_offset_spec(spec: object) -> int:
+    """A ListOffsets spec: -2 (earliest), -1 (latest) or a timestamp."""
+    from .protocol.messages import EARLIEST, LATEST
+
+    if _is_int(spec) and spec in (EARLIEST, LATEST):
+        return spec
+    return check_timestamp(spec, "offset spec (-2 earliest, -1 latest, or a timestamp)")
+
+
+def check_seconds(value: object, what: str, low: float, high: float) -> float:
+    """A duration in seconds: a finite real number in low..high (no NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not low <= value <= high:  # NaN fails every comparison
+        raise InvalidRequestError(f"{what} {_short(value)} is not a number of seconds "
+                                  f"in {low:g}..{high:g}")
+    return float(value)

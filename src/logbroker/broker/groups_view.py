@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import time
 
-from ..errors import LogbrokerError
+from .. import limits
+from ..errors import GroupNotFoundError, LogbrokerError
+from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..records import format as fmt
 from ..storage.store import Store
+from .edge import check_partition_key
 
 
 def fetch_offsets(store: Store, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
+    """The group's committed offsets (its name was checked at the edge)."""
+    for topic, partition in req.parts or ():
+        check_partition_key(topic, partition)
     committed = store.groups.fetch(req.group)
     wanted = req.parts if req.parts is not None else sorted(committed)
     out = []
@@ -22,12 +28,19 @@ def fetch_offsets(store: Store, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
 
 
 def describe_group(store: Store, group: str) -> tuple:
-    """(group, parts): per committed partition, the committed offset, the log
-    end (high watermark), the lag in records, the commit time, and the lag in
-    ms: how long ago the next record to read was written (-1: caught up)."""
+    """(group, error, message, parts): per committed partition, the committed
+    offset, the log end (high watermark), the lag in records, the commit
+    time, and the lag in ms: how long ago the next record to read was written
+    (-1: caught up). A bad name or a group without offsets has an error."""
+    try:
+        committed = store.groups.fetch(limits.check_group_name(group))
+        if not committed:
+            raise GroupNotFoundError(f"unknown group {group!r} (no committed offsets)")
+    except LogbrokerError as exc:
+        return (group, *_err(exc), ())
     now = int(time.time() * 1000)
     parts = []
-    for (topic, partition), c in sorted(store.groups.fetch(group).items()):
+    for (topic, partition), c in sorted(committed.items()):
         try:
             lg = store.get_log(topic, partition)
             end = lg.high_watermark
@@ -36,7 +49,7 @@ def describe_group(store: Store, group: str) -> tuple:
             continue
         lag = max(0, end - c.offset)
         parts.append((topic, partition, c.offset, end, lag, c.commit_ms, _lag_ms(lg, c.offset, now) if lag else -1))
-    return (group, tuple(parts))
+    return (group, 0, "", tuple(parts))
 
 
 def _lag_ms(lg, offset: int, now: int) -> int:

@@ -3,38 +3,41 @@
 Handlers run on the broker's event loop and call the storage engine
 directly (appends and reads of the page cache are short); fsyncs run in a
 worker thread through ``GroupCommit``. Errors of one partition become that
-partition's error code and message; nothing a client sends makes a handler
-raise to the server except a bug, which the server answers with UNKNOWN.
+partition's error code and message. ``dispatch(msg)`` is the one entry:
+it checks the request at the edge (edge.py), runs its handler and never
+raises (a bug is answered with UNKNOWN and logged).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Callable
 
-from ..errors import (InvalidRequestError, LogbrokerError, UnknownTopicOrPartitionError)
+from .. import limits
+from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError, UnknownError,
+                      UnknownTopicOrPartitionError, UnsupportedVersionError)
+from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..storage.groups import CommittedOffset
 from ..storage.log import Log
 from ..storage.store import Store
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
+from .edge import check_partition_key, check_request
 from .groups_view import describe_group, fetch_offsets
 from .topics_view import create_topics, delete_topics, describe_topics
 
 
-def _err(exc: Exception) -> tuple[int, str]:
-    if isinstance(exc, LogbrokerError):
-        return exc.code, exc.message
-    return -1, f"{type(exc).__name__}: {exc}"
+log = logging.getLogger("logbroker.broker")
 
 
 class Handlers:
     def __init__(self, store: Store, config: BrokerConfig, commit: GroupCommit,
-                 notifier: DataNotifier) -> None:
+                 notifier: DataNotifier, *, port: int) -> None:
         self.store, self.config, self.commit, self.notifier = store, config, commit, notifier
-        self.port = config.port  # the bound port, set by the server
+        self.port = port  # the bound port (metadata answers with it)
         self._next_producer_id = int(time.time() * 1000) << 8
         self.table: dict[type, Callable] = {
             m.Handshake: self.handshake, m.Metadata: self.metadata,
@@ -49,8 +52,32 @@ class Handlers:
             m.DeleteGroups: self.delete_groups, m.InitProducerId: self.init_producer_id,
         }
 
+    async def dispatch(self, msg: m.Message) -> "m.Message | None":
+        """The response to request ``msg`` (None for an acks=0 produce); never
+        raises: a refused request gets its error code, a bug UNKNOWN."""
+        try:
+            check_request(msg)
+            if isinstance(msg, m.Produce):
+                return await self.produce(msg)
+            if isinstance(msg, m.Fetch):
+                return await self.fetch(msg)
+            handler = self.table.get(type(msg))
+            if handler is None:
+                raise InvalidRequestError(f"{type(msg).__name__} is not a request")
+            return handler(msg)
+        except LogbrokerError as exc:
+            return m.RESPONSES[msg.API](error=exc.code, message=exc.message)
+        except Exception:  # noqa: BLE001 - a bug must not take the broker down
+            log.exception("handler for %s failed", type(msg).__name__)
+            return m.RESPONSES[msg.API](error=UnknownError.code,
+                                        message="internal error (see broker log)")
+
     # -- logs ------------------------------------------------------------------
     def log_for(self, topic: str, partition: int, *, create: bool = False) -> Log:
+        """The log of a partition (its topic created if ``create`` and it is
+        unknown); raises INVALID_TOPIC / INVALID_REQUEST for a bad name or
+        number, UNKNOWN_TOPIC_OR_PARTITION for a missing one."""
+        check_partition_key(topic, partition)
         try:
             return self.store.get_log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -62,8 +89,8 @@ class Handlers:
     # -- simple requests ------------------------------------------------------------
     def handshake(self, req: m.Handshake) -> m.HandshakeResponse:
         if not req.min_version <= m.PROTOCOL_VERSION <= req.max_version:
-            return m.HandshakeResponse(error=35, message=f"broker speaks protocol version "
-                                                        f"{m.PROTOCOL_VERSION}")
+            return m.HandshakeResponse(error=UnsupportedVersionError.code,
+                                       message=f"broker speaks protocol version {m.PROTOCOL_VERSION}")
         from .. import __version__
 
         return m.HandshakeResponse(broker_id=self.config.broker_id, server=f"logbroker {__version__}")
@@ -72,17 +99,16 @@ class Handlers:
         names = req.topics if req.topics is not None else [t.name for t in self.store.topics.list()]
         topics = []
         for name in names:
-            topic = self.store.topics.get(name)
-            if topic is None and req.auto_create and self.config.auto_create_topics:
-                try:
+            try:
+                limits.check_topic_name(name)
+                topic = self.store.topics.get(name)
+                if topic is None and req.auto_create and self.config.auto_create_topics:
                     topic = self.store.create_topic(name, self.config.default_partitions)
-                except LogbrokerError as exc:
-                    topics.append((name, *_err(exc), 0))
-                    continue
-            if topic is None:
-                topics.append((name, 3, f"unknown topic {name!r}", 0))
-            else:
+                if topic is None:
+                    raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
                 topics.append((name, 0, "", topic.partitions))
+            except LogbrokerError as exc:
+                topics.append((name, *_err(exc), 0))
         return m.MetadataResponse(brokers=((self.config.broker_id, self.config.host, self.port),),
                                   topics=tuple(topics))
 
@@ -93,8 +119,12 @@ class Handlers:
     def delete_groups(self, req: m.DeleteGroups) -> m.DeleteGroupsResponse:
         out = []
         for g in req.groups:
-            n = self.store.groups.delete(g)
-            out.append((g, 0, "") if n else (g, 24, f"unknown group {g!r}"))
+            try:
+                if not self.store.groups.delete(limits.check_group_name(g)):
+                    raise GroupNotFoundError(f"unknown group {g!r}")
+                out.append((g, 0, ""))
+            except LogbrokerError as exc:
+                out.append((g, *_err(exc)))
         return m.DeleteGroupsResponse(groups=tuple(out))
 
     def list_offsets(self, req: m.ListOffsets) -> m.ListOffsetsResponse:
@@ -102,6 +132,7 @@ class Handlers:
         for topic, partition, spec in req.parts:
             try:
                 lg = self.log_for(topic, partition)
+                limits.check_offset_spec(spec)
                 if spec == m.EARLIEST:
                     out.append((topic, partition, 0, "", lg.log_start_offset, -1))
                 elif spec == m.LATEST:
@@ -117,14 +148,14 @@ class Handlers:
         return m.ListOffsetsResponse(parts=tuple(out))
 
     def commit_offsets(self, req: m.CommitOffsets) -> m.CommitOffsetsResponse:
-        if not req.group:
-            raise InvalidRequestError("group must not be empty")
         good, out = {}, []
         for topic, partition, offset, meta in req.offsets:
             try:
                 self.log_for(topic, partition)
-                if offset < 0:
-                    raise InvalidRequestError(f"offset {offset} is negative")
+                limits.check_offset(offset)
+                if len(meta) > limits.MAX_COMMIT_METADATA:
+                    raise InvalidRequestError(f"metadata of {len(meta)} characters (limit "
+                                              f"{limits.MAX_COMMIT_METADATA})")
                 good[(topic, partition)] = CommittedOffset(offset, meta)
                 out.append((topic, partition, 0, ""))
             except LogbrokerError as exc:
@@ -181,6 +212,8 @@ class Handlers:
             lg = None
             try:
                 lg = self.log_for(topic, partition)
+                limits.check_offset(offset)
+                limits.check_int(max_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
                 logs.append(lg)
                 data = None
                 if budget > 0 or total == 0:

@@ -11,11 +11,14 @@ sweeps) log their errors and go on.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 
-from ..errors import InvalidRequestError, LogbrokerError
 from ..protocol import messages as m
+from ..protocol.codec import new_scratch
 from ..storage.store import Store
 from .config import BrokerConfig
 from .connection import ClientConnection
@@ -29,9 +32,11 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.connections: set[ClientConnection] = set()
+        self.scratch = new_scratch()  # the receive buffer every connection's reader shares
         self.port = config.port
         self._stopping: "asyncio.Event | None" = None
         self.store: "Store | None" = None
+        self._closed_since_trim = 0
 
     # -- connections -------------------------------------------------------------------
     def register(self, conn: ClientConnection) -> bool:
@@ -42,40 +47,32 @@ class Broker:
 
     def unregister(self, conn: ClientConnection) -> None:
         self.connections.discard(conn)
+        self._closed_since_trim += 1
 
     async def dispatch(self, msg: m.Message) -> "m.Message | None":
         """The response to ``msg`` (None for an acks=0 produce); never raises."""
-        try:
-            if isinstance(msg, m.Produce):
-                return await self.handlers.produce(msg)
-            if isinstance(msg, m.Fetch):
-                return await self.handlers.fetch(msg)
-            handler = self.handlers.table.get(type(msg))
-            if handler is None:
-                raise InvalidRequestError(f"{type(msg).__name__} is not a request")
-            return handler(msg)
-        except LogbrokerError as exc:
-            return m.RESPONSES[msg.API](error=exc.code, message=exc.message)
-        except Exception:  # noqa: BLE001 - a bug must not take the broker down
-            log.exception("handler for %s failed", type(msg).__name__)
-            return m.RESPONSES[msg.API](error=-1, message="internal error (see broker log)")
+        return await self.handlers.dispatch(msg)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        fresh = _is_fresh(self.config.data_dir)
         self.store = Store.open(self.config.data_dir, self.config.storage)
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
         self.notifier = DataNotifier()
         self.commit = GroupCommit(self.executor, self.notifier)
-        self.handlers = Handlers(self.store, self.config, self.commit, self.notifier)
         self.server = await loop.create_server(lambda: ClientConnection(self), self.config.host,
-                                               self.config.port, reuse_address=True, backlog=512)
-        self.port = self.handlers.port = self.server.sockets[0].getsockname()[1]
+                                               self.config.port, reuse_address=True, backlog=512,
+                                               start_serving=False)
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.handlers = Handlers(self.store, self.config, self.commit, self.notifier, port=self.port)
+        await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
-        log.info("listening on %s:%d data_dir=%s partitions=%d clean_start=%s", self.config.host,
-                 self.port, self.config.data_dir, len(self.store.logs()), self.store.was_clean)
+        log.info("listening on %s:%d data_dir=%s partitions=%d %s", self.config.host, self.port,
+                 self.config.data_dir, len(self.store.logs()),
+                 "fresh data dir" if fresh else f"clean_start={self.store.was_clean}")
 
     def stop(self) -> None:
         if self._stopping is not None:
@@ -92,15 +89,16 @@ class Broker:
     async def shutdown(self) -> None:
         log.info("shutting down: %d connection(s)", len(self.connections))
         self.server.close()
+        loop = asyncio.get_running_loop()
         for conn in list(self.connections):
-            if conn.transport is not None:
-                conn.transport.pause_reading()
-        writers = [c.writer for c in self.connections if c.writer is not None]
-        if writers:
-            await asyncio.wait(writers, timeout=self.config.shutdown_timeout_ms / 1000)
+            conn.pause()
+        drains = [loop.create_task(conn.drain()) for conn in self.connections]
+        if drains:
+            await asyncio.wait(drains, timeout=self.config.shutdown_timeout_ms / 1000)
         for conn in list(self.connections):
-            if conn.transport is not None:
-                conn.transport.close()
+            conn.close("shutting down")
+        for task in drains:
+            task.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -128,3 +126,35 @@ class Broker:
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
             conn.idle_check(now)
+        if self._closed_since_trim >= TRIM_AFTER_CLOSED:
+            self._closed_since_trim = 0
+            _malloc_trim()
+
+
+TRIM_AFTER_CLOSED = 64  # connections closed since the last malloc_trim
+
+
+def _is_fresh(data_dir: str) -> bool:
+    """No previous run: the data dir is missing or empty."""
+    try:
+        return not os.listdir(data_dir)
+    except FileNotFoundError:
+        return True
+
+
+def _malloc_trim() -> None:
+    """Hand freed heap memory back to the OS (glibc keeps it otherwise, so
+    RSS would not come down after many connections close)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-
-from ..errors import LogbrokerError
+from .. import limits
+from ..errors import LogbrokerError, UnknownTopicOrPartitionError
+from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..storage.store import Store
-
-
-def _err(exc: LogbrokerError) -> tuple[int, str]:
-    return exc.code, exc.message
 
 
 def create_topics(store: Store, req: m.CreateTopics) -> m.CreateTopicsResponse:
     out = []
     for name, partitions, configs in req.topics:
         try:
-            store.create_topic(name, partitions, **configs)
+            limits.check_topic_name(name)
+            limits.check_partition_count(partitions)
+            store.create_topic(name, partitions, **limits.check_topic_configs(configs))
             out.append((name, 0, ""))
         except LogbrokerError as exc:
             out.append((name, *_err(exc)))
@@ -27,7 +26,7 @@ def delete_topics(store: Store, req: m.DeleteTopics) -> m.DeleteTopicsResponse:
     out = []
     for name in req.topics:
         try:
-            store.delete_topic(name)
+            store.delete_topic(limits.check_topic_name(name))
             out.append((name, 0, ""))
         except LogbrokerError as exc:
             out.append((name, *_err(exc)))
@@ -35,22 +34,31 @@ def delete_topics(store: Store, req: m.DeleteTopics) -> m.DeleteTopicsResponse:
 
 
 def describe_topics(store: Store, req: m.DescribeTopics) -> m.DescribeTopicsResponse:
+    """Per topic its effective settings and per partition its offsets, size
+    and segments; an offline or missing partition carries its error and
+    reason (PARTITION_OFFLINE with the damage it found, ...)."""
     names = req.topics if req.topics is not None else [t.name for t in store.topics.list()]
     out = []
     for name in names:
-        topic = store.topics.get(name)
-        if topic is None:
-            out.append((name, 3, f"unknown topic {name!r}", {}, ()))
+        try:
+            topic = store.topics.get(limits.check_topic_name(name))
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        except LogbrokerError as exc:
+            out.append((name, *_err(exc), {}, ()))
             continue
-        parts = []
-        for p in range(topic.partitions):
-            try:
-                lg = store.get_log(name, p)
-                parts.append((p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark,
-                              lg.size_in_bytes(), len(lg.segments)))
-            except LogbrokerError:
-                parts.append((p, -1, -1, -1, 0, 0))
         configs = topic.log_config(store.config.log).to_dict()
         configs["partitions"] = topic.partitions
-        out.append((name, 0, "", configs, tuple(parts)))
+        out.append((name, 0, "", configs, tuple(_partition(store, name, p)
+                                               for p in range(topic.partitions))))
     return m.DescribeTopicsResponse(topics=tuple(out))
+
+
+def _partition(store: Store, topic: str, p: int) -> tuple:
+    try:
+        lg = store.get_log(topic, p)
+    except LogbrokerError as exc:
+        return (p, -1, -1, -1, 0, 0, *_err(exc))
+    error = (*_err(lg.offline),) if lg.offline is not None else (0, "")
+    return (p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes(),
+            len(lg.segments), *error)

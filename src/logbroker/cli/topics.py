@@ -67,9 +67,11 @@ def describe(names, conn, as_json):
                     "partitions": [p._asdict() for p in d.partitions]}
                    for d in found.values()])
         return
-    rows = [(d.name, p.partition, p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments)
+    rows = [(d.name, p.partition, p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments,
+             f"offline: {p.message}" if p.error else "online")
             for d in found.values() for p in d.partitions]
-    table(["TOPIC", "PARTITION", "LOG-START", "LOG-END", "HIGH-WATERMARK", "BYTES", "SEGMENTS"], rows)
+    table(["TOPIC", "PARTITION", "LOG-START", "LOG-END", "HIGH-WATERMARK", "BYTES", "SEGMENTS",
+           "STATUS"], rows)
     for d in found.values():
         table(["CONFIG", "VALUE"], sorted(d.configs.items()), title=f"{d.name} settings")
 

@@ -7,9 +7,13 @@ Frame:  u32 frame_length (bytes after this field, big-endian)
 
 ``FrameReader`` splits a byte stream into frames. Feed it with
 ``receive_data(bytes)``, or let a socket write straight into it with
-``get_buffer()`` / ``buffer_updated(n)`` (asyncio.BufferedProtocol): frames
-larger than the scratch buffer get a buffer of their own that the socket
-fills directly, so big produce payloads are never copied in Python.
+``get_buffer()`` / ``buffer_updated(n)`` (asyncio.BufferedProtocol). Memory
+follows the bytes that arrived, never a length a peer announced: nothing is
+held between frames; an incomplete frame of up to ``scratch_bytes`` is kept
+in a ``bytearray`` that grows as its bytes come; a larger frame gets an
+anonymous memory map of its length (address space only: the kernel supplies
+pages as the socket writes them) which ``get_buffer()`` exposes directly, so
+big produce payloads are never copied in Python.
 ``decode(frame)`` checks the header against the message schema; ``encode``
 returns buffers to write (header bytes, then the payload buffers as given).
 Every malformed input raises a ``LogbrokerError``; nothing else escapes.
@@ -17,7 +21,9 @@ Every malformed input raises a ``LogbrokerError``; nothing else escapes.
 
 from __future__ import annotations
 
+import mmap
 import struct
+import sys
 from collections import deque
 from dataclasses import dataclass
 
@@ -32,6 +38,9 @@ _U32 = struct.Struct(">I")
 _PREFIX = struct.Struct(">II")
 NEED_DATA = None  # next_frame() result when no whole frame is buffered
 MAX_HEADER = 16 << 20
+SCRATCH_BYTES = 256 << 10  # receive buffer; frames longer than it are received in place
+# address space only: a peer that announces a length and stalls costs no memory
+_MAP_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x4000 if sys.platform == "linux" else 0)
 
 
 class DecodeError(InvalidRequestError):
@@ -44,80 +53,127 @@ class DecodeError(InvalidRequestError):
 
 
 class FrameReader:
-    """Splits a byte stream into frames (``bytes`` or ``bytearray``)."""
+    """Splits a byte stream into frames (``bytes``, ``bytearray`` or ``mmap``).
 
-    def __init__(self, max_frame_bytes: int = 64 << 20, scratch_bytes: int = 256 << 10) -> None:
+    ``scratch`` is the receive buffer ``get_buffer()`` hands out between
+    frames; readers of one event loop may share one (``new_scratch()``):
+    every ``get_buffer()`` is followed by its ``buffer_updated()`` before
+    another reader's ``get_buffer()``, and ``buffer_updated`` consumes the
+    scratch entirely. Without one, a private scratch is made on first use.
+    Frames longer than the scratch are received in place (zero copy).
+    """
+
+    def __init__(self, max_frame_bytes: int = 64 << 20, scratch_bytes: int = SCRATCH_BYTES,
+                 scratch: "bytearray | None" = None) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._scratch = bytearray(max(scratch_bytes, 64))
-        self._start = self._end = 0
-        self._big: "bytearray | None" = None
+        self._scratch = scratch
+        self._scratch_bytes = len(scratch) if scratch is not None else max(scratch_bytes, 64)
+        self._pending = bytearray()  # the start (prefix included) of an incomplete small frame
+        self._big: "mmap.mmap | None" = None  # an incomplete big frame, without its prefix
         self._big_filled = 0
         self._frames: deque = deque()
+        self.frames_read = 0  # frames completed so far
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received but not yet returned as frames (for backpressure)."""
-        return (self._end - self._start + self._big_filled
-                + sum(len(f) for f in self._frames))
+        return len(self._pending) + self._big_filled + sum(len(f) for f in self._frames)
+
+    @property
+    def in_frame(self) -> bool:
+        """A frame has begun (at least one byte of it came) and is incomplete."""
+        return bool(self._pending) or self._big is not None
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Writable space for the next bytes of the stream (never empty)."""
         if self._big is not None:
             return memoryview(self._big)[self._big_filled:]
-        if self._end == len(self._scratch):
-            live = self._end - self._start
-            self._scratch[:live] = self._scratch[self._start:self._end]
-            self._start, self._end = 0, live
-        return memoryview(self._scratch)[self._end:]
+        if self._scratch is None:
+            self._scratch = bytearray(self._scratch_bytes)
+        return memoryview(self._scratch)
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the last ``get_buffer()``."""
         if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled == len(self._big):
-                self._frames.append(self._big)
-                self._big, self._big_filled = None, 0
-            return
-        self._end += nbytes
-        self._split()
+            self._big_written(nbytes)
+        else:
+            self._feed(memoryview(self._scratch)[:nbytes])
 
     def receive_data(self, data) -> None:
         """Feed bytes (any size, any split)."""
-        view, pos = memoryview(data).cast("B"), 0
-        while pos < len(view):
-            buf = self.get_buffer()
-            n = min(len(buf), len(view) - pos)
-            buf[:n] = view[pos:pos + n]
-            pos += n
-            self.buffer_updated(n)
-
-    def _split(self) -> None:
-        buf = self._scratch
-        while self._end - self._start >= 4:
-            length = _U32.unpack_from(buf, self._start)[0]
-            if length < 4:
-                raise DecodeError(f"frame length {length} is shorter than a header length field")
-            if length > self.max_frame_bytes:
-                raise FrameTooLargeError(f"frame of {length} bytes (limit {self.max_frame_bytes})")
-            total = 4 + length
-            if self._end - self._start >= total:
-                self._frames.append(bytes(buf[self._start + 4:self._start + total]))
-                self._start += total
-            elif total > len(buf):
-                have = self._end - self._start - 4
-                self._big = bytearray(length)
-                self._big[:have] = buf[self._start + 4:self._end]
-                self._big_filled = have
-                self._start = self._end = 0
-                return
-            else:
-                break
-        if self._start == self._end:
-            self._start = self._end = 0
+        self._feed(memoryview(data).cast("B"))
 
     def next_frame(self):
         """The next whole frame (without its length prefix), or NEED_DATA."""
         return self._frames.popleft() if self._frames else NEED_DATA
+
+    def _feed(self, view: memoryview) -> None:
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._big is not None:
+                n = min(len(self._big) - self._big_filled, end - pos)
+                memoryview(self._big)[self._big_filled:self._big_filled + n] = view[pos:pos + n]
+                pos += n
+                self._big_written(n)
+            elif self._pending:
+                pos = self._fill_pending(view, pos)
+            elif end - pos >= 4 and end - pos >= (total := 4 + self._length(view, pos)):
+                self._complete(bytes(view[pos + 4:pos + total]))
+                pos += total
+            else:  # the start of a frame: its prefix first, then _fill_pending decides
+                self._pending += view[pos:min(end, pos + 4)]
+                pos = min(end, pos + 4)
+
+    def _fill_pending(self, view: memoryview, pos: int) -> int:
+        """Move bytes of ``view`` into the incomplete frame; returns the new position."""
+        pending = self._pending
+        if len(pending) < 4:
+            take = min(4 - len(pending), len(view) - pos)
+            pending += view[pos:pos + take]
+            pos += take
+            if len(pending) < 4:
+                return pos
+        length = self._length(pending, 0)
+        if 4 + length > self._scratch_bytes:  # decided as soon as the prefix is whole
+            self._big, self._big_filled, self._pending = _map(length), 0, bytearray()
+            return pos
+        take = min(4 + length - len(pending), len(view) - pos)
+        pending += view[pos:pos + take]
+        if len(pending) == 4 + length:
+            del pending[:4]
+            self._complete(pending)
+            self._pending = bytearray()
+        return pos + take
+
+    def _big_written(self, nbytes: int) -> None:
+        self._big_filled += nbytes
+        if self._big_filled == len(self._big):
+            self._complete(self._big)
+            self._big, self._big_filled = None, 0
+
+    def _length(self, buf, pos: int) -> int:
+        length = _U32.unpack_from(buf, pos)[0]
+        if length < 4:
+            raise DecodeError(f"frame length {length} is shorter than a header length field")
+        if length > self.max_frame_bytes:
+            raise FrameTooLargeError(f"frame of {length} bytes (limit {self.max_frame_bytes})")
+        return length
+
+    def _complete(self, frame) -> None:
+        self._frames.append(frame)
+        self.frames_read += 1
+
+
+def new_scratch(size: int = SCRATCH_BYTES) -> bytearray:
+    """A receive buffer that the readers of one event loop can share."""
+    return bytearray(size)
+
+
+def _map(length: int) -> mmap.mmap:
+    try:
+        return mmap.mmap(-1, length, flags=_MAP_FLAGS)
+    except (OSError, ValueError) as exc:
+        raise FrameTooLargeError(f"cannot reserve {length} bytes for a frame: {exc}") from None
 
 
 @dataclass(frozen=True)

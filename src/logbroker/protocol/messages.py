@@ -133,10 +133,12 @@ class DescribeTopics(Message):
 @dataclass(frozen=True)
 class DescribeTopicsResponse(Response):
     """topics: (name, error, message, configs, partitions); partitions:
-    (partition, log_start, log_end, high_watermark, size_bytes, segments)."""
+    (partition, log_start, log_end, high_watermark, size_bytes, segments,
+    error, message) — error PARTITION_OFFLINE and the damage found for an
+    offline partition."""
 
     API, SCHEMA = 4, {**_RESP, "topics": [(str, int, str, Map(object),
-                                           [(int, int, int, int, int, int)])]}
+                                           [(int, int, int, int, int, int, int, str)])]}
     error: int = 0
     message: str = ""
     topics: tuple = ()
@@ -285,11 +287,12 @@ class DescribeGroups(Message):
 @_register
 @dataclass(frozen=True)
 class DescribeGroupsResponse(Response):
-    """groups: (group, parts); parts: (topic, partition, committed, log_end,
-    lag, commit_ms, lag_ms) — lag_ms: how old the next record to read is
-    (-1 when caught up or unknown)."""
+    """groups: (group, error, message, parts); parts: (topic, partition,
+    committed, log_end, lag, commit_ms, lag_ms) — lag_ms: how old the next
+    record to read is (-1 when caught up or unknown). An unknown group has
+    error GROUP_ID_NOT_FOUND and no parts."""
 
-    API, SCHEMA = 11, {**_RESP, "groups": [(str, [(str, int, int, int, int, int, int)])]}
+    API, SCHEMA = 11, {**_RESP, "groups": [(str, int, str, [(str, int, int, int, int, int, int)])]}
     error: int = 0
     message: str = ""
     groups: tuple = ()

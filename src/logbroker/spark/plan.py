@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import LogbrokerError
+from ..protocol.messages import EARLIEST, LATEST
 from ..storage.checkpoints import load_checkpoint
 from ..records.walker import first_at_or_after
 from ..storage.index import PartitionIndex, iter_entries
@@ -26,7 +27,6 @@ from ..storage.store import parse_partition_dir
 
 log = logging.getLogger(__name__)
 
-EARLIEST, LATEST = -2, -1
 DEFAULT_SPLIT_BYTES = 128 << 20
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_MAX_BYTES = 16 << 20

@@ -1,0 +1,48 @@
+"""The broker's edge: every name, size and number of a request is checked
+here (with limits.py) before a handler passes it to storage.
+
+``check_request(msg)`` checks a request's top-level fields and raises the
+registry's error for the first bad one: the whole request fails with that
+code. ``check_partition_key(topic, partition)`` checks one entry's topic and
+partition: the handlers call it per entry, so a bad entry gets its own error
+and the others are served.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import limits
+from ..protocol import messages as m
+
+
+def check_partition_key(topic: object, partition: object) -> None:
+    """A topic name (INVALID_TOPIC) and a partition number (INVALID_REQUEST)."""
+    limits.check_topic_name(topic)
+    limits.check_partition(partition)
+
+
+def _produce(req: m.Produce) -> None:
+    limits.check_int(req.acks, "acks (-1 all, 0 or 1)", -1, 1)
+    limits.check_int(req.timeout_ms, "timeout_ms", 0, limits.MAX_TIMEOUT_MS)
+
+
+def _fetch(req: m.Fetch) -> None:
+    limits.check_int(req.max_wait_ms, "max_wait_ms", 0, limits.MAX_TIMEOUT_MS)
+    limits.check_int(req.min_bytes, "min_bytes", 0, limits.MAX_FETCH_BYTES)
+    limits.check_int(req.max_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
+
+
+def _group(req) -> None:
+    limits.check_group_name(req.group)
+
+
+_CHECKS: dict[type, Callable] = {m.Produce: _produce, m.Fetch: _fetch,
+                                 m.CommitOffsets: _group, m.FetchOffsets: _group}
+
+
+def check_request(msg: m.Message) -> None:
+    """Raise the error of the first bad top-level field of ``msg``."""
+    check = _CHECKS.get(type(msg))
+    if check is not None:
+        check(msg)
