@@ -18,23 +18,56 @@ from typing import Any, Iterable
 
 import click
 
-from ..errors import InvalidRequestError
+from ..errors import InvalidConfigError, InvalidRequestError
+from ..limits import check_partition, check_seconds, check_timestamp
+
+MAX_TIMEOUT_S = 86_400.0
+
 
 def bootstrap_option(fn):
     """Adds ``-b/--bootstrap`` and ``--timeout``; the command gets ``conn``:
-    the keyword arguments of a client (bootstrap and timeouts)."""
+    the keyword arguments of a client (bootstrap and timeouts). Checks both
+    (INVALID_CONFIG / INVALID_REQUEST before any I/O) and keeps the client's
+    log records off stderr: failures reach the user as the command's one
+    ``error:`` line."""
 
     @click.option("-b", "--bootstrap", default="127.0.0.1:9555", envvar="LOGBROKER_BOOTSTRAP",
                   show_default=True, help="Broker HOST:PORT (env LOGBROKER_BOOTSTRAP).")
-    @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-                  envvar="LOGBROKER_TIMEOUT", help="Seconds to wait for the broker per request.")
+    @click.option("--timeout", type=float, default=10.0, show_default=True,
+                  envvar="LOGBROKER_TIMEOUT",
+                  help="Seconds to wait for the broker: to connect, per request, and for "
+                       "each record's acknowledgement (0.1..86400).")
     @functools.wraps(fn)
     def wrapper(*args, bootstrap: str, timeout: float, **kwargs):
-        conn = {"bootstrap": bootstrap, "request_timeout_ms": int(timeout * 1000),
-                "connect_timeout_ms": int(min(timeout, 5.0) * 1000)}
-        return fn(*args, conn=conn, **kwargs)
+        return fn(*args, conn=client_conn(bootstrap, timeout), **kwargs)
 
     return wrapper
+
+
+def client_conn(bootstrap: str, timeout: float) -> dict:
+    """The client keyword arguments for ``-b`` and ``--timeout``, checked."""
+    from ..client.link import parse_bootstrap
+
+    timeout = check_seconds(timeout, "--timeout", 0.1, MAX_TIMEOUT_S)
+    try:
+        parse_bootstrap(bootstrap)
+    except ValueError as exc:
+        raise InvalidConfigError(f"-b/--bootstrap: {exc}") from None
+    quiet_client_logs()
+    ms = int(timeout * 1000)
+    return {"bootstrap": bootstrap, "request_timeout_ms": ms, "connect_timeout_ms": ms}
+
+
+def quiet_client_logs() -> None:
+    """The clients log retries and failures as warnings; with no handler
+    configured Python would print them on stderr next to the command's own
+    ``error:`` line. A NullHandler on the ``logbroker`` logger keeps them
+    off stderr (records still propagate to any handler the caller set up)."""
+    import logging
+
+    logger = logging.getLogger("logbroker")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
@@ -95,7 +128,10 @@ def record_json(rec) -> dict:
 
 def json_record(line: str, lineno: int) -> dict:
     """Parse one JSON line into ``send()`` keyword arguments (value, key,
-    headers, timestamp_ms); raises InvalidRequestError naming the line."""
+    headers, timestamp_ms, partition); raises InvalidRequestError naming the
+    line. ``partition`` is checked against the partition limit only (the
+    caller checks it against the topic); ``topic`` and ``offset`` are
+    ignored (``consume --format json`` writes them)."""
     try:
         obj = json.loads(line)
         if not isinstance(obj, dict):
@@ -104,12 +140,22 @@ def json_record(line: str, lineno: int) -> dict:
         for h in obj.get("headers") or []:
             if not isinstance(h, dict) or not isinstance(h.get("key"), str):
                 raise InvalidRequestError("headers must be objects with a string key")
-            headers.append((h["key"], fields_bytes(h, "value")))
+            headers.append((utf8(h["key"], "header key"), fields_bytes(h, "value")))
         ts = obj.get("timestamp")
-        if ts is not None and (type(ts) is not int or ts < 0):
-            raise InvalidRequestError("timestamp must be a non-negative integer (ms)")
+        part = obj.get("partition")
         return {"value": fields_bytes(obj, "value"), "key": fields_bytes(obj, "key"),
-                "headers": headers, "timestamp_ms": ts}
-    except (ValueError, InvalidRequestError) as exc:
+                "headers": headers,
+                "timestamp_ms": None if ts is None else check_timestamp(ts),
+                "partition": None if part is None else check_partition(part)}
+    except (ValueError, RecursionError, InvalidRequestError) as exc:
         msg = exc.message if isinstance(exc, InvalidRequestError) else str(exc)
         raise InvalidRequestError(f"line {lineno}: {msg}") from None
+
+
+def utf8(text: str, what: str) -> str:
+    """``text`` if it encodes as UTF-8 (the wire's strings), else INVALID_REQUEST."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError(f"{what} {text!r} is not valid UTF-8") from None
+    return text

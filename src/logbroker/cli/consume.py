@@ -1,44 +1,59 @@
 """``logbroker consume TOPIC``: print records from an offset, a time or a group.
 
-Start: ``--offset N|earliest|latest|@TIMESTAMP_MS``; without it, a group's
-committed offsets (when ``--group``), else the earliest offset. Without
+Start: ``--offset N|earliest|latest|@TIMESTAMP_MS|@-AGE`` (AGE: a number
+with ``s``, ``m``, ``h`` or ``d``, e.g. ``@-1h``: records of the last hour);
+without it, a group's committed offsets (when ``--group``), else the
+earliest offset. ``--offset N`` must be within every chosen partition's
+``log start..log end`` (``OFFSET_OUT_OF_RANGE`` names the valid range
+otherwise; N = log end reads nothing, or waits with ``--follow``). Without
 ``--follow`` it stops at the high watermark each partition had when it
 started; with it, it waits for new records until interrupted or
 ``--max-messages``. With ``--group`` it commits the offsets after what it
-printed (when it stops, and after each poll with ``--follow``).
+printed (when it stops, and after each poll with ``--follow``). An unknown
+topic is ``UNKNOWN_TOPIC_OR_PARTITION``.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
+import time
 
 import click
 
 from .common import bootstrap_option, emit_json, record_json
-from ..errors import InvalidRequestError
+from ..errors import InvalidRequestError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..limits import check_group_name, check_offset, check_partition, check_timestamp, check_topic_name
+
+_AGE = re.compile(r"^-(\d{1,12})(s|m|h|d)$")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+OFFSET_FORMS = "N, earliest, latest, @TIMESTAMP_MS or @-AGE (e.g. @-30s, @-15m, @-1h, @-2d)"
 
 
-def _parse_offset(text: "str | None"):
+def parse_offset(text: "str | None", now_ms: "int | None" = None):
+    """``--offset``'s value: None, "earliest", "latest", an offset, or
+    ``("ts", ms)``. Raises INVALID_REQUEST naming the accepted forms."""
     if text is None or text in ("earliest", "latest"):
         return text
-    try:
-        if text.startswith("@"):
-            return ("ts", int(text[1:]))
-        value = int(text)
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: use N, earliest, latest or @TIMESTAMP_MS",
-                                 param_hint="--offset") from None
-    if value < 0:
-        raise click.BadParameter("offsets are >= 0", param_hint="--offset")
-    return value
+    if text.startswith("@"):
+        age = _AGE.match(text[1:])
+        if age:
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            return ("ts", max(now - int(age[1]) * _UNIT_MS[age[2]], 0))
+        if not re.fullmatch(r"\d{1,20}", text[1:]):
+            raise InvalidRequestError(f"--offset {text!r}: use {OFFSET_FORMS}")
+        return ("ts", check_timestamp(int(text[1:]), "--offset timestamp"))
+    if not re.fullmatch(r"\d{1,20}", text):
+        raise InvalidRequestError(f"--offset {text!r}: use {OFFSET_FORMS}")
+    return check_offset(int(text), "--offset")
 
 
 @click.command()
 @click.argument("topic")
 @bootstrap_option
-@click.option("-o", "--offset", default=None, help="N, earliest, latest or @TIMESTAMP_MS.")
-@click.option("-p", "--partition", type=click.IntRange(min=0), default=None,
+@click.option("-o", "--offset", default=None, help=f"Where to start: {OFFSET_FORMS}.")
+@click.option("-p", "--partition", type=int, default=None,
               help="Only this partition (default: all).")
 @click.option("-g", "--group", default=None, help="Start from and commit to this group.")
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), default=None)
@@ -49,22 +64,43 @@ def consume(topic, conn, offset, partition, group, max_messages, follow, fmt):
     """Print the records of TOPIC: values one per line, or JSON objects."""
     from .. import Admin, Consumer
 
-    start = _parse_offset(offset)
+    check_topic_name(topic)
+    start = parse_offset(offset)
+    if group is not None:
+        check_group_name(group)
+    if partition is not None:
+        check_partition(partition)
     with Admin(**conn) as admin:
         count = admin.list_topics().get(topic)
         if count is None:
-            raise InvalidRequestError(f"unknown topic {topic!r}")
-        parts = [(topic, partition)] if partition is not None else [(topic, p) for p in range(count)]
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
         if partition is not None and partition >= count:
-            raise InvalidRequestError(f"topic {topic!r} has {count} partition(s)")
+            raise UnknownTopicOrPartitionError(f"{topic}[{partition}]: the topic has "
+                                               f"{count} partition(s)")
+        parts = [(topic, partition)] if partition is not None else [(topic, p) for p in range(count)]
         ends = {tp: o.offset for tp, o in admin.list_offsets(parts, "latest").items()}
+        if isinstance(start, int):
+            starts = {tp: o.offset for tp, o in admin.list_offsets(parts, "earliest").items()}
+            _check_in_range(start, parts, starts, ends)
     reset = "latest" if follow and start is None and group is None else "earliest"
     with Consumer(**conn, group=group, auto_offset_reset=reset) as consumer:
         consumer.assign(parts)
         _seek(consumer, start, group)
-        signal.signal(signal.SIGTERM, _interrupt)
-        printed = _loop(consumer, parts, ends, follow, max_messages, fmt, group)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            printed = _loop(consumer, parts, ends, follow, max_messages, fmt, group)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     click.echo(f"consumed {printed} record(s)", err=True)
+
+
+def _check_in_range(offset: int, parts, starts: dict, ends: dict) -> None:
+    for t, p in parts:
+        if not starts[(t, p)] <= offset <= ends[(t, p)]:
+            hint = " (pick one with -p)" if len(parts) > 1 else ""
+            raise OffsetOutOfRangeError(f"{t}[{p}]: offset {offset} is not in "
+                                        f"{starts[(t, p)]}..{ends[(t, p)]}, the partition's "
+                                        f"log start..log end{hint}")
 
 
 def _interrupt(*_) -> None:

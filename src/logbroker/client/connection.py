@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import threading
 import time
@@ -62,7 +63,9 @@ class BrokerConnection:
     @classmethod
     async def open(cls, host: str, port: int, *, timeout: float,
                    max_frame_bytes: int) -> "BrokerConnection":
-        """Connect within ``timeout`` s; raises ``BrokerUnavailableError``."""
+        """Connect within ``timeout`` s; raises ``BrokerUnavailableError``
+        whose message is the reason alone (``connection refused``, ``timed
+        out``, ...): the caller names the address."""
         loop = asyncio.get_running_loop()
         sock = None
         try:
@@ -73,11 +76,10 @@ class BrokerConnection:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError, OverflowError) as exc:
             if sock is not None:
                 sock.close()
-            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            raise BrokerUnavailableError(f"cannot connect to {host}:{port}: {reason}") from None
+            raise BrokerUnavailableError(_reason(exc)) from None
         return cls(loop, sock, f"{host}:{port}", max_frame_bytes)
 
     @property
@@ -253,6 +255,17 @@ class BrokerConnection:
     def _lost(self) -> LogbrokerError:
         err = self.error
         return type(err)(err.message)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connect failed, in a few lower-case words."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host ({exc.strerror})"
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno).lower()
+    return str(exc) or type(exc).__name__
 
 
 def _skip(bufs: list, sent: int) -> list:

@@ -34,7 +34,9 @@ async def cancel_and_wait(task: "asyncio.Future | None") -> None:
 
 def parse_bootstrap(bootstrap: "str | list[str] | tuple") -> list[tuple[str, int]]:
     """``"host:port"``, ``"h1:p1,h2:p2"`` or a list of those -> [(host, port)].
-    A missing port means 9555; IPv6 hosts go in brackets (``[::1]:9555``)."""
+    A missing port means 9555; IPv6 hosts go in brackets (``[::1]:9555``).
+    Raises ``ValueError`` for an empty list, an empty or unprintable host or
+    a port that is not 1..65535."""
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
     out = []
     for item in items:
@@ -46,10 +48,10 @@ def parse_bootstrap(bootstrap: "str | list[str] | tuple") -> list[tuple[str, int
             port = rest.lstrip(":") or "9555"
         else:
             host, _, port = item.rpartition(":") if ":" in item else (item, "", "9555")
-        try:
-            out.append((host, int(port)))
-        except ValueError:
-            raise ValueError(f"bad bootstrap address {item!r} (want host:port)") from None
+        if not (port.isascii() and port.isdigit()) or not 0 < int(port) <= 65535 or not host \
+                or not host.isprintable() or any(c.isspace() for c in host):
+            raise ValueError(f"bad bootstrap address {item!r} (want host:port, port 1..65535)")
+        out.append((host, int(port)))
     if not out:
         raise ValueError("bootstrap names no broker")
     return out
@@ -82,7 +84,7 @@ class BrokerLink:
         self._closed = False
         self._failures = 0
         self._next_try = 0.0
-        self.last_error: "LogbrokerError | None" = None
+        self.last_reason = ""  # why the last connection attempt failed (no address prefix)
         self.server = ""
 
     @property
@@ -97,8 +99,9 @@ class BrokerLink:
         """The live connection, or one connection attempt (every bootstrap
         address once, after the backoff since the last failed attempt) within
         ``timeout`` s (default ``connect_timeout``). Raises
-        ``BrokerUnavailableError`` or ``ClientClosedError``; concurrent
-        callers share one attempt."""
+        ``BrokerUnavailableError`` (``cannot connect to ADDRS within T s:
+        REASON``) or ``ClientClosedError``; concurrent callers share one
+        attempt."""
         if self.connected:
             return self._conn
         self._check_open()
@@ -110,7 +113,7 @@ class BrokerLink:
             async with asyncio.timeout(max(timeout, 0.0)):
                 return await asyncio.shield(self._connecting)
         except TimeoutError:
-            raise BrokerUnavailableError(self._unreachable(f"no connection within {timeout:.3g} s"))
+            raise BrokerUnavailableError(self.unreachable(timeout)) from None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -118,31 +121,34 @@ class BrokerLink:
 
             raise ClientClosedError("the client is closed")
 
-    def _unreachable(self, why: str) -> str:
+    def unreachable(self, seconds: "float | None" = None) -> str:
+        """``cannot connect to ADDRS[ within T s]: REASON``: the message of
+        giving up (after ``seconds``), REASON the last attempt's failure."""
         addrs = ", ".join(f"{h}:{p}" for h, p in self.options.bootstrap)
-        last = f" (last error: {self.last_error.message})" if self.last_error else ""
-        return f"broker unreachable at {addrs}: {why}{last}"
+        within = "" if seconds is None else f" within {_secs(seconds)} s"
+        return f"cannot connect to {addrs}{within}: {self.last_reason or 'timed out'}"
 
     async def _connect_round(self) -> BrokerConnection:
         delay = self._next_try - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
         self._check_open()
+        many = len(self.options.bootstrap) > 1
         for host, port in self.options.bootstrap:
             try:
                 conn = await self._open(host, port)
             except LogbrokerError as exc:
                 if not exc.retriable:
                     raise
-                self.last_error = exc
+                self.last_reason = f"{host}:{port}: {exc.message}" if many else exc.message
                 continue
-            self._conn, self._failures = conn, 0
+            self._conn, self._failures, self.last_reason = conn, 0, ""
             return conn
         self._failures += 1
         backoff = min(self.options.reconnect_backoff * 2 ** (self._failures - 1),
                       self.options.reconnect_backoff_max)
         self._next_try = time.monotonic() + backoff
-        raise BrokerUnavailableError(self._unreachable("every address refused or timed out"))
+        raise BrokerUnavailableError(self.unreachable())
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
         opts = self.options
@@ -168,22 +174,31 @@ class BrokerLink:
         (default ``request_timeout``). With ``retry`` (idempotent requests)
         a lost connection or a retriable top-level error is retried until the
         deadline. Raises the response's error as its registered exception,
-        ``BrokerUnavailableError`` or ``RequestTimedOutError``."""
+        ``RequestTimedOutError``, or ``BrokerUnavailableError`` (when no
+        connection could be made: ``cannot connect to ADDRS within
+        TIMEOUT s: REASON``, TIMEOUT being this call's)."""
         timeout = self.options.request_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        lost: "LogbrokerError | None" = None  # the last failure of a connection we had
         while True:
+            connecting = True
             try:
                 left = deadline - time.monotonic()
                 conn = await self.connection(min(left, self.options.connect_timeout))
+                connecting = False
                 resp = await conn.request(message, max(deadline - time.monotonic(), 0.001))
                 if resp.error:
                     raise for_code(resp.error)(resp.message)
                 return resp
             except LogbrokerError as exc:
-                if isinstance(exc, BrokerUnavailableError):
-                    self.last_error = exc
                 if not (retry and exc.retriable) or time.monotonic() >= deadline:
+                    if connecting and isinstance(exc, BrokerUnavailableError):
+                        if lost is not None and not self.last_reason:
+                            raise type(lost)(f"{lost.message} (retried for {_secs(timeout)} s)")
+                        raise BrokerUnavailableError(self.unreachable(timeout)) from None
                     raise
+                if not connecting:
+                    lost = exc
                 await asyncio.sleep(min(self.options.reconnect_backoff,
                                         max(deadline - time.monotonic(), 0)))
 
@@ -199,6 +214,10 @@ class BrokerLink:
         self._closed = True
         await cancel_and_wait(self._connecting)
         self.drop()
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:.1f}" if seconds >= 0.1 else f"{seconds:.3f}"
 
 
 def _retrieve(task: asyncio.Task) -> None:
