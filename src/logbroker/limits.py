@@ -136,12 +136,3 @@ def check_seconds(value: object, what: str, low: float, high: float) -> float:
         raise InvalidRequestError(f"{what} {_short(value)} is not a number of seconds "
                                   f"in {low:g}..{high:g}")
     return float(value)
-
-
-def check_seconds(value: object, what: str, low: float, high: float) -> float:
-    """A duration in seconds: a finite real number in low..high (no NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not low <= value <= high:  # NaN fails every comparison
-        raise InvalidRequestError(f"{what} {_short(value)} is not a number of seconds "
-                                  f"in {low:g}..{high:g}")
-    return float(value)
