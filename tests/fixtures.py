@@ -314,3 +314,93 @@ class RawConn:
 
     def close(self) -> None:
         self.sock.close()
+
+
+# -- the CLI (helper of issue 9: CLI and unreachable broker) -----------------------------------
+CLI_ERROR_NAME = r"(?:[A-Z][A-Z0-9_]*)"  # error: NAME: ... (a registry name, USAGE, OS_ERROR)
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound once, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(*args: str, bootstrap: "str | None" = None, stdin: "bytes | None" = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+    """The real ``logbroker`` executable (bounded by ``timeout`` s)."""
+    env = dict(os.environ)
+    env.pop("LOGBROKER_DEBUG", None)
+    if bootstrap is not None:
+        env["LOGBROKER_BOOTSTRAP"] = bootstrap
+    return subprocess.run([LOGBROKER, *args], input=stdin, capture_output=True, env=env,
+                          timeout=timeout)
+
+
+def cli_ok(result) -> str:
+    """stdout of a run that must have succeeded."""
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert b"Traceback" not in result.stderr
+    return result.stdout.decode()
+
+
+def cli_error(result, name: str) -> str:
+    """The message of a run that must have failed with exactly one
+    ``error: NAME: message`` line on stderr."""
+    err = result.stderr.decode(errors="replace")
+    assert result.returncode not in (0, None), err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"error: {name}: "), err
+    return lines[0][len(f"error: {name}: "):]
+
+
+def invoke_cli(args, stdin: "bytes | None" = None, bootstrap: "str | None" = None):
+    """The CLI in this process (click's CliRunner): a ``click.testing.Result``
+    with ``exit_code``, ``stdout``, ``stderr`` and ``exception`` (a
+    ``SystemExit`` for every normal exit)."""
+    from click.testing import CliRunner
+
+    from logbroker.cli.main import main
+
+    env = {"LOGBROKER_BOOTSTRAP": bootstrap, "LOGBROKER_DEBUG": None, "LOGBROKER_TIMEOUT": None}
+    return CliRunner().invoke(main, list(args), input=stdin, env=env, catch_exceptions=True)
+
+
+def invoked_error(result, name: str) -> str:
+    """``cli_error`` for an in-process ``invoke_cli`` result."""
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    lines = result.stderr.splitlines()
+    assert result.exit_code != 0 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {name}: "), result.stderr
+    return lines[0][len(f"error: {name}: "):]
+
+
+# -- broker memory (issue 9 helper: the broker's edge) ---------------------------------
+def broker_rss(broker: BrokerProcess) -> int:
+    """The broker process's resident set size in bytes (Linux /proc)."""
+    with open(f"/proc/{broker.proc.pid}/status") as fh:
+        return next(int(line.split()[1]) << 10 for line in fh if line.startswith("VmRSS:"))
+
+
+def raise_nofile(needed: int) -> None:
+    """Raise this process's soft open-file limit to ``needed`` (brokers started
+    afterwards inherit it); skips the test when the hard limit is lower."""
+    import pytest
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"open-file hard limit {hard} < {needed}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
+def invoked_ok(result) -> str:
+    """stdout of an ``invoke_cli`` run that must have succeeded."""
+    assert result.exit_code == 0 and (result.exception is None or isinstance(
+        result.exception, SystemExit)), (result.stderr, repr(result.exception))
+    return result.stdout

@@ -68,10 +68,13 @@ def describe(names, conn, as_json):
                    for d in found.values()])
         return
     rows = [(d.name, p.partition, p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments,
-             f"offline: {p.message}" if p.error else "online")
+             "offline" if p.error else "online")
             for d in found.values() for p in d.partitions]
     table(["TOPIC", "PARTITION", "LOG-START", "LOG-END", "HIGH-WATERMARK", "BYTES", "SEGMENTS",
            "STATUS"], rows)
+    for d in found.values():  # the reasons, whole (too long for a cell)
+        for p in (p for p in d.partitions if p.error):
+            click.echo(f"{d.name}-{p.partition} offline: {p.message}")
     for d in found.values():
         table(["CONFIG", "VALUE"], sorted(d.configs.items()), title=f"{d.name} settings")
 
