@@ -6,8 +6,9 @@ import pytest
 
 from logbroker import Admin, NewTopic, Producer
 from logbroker.client import OffsetAndTimestamp, PartitionInfo
-from logbroker.errors import (InvalidConfigError, InvalidGroupError, InvalidTopicError,
-                              TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from logbroker.errors import (GroupNotFoundError, InvalidConfigError, InvalidGroupError,
+                              InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError,
+                              UnknownTopicOrPartitionError)
 from fixtures import FAST
 
 
@@ -29,7 +30,7 @@ def test_topic_lifecycle(broker):
         with pytest.raises(TopicAlreadyExistsError, match="one"):
             a.create_topic("one")
         assert a.create_topic("one", exist_ok=True) is False
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidConfigError, match="partitions"):
             a.create_topic("zero", partitions=0)
         assert a.delete_topics(["two"]) == {"two": None}
         with pytest.raises(UnknownTopicOrPartitionError):
@@ -51,7 +52,7 @@ def test_list_offsets_earliest_latest_and_by_timestamp(broker):
         assert a.list_offsets([("lo", 0)], "earliest") == {("lo", 0): OffsetAndTimestamp(0, -1)}
         assert a.list_offsets({("lo", 0): 5_250}) == {("lo", 0): OffsetAndTimestamp(3, 5_300)}
         assert a.list_offsets("lo", 99_999)[("lo", 0)].offset == -1
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidRequestError, match="middle"):
             a.list_offsets("lo", "middle")
         with pytest.raises(UnknownTopicOrPartitionError, match=r"lo\[7\]"):
             a.list_offsets([("lo", 7)])
@@ -72,7 +73,8 @@ def test_group_offsets_without_a_live_consumer(broker):
         [part] = a.describe_groups(["g"])["g"].partitions
         assert (part.topic, part.partition, part.committed, part.log_end, part.lag) == \
             ("go", 0, 5, 8, 3)
-        assert a.describe_groups(["nobody"])["nobody"].partitions == ()
+        with pytest.raises(GroupNotFoundError, match="nobody"):
+            a.describe_groups(["nobody"])
         with pytest.raises(UnknownTopicOrPartitionError):
             a.commit_offsets("g", {("missing", 0): 1})
         assert a.delete_groups(["g"]) == {"g": None}

@@ -31,7 +31,7 @@ def test_unreachable_broker_raises_documented_errors_quickly():
         with pytest.raises(BrokerUnavailableError, match="unreachable|cannot connect"):
             p.send("t", b"v")
     with Producer(bootstrap, delivery_timeout_ms=1000, **FAST) as p:
-        p._counts["t"] = 1  # metadata known: the record is queued, then expires
+        p._core.counts["t"] = 1  # metadata known: the record is queued, then expires
         handle = p.send("t", b"v")
         with pytest.raises(RequestTimedOutError):
             handle.result(10)

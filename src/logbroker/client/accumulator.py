@@ -21,6 +21,8 @@ from time import time_ns
 from typing import Callable
 
 from ..errors import RecordTooLargeError
+from ..limits import MAX_TIMESTAMP
+from . import validate
 from .batch import RECORD_OVERHEAD, ProducerBatch
 from .handles import RecordHandle
 from .settings import ProducerSettings
@@ -74,19 +76,31 @@ class Accumulator:
                timestamp_ms: "int | None") -> "RecordHandle | None":
         """Add one record; returns its handle, or None when ``buffer_memory``
         is used up (the caller waits for space and calls again). Raises
-        ``RecordTooLargeError`` / ``InvalidRecordError`` for a record that
-        can never be sent."""
+        ``RecordTooLargeError`` for a record that can never be sent, and
+        ``TypeError`` / ``InvalidRequestError`` for bad headers or a
+        timestamp outside 0..``MAX_TIMESTAMP`` (limits.py) — before anything
+        is appended, so no batch ever holds a record it cannot encode.
+
+        A record goes to a new batch when its timestamp is more than 2**31-1
+        ms after, or 2**31 ms before, its batch's first (the format stores
+        int32 deltas from it, docs/format.md)."""
         size = RECORD_OVERHEAD
         if value is not None:
             size += len(value)
         if key is not None:
             size += len(key)
         if headers:
-            headers = _check_headers(headers)
-            size += sum(len(k) + 9 + (len(v) if v is not None else 0) for k, v in headers)
+            headers = validate.headers(headers)
+            size += sum(len(k.encode()) + 9 + (len(v) if v is not None else 0)
+                        for k, v in headers)
         if size > self._max_record:
             raise RecordTooLargeError(f"record of {size} bytes exceeds max_request_size")
-        ts = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+        if timestamp_ms is None:
+            ts = time_ns() // 1_000_000
+        elif timestamp_ms.__class__ is int and 0 <= timestamp_ms <= MAX_TIMESTAMP:
+            ts = timestamp_ms
+        else:
+            ts = validate.timestamp(timestamp_ms, "timestamp_ms")
         wake = False
         with self.lock:
             batch = self.open.get((topic, partition))
@@ -163,11 +177,3 @@ class Accumulator:
                 part.queue.clear()
             return batches
 
-
-def _check_headers(headers) -> tuple:
-    out = tuple(headers.items()) if isinstance(headers, dict) else tuple(headers)
-    for item in out:
-        if (len(item) != 2 or not isinstance(item[0], str)
-                or not (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))):
-            raise TypeError("headers must be (str, bytes | None) pairs or a dict str -> bytes")
-    return tuple((k, v if v is None or type(v) is bytes else bytes(v)) for k, v in out)

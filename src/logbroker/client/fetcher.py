@@ -25,9 +25,9 @@ from .link import BrokerLink, cancel_and_wait
 from .fetch_buffer import FetchBuffer, PartitionState
 from .metadata import part_error
 from .settings import ConsumerSettings
+from .validate import SPECS
 
 log = logging.getLogger("logbroker.client")
-SPECS = {"earliest": m.EARLIEST, "latest": m.LATEST}
 
 
 class Fetcher:

@@ -32,10 +32,16 @@ class LoopThread:
     def run(self, coro: Coroutine, timeout: "float | None" = None) -> Any:
         """Run ``coro`` on the loop and return its result (blocking). If
         ``timeout`` passes first the coroutine is cancelled and the builtin
-        ``TimeoutError`` raised. Raises ``ClientClosedError`` after ``stop()``."""
+        ``TimeoutError`` raised. Raises ``ClientClosedError`` after ``stop()``,
+        and ``RuntimeError`` on the loop's own thread (a blocking call from a
+        client callback would wait for itself forever)."""
         if self._stopped:
             coro.close()
             raise ClientClosedError("the client is closed")
+        if self.is_loop_thread():
+            coro.close()
+            raise RuntimeError("a blocking client call from the client's own callback "
+                               "would deadlock")
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return fut.result(timeout)

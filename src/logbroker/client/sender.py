@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import threading
 import time
 from functools import partial
@@ -174,7 +175,8 @@ class Sender:
                 if batch.data is None:
                     try:
                         self._encode(batch, part)
-                    except (InvalidRecordError, OverflowError, TypeError, ValueError) as exc:
+                    except (InvalidRecordError, OverflowError, TypeError, ValueError,
+                            struct.error) as exc:  # send() checks records: never expected
                         self._resolve(batch, -1, InvalidRecordError(
                             f"{batch.topic}[{batch.partition}]: cannot encode the batch: {exc}"))
                         continue

@@ -1,11 +1,21 @@
-"""Producer and consumer settings: validated once, shared by sync and asyncio clients."""
+"""Client settings: validated once, shared by the sync and asyncio clients.
+
+Out-of-range settings raise ``ValueError`` (a wrong type ``TypeError``) in
+the constructor, so nothing the wire cannot carry (ints beyond 32 bits) is
+ever sent; the consumer's ``group`` is checked as the broker checks it
+(``InvalidGroupError``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .link import ClientOptions
+from .validate import MAX_INT32, group as check_group
+
 ACKS = {"all": -1, -1: -1, "-1": -1, 1: 1, "1": 1, 0: 0, "0": 0}
 OFFSET_RESETS = ("earliest", "latest", "none")
+MAX_BATCH = 1 << 30  # a batch column must stay below 2 GiB (int32 offsets, docs/format.md)
 
 
 @dataclass(frozen=True)
@@ -36,10 +46,10 @@ class ProducerSettings:
         s = cls(acks=code, idempotent=idempotent, **kw)
         for name in ("batch_size", "max_in_flight", "buffer_memory", "max_request_size",
                      "max_block_ms", "delivery_timeout_ms"):
-            if getattr(s, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(s, name)!r}")
-        if s.linger_ms < 0 or s.retry_backoff_ms < 0:
-            raise ValueError("linger_ms and retry_backoff_ms must be >= 0")
+            _bounded(s, name, 1, MAX_BATCH if name in ("batch_size", "max_request_size")
+                     else MAX_INT32)
+        for name in ("linger_ms", "retry_backoff_ms"):
+            _bounded(s, name, 0, MAX_INT32)
         if s.idempotent and s.max_in_flight > 5:
             raise ValueError("an idempotent producer allows at most 5 requests in flight "
                              "(the broker remembers 5 batches per producer)")
@@ -64,11 +74,32 @@ class ConsumerSettings:
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {OFFSET_RESETS}")
-        if self.group is not None and not self.group:
-            raise ValueError("group must be a non-empty string or None")
+        if self.group is not None:
+            check_group(self.group)
         for name in ("fetch_max_bytes", "max_partition_fetch_bytes", "max_poll_records",
                      "prefetch_bytes", "fetch_min_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive")
-        if self.fetch_max_wait_ms < 0:
-            raise ValueError("fetch_max_wait_ms must be >= 0")
+            _bounded(self, name, 1, MAX_INT32)
+        _bounded(self, "fetch_max_wait_ms", 0, MAX_INT32)
+        if self.consumer_timeout_ms is not None:
+            _bounded(self, "consumer_timeout_ms", 0, MAX_INT32)
+
+
+def client_options(bootstrap, client_id: str, request_timeout_ms: int,
+                   connect_timeout_ms: int) -> ClientOptions:
+    """The connection options every client takes (ms in, seconds kept)."""
+    for name, value in (("request_timeout_ms", request_timeout_ms),
+                        ("connect_timeout_ms", connect_timeout_ms)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not 1 <= value <= MAX_INT32:
+            raise ValueError(f"{name} must be a number in 1..{MAX_INT32}, got {value!r}")
+    if not isinstance(client_id, str):
+        raise TypeError(f"client_id must be a str, not {type(client_id).__name__}")
+    return ClientOptions.make(bootstrap, client_id=client_id,
+                              request_timeout=request_timeout_ms / 1000,
+                              connect_timeout=connect_timeout_ms / 1000)
+
+
+def _bounded(settings, name: str, low: int, high: int) -> None:
+    value = getattr(settings, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number in {low}..{high}, got {value!r}")

@@ -1,0 +1,220 @@
+"""The consumer's one core, shared by ``logbroker.Consumer`` (sync) and
+``logbroker.aio.Consumer``: argument checks, assignment, positions, commits
+and the poll step, over a ``FetchBuffer`` and a ``Fetcher``.
+
+Coroutines (``subscribe``, ``seek_to*``, ``position``, ``commit``,
+``committed``, ``aclose``) run on the client's loop: the sync shell runs
+them on its I/O thread, the asyncio shell awaits them. Plain methods run in
+the caller's thread; ``schedule(fn, *args)`` (given by the shell) gets the
+fetch loop poked from there. ``poll`` decodes in the caller's thread: the
+shell calls ``poll_start`` once, then ``poll_step`` until it returns records,
+waiting on its wake-up in between.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from ..errors import ClientClosedError
+from ..protocol import messages as m
+from . import validate
+from .admin_core import AdminCore
+from .fetch_buffer import FetchBuffer
+from .fetcher import Fetcher
+from .link import BrokerLink
+from .settings import ConsumerSettings, client_options
+
+# The methods both Consumer shells expose as they are: plain ones, and
+# coroutines (run on the sync shell's I/O thread, awaited by the asyncio one).
+DIRECT = ("assign", "seek", "subscription", "assignment", "highwater")
+COROUTINES = ("subscribe", "seek_to_beginning", "seek_to_end", "seek_to_timestamp", "commit",
+              "committed")
+
+
+class PollCall:
+    """One ``poll()``: its record limit, deadline, and the wake-up generation
+    seen before the last look at the buffer."""
+
+    __slots__ = ("limit", "deadline", "seen")
+
+    def __init__(self, limit: int, deadline: float) -> None:
+        self.limit, self.deadline, self.seen = limit, deadline, 0
+
+
+class ConsumerCore:
+    def __init__(self, bootstrap, group, client_id, request_timeout_ms, connect_timeout_ms,
+                 settings: dict, *, wakeup, schedule) -> None:
+        self.settings = ConsumerSettings(group=group, **settings)
+        self.options = client_options(bootstrap, client_id, request_timeout_ms,
+                                      connect_timeout_ms)
+        self.buffer = FetchBuffer(self.settings.prefetch_bytes)
+        self.wakeup = wakeup
+        self.fetcher = Fetcher(self.settings, self.buffer, BrokerLink(self.options),
+                               BrokerLink(self.options), wakeup.notify)
+        self._offsets = AdminCore(self.fetcher.control)
+        self._schedule = schedule
+        self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ClientClosedError("the consumer is closed")
+
+    def _poke(self, restart: bool = True) -> None:
+        """Wake the fetch loop; ``restart`` abandons a long poll in flight
+        (after assign/seek, so the new positions are fetched at once)."""
+        self._schedule(self.fetcher.poke, restart)
+
+    # -- assignment -------------------------------------------------------------------------------
+    def assign(self, partitions: Iterable) -> None:
+        """Read exactly these ``(topic, partition)`` pairs (replaces any
+        subscription); positions of partitions kept are kept."""
+        self.check_open()
+        tps = validate.topic_partitions(partitions)
+        self.fetcher.subscription = ()
+        self.buffer.assign(tps)
+        self._poke()
+
+    async def subscribe(self, topics: Iterable[str]) -> None:
+        """Read every partition of ``topics`` (a name or a list of names);
+        partitions (and topics created later) are picked up by a metadata
+        refresh. Blocks for one metadata request."""
+        names = validate.topics(topics)
+        await self.fetcher.subscribe(names)
+        self.fetcher.poke(True)
+
+    def subscription(self) -> tuple:
+        return self.fetcher.subscription
+
+    def assignment(self) -> set:
+        """The partitions this consumer reads, as ``{(topic, partition)}``."""
+        return set(self.buffer.states)
+
+    def highwater(self, topic: str, partition: int) -> "int | None":
+        """The high watermark the last fetch reported (None before one)."""
+        hw = self.buffer.state(topic, partition).high_watermark
+        return None if hw < 0 else hw
+
+    # -- positions --------------------------------------------------------------------------------
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Next ``poll`` returns records from ``offset`` (never blocks). An
+        offset past the log end or below its start is handled by
+        ``auto_offset_reset`` at the next fetch."""
+        self.check_open()
+        tp = validate.topic_partition((topic, partition))
+        self.buffer.seek(*tp, validate.offset(offset))
+        self._poke()
+
+    def _targets(self, partitions) -> list:
+        tps = list(self.buffer.states) if partitions is None \
+            else validate.topic_partitions(partitions)
+        for tp in tps:
+            self.buffer.state(*tp)  # raises ValueError if not assigned
+        return tps
+
+    async def _seek_to(self, specs: dict) -> None:
+        found = await self.fetcher.list_offsets(specs)
+        ends = [tp for tp, (offset, _) in found.items() if offset < 0]
+        if ends:  # no record that late: the end
+            found.update(await self.fetcher.list_offsets({tp: m.LATEST for tp in ends}))
+        for (topic, partition), (offset, _) in found.items():
+            self.buffer.seek(topic, partition, offset)
+        self.fetcher.poke(True)
+
+    async def seek_to_beginning(self, partitions: "Iterable | None" = None) -> None:
+        """Seek (all assigned, or the given) partitions to their log start.
+        Blocks for one ListOffsets request."""
+        await self._seek_to({tp: m.EARLIEST for tp in self._targets(partitions)})
+
+    async def seek_to_end(self, partitions: "Iterable | None" = None) -> None:
+        """Seek to the high watermark: only records produced later are read."""
+        await self._seek_to({tp: m.LATEST for tp in self._targets(partitions)})
+
+    async def seek_to_timestamp(self, timestamp_ms: int,
+                                partitions: "Iterable | None" = None) -> None:
+        """Seek to the earliest record with timestamp >= ``timestamp_ms``, or
+        to the end where there is none."""
+        ts = validate.timestamp(timestamp_ms, "timestamp_ms")
+        await self._seek_to({tp: ts for tp in self._targets(partitions)})
+
+    def known_position(self, topic: str, partition: int) -> "int | None":
+        """The position if known without asking the broker."""
+        return self.buffer.state(*validate.topic_partition((topic, partition))).position
+
+    async def position(self, topic: str, partition: int) -> int:
+        """The offset of the next record ``poll`` returns; resolves it first
+        (committed offset / reset policy) if unknown, which may block."""
+        st = self.buffer.state(*validate.topic_partition((topic, partition)))
+        if st.position is None:
+            await self.fetcher.resolve_positions([st])
+            if st.error is not None:
+                raise st.error
+        return st.position
+
+    # -- offsets of the group ---------------------------------------------------------------------
+    def _group(self, what: str) -> str:
+        if self.settings.group is None:
+            raise ValueError(f"{what} needs a consumer group (Consumer(group=...))")
+        return self.settings.group
+
+    async def commit(self, offsets: "dict | None" = None) -> None:
+        """Store offsets for the group: by default the position of every
+        assigned partition (the next record to read), else ``{(topic,
+        partition): offset or (offset, metadata)}``. Blocks until durable;
+        raises the first partition's error."""
+        group = self._group("commit")
+        if offsets is None:
+            with self.buffer.lock:
+                offsets = {tp: st.position for tp, st in self.buffer.states.items()
+                           if st.position is not None}
+        if offsets:
+            await self._offsets.commit_offsets(group, offsets)
+
+    async def committed(self, topic: "str | None" = None, partition: "int | None" = None):
+        """The group's committed offset of one partition (None if none), or
+        with no arguments ``{(topic, partition): offset}`` for the assigned ones."""
+        self._group("committed()")
+        tps = [validate.topic_partition((topic, partition))] if topic is not None \
+            else list(self.buffer.states)
+        found = await self.fetcher.committed(tps) if tps else {}
+        out = {tp: (v[0] if v[0] >= 0 else None) for tp, v in found.items()}
+        return out.get(tps[0]) if topic is not None else out
+
+    # -- polling ----------------------------------------------------------------------------------
+    def poll_start(self, timeout, max_records) -> PollCall:
+        """Check ``poll``'s arguments and ask for more data if none is coming."""
+        self.check_open()
+        wait = validate.seconds(timeout, "timeout")
+        limit = self.settings.max_poll_records if max_records is None \
+            else validate.count(max_records, "max_records")
+        if self.fetcher.waiting:
+            self._poke(False)
+        return PollCall(limit, time.monotonic() + (wait or 0.0))
+
+    def poll_step(self, call: PollCall) -> "list | None":
+        """One non-blocking look: records, ``[]`` when the deadline passed,
+        None to wait (on ``wakeup``, from ``call.seen``); raises what ``poll``
+        raises."""
+        call.seen = self.wakeup.gen
+        fetcher = self.fetcher
+        err = self.buffer.errors() or fetcher.fatal
+        if err is not None:
+            fetcher.fatal = None
+            raise err
+        records = self.buffer.take(call.limit, self.settings.check_crcs)
+        if records:
+            if fetcher.waiting and self.buffer.buffered < self.settings.prefetch_bytes:
+                self._poke(False)
+            return records
+        if call.deadline - time.monotonic() <= 0:
+            error = fetcher.error
+            if error is not None:
+                raise type(error)(error.message)
+            return []
+        return None
+
+    async def aclose(self) -> None:
+        """Stop fetching and close the connections (no commit)."""
+        self.closed = True
+        await self.fetcher.aclose()
+        self.buffer.clear()
