@@ -34,6 +34,7 @@ from ..records import Record, decode_batch
 from ..records import format as fmt
 from . import reader as inspect_reader
 from .reader import Raw, Reader, Stop, read_batches
+from ..storage.checkpoints import load_checkpoint
 from ..storage.index import iter_entries
 from ..storage.metastore import FILENAME, MetaStore
 from ..storage.segment import DELETED_SUFFIX, parse_segment_name, segment_name
@@ -193,7 +194,14 @@ class _State:
     whole: bool
     expected: "int | None" = None  # where the next segment must start
     index: "dict[int, dict[int, list[int]]] | None" = None  # segment -> pos -> offsets
+    flushed: "tuple[int, int] | None" = None  # checkpointed recovery point: (segment, position)
     problems: int = 0
+
+    def unflushed(self, segment: int, position: int) -> bool:
+        """Whether byte ``position`` of ``segment`` lies past the checkpointed
+        recovery point: a live broker may still be writing there and its
+        index entries wait for the next checkpoint, so nothing there is damage."""
+        return self.flushed is not None and (segment, position) >= self.flushed
 
 
 def inspect(plan_: Plan, *, records: bool = False, verify: bool = False) -> Iterator[Event]:
@@ -206,7 +214,7 @@ def inspect(plan_: Plan, *, records: bool = False, verify: bool = False) -> Iter
         for part in plan_.partitions:
             state = _State(records, verify, part.whole)
             if verify and part.meta_path:
-                state.index = yield from _load_index(part, metas)
+                state.index = yield from _load_index(part, metas, state)
             for seg in part.segments:
                 yield from _scan_segment(seg, state)
             if state.index and part.whole:
@@ -231,9 +239,9 @@ def _open_meta(path: str, metas: dict):
     return metas[path]
 
 
-def _load_index(part: PartitionInput, metas: dict):
+def _load_index(part: PartitionInput, metas: dict, st: _State):
     """The partition's offset-index rows grouped by segment -> position -> offsets,
-    or None when there is no usable index."""
+    or None when there is no usable index; sets ``st.flushed`` from the checkpoint."""
     path = part.meta_path
     meta = yield from _open_meta(path, metas)
     if meta is None or not (meta.has("parts") and meta.has("oidx")):
@@ -243,6 +251,9 @@ def _load_index(part: PartitionInput, metas: dict):
         pid = meta.partition_id(part.name, create=False)
         if pid is None:
             return rows  # unknown to the index: every first batch lacks its entry
+        ckpt = load_checkpoint(meta, pid) if meta.has("ckpt") else None
+        if ckpt is not None:
+            st.flushed = (ckpt.rp_segment, ckpt.rp_position)
         for entry in iter_entries(meta, pid):
             if isinstance(entry, bytes):
                 yield Problem(path, 0, None, f"malformed offset index row of {part.name}: {entry.hex()}")
@@ -280,7 +291,12 @@ def _scan_open(seg: SegmentFile, reader: Reader, st: _State) -> Iterator[Event]:
     expect = base
     for item in read_batches(reader):
         if isinstance(item, Stop):
-            yield _problem(st, seg.path, item.position, expect, item.reason)
+            if st.verify and st.unflushed(base, item.position):
+                yield Notice(seg.path, f"{item.reason} (byte {item.position}, past the recovery "
+                                       "point: a write in progress, or an unflushed tail that "
+                                       "recovery truncates)")
+            else:
+                yield _problem(st, seg.path, item.position, expect, item.reason)
             expect = None
             break
         pos, h = item.position, item.header
@@ -325,7 +341,7 @@ def _check_entries(path: str, pos: int, h: fmt.BatchHeader, offsets: list[int],
         if off != h.base_offset:
             yield _problem(st, path, pos, off, f"offset index entry for offset {off} points at the "
                            f"batch with base offset {h.base_offset}")
-    if pos == 0 and h.base_offset not in offsets:
+    if pos == 0 and h.base_offset not in offsets and not st.unflushed(h.base_offset, 0):
         yield _problem(st, path, 0, h.base_offset,
                        "offset index has no entry for the segment's first batch")
 
@@ -340,8 +356,12 @@ def _stray_entries(path: str, entries: dict, valid_end: int, st: _State) -> Iter
 
 
 def _unmatched_segments(part: PartitionInput, index: dict) -> Iterator[Problem]:
-    """Index rows naming segments that are not in the partition dir."""
+    """Index rows naming segments that are not in the partition dir (rows of a
+    segment a live broker created after the files were listed are not)."""
+    last = part.segments[-1].base_offset if part.segments else -1
     for segment, entries in sorted(index.items()):
+        if segment > last and os.path.exists(os.path.join(part.directory, segment_name(segment))):
+            continue
         for pos, offsets in sorted(entries.items()):
             for off in offsets:
                 yield Problem(os.path.join(part.directory, segment_name(segment)), pos, off,
