@@ -106,6 +106,7 @@ def test_bad_crc_raises_after_the_good_records_and_again_on_the_next_poll():
     with pytest.raises(CorruptRecordError, match=r"t\[2\] offset 3: CRC mismatch") as info:
         buf.take(10)
     assert (info.value.topic, info.value.partition, info.value.offset) == ("t", 2, 3)
+    assert info.value.next_offset == 5 and "next readable offset is 5" in info.value.message
     st = buf.states[TP]
     assert st.position == 3 and st.fetch_pos == 3  # refetched from the bad batch
     fetched(buf, bytes(bad))
