@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow bench bench-quick bench-storage peer-servers clean
+.PHONY: serve test test-slow bench bench-quick bench-storage bench-broker bench-spark peer-servers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,15 @@ bench: $(STAMP) peer-servers
 bench-quick: $(STAMP) peer-servers
 	$(BIN)/python -m bench.peers --quick
 
+# the other benches (python -m bench.<name> --help): figures in docs/benchmarks.md
 bench-storage: $(STAMP)
-	$(BIN)/python bench/bench_storage.py
+	$(BIN)/python -m bench.storage
+
+bench-broker: $(STAMP)
+	$(BIN)/python -m bench.broker
+
+bench-spark: $(STAMP)
+	$(BIN)/python -m bench.spark
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

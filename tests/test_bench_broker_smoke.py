@@ -1,4 +1,4 @@
-"""Smoke test of the broker benchmark (bench/bench_broker.py --quick --json):
+"""Smoke test of the broker benchmark (``python -m bench.broker --quick --json``):
 a real broker, producer, consumer, round-trip and fetch processes, 1% of the
 work, one durable and one lazy run."""
 
@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench" / "bench_broker.py"
 PHASES = {"W1.produce", "W1.consume", "W2.produce", "W2.consume", "roundtrip.raw", "roundtrip",
           "fetch.fill", "fetch.raw", "fetch.consumer"}
 
@@ -25,7 +24,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_quick_broker_bench_emits_json(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--json", "--dir", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "bench.broker", "--quick", "--json", "--dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)

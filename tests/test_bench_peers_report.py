@@ -4,15 +4,12 @@ and like-for-like ratios are right."""
 
 from __future__ import annotations
 
-import sys
+import importlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "bench"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+import pytest
 
-from bench.peers import report  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SIZES = {"W1": [10, 1024], "W2": [100, 100], "RT": 5, "scale": [2, 5]}
 
@@ -45,7 +42,14 @@ def results():
                             "kernel": "k", "python": "3", "git_commit": "g"}}
 
 
-def test_figures_medians_ratios_and_failures():
+@pytest.fixture
+def report(monkeypatch):
+    """bench.peers.report, imported from the checkout root as ``python -m bench.peers`` does."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    return importlib.import_module("bench.peers.report")
+
+
+def test_figures_medians_ratios_and_failures(report):
     figs = report.figures(results())
     w1 = figs["logbroker"]["W1 produce rec/s"]
     assert (w1["median"], w1["min"], w1["max"], w1["n"], w1["of"]) == (10.0, 5.0, 20.0, 3, 3)

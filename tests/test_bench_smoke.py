@@ -1,4 +1,4 @@
-"""Smoke test of the storage benchmark (bench/bench_storage.py --quick --json)."""
+"""Smoke test of the storage benchmark (``python -m bench.storage --quick --json``)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import pytest
 pytest.importorskip("pyarrow")
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench" / "bench_storage.py"
 
 
 def test_quick_bench_emits_json(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--json", "--dir", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "bench.storage", "--quick", "--json", "--dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)

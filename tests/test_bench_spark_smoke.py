@@ -1,4 +1,4 @@
-"""Smoke test of the Spark benchmark (bench/bench_spark.py --quick --json)."""
+"""Smoke test of the Spark benchmark (``python -m bench.spark --quick --json``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench" / "bench_spark.py"
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
@@ -23,7 +22,7 @@ pytestmark = [pytest.mark.spark,
 
 
 def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--json", "--dir", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "bench.spark", "--quick", "--json", "--dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)

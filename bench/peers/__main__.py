@@ -34,12 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-for _p in (ROOT, ROOT / "bench"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-from bench.peers.clients import client_main  # noqa: E402
+from bench import ROOT, harness
+from bench.peers.clients import client_main
 
 FULL = {"W1": (200_000, 1024), "W2": (1_000_000, 100), "RT": 10_000, "scale": (1000, 100)}
 PIP = ["redis[hiredis]", "nats-py", "rstream", "matplotlib"]
@@ -107,9 +103,9 @@ def write_docs(section: str, path: Path) -> None:
 
 
 def run_all(args, sizes: dict, work: str, log) -> dict:
+    from bench.environment import environment
     from bench.peers import limits
     from bench.peers.run import run_system
-    from storage_env import environment
 
     deadline = 30.0 if args.quick else 300.0
     systems = args.systems.split(",")
@@ -143,8 +139,8 @@ def run_all(args, sizes: dict, work: str, log) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--quick", action="store_true", help="1 %% of the work, one run (a smoke test)")
+    ap = harness.parser("peers", __doc__.split("\n\n", 1)[1], "1 %% of the work, one run (a smoke test)",
+                        workdir=False, report=False)
     ap.add_argument("--repeats", type=int, help="runs of everything (default 3; --quick 1)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get / pip install anything")
     ap.add_argument("--systems", default="logbroker,logbroker-lazy,redis-always,redis-everysec,nats,rabbitmq")
@@ -152,7 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--docs", action="store_true", help="with --quick: write docs/ anyway")
     ap.add_argument("--json", help="also write the raw results (every run) to this file")
     ap.add_argument("--client", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.client:
         return client_main(json.loads(args.client))
     args.argv = argv
@@ -164,11 +160,7 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(SYSTEMS)}")
     err = sys.stderr
-    t0 = time.perf_counter()
-
-    def log(msg: str) -> None:
-        print(f"[{time.perf_counter() - t0:6.1f}s] {msg}", file=err, flush=True)
-
+    log = harness.progress_log(err)
     if not args.no_install:
         install(err)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so every finally stops its server

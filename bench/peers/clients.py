@@ -23,19 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import subprocess
 import sys
 import time
 from collections import deque
 from itertools import islice
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.broker_server import spawn, stop_process
+from bench import ROOT
+from bench.broker.server import spawn, stop_process
+from bench.stats import percentile_ms
 
 KEYS, KEY_BYTES, VALUES = 1024, 16, 1021
 
@@ -51,10 +47,6 @@ def make_values(size: int) -> list[bytes]:
     return [rng.randbytes(size) for _ in range(VALUES)]
 
 
-def pct(lat: list[int], q: float) -> float:
-    return lat[max(0, math.ceil(q * len(lat)) - 1)] / 1e6
-
-
 SAMPLE_EVERY = 128  # produce runs: every 128th record's send -> ack time is kept
 
 
@@ -63,12 +55,12 @@ def ack_result(lat: list[int]) -> dict:
     if not lat:
         return {}
     lat.sort()
-    return {"ack_p50_ms": pct(lat, .5), "ack_p99_ms": pct(lat, .99), "ack_samples": len(lat)}
+    return {"ack_p50_ms": percentile_ms(lat, .5), "ack_p99_ms": percentile_ms(lat, .99), "ack_samples": len(lat)}
 
 
 def lat_result(lat: list[int]) -> dict:
     lat.sort()
-    return {"records": len(lat), "p50_ms": pct(lat, .5), "p99_ms": pct(lat, .99), "max_ms": lat[-1] / 1e6}
+    return {"records": len(lat), "p50_ms": percentile_ms(lat, .5), "p99_ms": percentile_ms(lat, .99), "max_ms": lat[-1] / 1e6}
 
 
 class Deadline:

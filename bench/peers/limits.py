@@ -21,11 +21,12 @@ before returning. The dict has exactly these keys:
       {"gb_per_s", "bytes", "passes", "min_gb_per_s", "max_gb_per_s"}
 
 ``rows(lim)`` turns that dict into (name, figure) pairs for a markdown table.
-Run ``python bench/peers/limits.py [--quick]`` to print the JSON.
+Run ``python -m bench.peers.limits [--quick]`` to print the JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import fcntl
 import json
@@ -39,18 +40,12 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-for _path in (ROOT, ROOT / "bench"):  # bench/ for storage_append's own imports
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from storage_append import _Appender  # its "raw" target: os.write + os.fdatasync
-from storage_common import GiB, KiB, MiB, bounded, remove
-
-from bench.broker_server import read_line, spawn, stop_process
-from bench.peers.clients import pct
+from bench import ROOT, harness
+from bench.broker.server import read_line, spawn, stop_process
+from bench.stats import GiB, KiB, MiB, bounded, percentile_ms
+from bench.storage.append import _Appender  # its "raw" target: os.write + os.fdatasync
+from bench.storage.common import remove
 
 READY = "limits peer listening on "
 SINK, ECHO = b"S", b"E"  # first byte a client sends: what the peer does with the rest
@@ -110,7 +105,7 @@ def append_fdatasync_latency(path: str, size: int, max_ops: int, seconds: float)
     finally:
         appender.close()
     lat.sort()
-    return {"p50_ms": pct(lat, 0.50), "p99_ms": pct(lat, 0.99), "n": len(lat)}
+    return {"p50_ms": percentile_ms(lat, 0.50), "p99_ms": percentile_ms(lat, 0.99), "n": len(lat)}
 
 
 # -- peer processes (python bench/peers/limits.py --peer blocking|asyncio) -----------------
@@ -191,7 +186,7 @@ class Peer:
     """A peer process (blocking or asyncio), stopped by its PID."""
 
     def __init__(self, kind: str) -> None:
-        self.proc = spawn([sys.executable, os.path.abspath(__file__), "--peer", kind],
+        self.proc = spawn([sys.executable, "-m", "bench.peers.limits", "--peer", kind], cwd=str(ROOT),
                           stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         line = read_line(self.proc, IO_TIMEOUT)
         if not line.startswith(READY):
@@ -258,7 +253,7 @@ def blocking_pingpong(port: int, max_pings: int, seconds: float) -> list[int]:
 
 def _tcp_result(stream: dict, rtts: list[int]) -> dict:
     rtts.sort()
-    return {**stream, "rtt_p50_ms": pct(rtts, 0.50), "rtt_p99_ms": pct(rtts, 0.99), "pings": len(rtts)}
+    return {**stream, "rtt_p50_ms": percentile_ms(rtts, 0.50), "rtt_p99_ms": percentile_ms(rtts, 0.99), "pings": len(rtts)}
 
 
 # -- TCP, asyncio client -------------------------------------------------------------------
@@ -395,20 +390,23 @@ def rows(lim: dict) -> list[tuple[str, str]]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    if "--peer" in argv:
-        deadline = time.monotonic() + PEER_SECONDS
-        if argv[argv.index("--peer") + 1] == "asyncio":
+def main(argv: "list[str] | None" = None) -> int:
+    ap = harness.parser("peers.limits", __doc__, "a short measurement (a smoke test)", workdir=False,
+                        report=False)
+    ap.add_argument("--peer", choices=("blocking", "asyncio"), help=argparse.SUPPRESS)
+    args = harness.parse(ap, argv)
+    if args.peer:
+        if args.peer == "asyncio":
             asyncio.run(_serve_asyncio(PEER_SECONDS))
         else:
-            _serve_blocking(deadline)
+            _serve_blocking(time.monotonic() + PEER_SECONDS)
         return 0
     build = ROOT / "build"
     build.mkdir(exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="limits-", dir=build)
     try:
         start = time.perf_counter()
-        lim = measure(workdir, quick="--quick" in argv, log=print)
+        lim = measure(workdir, quick=args.quick, log=print)
         print(json.dumps(lim, indent=2))
         for name, figure in rows(lim):
             print(f"| {name} | {figure} |")
@@ -419,4 +417,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

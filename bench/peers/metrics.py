@@ -12,15 +12,9 @@ ran), ``peak_rss_mib`` (the sum of the tree's VmHWM, reset first) and
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.broker_server import CLK_TCK, reset_peak, status_kib  # noqa: E402
+from bench.broker.server import CLK_TCK, reset_peak, status_kib
 
 
 def descendants(pid: int) -> list[int]:

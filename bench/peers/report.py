@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from bench import stats
 from bench.peers.clients import KEY_BYTES
-from storage_common import summary as storage_summary
 from bench.peers.run import SYSTEMS
 
 TPUT = (("W1", "produce"), ("W1", "consume"), ("W2", "produce"), ("W2", "consume"),
@@ -22,7 +22,7 @@ TPUT = (("W1", "produce"), ("W1", "consume"), ("W2", "produce"), ("W2", "consume
 
 
 def summary(values: list[float]) -> "dict | None":
-    return storage_summary(values) if values else None
+    return stats.summary(values) if values else None
 
 
 def _payload(sizes: dict, wl: str) -> tuple[int, int]:

@@ -13,19 +13,13 @@ a count and ``deadline`` seconds; every server is stopped by its PID.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.broker_server import BrokerServer, Worker  # noqa: E402
-from bench.peers.clients import KEY_BYTES, KEYS, run_client  # noqa: E402
-from bench.peers.metrics import Probe  # noqa: E402
-from bench.peers.servers import RabbitServer, start_nats, start_redis  # noqa: E402
+from bench.broker.server import BrokerServer, Worker
+from bench.peers.clients import KEY_BYTES, KEYS, run_client
+from bench.peers.metrics import Probe
+from bench.peers.servers import RabbitServer, start_nats, start_redis
 
 
 @dataclass(frozen=True)
@@ -77,7 +71,7 @@ class _Running:
 
 
 def _worker(spec: dict, log_path: str, timeout: float) -> dict:
-    """A logbroker client run (bench/broker_worker.py): set up, then timed."""
+    """A logbroker client run (``bench.broker.worker``): set up, then timed."""
     w = Worker(spec, log_path)
     try:
         w.wait_ready(60)

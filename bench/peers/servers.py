@@ -6,15 +6,9 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.broker_server import spawn, stop_process  # noqa: E402
+from bench.broker.server import spawn, stop_process
 
 
 # -- servers -------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from storage_common import SHAPES, TOPIC, Params, batch_pool, bounded, open_store, remove, summary
+from bench.stats import bounded, summary
+from bench.storage.common import SHAPES, TOPIC, Params, batch_pool, open_store, remove
 
 
 class _Appender:

@@ -1,5 +1,5 @@
 """Processes of the broker benchmark: a real ``logbroker serve`` on 127.0.0.1
-with ``--port 0``, worker processes (bench/broker_worker.py), and what
+with ``--port 0``, worker processes (``bench.broker.worker``), and what
 ``/proc`` says about them (CPU seconds, peak RSS).
 
 Only processes started here are stopped, by their PID: SIGTERM, then SIGKILL
@@ -18,8 +18,9 @@ import subprocess
 import sys
 import time
 
+from bench import ROOT
+
 LOGBROKER = os.path.join(os.path.dirname(sys.executable), "logbroker")
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broker_worker.py")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 READY = "logbroker listening on "
 
@@ -184,14 +185,15 @@ class WorkerError(RuntimeError):
 
 
 class Worker:
-    """One bench/broker_worker.py process: set up, print READY, wait for "go"
+    """One ``python -m bench.broker.worker`` process: set up, print READY, wait for "go"
     on stdin, run the timed section, print one JSON line."""
 
     def __init__(self, spec: dict, log_path: str) -> None:
         self.spec, self.log_path = spec, log_path
         with open(log_path, "ab") as log:
-            self.proc = spawn([sys.executable, WORKER, json.dumps(spec)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=log, text=True)
+            self.proc = spawn([sys.executable, "-m", "bench.broker.worker", json.dumps(spec)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                              cwd=str(ROOT))
 
     @property
     def pid(self) -> int:

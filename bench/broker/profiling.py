@@ -24,13 +24,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from broker_server import spawn
+from bench.broker.server import spawn
 
 _LINE = re.compile(r" \(([^()]*?):\d+\)$")
 _RUN = re.compile(r"-r\d+$")
 # frames on every stack of a thread: left out of the "total" ranking
 _PLUMBING = {"base_events.py", "events.py", "runners.py", "core.py", "main.py", "serve.py",
-             "threading.py", "loop_thread.py", "logbroker", "broker_worker.py"}
+             "threading.py", "loop_thread.py", "logbroker", "worker.py", "runpy.py"}
 
 
 def find_py_spy() -> "str | None":

@@ -1,4 +1,4 @@
-"""Environment record of a storage benchmark run: date, command, machine, disk,
+"""Environment record of a benchmark run: date, command, machine, disk,
 software versions and the code measured (git commit, hash of ``src/``)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from storage_common import ROOT, MiB
+from bench import ROOT
+from bench.stats import MiB
 
 
 def _run(cmd: list[str]) -> str:
@@ -22,8 +23,9 @@ def _run(cmd: list[str]) -> str:
 
 
 def environment(workdir: str) -> dict:
-    import crc32c
     from importlib.metadata import PackageNotFoundError, version
+
+    import crc32c
 
     def ver(dist: str) -> str:
         try:
@@ -41,7 +43,7 @@ def environment(workdir: str) -> dict:
         digest.update(f.read_bytes())
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([Path(sys.executable).name, *sys.orig_argv[1:]]),
         "nproc": os.cpu_count(), "cpu": cpu, "ram_gib": round(int(mem) / MiB, 1),
         "disk": " ".join(_run(["df", "-hT", workdir]).splitlines()[-1:]),
         "kernel": platform.release(), "python": platform.python_version(),

@@ -1,8 +1,8 @@
-"""Parameters and phases of the broker benchmark (bench/bench_broker.py).
+"""Parameters and phases of the broker benchmark (``python -m bench.broker``).
 
 A *run* starts one fresh ``logbroker serve`` (fsync or lazy flush policy) on
 a fresh data dir and runs its phases one after another, each in its own
-client process (bench/broker_worker.py): W1 produce, W1 consume, W2 produce,
+client process (bench/broker/worker.py): W1 produce, W1 consume, W2 produce,
 W2 consume, the single-record round trip, and (fsync runs) the fetch probe:
 fill a topic with small segments, then read its sealed segments with a raw
 protocol reader and with ``logbroker.Consumer``. Around each phase's timed
@@ -20,9 +20,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from broker_profile import Profiler
-from broker_server import BrokerServer, Worker, reset_peak
-from storage_common import MiB
+from bench.broker.profiling import Profiler
+from bench.broker.server import BrokerServer, Worker, reset_peak
+from bench.stats import MiB
 
 SECTIONS = ("w1", "w2", "roundtrip", "fetch")
 

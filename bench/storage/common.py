@@ -1,29 +1,21 @@
-"""Shared pieces of the storage benchmark (bench/bench_storage.py): parameters,
-bounded timing loops, summaries, test data and store helpers.
-
-The bench modules are imported by ``bench/bench_storage.py``, which puts
-``bench/`` and ``src/`` on ``sys.path`` first.
-"""
+"""Shared pieces of the storage benchmark (``python -m bench.storage``):
+parameters, test data and store helpers."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
-import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
 
-from logbroker.storage.config import LogConfig, StorageConfig
-from logbroker.records import BatchBuilder
+from bench.stats import GiB, MiB
+from logbroker.records.encoder import encode_batch
 from logbroker.storage import segment as segment_mod
+from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.storage.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SECTIONS = ("encode", "append", "read", "decode", "reopen")
 SHAPES = [(1024, 1), (1024, 10), (1024, 100), (1024, 1000), (100, 1), (100, 10), (100, 100),
           (100, 1000)]  # (record bytes, records per batch); 1024 x 1000 is the ~1 MiB batch
@@ -59,26 +51,7 @@ QUICK = Params(repeats=3, append_repeats=3, append_seconds=0.08, append_slices=4
                reopen_segment_bytes=2 * MiB, crash_tails=(1 * MiB, 2 * MiB))
 
 
-# -- timing --------------------------------------------------------------------------------
-def summary(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
-
-
-def bounded(step: Callable[[int], int], max_calls: int, max_seconds: float) -> tuple[int, int, float]:
-    """Call ``step(i)`` (returns bytes handled) until ``max_calls`` or ``max_seconds``.
-    Returns (calls, bytes, elapsed seconds)."""
-    calls = nbytes = 0
-    start = time.perf_counter()
-    deadline = start + max_seconds
-    while calls < max_calls:
-        nbytes += step(calls)
-        calls += 1
-        if time.perf_counter() >= deadline:
-            break
-    return calls, nbytes, time.perf_counter() - start
-
-
+# -- instrumentation -----------------------------------------------------------------------
 @contextmanager
 def count_segment_reads():
     """Count bytes read through ``Segment.read`` (instrumentation, this process only)."""
@@ -105,10 +78,9 @@ def make_values(size: int, count: int, seed: int) -> list[bytes]:
 
 
 def make_batch(size: int, records: int, seed: int = 0) -> bytes:
-    builder = BatchBuilder()
-    for value in make_values(size, records, seed):
-        builder.append(value)
-    return builder.build()
+    """One batch of ``records`` values of ``size`` bytes (no keys), by the producer's encoder."""
+    now = time.time_ns() // 1_000_000
+    return encode_batch([now] * records, [None] * records, make_values(size, records, seed), {})
 
 
 def batch_pool(size: int, records: int) -> list[bytes]:

@@ -1,15 +1,14 @@
-#!/usr/bin/env python
 """Single-node broker benchmark (issue 3): a real ``logbroker serve`` and the
 Python clients in separate processes, over 127.0.0.1.
 
-    python bench/bench_broker.py            # full run, ~1-1.5 minutes on 2 cores
-    python bench/bench_broker.py --quick    # smoke test (1% of the work, one run)
-    python bench/bench_broker.py --json     # JSON on stdout, tables on stderr
-    python bench/bench_broker.py --profile /tmp/prof   # one profiled run (py-spy)
+    python -m bench.broker            # full run, ~1-1.5 minutes on 2 cores
+    python -m bench.broker --quick    # smoke test (1% of the work, one run)
+    python -m bench.broker --json     # JSON on stdout, tables on stderr
+    python -m bench.broker --profile /tmp/prof   # one profiled run (py-spy)
 
 Each run starts a fresh broker (``--port 0``, a temporary data dir on the
 checkout's disk, default flush policy "fsync" = fsync before every ack) and,
-one client process at a time (bench/broker_worker.py):
+one client process at a time (bench/broker/worker.py):
 
 - **W1** 200,000 records of 1 KiB and **W2** 1,000,000 records of 100 B, 16-byte
   keys (1,024 distinct): one producer process (``logbroker.Producer``,
@@ -30,61 +29,45 @@ medians over runs with min-max. Every loop stops at a count or a time limit;
 every process started is stopped by PID (SIGTERM, then SIGKILL); the work dir
 is removed at the end, also on error, Ctrl-C or SIGTERM.
 
-Modules (in ``bench/``): ``broker_phases`` (parameters, runs, phases),
-``broker_worker`` (the client processes), ``broker_server`` (processes and
-``/proc``), ``broker_profile`` (``--profile``), ``broker_report`` (medians,
-targets, tables); ``storage_common``/``storage_env``/``storage_report`` are
-shared with bench/bench_storage.py.
+Modules (in ``bench/broker/``): ``phases`` (parameters, runs, phases),
+``worker`` (the client processes), ``server`` (processes and ``/proc``),
+``profiling`` (``--profile``), ``report`` (medians, targets, tables);
+``bench.harness`` runs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
-from pathlib import Path
 
-_BENCH = Path(__file__).resolve().parent
-for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a checkout without installing
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+from rich.console import Console
 
-from harness import emit, headline, pick_sections, run_in_workdir, stderr_console  # noqa: E402
-from broker_phases import QUICK, SECTIONS, Params, Run, phase_names  # noqa: E402
-from broker_profile import Profiler, summarize as summarize_profiles  # noqa: E402
-from broker_report import calibration, markdown, summarize, tables, targets  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
-from storage_env import environment  # noqa: E402
-from storage_report import fmt_s  # noqa: E402
+from bench import harness
+from bench.broker.phases import QUICK, SECTIONS, Params, Run, phase_names
+from bench.broker.profiling import Profiler
+from bench.broker.profiling import summarize as summarize_profiles
+from bench.broker.report import calibration, summarize, tables, targets
+from bench.environment import environment
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1%% of the work, one run (smoke test)")
-    ap.add_argument("--json", action="store_true", help="JSON on stdout (tables go to stderr)")
-    ap.add_argument("--dir", help="parent of the temporary work dir (default: the checkout, so its disk)")
+    ap = harness.parser("broker", __doc__, "1%% of the work, one run (smoke test)", sections=SECTIONS)
     ap.add_argument("--repeats", type=int, help="durable (fsync) runs, >= 3 (default 5)")
     ap.add_argument("--lazy-repeats", type=int, help="--flush lazy runs, >= 0 (default 3)")
-    ap.add_argument("--only", help=f"comma-separated sections among {','.join(SECTIONS)}")
     ap.add_argument("--linger-ms", type=float, help="producer linger_ms (default 5)")
     ap.add_argument("--batch-size", type=int, help="producer batch_size in bytes (default 1 MiB)")
     ap.add_argument("--partitions", type=int, help="partitions of the W1/W2 topics (default 1)")
-    ap.add_argument("--markdown", metavar="FILE", help="also write the tables as markdown to FILE")
-    ap.add_argument("--render", metavar="JSON", help="print markdown tables of a saved --json run; runs nothing")
     ap.add_argument("--profile", metavar="DIR", help="profiled runs (default: one durable run); profiles "
                                                      "and summary.txt go to DIR (figures not representative)")
     ap.add_argument("--profile-tool", choices=("py-spy", "cprofile"), default="py-spy",
                     help="client profiler: py-spy (all threads; default) or cprofile (main thread); "
                          "the broker is always sampled by py-spy")
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.repeats is not None and args.repeats < (1 if args.quick or args.profile else 3):
         ap.error("--repeats must be >= 3 (>= 1 with --quick or --profile)")
     if args.lazy_repeats is not None and args.lazy_repeats < 0:
         ap.error("--lazy-repeats must be >= 0")
-    args.sections = pick_sections(ap, args.only, SECTIONS)
     return args
 
 
@@ -113,8 +96,7 @@ def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
                      "quick": args.quick, "profiled": bool(profiler), "sections": list(args.sections)}
     plan = schedule(p)
     total = sum(len(phase_names(p, args.sections, flush)) for flush in plan)
-    progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err, transient=True)
+    progress = harness.progress_bar(err, 22)
     runs = []
     with progress:
         task = progress.add_task("runs", total=total)
@@ -134,19 +116,18 @@ def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
     return results
 
 
+def title(results: dict) -> str:
+    return (harness.headline("broker", results)
+            + f"  CPU gauge {harness.fmt_s(results['calibration_ms'], 1)} ms"
+            + ("  [bold red]PROFILED: figures not representative[/]" if results["profiled"] else ""))
+
+
 def main(argv: "list[str] | None" = None) -> int:
     args = parse_args(argv)
-    if args.render:
-        print(markdown(json.loads(Path(args.render).read_text())))
-        return 0
-    err = stderr_console()
-    results = run_in_workdir(args, ".bench-broker-", run, err)
-    title = (headline("broker", results) + f"  CPU gauge {fmt_s(results['calibration_ms'], 1)} ms"
-             + ("  [bold red]PROFILED: figures not representative[/]" if results["profiled"] else ""))
-    emit(args, results, err, title, tables(results), lambda: markdown(results))
+    code = harness.main(args, "broker", run, tables, title)
     if args.profile:
-        err.print(f"profiles: {args.profile}/summary.txt")
-    return 0
+        print(f"profiles: {args.profile}/summary.txt", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,37 +1,23 @@
-"""Output of the storage benchmark: the targets check, rich tables for the
-terminal and the same tables as GitHub markdown (for docs/benchmarks.md)."""
+"""Output of the storage benchmark: the targets check and its rich tables
+(``bench.harness`` prints them and writes them as markdown)."""
 
 from __future__ import annotations
 
 from rich.table import Table
-from storage_common import GiB, MiB
 
-
-def fmt_s(s: dict, digits: int = 1) -> str:
-    return f"{s['median']:,.{digits}f} ({s['min']:,.{digits}f}–{s['max']:,.{digits}f})"
-
-
-def _table(title: str, columns: tuple, rows: list[tuple], justify: str = "right") -> Table:
-    t = Table(title=title)
-    for c in columns:
-        t.add_column(c, justify=justify)
-    for row in rows:
-        t.add_row(*row)
-    return t
-
-
-table = _table  # public name, shared with bench/broker_report.py
+from bench.harness import fmt_s, table, targets_table
+from bench.stats import GiB, MiB
 
 
 def encode_table(rows: list[dict]) -> Table:
-    return _table("BatchBuilder encode (producer side) — median (min–max)",
+    return table("encode_batch, the producer's encoder — median (min–max)",
                   ("record", "recs/batch", "records/s", "value MB/s"),
                   [(f"{r['record_bytes']} B", str(r["records_per_batch"]), fmt_s(r["records_per_s"], 0),
                     fmt_s(r["value_mb_per_s"])) for r in rows])
 
 
 def append_table(rows: list[dict]) -> Table:
-    return _table("Append, one batch per call — MB/s median (min–max)",
+    return table("Append, one batch per call — MB/s median (min–max)",
                   ("record", "recs/batch", "batch B", "raw write+fdatasync", "logbroker fsync",
                    "fsync records/s", "ratio fsync/raw", "extra µs/append", "logbroker lazy",
                    "lazy records/s"),
@@ -43,7 +29,7 @@ def append_table(rows: list[dict]) -> Table:
 
 
 def read_table(rows: list[dict]) -> Table:
-    return _table("Log.read(offset, max_bytes=1 MiB), sealed segments, page cache warm",
+    return table("Log.read(offset, max_bytes=1 MiB), sealed segments, page cache warm",
                   ("batch", "log MiB", "segments", "MB/s"),
                   [(f"{r['records_per_batch']} x {r['record_bytes']} B", f"{r['log_bytes'] / MiB:,.0f}",
                     str(r["sealed_segments"]), fmt_s(r["mb_per_s"])) for r in rows])
@@ -54,7 +40,7 @@ DECODE_NAMES = {"arrow": "decode_batch + to_arrow", "arrow_noverify": "decode_ba
 
 
 def decode_table(rows: list[dict]) -> Table:
-    return _table("Decode 1000-record batches", ("record", "path", "value GB/s", "records/s"),
+    return table("Decode 1000-record batches", ("record", "path", "value GB/s", "records/s"),
                   [(f"{r['record_bytes']} B", DECODE_NAMES[r["mode"]], fmt_s(r["value_gb_per_s"], 3),
                     fmt_s(r["records_per_s"], 0)) for r in rows])
 
@@ -68,7 +54,7 @@ def reopen_table(rep: dict) -> Table:
         rows += [(size, segs, f"crash, {cr['tail_target_bytes'] / MiB:,.0f} MiB tail", fmt_s(cr["open_ms"]),
                   "-", f"{cr['segment_bytes_read']['median'] / MiB:,.1f} MiB",
                   f"{cr['unflushed_tail_bytes']['median'] / MiB:,.1f} MiB") for cr in s["crash"]]
-    return _table(f"Store.open (+close) — segments of {rep['segment_bytes'] / MiB:,.0f} MiB; "
+    return table(f"Store.open (+close) — segments of {rep['segment_bytes'] / MiB:,.0f} MiB; "
                   "ms median (min–max)",
                   ("data", "segments", "case", "open ms", "close ms", "segment bytes read", "tail past RP"),
                   rows)
@@ -79,29 +65,8 @@ def tables(results: dict) -> list[Table]:
               ("decode", decode_table), ("reopen", reopen_table)]
     out = [make(results[key]) for key, make in makers if key in results]
     if results.get("targets"):
-        out.append(_table("Targets", ("target", "measured", "met"),
-                          [(r["target"], r["measured"], "yes" if r["met"] else "NO")
-                           for r in results["targets"]], justify="left"))
+        out.append(targets_table(results["targets"]))
     return out
-
-
-def tables_markdown(made: list[Table]) -> str:
-    """Rich tables as GitHub markdown (shared with bench/broker_report.py)."""
-    parts = []
-    for made_table in made:
-        cols = made_table.columns
-        parts.append(f"**{made_table.title}**\n")
-        parts.append("| " + " | ".join(str(c.header) for c in cols) + " |")
-        parts.append("|" + "|".join("---:" if c.justify == "right" else "---" for c in cols) + "|")
-        for i in range(made_table.row_count):
-            parts.append("| " + " | ".join(str(c._cells[i]) for c in cols) + " |")
-        parts.append("")
-    return "\n".join(parts)
-
-
-def markdown(results: dict) -> str:
-    """The same tables as GitHub markdown (for docs/benchmarks.md)."""
-    return tables_markdown(tables(results))
 
 
 def targets(results: dict) -> list[dict]:

@@ -8,8 +8,8 @@ import os
 import shutil
 import time
 
-from storage_common import MiB, TOPIC, Params, batch_pool, fill, open_store, summary
-
+from bench.stats import MiB, summary
+from bench.storage.common import TOPIC, Params, batch_pool, fill, open_store
 from logbroker.records import scan_batches
 from logbroker.storage.store import Store
 

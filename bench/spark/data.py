@@ -1,10 +1,6 @@
-"""Test data of the Spark benchmark (bench/bench_spark.py): a data dir written
-with ``Store`` directly, and the same records as Parquet (pyarrow) and as JSON
-lines (Spark, from the Parquet copy).
-
-Imported by ``bench/bench_spark.py``, which puts ``bench/`` and ``src/`` on
-``sys.path`` first.
-"""
+"""Test data of the Spark benchmark (``python -m bench.spark``): a data dir
+written with ``Store`` directly, and the same records as Parquet (pyarrow)
+and as JSON lines (Spark, from the Parquet copy)."""
 
 from __future__ import annotations
 
@@ -14,10 +10,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from storage_common import MiB
 
+from bench.stats import MiB
+from logbroker.records.encoder import encode_batch
 from logbroker.storage.config import LogConfig, StorageConfig
-from logbroker.records import BatchBuilder
 from logbroker.storage.store import Store
 
 TOPIC = "bench"
@@ -58,10 +54,7 @@ def write_store(path: str, records: int, partitions: int, batch_records: int, se
             values = [blob[j * VALUE_BYTES:(j + 1) * VALUE_BYTES] for j in range(n)]
             keys = [KEYS[(done + j) % DISTINCT_KEYS] for j in range(n)]
             ts = T0 + b
-            builder = BatchBuilder()
-            for j in range(n):
-                builder.append(values[j], keys[j], timestamp_ms=ts)
-            logs[p].append([builder.build()])
+            logs[p].append([encode_batch([ts] * n, keys, values, {})])
             c = cols[p]
             c["key"] += keys
             c["value"] += values

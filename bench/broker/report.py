@@ -1,12 +1,12 @@
-"""Output of the broker benchmark: medians over runs, the targets check, rich
-tables for the terminal and the same tables as GitHub markdown (shared helpers
-from bench/storage_report.py)."""
+"""Output of the broker benchmark: medians over runs, the targets check and
+its rich tables (``bench.harness`` prints them and writes them as markdown)."""
 
 from __future__ import annotations
 
 from rich.table import Table
-from storage_common import MiB, summary
-from storage_report import fmt_s, table, tables_markdown
+
+from bench.harness import fmt_s, table, targets_table
+from bench.stats import MiB, summary
 
 # per-phase metrics summarised over runs: name -> how to get it from a phase result
 METRICS = {
@@ -144,12 +144,7 @@ def tables(results: dict) -> list[Table]:
     if any(k.startswith("fetch.") for k in sums.get("fsync", {})):
         out.append(fetch_table(sums, results["runs"]))
     if results.get("targets"):
-        out.append(table("Targets (durable acks, broker flush=fsync)", ("target", "measured median (min–max)",
-                                                                        "ratio", "met"),
-                         [(t["target"], t["measured"], f"{t['ratio']:.2f}", "yes" if t["met"] else "NO")
-                          for t in results["targets"]], justify="left"))
+        out.append(targets_table(results["targets"], "Targets (durable acks, broker flush=fsync)",
+                                 "measured median (min–max)", ratio=True))
     return [t for t in out if t.row_count]
 
-
-def markdown(results: dict) -> str:
-    return tables_markdown(tables(results))

@@ -1,11 +1,11 @@
-"""A do-nothing Python data source for the Spark benchmark (bench/bench_spark.py
---profile): each task yields one prebuilt Arrow batch of the logbroker schema
+"""A do-nothing Python data source for the Spark benchmark (``python -m
+bench.spark --profile``): each task yields one prebuilt Arrow batch of the logbroker schema
 (16-byte keys, 200-byte values; only the columns of a given schema) over and over, so a query over it costs only
 what Spark's Python data source path costs (Python worker, Arrow to the JVM,
 rows). It is the ceiling any Python data source can reach on this machine.
 
-The Python workers import this module by name: bench/bench_spark.py puts
-``bench/`` on ``PYTHONPATH`` before Spark starts.
+The Python workers import this module as ``bench.spark.floor``: the bench
+puts the checkout on ``PYTHONPATH`` before Spark starts.
 """
 
 from __future__ import annotations

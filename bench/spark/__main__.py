@@ -1,10 +1,9 @@
-#!/usr/bin/env python
 """Spark data source benchmark (issue 4): the ``logbroker`` format beside Spark's
 Parquet and JSON-lines readers over the same records, in one run.
 
-    python bench/bench_spark.py             # full run (216 MB of payload), ~1 minute on 2 cores
-    python bench/bench_spark.py --quick     # smoke test: tiny data, one repeat
-    python bench/bench_spark.py --json      # JSON on stdout, tables on stderr
+    python -m bench.spark             # full run (216 MB of payload), ~1 minute on 2 cores
+    python -m bench.spark --quick     # smoke test: tiny data, one repeat
+    python -m bench.spark --json      # JSON on stdout, tables on stderr
 
 Data: ``Store`` writes N records (16-byte keys among 1024 distinct, 200-byte
 random values, 1000-record batches, round-robin over 2 partitions, 64 MiB
@@ -28,7 +27,7 @@ MB/s = key + value payload bytes the query covers / wall time of the action.
 Spark runs ``local[2]`` with ``PYSPARK_PYTHON`` = this interpreter. With
 ``--profile`` the data source's ``read()`` is also run in this process (no
 Spark) over every split, timed, and profiled with cProfile (top functions),
-and the count and scan run over ``bench/spark_floor.py``, a Python data source
+and the count and scan run over ``bench/spark/floor.py``, a Python data source
 yielding one prebuilt Arrow batch over and over (the ceiling of Spark's Python
 data source path on this machine).
 
@@ -38,32 +37,16 @@ the end, also on error or Ctrl-C.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-_BENCH = Path(__file__).resolve().parent
-for _path in (_BENCH.parent / "src", _BENCH):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from spark_data import (
-    KEY_BYTES,
-    TOPIC,
-    VALUE_BYTES,
-    fmt_mib,
-    write_json,
-    write_parquet,
-    write_store,
-)
-from harness import emit, run_in_workdir, stderr_console
-from storage_common import MiB, summary
-from storage_env import environment
-from storage_report import fmt_s, table, tables_markdown
+from bench import ROOT, harness
+from bench.environment import environment
+from bench.harness import fmt_s, table, targets_table
+from bench.spark.data import KEY_BYTES, TOPIC, VALUE_BYTES, fmt_mib, write_json, write_parquet, write_store
+from bench.stats import MiB, summary, timed
 
 FORMATS = ("logbroker", "logbroker_kv", "parquet", "json")
 KV_SCHEMA = "key binary, value binary"  # logbroker_kv: a given schema picks the columns
@@ -72,22 +55,17 @@ PAYLOAD = KEY_BYTES + VALUE_BYTES
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny data, one repeat (smoke test)")
-    ap.add_argument("--json", action="store_true", help="JSON on stdout (tables go to stderr)")
-    ap.add_argument("--dir", help="parent of the temporary work dir (default: the checkout)")
+    ap = harness.parser("spark", __doc__, "tiny data, one repeat (smoke test)")
     ap.add_argument("--records", type=int, help="records written (default 1,000,000; quick 20,000)")
     ap.add_argument("--repeats", type=int, help="timed repeats per query (default 3; quick 1)")
     ap.add_argument("--profile", action="store_true", help="also time and cProfile read() in-process")
-    ap.add_argument("--markdown", metavar="FILE", help="also write the tables as markdown to FILE")
-    return ap.parse_args(argv)
+    return harness.parse(ap, argv)
 
 
 def make_spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(  # workers import bench/spark_floor.py (--profile)
-        [str(_BENCH), *filter(None, [os.environ.get("PYTHONPATH")])])
+    os.environ["PYTHONPATH"] = os.pathsep.join(  # workers import bench.spark.floor (--profile)
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -99,7 +77,7 @@ def make_spark():
     import logbroker.spark
 
     logbroker.spark.register(spark)
-    from spark_floor import FloorSource
+    from bench.spark.floor import FloorSource
 
     spark.dataSource.register(FloorSource)
     return spark
@@ -181,11 +159,7 @@ def run_queries(spark, dfs: dict, layout: dict, repeats: int, log) -> list[dict]
         for fmt in FORMATS:
             thunk = query(name, fmt, dfs[fmt], rng)
             check(name, thunk(), layout["records"], range_records)  # warm-up, checked
-            times = []
-            for _ in range(repeats):
-                t = time.perf_counter()
-                thunk()
-                times.append(time.perf_counter() - t)
+            times = timed(thunk, repeats)
             s = summary(times)
             mbs = summary([nbytes / 1e6 / x for x in times])
             rows.append({"query": name, "format": fmt, "seconds": s, "mb_per_s": mbs, "records": covered,
@@ -231,12 +205,8 @@ def profile_read(data_dir: str, log, top: int = 12) -> dict:
                 nbytes += batch.column("key").nbytes + batch.column("value").nbytes
         return rows, nbytes
 
-    read_all()
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        rows, _ = read_all()
-        times.append(time.perf_counter() - t)
+    rows, _ = read_all()  # warm-up
+    times = timed(read_all, 3)
     prof = cProfile.Profile()
     prof.enable()
     read_all()
@@ -250,7 +220,7 @@ def profile_read(data_dir: str, log, top: int = 12) -> dict:
 
 
 def floor(spark, records: int, repeats: int, log) -> list[dict]:
-    """The same count and scan over bench/spark_floor.py (a Python source doing no work)."""
+    """The same count and scan over bench/spark/floor.py (a Python source doing no work)."""
     from pyspark.sql import functions as F
 
     df = spark.read.format("logbroker_bench_floor").option("records", records).load()
@@ -261,11 +231,7 @@ def floor(spark, records: int, repeats: int, log) -> list[dict]:
                         ("scan, key+value schema",
                          lambda: kv.agg(F.sum(F.length("key")) + F.sum(F.length("value"))).collect())):
         thunk()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            thunk()
-            times.append(time.perf_counter() - t)
+        times = timed(thunk, repeats)
         out.append({"query": name, "seconds": summary(times),
                     "mb_per_s": summary([records * PAYLOAD / 1e6 / x for x in times])})
         log(f"{name:8} floor     {out[-1]['seconds']['median']:.3f} s  {out[-1]['mb_per_s']['median']:,.1f} MB/s")
@@ -303,16 +269,15 @@ def report_tables(results: dict) -> list:
         p = results["profile"]
         prow = [("logbroker read() in this process, no Spark, all splits one after another",
                  fmt_s(p["seconds"], 3), fmt_s(p["mb_per_s"]))]
-        prow += [(f"Spark {f['query']} over a Python data source doing no work (bench/spark_floor.py)",
+        prow += [(f"Spark {f['query']} over a Python data source doing no work (bench/spark/floor.py)",
                   fmt_s(f["seconds"], 3), fmt_s(f["mb_per_s"])) for f in results.get("floor", [])]
         out.append(table("Where the time goes — median (min–max)", ("case", "seconds", "MB/s"), prow))
-    out.append(table("Targets", ("target", "measured", "met"),
-                     [(t["target"], t["measured"], "yes" if t["met"] else "NO") for t in results["targets"]],
-                     justify="left"))
+    out.append(targets_table(results["targets"]))
     return out
 
 
-def run(args, workdir: str, log) -> dict:
+def run(args, workdir: str, err) -> dict:
+    log = harness.progress_log(err.file)
     records = args.records or (20_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 5)
     seg = (1 if args.quick else 64) * MiB
@@ -349,17 +314,7 @@ def run(args, workdir: str, log) -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    err = stderr_console()
-    t0 = time.perf_counter()
-
-    def log(msg: str) -> None:
-        err.log(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
-
-    results = run_in_workdir(args, ".bench-spark-", lambda a, workdir, _: run(a, workdir, log), err)
-    made = report_tables(results)
-    emit(args, results, err, None, made, lambda: tables_markdown(made))
-    return 0
+    return harness.main(parse_args(argv), "spark", run, report_tables)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
-#!/usr/bin/env python
 """Storage engine benchmarks (issue 2): append, read, decode, reopen.
 
-    python bench/bench_storage.py            # full run, ~2.5 minutes
-    python bench/bench_storage.py --quick    # smoke test, a few seconds
-    python bench/bench_storage.py --json     # JSON on stdout, tables on stderr
+    python -m bench.storage            # full run, ~2.5 minutes
+    python -m bench.storage --quick    # smoke test, a few seconds
+    python -m bench.storage --json     # JSON on stdout, tables on stderr
 
 Sections (``--only`` picks some):
 
-- ``encode``: BatchBuilder rate (producer side; excluded from append timings).
+- ``encode``: ``encode_batch`` rate, the producer's encoder (excluded from
+  append timings).
 - ``append``: ``Log.append([batch])`` per call, default "fsync" policy (each
   call waits for its fdatasync), beside a raw baseline in the same run on the
   same disk (``os.write`` + ``os.fdatasync`` per write of the same bytes to a
@@ -29,54 +29,37 @@ medians of ``--repeats`` runs with min-max. Work happens in a fresh temporary
 directory (by default inside the checkout, so on the same disk; ``--dir`` puts
 it elsewhere) that is removed at the end, also on error or Ctrl-C.
 
-Modules (in ``bench/``): ``storage_common`` (parameters, timing loops, data and
-store helpers), ``storage_codec`` (encode, decode), ``storage_append``,
-``storage_read``, ``storage_reopen``, ``storage_env`` (the run's environment)
-and ``storage_report`` (targets, tables, markdown).
+Modules (in ``bench/storage/``): ``common`` (parameters, data and store
+helpers), ``codec`` (encode, decode), ``append``, ``read``, ``reopen`` and
+``report`` (targets, tables); ``bench.harness`` runs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
-from pathlib import Path
 
-_BENCH = Path(__file__).resolve().parent
-for _path in (_BENCH.parent / "src", _BENCH):  # sibling modules; src/ of a checkout without installing
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+from rich.console import Console
 
-from rich.console import Console  # noqa: E402
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: E402
-                           TimeElapsedColumn)
-from harness import emit, headline, pick_sections, run_in_workdir, stderr_console  # noqa: E402
-from storage_append import bench_append  # noqa: E402
-from storage_codec import DECODE_MODES, bench_decode, bench_encode  # noqa: E402
-from storage_common import QUICK, SECTIONS, SHAPES, GiB, Params  # noqa: E402
-from storage_env import environment  # noqa: E402
-from storage_read import bench_read  # noqa: E402
-from storage_reopen import bench_reopen  # noqa: E402
-from storage_report import markdown, tables, targets  # noqa: E402
+from bench import harness
+from bench.environment import environment
+from bench.stats import GiB
+from bench.storage.append import bench_append
+from bench.storage.codec import DECODE_MODES, bench_decode, bench_encode
+from bench.storage.common import QUICK, SECTIONS, SHAPES, Params
+from bench.storage.read import bench_read
+from bench.storage.reopen import bench_reopen
+from bench.storage.report import tables, targets
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test (seconds)")
-    ap.add_argument("--json", action="store_true", help="JSON on stdout (tables go to stderr)")
-    ap.add_argument("--dir", help="parent directory of the temporary work dir (default: the checkout, "
-                                  "so the same disk)")
+    ap = harness.parser("storage", __doc__, "tiny sizes, for a smoke test (seconds)", sections=SECTIONS)
     ap.add_argument("--repeats", type=int, help="repeats per case (>= 3; default 3)")
     ap.add_argument("--reopen-gb", type=float, help="size of the reopen data dir in GiB (default 2)")
-    ap.add_argument("--markdown", metavar="FILE", help="also write the tables as markdown to FILE")
-    ap.add_argument("--render", metavar="JSON", help="print markdown tables of a saved --json run; runs nothing")
-    ap.add_argument("--only", help=f"comma-separated sections among {','.join(SECTIONS)}")
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.repeats is not None and args.repeats < 3:
         ap.error("--repeats must be >= 3")
-    args.sections = pick_sections(ap, args.only, SECTIONS)
     return args
 
 
@@ -101,8 +84,7 @@ def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
     results: dict = {"environment": environment(workdir), "params": dataclasses.asdict(p),
                      "quick": args.quick}
     counts = steps(p)
-    progress = Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err, transient=True)
+    progress = harness.progress_bar(err, 8)
     with progress:
         tasks = {s: progress.add_task(s, total=counts[s]) for s in SECTIONS if s in args.sections}
         tick = {s: (lambda s=s: progress.advance(tasks[s])) for s in tasks}
@@ -125,14 +107,7 @@ def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    args = parse_args(argv)
-    if args.render:
-        print(markdown(json.loads(Path(args.render).read_text())))
-        return 0
-    err = stderr_console()
-    results = run_in_workdir(args, ".bench-storage-", run, err)
-    emit(args, results, err, headline("storage", results), tables(results), lambda: markdown(results))
-    return 0
+    return harness.main(parse_args(argv), "storage", run, tables)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
-"""One client process of the broker benchmark (started by bench/broker_server.py).
+"""One client process of the broker benchmark (started by bench/broker/server.py).
 
-    python bench/broker_worker.py '<json spec>'
+    python -m bench.broker.worker '<json spec>'
 
 Sets up (connects, creates the topic, builds the test data), prints ``READY``,
 waits for a line on stdin, runs the timed section, prints one JSON line and
@@ -31,7 +30,6 @@ dumped to that path.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import resource
@@ -41,16 +39,12 @@ import sys
 import time
 from itertools import cycle, islice
 from operator import attrgetter
-from pathlib import Path
 
-_SRC = Path(__file__).resolve().parent.parent / "src"
-if str(_SRC) not in sys.path:  # a checkout without installing
-    sys.path.insert(0, str(_SRC))
-
-from logbroker import Admin, Consumer, Producer  # noqa: E402
-from logbroker.protocol import codec  # noqa: E402
-from logbroker.protocol import messages as m  # noqa: E402
-from logbroker.records import BatchBuilder  # noqa: E402
+from bench.stats import percentile_ms
+from logbroker import Admin, Consumer, Producer
+from logbroker.protocol import codec
+from logbroker.protocol import messages as m
+from logbroker.records import build_batch
 
 VALUES = 1021  # distinct values cycled by the producer (prime: pairs with keys vary)
 _KEY, _VALUE = attrgetter("key"), attrgetter("value")
@@ -117,7 +111,7 @@ def produce(spec: dict):
         producer.flush(timeout=max(deadline.at - time.perf_counter(), 0.001))
         meta = handle.result(timeout=1)
         lat.sort()
-        acks = {"ack_p50_ms": pct_ms(lat, 0.5), "ack_p99_ms": pct_ms(lat, 0.99),
+        acks = {"ack_p50_ms": percentile_ms(lat, 0.5), "ack_p99_ms": percentile_ms(lat, 0.99),
                 "ack_samples": len(lat)} if lat else {}
         return {"records": n, "last_offset": meta.offset,
                 "bytes": n * (spec["value_bytes"] + spec["key_bytes"]), **acks}
@@ -149,11 +143,6 @@ def consume(spec: dict):
     return timed, consumer.close
 
 
-def pct_ms(sorted_ns: list[int], q: float) -> float:
-    """Nearest-rank percentile ``q`` of sorted nanoseconds, in ms."""
-    return sorted_ns[max(0, math.ceil(q * len(sorted_ns)) - 1)] / 1e6
-
-
 def _latencies(one, spec: dict, deadline: Deadline, record_bytes: int) -> dict:
     """Call ``one()`` ``spec["sends"]`` times, each timed; percentiles in ms."""
     clock, lat = time.perf_counter_ns, []
@@ -164,12 +153,9 @@ def _latencies(one, spec: dict, deadline: Deadline, record_bytes: int) -> dict:
         if t0 > deadline.at * 1e9:
             deadline.check()
     lat.sort()
-
-    def pct(q: float) -> float:
-        return pct_ms(lat, q)
-
-    return {"records": len(lat), "bytes": len(lat) * record_bytes, "p50_ms": pct(0.50),
-            "p90_ms": pct(0.90), "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": lat[-1] / 1e6,
+    p = {name: percentile_ms(lat, q) for name, q in (("p50_ms", .5), ("p90_ms", .9), ("p99_ms", .99),
+                                                     ("p999_ms", .999))}
+    return {"records": len(lat), "bytes": len(lat) * record_bytes, **p, "max_ms": lat[-1] / 1e6,
             "mean_ms": sum(lat) / len(lat) / 1e6}
 
 
@@ -192,9 +178,7 @@ def roundtrip_raw(spec: dict):
     (non-idempotent) batch re-sent each time, the response read and decoded."""
     ensure_topic(spec)
     topic, value, key = spec["topic"], b"v" * spec["value_bytes"], make_keys(1, spec["key_bytes"])[0]
-    builder = BatchBuilder()
-    builder.append(value, key)
-    batch = builder.build()
+    batch = build_batch([(value, key)])
     acks = -1 if spec["acks"] == "all" else int(spec["acks"])
     host, port = spec["bootstrap"].rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=10)

@@ -1,0 +1,1 @@
+"""Single-node broker benchmark (issue 3): ``python -m bench.broker``."""

@@ -1,0 +1,1 @@
+"""Spark data source benchmark (issue 4): ``python -m bench.spark``."""

@@ -1,0 +1,1 @@
+"""Storage engine benchmark (issue 2): ``python -m bench.storage``."""
