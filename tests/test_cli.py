@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 
-from fixtures import LOGBROKER, BrokerProcess
+from fixtures import LOGBROKER, BrokerProcess, cli_ok, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -19,15 +18,10 @@ def broker(tmp_path_factory):
 
 
 def lb(broker, *args, stdin: "bytes | None" = None, timeout: float = 60):
-    env = dict(os.environ, LOGBROKER_BOOTSTRAP=broker.bootstrap)
-    return subprocess.run([LOGBROKER, *args], input=stdin, capture_output=True, env=env,
-                          timeout=timeout)
+    return run_cli(*args, bootstrap=broker.bootstrap, stdin=stdin, timeout=timeout)
 
 
-def ok(result) -> str:
-    assert result.returncode == 0, result.stderr.decode()
-    assert b"Traceback" not in result.stderr
-    return result.stdout.decode()
+ok = cli_ok
 
 
 def test_produce_consume_text_keys_headers(broker):
@@ -97,7 +91,7 @@ def test_topics_admin_json(broker):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (("consume", "missing-topic"), "unknown topic"),
+    (("consume", "missing-topic"), "UNKNOWN_TOPIC_OR_PARTITION: unknown topic 'missing-topic'"),
     (("topics", "create", "bad/name"), "INVALID_TOPIC"),
     (("topics", "create", "x", "--config", "nonsense=1"), "INVALID_CONFIG"),
     (("consume", "t1", "--offset", "banana"), "--offset"),
@@ -107,14 +101,6 @@ def test_errors_are_one_line_and_nonzero(broker, args, needle):
     result = lb(broker, *args)
     assert result.returncode != 0
     assert needle in result.stderr.decode() and b"Traceback" not in result.stderr
-
-
-def test_unreachable_broker_is_a_clear_error(tmp_path):
-    result = subprocess.run([LOGBROKER, "topics", "list", "-b", "127.0.0.1:1", "--timeout", "1"],
-                            capture_output=True,
-                            timeout=60)
-    assert result.returncode != 0 and b"Traceback" not in result.stderr
-    assert b"BROKER_UNAVAILABLE" in result.stderr
 
 
 def test_produce_file_and_follow(broker, tmp_path):

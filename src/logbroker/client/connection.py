@@ -76,10 +76,12 @@ class BrokerConnection:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except (OSError, TimeoutError, ValueError, OverflowError) as exc:
+        except BaseException as exc:  # cancelled too: the socket is never left open
             if sock is not None:
                 sock.close()
-            raise BrokerUnavailableError(_reason(exc)) from None
+            if isinstance(exc, (OSError, TimeoutError, ValueError, OverflowError)):
+                raise BrokerUnavailableError(_reason(exc)) from None
+            raise
         return cls(loop, sock, f"{host}:{port}", max_frame_bytes)
 
     @property

@@ -156,7 +156,7 @@ class BrokerLink:
                                      max_frame_bytes=opts.max_frame_bytes)
         try:
             resp = await conn.request(m.Handshake(client_id=opts.client_id), opts.connect_timeout)
-        except LogbrokerError:
+        except BaseException:  # failed or cancelled (the client closing): not left open
             conn.close()
             raise
         if resp.error:
