@@ -11,8 +11,6 @@ sweeps) log their errors and go on.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..protocol import messages as m
 from ..protocol.codec import new_scratch
 from ..storage.store import Store
+from . import malloc
 from .config import BrokerConfig
 from .connection import ClientConnection
 from .durability import DataNotifier, GroupCommit
@@ -36,7 +35,7 @@ class Broker:
         self.port = config.port
         self._stopping: "asyncio.Event | None" = None
         self.store: "Store | None" = None
-        self._closed_since_trim = 0
+        self._closed_since_trim, self._trimmed_at = 0, 0.0
 
     # -- connections -------------------------------------------------------------------
     def register(self, conn: ClientConnection) -> bool:
@@ -57,6 +56,7 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        malloc.tune()
         fresh = _is_fresh(self.config.data_dir)
         self.store = Store.open(self.config.data_dir, self.config.storage)
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
@@ -126,12 +126,13 @@ class Broker:
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
             conn.idle_check(now)
-        if self._closed_since_trim >= TRIM_AFTER_CLOSED:
-            self._closed_since_trim = 0
-            _malloc_trim()
+        if self._closed_since_trim >= TRIM_AFTER_CLOSED or now - self._trimmed_at > TRIM_EVERY_S:
+            self._closed_since_trim, self._trimmed_at = 0, now
+            malloc.trim()
 
 
-TRIM_AFTER_CLOSED = 64  # connections closed since the last malloc_trim
+TRIM_AFTER_CLOSED = 64  # connections closed since the last malloc trim
+TRIM_EVERY_S = 30.0
 
 
 def _is_fresh(data_dir: str) -> bool:
@@ -140,21 +141,3 @@ def _is_fresh(data_dir: str) -> bool:
         return not os.listdir(data_dir)
     except FileNotFoundError:
         return True
-
-
-def _malloc_trim() -> None:
-    """Hand freed heap memory back to the OS (glibc keeps it otherwise, so
-    RSS would not come down after many connections close)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc():
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc()

@@ -9,11 +9,10 @@ Frame:  u32 frame_length (bytes after this field, big-endian)
 ``receive_data(bytes)``, or let a socket write straight into it with
 ``get_buffer()`` / ``buffer_updated(n)`` (asyncio.BufferedProtocol). Memory
 follows the bytes that arrived, never a length a peer announced: nothing is
-held between frames; an incomplete frame of up to ``scratch_bytes`` is kept
-in a ``bytearray`` that grows as its bytes come; a larger frame gets an
-anonymous memory map of its length (address space only: the kernel supplies
-pages as the socket writes them) which ``get_buffer()`` exposes directly, so
-big produce payloads are never copied in Python.
+held between frames, an incomplete frame holds what came of it, and a frame
+longer than the scratch buffer gets a buffer of its own only once a quarter
+of it arrived; the socket then writes the rest straight into that buffer, so
+most of a big produce payload is never copied in Python.
 ``decode(frame)`` checks the header against the message schema; ``encode``
 returns buffers to write (header bytes, then the payload buffers as given).
 Every malformed input raises a ``LogbrokerError``; nothing else escapes.
@@ -21,9 +20,7 @@ Every malformed input raises a ``LogbrokerError``; nothing else escapes.
 
 from __future__ import annotations
 
-import mmap
 import struct
-import sys
 from collections import deque
 from dataclasses import dataclass
 
@@ -38,9 +35,7 @@ _U32 = struct.Struct(">I")
 _PREFIX = struct.Struct(">II")
 NEED_DATA = None  # next_frame() result when no whole frame is buffered
 MAX_HEADER = 16 << 20
-SCRATCH_BYTES = 256 << 10  # receive buffer; frames longer than it are received in place
-# address space only: a peer that announces a length and stalls costs no memory
-_MAP_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x4000 if sys.platform == "linux" else 0)
+SCRATCH_BYTES = 256 << 10  # receive buffer; longer frames are mostly received in place
 
 
 class DecodeError(InvalidRequestError):
@@ -53,14 +48,20 @@ class DecodeError(InvalidRequestError):
 
 
 class FrameReader:
-    """Splits a byte stream into frames (``bytes``, ``bytearray`` or ``mmap``).
+    """Splits a byte stream into frames (``bytes`` or ``bytearray``).
 
     ``scratch`` is the receive buffer ``get_buffer()`` hands out between
     frames; readers of one event loop may share one (``new_scratch()``):
     every ``get_buffer()`` is followed by its ``buffer_updated()`` before
     another reader's ``get_buffer()``, and ``buffer_updated`` consumes the
     scratch entirely. Without one, a private scratch is made on first use.
-    Frames longer than the scratch are received in place (zero copy).
+
+    A frame longer than the scratch is kept as the chunks that arrived (each
+    read into a chunk of at most the scratch's size or what came before it,
+    short reads copied out) until a quarter
+    of it is there; then it gets a buffer of its full length and the rest is
+    written in place. Memory held is at most four times the bytes received
+    (nothing for a length prefix alone).
     """
 
     def __init__(self, max_frame_bytes: int = 64 << 20, scratch_bytes: int = SCRATCH_BYTES,
@@ -68,8 +69,12 @@ class FrameReader:
         self.max_frame_bytes = max_frame_bytes
         self._scratch = scratch
         self._scratch_bytes = len(scratch) if scratch is not None else max(scratch_bytes, 64)
-        self._pending = bytearray()  # the start (prefix included) of an incomplete small frame
-        self._big: "mmap.mmap | None" = None  # an incomplete big frame, without its prefix
+        self._pending = bytearray()  # the start (prefix included) of an incomplete short frame
+        self._length = 0  # a long frame's length while it is kept as chunks
+        self._chunks: list = []
+        self._chunked = 0  # bytes in _chunks
+        self._chunk: "bytearray | None" = None  # handed out by get_buffer() for the next chunk
+        self._big: "bytearray | None" = None  # a long frame's buffer, without its prefix
         self._big_filled = 0
         self._frames: deque = deque()
         self.frames_read = 0  # frames completed so far
@@ -77,17 +82,23 @@ class FrameReader:
     @property
     def buffered_bytes(self) -> int:
         """Bytes received but not yet returned as frames (for backpressure)."""
-        return len(self._pending) + self._big_filled + sum(len(f) for f in self._frames)
+        return (len(self._pending) + self._chunked + self._big_filled
+                + sum(len(f) for f in self._frames))
 
     @property
     def in_frame(self) -> bool:
         """A frame has begun (at least one byte of it came) and is incomplete."""
-        return bool(self._pending) or self._big is not None
+        return bool(self._pending) or self._length > 0 or self._big is not None
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Writable space for the next bytes of the stream (never empty)."""
         if self._big is not None:
             return memoryview(self._big)[self._big_filled:]
+        if self._length:
+            # a read's buffer lives only until buffer_updated keeps what came
+            size = min(self._length - self._chunked, max(self._chunked, self._scratch_bytes))
+            self._chunk = bytearray(size)
+            return memoryview(self._chunk)
         if self._scratch is None:
             self._scratch = bytearray(self._scratch_bytes)
         return memoryview(self._scratch)
@@ -96,6 +107,11 @@ class FrameReader:
         """``nbytes`` were written at the start of the last ``get_buffer()``."""
         if self._big is not None:
             self._big_written(nbytes)
+        elif self._chunk is not None:
+            chunk, self._chunk = self._chunk, None
+            if 2 * nbytes < len(chunk):  # a short read: hold only what came
+                chunk = bytes(memoryview(chunk)[:nbytes])
+            self._add_chunk(memoryview(chunk)[:nbytes], owned=True)
         else:
             self._feed(memoryview(self._scratch)[:nbytes])
 
@@ -112,12 +128,16 @@ class FrameReader:
         while pos < end:
             if self._big is not None:
                 n = min(len(self._big) - self._big_filled, end - pos)
-                memoryview(self._big)[self._big_filled:self._big_filled + n] = view[pos:pos + n]
+                self._big[self._big_filled:self._big_filled + n] = view[pos:pos + n]
                 pos += n
                 self._big_written(n)
+            elif self._length:
+                n = min(self._length - self._chunked, end - pos)
+                self._add_chunk(view[pos:pos + n], owned=False)
+                pos += n
             elif self._pending:
                 pos = self._fill_pending(view, pos)
-            elif end - pos >= 4 and end - pos >= (total := 4 + self._length(view, pos)):
+            elif end - pos >= 4 and end - pos >= (total := 4 + self._length_at(view, pos)):
                 self._complete(bytes(view[pos + 4:pos + total]))
                 pos += total
             else:  # the start of a frame: its prefix first, then _fill_pending decides
@@ -133,9 +153,9 @@ class FrameReader:
             pos += take
             if len(pending) < 4:
                 return pos
-        length = self._length(pending, 0)
+        length = self._length_at(pending, 0)
         if 4 + length > self._scratch_bytes:  # decided as soon as the prefix is whole
-            self._big, self._big_filled, self._pending = _map(length), 0, bytearray()
+            self._length, self._pending = length, bytearray()
             return pos
         take = min(4 + length - len(pending), len(view) - pos)
         pending += view[pos:pos + take]
@@ -145,13 +165,28 @@ class FrameReader:
             self._pending = bytearray()
         return pos + take
 
+    def _add_chunk(self, data: memoryview, owned: bool) -> None:
+        """Keep ``data`` (copied unless ``owned``) until a quarter of the long
+        frame is here; then move everything into the frame's own buffer."""
+        if 4 * (self._chunked + len(data)) < self._length:
+            self._chunks.append(data if owned else bytes(data))
+            self._chunked += len(data)
+            return
+        big, filled = bytearray(self._length), 0
+        for part in (*self._chunks, data):
+            big[filled:filled + len(part)] = part
+            filled += len(part)
+        self._length, self._chunks, self._chunked = 0, [], 0
+        self._big = big
+        self._big_written(filled)
+
     def _big_written(self, nbytes: int) -> None:
         self._big_filled += nbytes
         if self._big_filled == len(self._big):
             self._complete(self._big)
             self._big, self._big_filled = None, 0
 
-    def _length(self, buf, pos: int) -> int:
+    def _length_at(self, buf, pos: int) -> int:
         length = _U32.unpack_from(buf, pos)[0]
         if length < 4:
             raise DecodeError(f"frame length {length} is shorter than a header length field")
@@ -167,13 +202,6 @@ class FrameReader:
 def new_scratch(size: int = SCRATCH_BYTES) -> bytearray:
     """A receive buffer that the readers of one event loop can share."""
     return bytearray(size)
-
-
-def _map(length: int) -> mmap.mmap:
-    try:
-        return mmap.mmap(-1, length, flags=_MAP_FLAGS)
-    except (OSError, ValueError) as exc:
-        raise FrameTooLargeError(f"cannot reserve {length} bytes for a frame: {exc}") from None
 
 
 @dataclass(frozen=True)
