@@ -16,8 +16,8 @@ import time
 from typing import Callable
 
 from .. import limits
-from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError, UnknownError,
-                      UnknownTopicOrPartitionError, UnsupportedVersionError)
+from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError, RequestTimedOutError,
+                      UnknownError, UnknownTopicOrPartitionError, UnsupportedVersionError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..storage.groups import CommittedOffset
@@ -166,8 +166,7 @@ class Handlers:
 
     # -- produce -------------------------------------------------------------------
     async def produce(self, req: m.Produce) -> "m.ProduceResponse | None":
-        if req.acks not in (-1, 0, 1):
-            raise InvalidRequestError(f"acks must be -1 (all), 0 or 1, got {req.acks}")
+        """``acks`` and ``timeout_ms`` were checked at the edge (edge.py)."""
         results, waits = [], []
         for (topic, partition, _), data in zip(req.parts, req.payload):
             try:
@@ -184,7 +183,7 @@ class Handlers:
             for i, fut in waits:
                 if not fut.done():
                     fut.add_done_callback(_consume)
-                    results[i][2:4] = [7, "timed out waiting for the fsync"]
+                    results[i][2:4] = [RequestTimedOutError.code, "timed out waiting for the fsync"]
                 elif fut.exception() is not None:
                     results[i][2:4] = list(_err(fut.exception()))
         else:
