@@ -251,7 +251,7 @@ class AdminCore:
         return out
 
     async def partitions_of(self, topics: Iterable[str]) -> list:
-        counts = await partition_counts(self.link, list(topics),
+        counts = await partition_counts(self.link, list(topics), wait=False,
                                         timeout=self.link.options.request_timeout)
         return [(t, p) for t, n in counts.items() for p in range(n)]
 

@@ -11,10 +11,11 @@ from .link import BrokerLink
 
 
 async def partition_counts(link: BrokerLink, topics, *, auto_create: bool = False,
-                           timeout: float) -> dict[str, int]:
+                           timeout: float, wait: bool = True) -> dict[str, int]:
     """Partition count of each topic in ``topics``. Retriable per-topic errors
     (an unknown topic not created yet) are retried until ``timeout`` s, then
-    raised; so are connection failures (``BrokerUnavailableError``)."""
+    raised (at once without ``wait``); so are connection failures
+    (``BrokerUnavailableError``)."""
     deadline = time.monotonic() + timeout
     topics = tuple(dict.fromkeys(topics))
     while True:
@@ -31,7 +32,7 @@ async def partition_counts(link: BrokerLink, topics, *, auto_create: bool = Fals
             if not missing:
                 return out
             err = UnknownTopicOrPartitionError(f"no metadata for topic {missing[0]!r}")
-        if not err.retriable or time.monotonic() >= deadline:
+        if not wait or not err.retriable or time.monotonic() >= deadline:
             raise err
         await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
 
