@@ -158,6 +158,9 @@ def _column(items: Sequence, what: str) -> tuple[int, list]:
 
 def _bitmap(items: Sequence) -> bytes:
     """Arrow validity bitmap: bit i (LSB first) set when item i is not None."""
+    if None not in items:  # the common case (header values), at C speed
+        full, rest = divmod(len(items), 8)
+        return b"\xff" * full + (bytes([(1 << rest) - 1]) if rest else b"")
     out = bytearray((len(items) + 7) // 8)
     for i, item in enumerate(items):
         if item is not None:
@@ -168,21 +171,15 @@ def _bitmap(items: Sequence) -> bytes:
 def _header_parts(headers: dict, n: int) -> "list | None":
     """Header columns: cumulative counts, keys (dense), values (nullable);
     None when no record has a header."""
-    counts, hkeys, hvalues = [0], [], []
-    for i in range(n):
-        for hkey, hvalue in headers.get(i, ()):
-            if not isinstance(hkey, str):
-                raise InvalidRecordError(f"header key of record #{i} must be str, "
-                                         f"got {type(hkey).__name__}")
-            try:
-                hkeys.append(hkey.encode("utf-8"))
-            except UnicodeEncodeError:
-                raise InvalidRecordError(f"header key of record #{i} is not valid Unicode "
-                                         f"({hkey!r})") from None
-            hvalues.append(hvalue)
-        counts.append(len(hkeys))
-    if not hkeys:
+    per_record = [headers.get(i, ()) for i in range(n)]
+    counts = list(accumulate(map(len, per_record), initial=0))
+    if not counts[-1]:
         return None
+    try:
+        names, hvalues = zip(*[pair for pairs in per_record for pair in pairs])
+        hkeys = [name.encode("utf-8") for name in names]
+    except (TypeError, ValueError, AttributeError):  # not (str, value) pairs; not UTF-8 encodable
+        raise _header_error(per_record) from None
     key_data = b"".join(hkeys)
     values = [b"" if v is None else v for v in hvalues]
     value_data = _joined(values, "header value")
@@ -190,3 +187,20 @@ def _header_parts(headers: dict, n: int) -> "list | None":
         raise InvalidRecordError("header column exceeds 2 GiB")
     return [_i32_le(counts), _i32_le(accumulate(map(len, hkeys), initial=0)), key_data,
             _bitmap(hvalues), _i32_le(accumulate(map(len, values), initial=0)), value_data]
+
+
+def _header_error(per_record: list) -> InvalidRecordError:
+    """The error naming the first header that is not a (str, bytes | None) pair."""
+    for i, pairs in enumerate(per_record):
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                return InvalidRecordError(f"header of record #{i} must be a (str, bytes | None) pair, "
+                                          f"got {type(pair).__name__}")
+            if not isinstance(pair[0], str):
+                return InvalidRecordError(f"header key of record #{i} must be str, "
+                                          f"got {type(pair[0]).__name__}")
+            try:
+                pair[0].encode("utf-8")
+            except UnicodeEncodeError:
+                return InvalidRecordError(f"header key of record #{i} is not valid Unicode ({pair[0]!r})")
+    return InvalidRecordError("headers must be (str, bytes | None) pairs")
