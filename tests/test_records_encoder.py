@@ -33,6 +33,8 @@ I64 = (1 << 63) - 1
     ([T0], [None], [b"a"], {0: ((b"k", b"v"),)}, {}, "header key of record #0 must be str"),
     ([T0], [None], [b"a"], {0: (("\ud800", b"v"),)}, {}, "not valid Unicode"),
     ([T0], [None], [b"a"], {0: (("k", "v"),)}, {}, "header value #0 must be bytes"),
+    ([T0, T0], [None] * 2, [b"a"] * 2, {1: (("k",),)}, {}, "header of record #1 must be a \\(str, bytes"),
+    ([T0], [None], [b"a"], {0: (("k", b"v", b"w"),)}, {}, "header of record #0 must be a \\(str, bytes"),
     ([T0], [None], [b"a"], {}, {"producer_id": 1 << 63}, "producer fields out of range"),
     ([T0], [None], [b"a"], {}, {"producer_epoch": 1 << 15}, "producer_epoch"),
     ([T0], [None], [b"a"], {}, {"base_sequence": 1 << 31}, "base_sequence"),
