@@ -356,15 +356,18 @@ def cli_error(result, name: str) -> str:
     return lines[0][len(f"error: {name}: "):]
 
 
-def invoke_cli(args, stdin: "bytes | None" = None, bootstrap: "str | None" = None):
+def invoke_cli(args, stdin: "bytes | None" = None, bootstrap: "str | None" = None,
+               timeout: "float | None" = None):
     """The CLI in this process (click's CliRunner): a ``click.testing.Result``
     with ``exit_code``, ``stdout``, ``stderr`` and ``exception`` (a
-    ``SystemExit`` for every normal exit)."""
+    ``SystemExit`` for every normal exit). ``bootstrap``/``timeout``: the
+    defaults of -b and --timeout (LOGBROKER_BOOTSTRAP, LOGBROKER_TIMEOUT)."""
     from click.testing import CliRunner
 
     from logbroker.cli.main import main
 
-    env = {"LOGBROKER_BOOTSTRAP": bootstrap, "LOGBROKER_DEBUG": None, "LOGBROKER_TIMEOUT": None}
+    env = {"LOGBROKER_BOOTSTRAP": bootstrap, "LOGBROKER_DEBUG": None,
+           "LOGBROKER_TIMEOUT": None if timeout is None else str(timeout)}
     return CliRunner().invoke(main, list(args), input=stdin, env=env, catch_exceptions=True)
 
 
@@ -404,3 +407,16 @@ def invoked_ok(result) -> str:
     assert result.exit_code == 0 and (result.exception is None or isinstance(
         result.exception, SystemExit)), (result.stderr, repr(result.exception))
     return result.stdout
+
+
+def broker_unread_bytes(broker: BrokerProcess, conn: RawConn) -> int:
+    """Bytes ``conn`` sent that the broker has not read from its socket yet
+    (the receive queue in /proc/net/tcp); -1 when the socket is not found."""
+    want = (broker.port, conn.sock.getsockname()[1])
+    with open("/proc/net/tcp") as fh:
+        for line in list(fh)[1:]:
+            fields = line.split()
+            local, remote = (int(a.split(":")[1], 16) for a in fields[1:3])
+            if (local, remote) == want:
+                return int(fields[4].split(":")[1], 16)
+    return -1

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import struct
+import time
 
 
-from fixtures import BrokerProcess
+from fixtures import BrokerProcess, broker_unread_bytes, wait_until
 from logbroker.protocol import messages as m
 from logbroker.protocol.codec import encode_bytes
 from logbroker.records import build_batch, decode_batch, scan_batches
@@ -156,3 +158,19 @@ def test_sigterm_is_a_clean_shutdown(tmp_path):
     b.start()
     assert fetch_values(RawConn(b.port), "s") == [b"kept"]
     b.kill()
+
+
+def test_shutdown_answers_requests_in_flight_then_closes(tmp_path):
+    """SIGTERM: the broker stops reading (pause), answers what it read
+    (drain: a long poll in flight ends at its max_wait), then closes."""
+    b = BrokerProcess(tmp_path / "d", config={"shutdown_timeout_ms": 10_000}).start()
+    c = RawConn(b.port)
+    c.call(produce("sd", build_batch([b"a"])))
+    cid = c.send(m.Fetch(max_wait_ms=1_500, min_bytes=1 << 20, parts=(("sd", 0, 1, 1 << 20),)))
+    wait_until(lambda: broker_unread_bytes(b, c) == 0, what="the fetch read by the broker")
+    started = time.monotonic()
+    b.proc.send_signal(signal.SIGTERM)
+    env = c.recv(timeout=10)
+    assert env is not None and env.cid == cid and env.message.error == 0
+    assert c.closed_by_peer(timeout=10)
+    assert b.stop() == 0 and time.monotonic() - started < 8
