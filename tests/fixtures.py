@@ -402,13 +402,6 @@ def raise_nofile(needed: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
-def invoked_ok(result) -> str:
-    """stdout of an ``invoke_cli`` run that must have succeeded."""
-    assert result.exit_code == 0 and (result.exception is None or isinstance(
-        result.exception, SystemExit)), (result.stderr, repr(result.exception))
-    return result.stdout
-
-
 def broker_unread_bytes(broker: BrokerProcess, conn: RawConn) -> int:
     """Bytes ``conn`` sent that the broker has not read from its socket yet
     (the receive queue in /proc/net/tcp); -1 when the socket is not found."""
@@ -420,3 +413,10 @@ def broker_unread_bytes(broker: BrokerProcess, conn: RawConn) -> int:
             if (local, remote) == want:
                 return int(fields[4].split(":")[1], 16)
     return -1
+
+
+def invoked_ok(result) -> str:
+    """stdout of an ``invoke_cli`` run that must have succeeded."""
+    assert result.exit_code == 0 and (result.exception is None or isinstance(
+        result.exception, SystemExit)), (result.stderr, repr(result.exception))
+    return result.stdout
