@@ -90,9 +90,8 @@ class Accumulator:
         if key is not None:
             size += len(key)
         if headers:
-            headers = validate.headers(headers)
-            size += sum(len(k.encode()) + 9 + (len(v) if v is not None else 0)
-                        for k, v in headers)
+            headers, nbytes = validate.headers(headers)
+            size += nbytes + 9 * len(headers)
         if size > self._max_record:
             raise RecordTooLargeError(f"record of {size} bytes exceeds max_request_size")
         if timestamp_ms is None:

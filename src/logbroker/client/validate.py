@@ -138,20 +138,29 @@ def commit_entries(offsets) -> tuple:
     return tuple(out)
 
 
-def headers(items) -> tuple:
-    """Record headers: ``[(str, bytes | None), ...]`` or a dict -> a tuple of
-    pairs with bytes values; keys must be valid UTF-8 (the encoder's format)."""
-    out = tuple(items.items()) if isinstance(items, dict) else tuple(iterable(items, "headers"))
-    for item in out:
-        if (not isinstance(item, tuple) and not isinstance(item, list)) or len(item) != 2 \
-                or not isinstance(item[0], str) \
-                or not (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview))):
-            raise TypeError("headers must be (str, bytes | None) pairs or a dict str -> bytes")
+def headers(items) -> tuple[tuple, int]:
+    """Record headers: ``[(str, bytes | None), ...]`` or a dict -> (a tuple of
+    pairs with bytes values, their size in bytes as encoded). Keys must be
+    valid UTF-8 (the encoder's format)."""
+    out, size = [], 0
+    for item in items.items() if isinstance(items, dict) else iterable(items, "headers"):
+        if item.__class__ is not tuple and not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(f"headers must be (str, bytes | None) pairs or a dict, not {_short(item)}")
+        key, value = item
+        if key.__class__ is not str:
+            raise TypeError(f"a header key must be a str, not {type(key).__name__}")
         try:
-            item[0].encode("utf-8")
+            size += len(key.encode())
         except UnicodeEncodeError:
-            raise InvalidRequestError(f"header key {_short(item[0])} is not valid UTF-8") from None
-    return tuple((k, v if v is None or type(v) is bytes else bytes(v)) for k, v in out)
+            raise InvalidRequestError(f"header key {_short(key)} is not valid UTF-8") from None
+        if value is not None and value.__class__ is not bytes:
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise TypeError(f"a header value must be bytes or None, not {type(value).__name__}")
+            value = bytes(value)
+        if value is not None:
+            size += len(value)
+        out.append((key, value))
+    return tuple(out), size
 
 
 def configs(values) -> dict:
