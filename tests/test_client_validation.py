@@ -15,7 +15,7 @@ from logbroker.errors import (InvalidConfigError, InvalidGroupError, InvalidRequ
                               InvalidTopicError, RecordTooLargeError,
                               UnknownTopicOrPartitionError)
 from logbroker.limits import MAX_TIMESTAMP
-from fixtures import FAST, BrokerProcess, consume
+from fixtures import FAST, BrokerProcess, consume, wait_until
 
 T0 = 1_700_000_000_000
 YEAR_MS = 365 * 24 * 3600 * 1000
@@ -191,3 +191,25 @@ def test_asyncio_clients_refuse_the_same_values(bootstrap):
             await main()
 
     asyncio.run(bounded())
+
+
+def test_a_blocking_send_from_a_callback_raises_instead_of_deadlocking(bootstrap):
+    """A callback runs on the I/O thread: a send that would block there (a new
+    topic needs metadata from that very thread) raises RuntimeError; a send
+    to a known topic just appends."""
+    outcomes = []
+
+    def callback(handle):
+        for topic in ("cb-known", "cb-new"):
+            try:
+                outcomes.append(p.send(topic, b"from the callback").topic)
+            except RuntimeError as exc:
+                outcomes.append(str(exc))
+
+    with Producer(bootstrap, **FAST) as p:
+        p.send("cb-known", b"first").result(10)
+        p.send("cb-known", b"second").add_done_callback(callback)
+        wait_until(lambda: len(outcomes) == 2, what="the callback's two sends")
+        assert outcomes[0] == "cb-known" and "deadlock" in outcomes[1]
+        with pytest.raises(TypeError, match="topic must be a str"):
+            p.send(["a", "list"], b"v")

@@ -79,7 +79,10 @@ class ProducerCore:
             value = validate.as_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:
             key = validate.as_bytes(key, "key")
-        count = self.counts.get(topic)
+        try:
+            count = self.counts.get(topic)
+        except TypeError:  # unhashable: validate says what is wrong with it
+            count = None
         if count is None:
             validate.topic(topic)
             return None
