@@ -203,3 +203,25 @@ def test_round_trip_through_the_reader(msg, cid, scratch, cuts):
     assert env.cid == cid and env.message == msg
     if msg.HAS_PAYLOAD:
         assert [bytes(p) for p in env.message.payload] == [bytes(p) for p in msg.payload]
+
+
+@FUZZ
+@given(st.integers(65, 4096), st.lists(st.integers(1, 1024), min_size=1, max_size=40),
+       st.integers(1, 3))
+def test_memory_held_follows_the_bytes_received(length, reads, frames):
+    """Whatever the announced lengths and the read sizes, a reader holds at
+    most four times the bytes of its incomplete frame (issue 9)."""
+    body = struct.pack(">I", 4) + b"\x00" * (length - 4)  # header length 4, then zeros
+    data = (struct.pack(">I", length) + body) * frames
+    reader, pos, done, i = FrameReader(scratch_bytes=64), 0, 0, 0
+    while pos < len(data):  # each turn moves at least one byte
+        buf = reader.get_buffer()
+        n = min(reads[i % len(reads)], len(buf), len(data) - pos)
+        i += 1
+        buf[:n] = data[pos:pos + n]
+        reader.buffer_updated(n)
+        pos += n
+        while reader.next_frame() is not NEED_DATA:
+            done += 1
+        assert reader.held_bytes <= 4 * reader.buffered_bytes, (pos, reader.held_bytes)
+    assert done == frames and reader.held_bytes == 0 and not reader.in_frame

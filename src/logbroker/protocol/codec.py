@@ -86,6 +86,13 @@ class FrameReader:
                 + sum(len(f) for f in self._frames))
 
     @property
+    def held_bytes(self) -> int:
+        """Memory held for the incomplete frame: at most four times
+        ``buffered_bytes`` once complete frames are taken (none between frames)."""
+        chunks = sum(len(p.obj) if isinstance(p, memoryview) else len(p) for p in self._chunks)
+        return len(self._pending) + chunks + (len(self._big) if self._big is not None else 0)
+
+    @property
     def in_frame(self) -> bool:
         """A frame has begun (at least one byte of it came) and is incomplete."""
         return bool(self._pending) or self._length > 0 or self._big is not None
