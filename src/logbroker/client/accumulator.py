@@ -22,12 +22,12 @@ from typing import Callable
 
 from ..errors import RecordTooLargeError
 from ..limits import MAX_TIMESTAMP
+from ..records.encoder import I32_MAX, I32_MIN
 from . import validate
 from .batch import RECORD_OVERHEAD, ProducerBatch
 from .handles import RecordHandle
 from .settings import ProducerSettings
 
-_I32 = 1 << 31
 _new_handle = tuple.__new__
 
 
@@ -104,7 +104,7 @@ class Accumulator:
         with self.lock:
             batch = self.open.get((topic, partition))
             if (batch is None or batch.size + size > self._batch_size
-                    or not -_I32 <= ts - batch.timestamps[0] < _I32):
+                    or not I32_MIN <= ts - batch.timestamps[0] <= I32_MAX):  # timestamp_fits, inline
                 if batch is not None:
                     wake = self._seal(batch)
                 if self.buffered >= self.settings.buffer_memory:
