@@ -10,6 +10,9 @@
   core's coroutine on the sync client's I/O thread (``self._run``), awaits
   it, or calls the core's plain method, with its signature and docstring;
   ``forward(cls, core_cls, names, make)`` adds several.
+- ``SyncShell`` / ``AsyncShell``: bases of the sync clients (``_run`` a
+  core coroutine on the I/O thread, ``_stop`` it, ``with``) and of the
+  asyncio ones (``async with``).
 - ``IdleTimer``: when iteration over a consumer ends (``consumer_timeout_ms``).
 """
 
