@@ -78,8 +78,9 @@ def lb(broker, *args: str, stdin: "bytes | None" = None):
      "line 3: timestamp 99999999999999999999 is not in 0..253402300799999"),
     ("json", b'{"value": "a"}\n{"value": "b", "partition": 5}\n', "line 2: partition 5 is not in 0..1"),
     ("json", b'{"value": "a"}\n' + b"[" * 100_000 + b"\n", "line 2:"),
+    ("json", b'{"value": "a"}\n{"value": "b", "headers": true}\n', "line 2: headers must be a list"),
     ("text", b"k:a\nk:b\nno separator\nk:d\n", "line 3: no key separator"),
-], ids=["bad-value", "timestamp", "partition", "nesting", "separator"])
+], ids=["bad-value", "timestamp", "partition", "nesting", "headers", "separator"])
 def test_produce_checks_the_whole_input_before_sending(broker, fmt, lines, needle):
     topic = f"whole-{fmt}-{abs(hash(lines)) % 10**8}"
     invoked_ok(lb(broker, "topics", "create", topic, "--partitions", "2"))

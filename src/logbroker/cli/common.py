@@ -136,8 +136,10 @@ def json_record(line: str, lineno: int) -> dict:
         obj = json.loads(line)
         if not isinstance(obj, dict):
             raise InvalidRequestError("not a JSON object")
-        headers = []
-        for h in obj.get("headers") or []:
+        headers, given = [], obj.get("headers") or []
+        if not isinstance(given, list):
+            raise InvalidRequestError("headers must be a list of {key, value} objects")
+        for h in given:
             if not isinstance(h, dict) or not isinstance(h.get("key"), str):
                 raise InvalidRequestError("headers must be objects with a string key")
             headers.append((utf8(h["key"], "header key"), fields_bytes(h, "value")))
