@@ -188,8 +188,9 @@ class AdminCore:
     async def describe_topics(self, names: "Iterable[str] | None" = None) -> dict:
         """``{name: TopicDescription(name, configs, partitions)}`` with
         ``PartitionInfo(partition, log_start, log_end, high_watermark,
-        size_bytes, segments)`` per partition (-1s: partition offline); all
-        topics when ``names`` is None. Raises for an unknown topic."""
+        size_bytes, segments, error, message)`` per partition (``error``
+        PARTITION_OFFLINE and the reason for an offline one); all topics
+        when ``names`` is None. Raises for an unknown topic."""
         resp = await self.link.call(m.DescribeTopics(
             topics=None if names is None else tuple(validate.topics(names))))
         out = {}
