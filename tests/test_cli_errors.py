@@ -43,6 +43,7 @@ def abc(broker):
     (("topics", "create", ""), "INVALID_TOPIC", "''"),
     (("produce", "abc", "x", "--key-separator", ""), "INVALID_REQUEST", "--key-separator"),
     (("consume", "abc", "--bogus"), "USAGE", "--bogus"),
+    (("consume", "abc", "-g"), "USAGE", "requires an argument. (see 'logbroker consume --help')"),
     (("groups", "describe", "no-such-group"), "GROUP_ID_NOT_FOUND", "no-such-group"),
 ])
 def test_bad_input_is_one_error_line(broker, abc, args, name, needle):

@@ -46,13 +46,24 @@ class _Group(click.Group):
             exc.show()
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else "logbroker"
+            where = exc.ctx.command_path if exc.ctx is not None else self._path(args)
             fail("USAGE", f"{exc.format_message()} (see '{where} --help')", exc.exit_code)
         except click.ClickException as exc:  # e.g. a file that cannot be opened
             fail("USAGE", exc.format_message(), exc.exit_code)
         except click.Abort:
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def _path(self, args) -> str:
+        """``logbroker CMD [SUB]`` named by the leading ``args`` (for the hint)."""
+        words, group = ["logbroker"], self
+        for arg in sys.argv[1:] if args is None else args:
+            cmd = group.commands.get(arg) if isinstance(group, click.Group) else None
+            if cmd is None:
+                break
+            words.append(arg)
+            group = cmd
+        return " ".join(words)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -137,10 +137,11 @@ class _Input:
 def produce(topic, values, conn, key, key_separator, headers, partition, acks, fmt, path):
     """Send VALUEs (or stdin lines, or the lines of --file) to TOPIC.
 
-    The whole input is checked first (JSON, key separators, timestamps,
-    partitions, sizes): a bad line N is reported as `line N: ...` and
-    nothing is sent. If sending then fails (broker unreachable, a record
-    refused), the error says how many records were acknowledged.
+    The whole input is read (stdin to its end) and checked first (JSON, key
+    separators, timestamps, partitions, sizes): a bad line N is reported as
+    `line N: ...` and nothing is sent. If sending then fails (broker
+    unreachable, a record refused), the error says how many records were
+    acknowledged.
     """
     check_topic_name(topic)
     if partition is not None:
