@@ -103,9 +103,10 @@ class _Loader:
                 end, hw = self._open_clean()
             else:
                 end, hw = self._recover()
-        except _Offline as why:
-            return self._value(self.log_start, self.ckpt.high_watermark if self.ckpt else 0,
-                               offline=f"{self.name}: {why}")
+        except _Offline as why:  # the offsets shown are the last ones known durable
+            c = self.ckpt
+            end = self.log_start if c is None else max(self.log_start, c.recovery_point)
+            return self._value(end, c.high_watermark if c else 0, offline=f"{self.name}: {why}")
         return self._value(end, hw)
 
     def _value(self, end: int, hw: int, offline: "str | None" = None) -> LoadedLog:

@@ -26,7 +26,8 @@ from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
 from .retention import apply_retention
 from .segment import fsync_dir
-from .topics import TopicConfig, TopicStore, check_topic_name
+from ..limits import check_topic_name
+from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
 MARKER = ".clean_shutdown"

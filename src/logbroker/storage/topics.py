@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import msgpack
 
 from .config import LogConfig
-from ..errors import InvalidConfigError, InvalidTopicError
+from ..limits import check_partition_count, check_topic_name
 from .metastore import MetaStore
-
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-
-
-def check_topic_name(name: str) -> str:
-    """Kafka's rule: 1-249 of ``[A-Za-z0-9._-]``, and not ``.`` or ``..``."""
-    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
-        raise InvalidTopicError(f"invalid topic name {name!r}: use 1-249 of [A-Za-z0-9._-]")
-    return name
 
 
 @dataclass(frozen=True)
@@ -31,8 +21,7 @@ class TopicConfig:
 
     def __post_init__(self) -> None:
         check_topic_name(self.name)
-        if not isinstance(self.partitions, int) or not 1 <= self.partitions <= 10_000:
-            raise InvalidConfigError(f"partitions must be 1..10000, got {self.partitions!r}")
+        check_partition_count(self.partitions)
         LogConfig().replace(**self.overrides) if self.overrides else None
 
     def log_config(self, base: LogConfig) -> LogConfig:
