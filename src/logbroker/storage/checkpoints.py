@@ -91,3 +91,27 @@ def store_epochs(txn, meta: MetaStore, pid: int, epochs: list[tuple[int, int]]) 
     delete_prefix(txn, meta.db("epochs"), PID.pack(pid))
     for epoch, start in epochs:
         txn.put(_EPOCH_KEY.pack(pid, epoch), _U64.pack(start), db=meta.db("epochs"))
+
+
+def write_checkpoint(meta: MetaStore, pid: int, segs, index, epochs, *, clean: bool) -> None:
+    """Persist, in one LMDB transaction, a partition's checkpoint from its
+    ``Segments``, the pending index entries, new segment summaries and (if
+    changed) the leader epochs. ``clean`` only at a clean close. On failure
+    nothing is lost from memory: the summaries are put back for the next try."""
+    a, rp = segs.active, segs.recovery_point
+    c = Checkpoint(rp.offset, rp.segment, rp.position, segs.log_start, segs.high_watermark,
+                   clean, segs.log_end, a.base_offset, a.size, a.max_timestamp, a.created_ms)
+    infos = segs.take_new_infos()
+    try:
+        with meta.write() as txn:
+            index.persist(txn)
+            for base, info in infos.items():
+                store_segment_info(txn, meta, pid, base, info)
+            delete_segment_infos(txn, meta, pid, below=segs.first.base_offset, from_=a.base_offset)
+            store_checkpoint(txn, meta, pid, c)
+            epochs_stored = epochs.store(txn, meta, pid)
+    except BaseException:
+        segs.restore_new_infos(infos)
+        raise
+    if epochs_stored:  # only once the commit succeeded
+        epochs.stored()

@@ -419,25 +419,7 @@ class Log:
             self._checkpoint_locked(clean=clean)
 
     def _checkpoint_locked(self, clean: bool = False) -> None:
-        segs = self._segs
-        a, rp = segs.active, segs.recovery_point
-        c = ck.Checkpoint(rp.offset, rp.segment, rp.position, segs.log_start, segs.high_watermark,
-                          clean, segs.log_end, a.base_offset, a.size, a.max_timestamp, a.created_ms)
-        infos = segs.take_new_infos()
-        try:
-            with self.meta.write() as txn:
-                self.index.persist(txn)
-                for base, info in infos.items():
-                    ck.store_segment_info(txn, self.meta, self.pid, base, info)
-                ck.delete_segment_infos(txn, self.meta, self.pid, below=segs.first.base_offset,
-                                        from_=a.base_offset)
-                ck.store_checkpoint(txn, self.meta, self.pid, c)
-                epochs_stored = self._epochs.store(txn, self.meta, self.pid)
-        except BaseException:
-            segs.restore_new_infos(infos)
-            raise
-        if epochs_stored:  # only once the commit succeeded
-            self._epochs.stored()
+        ck.write_checkpoint(self.meta, self.pid, self._segs, self.index, self._epochs, clean=clean)
 
     def close(self) -> None:
         """Flush, write a clean checkpoint, release descriptors."""
