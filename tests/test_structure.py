@@ -77,3 +77,27 @@ def test_one_batch_walker():
                 if calls:
                     offenders.append(f"{name}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_the_module_map_covers_every_module():
+    doc = (SRC.parent.parent / "docs" / "architecture.md").read_text()
+    block = doc.split("## Module map", 1)[1].split("```", 2)[1]
+    listed, package = set(), ""
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        first = line.strip().split("  ")[0]
+        if not first:
+            continue
+        if indent == 0:
+            root = first
+            package = ""
+        elif first.endswith("/"):
+            package = first
+        else:
+            prefix = package if indent >= 4 else ""
+            for name in first.split(", "):
+                listed.add(f"{root}{prefix}{name.strip()}")
+    actual = {f"src/{p.relative_to(SRC.parent).as_posix()}" for p in SRC.parent.rglob("*.py")
+              if p.name != "__init__.py" or p.parent.parent == SRC.parent}
+    assert not actual - listed, sorted(actual - listed)
+    assert not listed - actual, sorted(listed - actual)
