@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from logbroker import Admin, Consumer, Producer
 from logbroker.errors import LogbrokerError
 from logbroker.limits import MAX_TIMESTAMP
-from fixtures import BrokerProcess, consume
+from fixtures import BrokerProcess
 
 T0 = 1_700_000_000_000
 CALL_BOUND_S = 15.0  # every call: the clients' own deadlines (below) are shorter

@@ -32,6 +32,14 @@ class _Stale(Exception):
     pass
 
 
+class SegmentDamage(CorruptRecordError):
+    """Damage found while scanning ``segment`` (message and position as found)."""
+
+    def __init__(self, segment: Segment, cause: CorruptRecordError) -> None:
+        super().__init__(cause.message, position=cause.position)
+        self.segment = segment
+
+
 class Locator:
     def __init__(self, name: str, segments: Segments, index: PartitionIndex,
                  after_rebuild: Callable[[], None]) -> None:
@@ -122,9 +130,9 @@ class Locator:
         """Forget the partition's index and rebuild it from a CRC-checked scan."""
         try:
             rebuild_index(self.index, self.segments)
-        except CorruptRecordError as exc:
-            seg = self.segments.segment_for(getattr(exc, "offset", self.segments.log_start))
-            raise self._damage(seg, exc.position or 0, f"index rebuild: {exc.message}") from None
+        except SegmentDamage as exc:
+            raise self._damage(exc.segment, exc.position or 0,
+                               f"index rebuild: {exc.message}") from None
         self._after_rebuild()
 
     def _damage(self, seg: Segment, position: int, why: str,
@@ -141,8 +149,8 @@ class Locator:
 
 def rebuild_index(index: PartitionIndex, segments) -> None:
     """Clear ``index`` and re-add every entry from a CRC-checked scan of
-    ``segments``; raises CorruptRecordError (``offset`` set to the damaged
-    segment's base) at damage."""
+    ``segments``; raises SegmentDamage (a CorruptRecordError naming the
+    segment) at damage."""
     index.clear()
     for seg in segments:
         index.restart_cadence()
@@ -151,9 +159,7 @@ def rebuild_index(index: PartitionIndex, segments) -> None:
                 index.on_batch(header.base_offset, seg.base_offset, pos, header.size,
                                header.max_timestamp)
         except CorruptRecordError as exc:
-            err = CorruptRecordError(exc.message, position=exc.position)
-            err.offset = seg.base_offset
-            raise err from None
+            raise SegmentDamage(seg, exc) from None
     index.restart_cadence()
 
 
