@@ -64,7 +64,8 @@ def test_round_trip(msg):
 
 
 def test_payload_is_never_copied():
-    bufs = encode(SAMPLES[11], 1)  # the Produce: [prefix + header, B1, B2]
+    produce = next(s for s in SAMPLES if type(s) is m.Produce)
+    bufs = encode(produce, 1)  # [prefix + header, B1, B2]
     assert bufs[1] is B1 and bufs[2] is B2 and encode(m.ListGroups(), 1)[1:] == []
     assert len(bufs[0]) == 8 + struct.unpack_from(">I", bufs[0], 4)[0]
     frame = bytearray(b"".join(bufs)[4:])

@@ -196,3 +196,61 @@ class BrokerUnavailableError(LogbrokerError):
 @register
 class ClientClosedError(LogbrokerError):
     code, name = 1004, "CLIENT_CLOSED"
+
+
+# -- cluster (replication) ---------------------------------------------------------
+
+
+@register
+class LeaderNotAvailableError(LogbrokerError):
+    """The partition has no live leader right now (an election is under way)."""
+
+    code, name, retriable = 5, "LEADER_NOT_AVAILABLE", True
+
+
+@register
+class NotLeaderError(LogbrokerError):
+    """This broker is not the partition's leader: refresh metadata and retry."""
+
+    code, name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
+
+
+@register
+class NotEnoughReplicasError(LogbrokerError):
+    """The ISR is below ``min_insync_replicas``: nothing was written."""
+
+    code, name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
+
+
+@register
+class NotEnoughReplicasAfterAppendError(LogbrokerError):
+    """Written by the leader, but the ISR shrank below ``min_insync_replicas``
+    before every replica had it: not acknowledged (an idempotent retry is safe)."""
+
+    code, name, retriable = 20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", True
+
+
+@register
+class InvalidReplicationFactorError(LogbrokerError):
+    code, name = 38, "INVALID_REPLICATION_FACTOR"
+
+
+@register
+class FencedLeaderEpochError(LogbrokerError):
+    """The request names a leader epoch older than the broker's."""
+
+    code, name, retriable = 74, "FENCED_LEADER_EPOCH", True
+
+
+@register
+class UnknownLeaderEpochError(LogbrokerError):
+    """The request names a leader epoch newer than the broker knows yet."""
+
+    code, name, retriable = 75, "UNKNOWN_LEADER_EPOCH", True
+
+
+@register
+class ClusterUnavailableError(LogbrokerError):
+    """The broker cannot reach etcd (cluster metadata) right now."""
+
+    code, name, retriable = 1005, "CLUSTER_UNAVAILABLE", True

@@ -109,8 +109,11 @@ class Handlers:
                 topics.append((name, 0, "", topic.partitions))
             except LogbrokerError as exc:
                 topics.append((name, *_err(exc), 0))
-        return m.MetadataResponse(brokers=((self.config.broker_id, self.config.host, self.port),),
-                                  topics=tuple(topics))
+        me = self.config.broker_id
+        parts = tuple((name, p, me, 0, (me,), (me,)) for name, error, _, count in topics
+                      if not error for p in range(count))
+        return m.MetadataResponse(brokers=((me, self.config.host, self.port),),
+                                  topics=tuple(topics), partitions=parts)
 
     def init_producer_id(self, req: m.InitProducerId) -> m.InitProducerIdResponse:
         self._next_producer_id += 1

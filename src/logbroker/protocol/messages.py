@@ -75,13 +75,20 @@ class Metadata(Message):
 @_register
 @dataclass(frozen=True)
 class MetadataResponse(Response):
-    """brokers: (id, host, port); topics: (name, error, message, partition count)."""
+    """brokers: (id, host, port) of the live brokers; topics: (name, error,
+    message, partition count); partitions: (topic, partition, leader,
+    leader_epoch, replicas, isr) of the topics without error — leader -1
+    while the partition has none. A single node is broker 0 (or its
+    ``broker_id``), leader of everything at epoch 0; controller is -1 there."""
 
-    API, SCHEMA = 1, {**_RESP, "brokers": [(int, str, int)], "topics": [(str, int, str, int)]}
+    API, SCHEMA = 1, {**_RESP, "brokers": [(int, str, int)], "topics": [(str, int, str, int)],
+                      "controller": int, "partitions": [(str, int, int, int, [int], [int])]}
     error: int = 0
     message: str = ""
     brokers: tuple = ()
     topics: tuple = ()
+    controller: int = -1
+    partitions: tuple = ()
 
 
 @_register
@@ -330,3 +337,9 @@ class DeleteGroupsResponse(Response):
     error: int = 0
     message: str = ""
     groups: tuple = ()
+
+
+# the cluster's requests (replication, status, elections) live in their own module
+from .cluster_messages import (DescribeCluster, DescribeClusterResponse,  # noqa: E402,F401
+                               ElectLeaders, ElectLeadersResponse, OffsetForLeaderEpoch,
+                               OffsetForLeaderEpochResponse, ReplicaFetch, ReplicaFetchResponse)

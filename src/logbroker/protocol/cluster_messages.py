@@ -1,0 +1,121 @@
+"""Protocol messages between brokers of a cluster, and the operator's view.
+
+Registered in the same tables as messages.py (which re-exports them):
+
+- ``ReplicaFetch``: a follower pulls batches from the leader, at its log end
+  offset (the offset it asks for is also its acknowledgement: everything
+  below it is in its log, fsynced when the topic's flush policy is fsync).
+  Answers carry whole stamped batches, byte for byte as the leader stored
+  them, read up to the leader's log end (not its HW).
+- ``OffsetForLeaderEpoch``: the end offset of an epoch in the leader's
+  history (Kafka's KIP-101/279): a follower truncates there, never to its HW.
+- ``DescribeCluster``: the cluster's metadata as the answering broker sees
+  it (etcd's view): brokers, controller, every partition's state.
+- ``ElectLeaders``: move leadership back to each partition's preferred
+  replica (the first of its replicas) where that one is in sync.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .messages import _RESP, Message, Response, _register
+from .schema import Opt
+
+
+@_register
+@dataclass(frozen=True)
+class ReplicaFetch(Message):
+    """parts: (topic, partition, offset, leader_epoch, max_bytes): offset is
+    the follower's log end offset; leader_epoch the epoch the follower
+    believes current (the leader refuses a stale or future one)."""
+
+    API, SCHEMA = 14, {"replica_id": int, "max_wait_ms": int, "min_bytes": int, "max_bytes": int,
+                       "parts": [(str, int, int, int, int)]}
+    replica_id: int = -1
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 8 << 20
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class ReplicaFetchResponse(Response):
+    """parts: (topic, partition, error, message, high_watermark, log_start,
+    log_end, nbytes)."""
+
+    API, SCHEMA, HAS_PAYLOAD = 14, {**_RESP, "parts": [(str, int, int, str, int, int, int, int)]}, True
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+    payload: tuple = field(default=(), compare=False)
+
+
+@_register
+@dataclass(frozen=True)
+class OffsetForLeaderEpoch(Message):
+    """parts: (topic, partition, current_leader_epoch, epoch): the end offset
+    of ``epoch`` (the first offset of the next newer epoch, or the log end)."""
+
+    API, SCHEMA = 15, {"replica_id": int, "parts": [(str, int, int, int)]}
+    replica_id: int = -1
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class OffsetForLeaderEpochResponse(Response):
+    """parts: (topic, partition, error, message, epoch, end_offset): epoch is
+    the newest of the leader's epochs <= the one asked for (-1, end -1: none)."""
+
+    API, SCHEMA = 15, {**_RESP, "parts": [(str, int, int, str, int, int)]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeCluster(Message):
+    API, SCHEMA = 16, {"topics": Opt([str])}
+    topics: "tuple[str, ...] | None" = None
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeClusterResponse(Response):
+    """cluster: its name ("" for a single node); brokers: (id, host, port,
+    live); partitions: (topic, partition, leader, leader_epoch, replicas,
+    isr, preferred_leader)."""
+
+    API, SCHEMA = 16, {**_RESP, "cluster": str, "controller": int,
+                       "brokers": [(int, str, int, bool)],
+                       "partitions": [(str, int, int, int, [int], [int], int)]}
+    error: int = 0
+    message: str = ""
+    cluster: str = ""
+    controller: int = -1
+    brokers: tuple = ()
+    partitions: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class ElectLeaders(Message):
+    """Preferred-leader election for ``topics`` (None: every topic)."""
+
+    API, SCHEMA = 17, {"topics": Opt([str])}
+    topics: "tuple[str, ...] | None" = None
+
+
+@_register
+@dataclass(frozen=True)
+class ElectLeadersResponse(Response):
+    """parts: (topic, partition, error, message, leader): the leader after
+    the election (moved or not)."""
+
+    API, SCHEMA = 17, {**_RESP, "parts": [(str, int, int, str, int)]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()
