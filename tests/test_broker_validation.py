@@ -121,7 +121,9 @@ def test_every_bad_value_gets_its_code_and_the_broker_serves_on(broker):
 
 
 def test_topic_config_rules_cover_every_log_setting():
-    assert set(TOPIC_CONFIGS) == set(LogConfig().to_dict())
+    from logbroker.cluster.state import CLUSTER_CONFIGS
+
+    assert set(TOPIC_CONFIGS) == set(LogConfig().to_dict()) | set(CLUSTER_CONFIGS)
 
 
 def test_the_client_gets_the_code_and_message(broker):

@@ -98,6 +98,10 @@ TOPIC_CONFIGS: dict = {
     "max_batch_bytes": (64, MAX_INT32),
     "file_delete_delay_ms": (0, MAX_MS),
     "flush": ("fsync", "lazy"),
+    # cluster settings (a single node accepts replication_factor 1 and ignores the others)
+    "replication_factor": (1, 64),
+    "min_insync_replicas": (1, 64),
+    "unclean_leader_election": ("false", "true"),
 }
 
 

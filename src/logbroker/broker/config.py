@@ -59,6 +59,16 @@ class BrokerConfig:
     default_partitions: int = 1
     housekeeping_ms: int = 5_000
     shutdown_timeout_ms: int = 10_000
+    # -- cluster mode (docs/cluster.md): off unless ``etcd`` is set ----------------------
+    etcd: "str | None" = None
+    cluster_name: str = "logbroker"
+    advertised_address: "str | None" = None
+    default_replication_factor: int = 0  # 0: min(3, live brokers)
+    session_timeout_ms: int = 2_000
+    replica_lag_time_max_ms: int = 10_000
+    replica_timeout_ms: int = 5_000
+    replica_fetch_max_bytes: int = 8 << 20
+    etcd_timeout_ms: int = 5_000
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -66,8 +76,23 @@ class BrokerConfig:
             raise InvalidConfigError(f"log_level must be one of {', '.join(LEVELS)}")
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be 0..65535, got {self.port}")
+        if not 0 <= self.broker_id < 1 << 31:
+            raise InvalidConfigError(f"broker_id must be 0..2147483647, got {self.broker_id}")
+        if self.etcd is not None:
+            from ..cluster.etcd import parse_etcd_url
+
+            parse_etcd_url(self.etcd)
+            if self.advertised_address is not None:
+                parse_address(self.advertised_address)
+        if not self.cluster_name or not all(c.isalnum() or c in "._-" for c in self.cluster_name):
+            raise InvalidConfigError(f"cluster_name must be letters, digits, '.', '_' or '-', got "
+                                     f"{self.cluster_name!r}")
+        if type(self.default_replication_factor) is not int or self.default_replication_factor < 0:
+            raise InvalidConfigError("default_replication_factor must be >= 0 (0: min(3, brokers))")
         for name in ("max_connections", "max_frame_bytes", "max_inflight_bytes", "idle_timeout_ms",
-                     "frame_timeout_ms", "default_partitions", "housekeeping_ms"):
+                     "frame_timeout_ms", "default_partitions", "housekeeping_ms",
+                     "session_timeout_ms", "replica_lag_time_max_ms", "replica_timeout_ms",
+                     "replica_fetch_max_bytes", "etcd_timeout_ms"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -94,3 +119,11 @@ class BrokerConfig:
             return cls(storage=storage_cfg, **data)
         except TypeError as exc:
             raise InvalidConfigError(str(exc)) from None
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); INVALID_CONFIG otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise InvalidConfigError(f"address must be HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)

@@ -62,9 +62,12 @@ class _Pending:
 
 
 class GroupCommit:
-    def __init__(self, executor: Executor, notifier: DataNotifier) -> None:
+    def __init__(self, executor: Executor, notifier: DataNotifier, on_durable=None) -> None:
+        """``on_durable(log)``: called on the loop after each fsync of ``log``
+        (cluster mode: the leader's own end may now count toward the HW)."""
         self._executor = executor
         self._notifier = notifier
+        self._on_durable = on_durable
         self._pending: dict[Log, _Pending] = {}
         self.fsyncs = 0
         self.fsync_seconds = 0.0  # moving average
@@ -133,6 +136,8 @@ class GroupCommit:
             else:
                 left.append((end, fut))
         pending.waiters = left
+        if self._on_durable is not None:
+            self._on_durable(lg)
         self._notifier.notify(lg)
         if left:
             self._start(lg, pending)

@@ -39,17 +39,22 @@ def describe_group(store: Store, group: str) -> tuple:
     except LogbrokerError as exc:
         return (group, *_err(exc), ())
     now = int(time.time() * 1000)
-    parts = []
-    for (topic, partition), c in sorted(committed.items()):
-        try:
-            lg = store.get_log(topic, partition)
-            end = lg.high_watermark
-        except LogbrokerError:
-            parts.append((topic, partition, c.offset, -1, -1, c.commit_ms, -1))
-            continue
-        lag = max(0, end - c.offset)
-        parts.append((topic, partition, c.offset, end, lag, c.commit_ms, _lag_ms(lg, c.offset, now) if lag else -1))
+    parts = [lag_row(store, topic, partition, c, now)
+             for (topic, partition), c in sorted(committed.items())]
     return (group, 0, "", tuple(parts))
+
+
+def lag_row(store: Store, topic: str, partition: int, c, now: int) -> tuple:
+    """(topic, partition, committed, log_end, lag, commit_ms, lag_ms) of one
+    committed offset; -1 where the partition is not in ``store``."""
+    try:
+        lg = store.get_log(topic, partition)
+        end = lg.high_watermark
+    except LogbrokerError:
+        return (topic, partition, c.offset, -1, -1, c.commit_ms, -1)
+    lag = max(0, end - c.offset)
+    return (topic, partition, c.offset, end, lag, c.commit_ms,
+            _lag_ms(lg, c.offset, now) if lag else -1)
 
 
 def _lag_ms(lg, offset: int, now: int) -> int:

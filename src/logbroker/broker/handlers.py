@@ -11,6 +11,7 @@ raises (a bug is answered with UNKNOWN and logged).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from typing import Callable
@@ -35,9 +36,12 @@ log = logging.getLogger("logbroker.broker")
 
 class Handlers:
     def __init__(self, store: Store, config: BrokerConfig, commit: GroupCommit,
-                 notifier: DataNotifier, *, port: int) -> None:
+                 notifier: DataNotifier, *, port: int, cluster=None) -> None:
+        """``cluster``: the ClusterHandlers of cluster mode (None: a single node)."""
         self.store, self.config, self.commit, self.notifier = store, config, commit, notifier
         self.port = port  # the bound port (metadata answers with it)
+        self.cluster = cluster
+        self.replicas = cluster.node.replicas if cluster is not None else None
         self._next_producer_id = int(time.time() * 1000) << 8
         self.table: dict[type, Callable] = {
             m.Handshake: self.handshake, m.Metadata: self.metadata,
@@ -50,7 +54,10 @@ class Handlers:
             m.DescribeGroups: lambda r: m.DescribeGroupsResponse(
                 groups=tuple(describe_group(self.store, g) for g in r.groups)),
             m.DeleteGroups: self.delete_groups, m.InitProducerId: self.init_producer_id,
+            m.DescribeCluster: self.describe_cluster, m.ElectLeaders: self.elect_leaders,
         }
+        if cluster is not None:
+            self.table.update(cluster.table)
 
     async def dispatch(self, msg: m.Message) -> "m.Message | None":
         """The response to request ``msg`` (None for an acks=0 produce); never
@@ -63,8 +70,10 @@ class Handlers:
                 return await self.fetch(msg)
             handler = self.table.get(type(msg))
             if handler is None:
-                raise InvalidRequestError(f"{type(msg).__name__} is not a request")
-            return handler(msg)
+                raise InvalidRequestError(f"{type(msg).__name__} is not a request"
+                                          + (" of a single node" if msg.API in m.REQUESTS else ""))
+            out = handler(msg)
+            return await out if inspect.isawaitable(out) else out
         except LogbrokerError as exc:
             return m.RESPONSES[msg.API](error=exc.code, message=exc.message)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
@@ -78,6 +87,10 @@ class Handlers:
         unknown); raises INVALID_TOPIC / INVALID_REQUEST for a bad name or
         number, UNKNOWN_TOPIC_OR_PARTITION for a missing one."""
         check_partition_key(topic, partition)
+        if self.replicas is not None:  # cluster mode: only the leader serves clients
+            if topic not in self.cluster.node.view.topics:
+                raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+            return self.replicas.leader((topic, partition)).log
         try:
             return self.store.get_log(topic, partition)
         except UnknownTopicOrPartitionError:
@@ -114,6 +127,19 @@ class Handlers:
                       if not error for p in range(count))
         return m.MetadataResponse(brokers=((me, self.config.host, self.port),),
                                   topics=tuple(topics), partitions=parts)
+
+    def describe_cluster(self, req: m.DescribeCluster) -> m.DescribeClusterResponse:
+        me = self.config.broker_id
+        meta = self.metadata(m.Metadata(topics=req.topics))
+        return m.DescribeClusterResponse(
+            brokers=((me, self.config.host, self.port, True),),
+            partitions=tuple((*p, me) for p in meta.partitions))
+
+    def elect_leaders(self, req: m.ElectLeaders) -> m.ElectLeadersResponse:
+        meta = self.metadata(m.Metadata(topics=req.topics))
+        errors = tuple((name, -1, code, message, -1) for name, code, message, _ in meta.topics if code)
+        return m.ElectLeadersResponse(parts=tuple((t, p, 0, "", leader)
+                                                  for t, p, leader, *_ in meta.partitions) + errors)
 
     def init_producer_id(self, req: m.InitProducerId) -> m.InitProducerIdResponse:
         self._next_producer_id += 1
@@ -173,10 +199,13 @@ class Handlers:
         results, waits = [], []
         for (topic, partition, _), data in zip(req.parts, req.payload):
             try:
-                lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
-                info = lg.append(data, sync=False)  # whole part checked, then written
+                if self.replicas is not None:
+                    fut, lg, info = self._replicated_append(topic, partition, data, req.acks)
+                else:
+                    lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
+                    info = lg.append(data, sync=False)  # whole part checked, then written
+                    fut = self.commit.request(lg, info.last_offset + 1)
                 results.append([topic, partition, 0, "", info.first_offset, lg.log_start_offset])
-                fut = self.commit.request(lg, info.last_offset + 1)
                 if fut is not None:
                     waits.append((len(results) - 1, fut))
             except LogbrokerError as exc:
@@ -186,7 +215,8 @@ class Handlers:
             for i, fut in waits:
                 if not fut.done():
                     fut.add_done_callback(_consume)
-                    results[i][2:4] = [RequestTimedOutError.code, "timed out waiting for the fsync"]
+                    results[i][2:4] = [RequestTimedOutError.code, "timed out waiting for the "
+                                       + ("in-sync replicas" if self.replicas else "fsync")]
                 elif fut.exception() is not None:
                     results[i][2:4] = list(_err(fut.exception()))
         else:
@@ -195,6 +225,26 @@ class Handlers:
         if req.acks == 0:
             return None
         return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
+
+    def _replicated_append(self, topic: str, partition: int, data, acks: int):
+        """Cluster mode: append as the leader in its epoch (NOT_LEADER,
+        NOT_ENOUGH_REPLICAS refuse first, nothing written); the future of
+        acks=all completes when the ISR has the records (the HW covers
+        them), that of acks=1 when they are durable here."""
+        check_partition_key(topic, partition)
+        if topic not in self.cluster.node.view.topics:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        r = self.replicas.leader_for_produce((topic, partition))
+        lg = r.log
+        info = lg.append(data, r.epoch, sync=False)
+        self.cluster.appended.notify(lg)
+        end = info.last_offset + 1
+        local = self.commit.request(lg, end)
+        if acks != -1:
+            return local, lg, info
+        if local is not None:
+            local.add_done_callback(_consume)  # a failed fsync shows as a HW that never moves
+        return self.replicas.committed(r, end), lg, info
 
     # -- fetch ----------------------------------------------------------------------
     async def fetch(self, req: m.Fetch) -> m.FetchResponse:

@@ -35,6 +35,7 @@ class Broker:
         self.port = config.port
         self._stopping: "asyncio.Event | None" = None
         self.store: "Store | None" = None
+        self.node = None  # the ClusterNode in cluster mode
         self._closed_since_trim, self._trimmed_at = 0, 0.0
 
     # -- connections -------------------------------------------------------------------
@@ -58,21 +59,41 @@ class Broker:
         self._stopping = asyncio.Event()
         malloc.tune()
         fresh = _is_fresh(self.config.data_dir)
-        self.store = Store.open(self.config.data_dir, self.config.storage)
+        clustered = self.config.etcd is not None
+        self.store = Store.open(self.config.data_dir, self.config.storage,
+                                **({"auto_hw": False} if clustered else {}))
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
         self.notifier = DataNotifier()
-        self.commit = GroupCommit(self.executor, self.notifier)
         self.server = await loop.create_server(lambda: ClientConnection(self), self.config.host,
                                                self.config.port, reuse_address=True, backlog=512,
                                                start_serving=False)
         self.port = self.server.sockets[0].getsockname()[1]
-        self.handlers = Handlers(self.store, self.config, self.commit, self.notifier, port=self.port)
+        cluster = None
+        if clustered:
+            cluster = await self._join_cluster()
+        self.commit = GroupCommit(self.executor, self.notifier,
+                                  on_durable=cluster.node.replicas.on_durable if cluster else None)
+        self.handlers = Handlers(self.store, self.config, self.commit, self.notifier, port=self.port,
+                                 cluster=cluster)
         await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
         log.info("listening on %s:%d data_dir=%s partitions=%d %s", self.config.host, self.port,
                  self.config.data_dir, len(self.store.logs()),
                  "fresh data dir" if fresh else f"clean_start={self.store.was_clean}")
+
+    async def _join_cluster(self):
+        """Cluster mode: register in etcd (advertising ``advertised_address``
+        or the bound address) and start replicating."""
+        from ..cluster.node import ClusterNode
+        from .cluster_handlers import ClusterHandlers
+        from .config import parse_address
+
+        self.node = ClusterNode(self.config, self.store, self.notifier.notify, self.executor)
+        host, port = (parse_address(self.config.advertised_address) if self.config.advertised_address
+                      else (self.config.host, self.port))
+        await self.node.start(host, port)
+        return ClusterHandlers(self.node, self.config, DataNotifier())
 
     def stop(self) -> None:
         if self._stopping is not None:
@@ -102,6 +123,8 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.node is not None:
+            await self.node.close()
         self.executor.shutdown(wait=True)
         self.store.close()
         log.info("stopped cleanly")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import limits
-from ..errors import LogbrokerError, UnknownTopicOrPartitionError
+from ..errors import InvalidReplicationFactorError, LogbrokerError, UnknownTopicOrPartitionError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..storage.store import Store
@@ -15,7 +15,13 @@ def create_topics(store: Store, req: m.CreateTopics) -> m.CreateTopicsResponse:
         try:
             limits.check_topic_name(name)
             limits.check_partition_count(partitions)
-            store.create_topic(name, partitions, **limits.check_topic_configs(configs))
+            configs = dict(limits.check_topic_configs(configs))
+            if configs.pop("replication_factor", 1) != 1:
+                raise InvalidReplicationFactorError("a single broker (no --etcd) has replication "
+                                                    "factor 1")
+            for key in ("min_insync_replicas", "unclean_leader_election"):
+                configs.pop(key, None)
+            store.create_topic(name, partitions, **configs)
             out.append((name, 0, ""))
         except LogbrokerError as exc:
             out.append((name, *_err(exc)))

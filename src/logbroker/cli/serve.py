@@ -22,10 +22,20 @@ from ..broker.config import LEVELS, BrokerConfig
 @click.option("--log-level", default=None, type=click.Choice(LEVELS))
 @click.option("--flush", default=None, type=click.Choice(["fsync", "lazy"]),
               help="Durability of acks: fsync before acking (default) or lazy.")
-def serve(data_dir, host, port, config_path, log_level, flush) -> None:
+@click.option("--broker-id", default=None, type=click.IntRange(0, 2**31 - 1),
+              help="This broker's id in a cluster [default: 0].")
+@click.option("--etcd", default=None, metavar="URL",
+              help="Join the cluster whose metadata is in etcd at URL (http://HOST:PORT); "
+                   "without it the broker runs alone.")
+@click.option("--advertised-address", default=None, metavar="HOST:PORT",
+              help="Where clients and other brokers reach this broker [default: host:port].")
+@click.option("--cluster-name", default=None, help="The cluster's key prefix in etcd [default: logbroker].")
+def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
+          advertised_address, cluster_name) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
-                               log_level=log_level)
+                               log_level=log_level, broker_id=broker_id, etcd=etcd,
+                               advertised_address=advertised_address, cluster_name=cluster_name)
     if flush is not None:
         from dataclasses import replace
 

@@ -1,0 +1,130 @@
+"""A small async facade over etcd v3 (through aetcd, gRPC).
+
+Why aetcd: it is maintained (1.0, 2026), asyncio-native (the broker is one
+asyncio loop: no thread per watch or keepalive), and covers what the
+cluster needs: leases, transactions with revision compares, prefix
+watches. Every etcd failure surfaces as ``ClusterUnavailableError``
+(retriable); callers decide to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import AsyncIterator
+from urllib.parse import urlsplit
+
+from ..errors import ClusterUnavailableError, InvalidConfigError
+
+log = logging.getLogger("logbroker.cluster")
+
+
+def parse_etcd_url(url: str) -> tuple[str, int]:
+    """``http://host:port`` (or ``host:port``) -> (host, port)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
+        raise InvalidConfigError(f"etcd address must be http://HOST:PORT, got {url!r}")
+    try:
+        port = parts.port or 2379
+    except ValueError:
+        raise InvalidConfigError(f"etcd address has a bad port: {url!r}") from None
+    return parts.hostname, port
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str
+    value: bytes
+    version: int  # mod_revision
+    lease: int = 0
+
+
+@dataclass(frozen=True)
+class Event:
+    key: str
+    value: "bytes | None"  # None: deleted
+    version: int
+
+
+class Etcd:
+    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+        import aetcd  # imported in cluster mode only (gRPC is heavy)
+
+        self.url = url
+        host, port = parse_etcd_url(url)
+        self._aetcd = aetcd
+        self._client = aetcd.Client(host=host, port=port, timeout=timeout)
+
+    async def _call(self, coro):
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            raise
+        except self._aetcd.exceptions.ClientError as exc:
+            raise ClusterUnavailableError(f"etcd at {self.url}: {type(exc).__name__}: {exc}") from None
+
+    async def close(self) -> None:
+        try:
+            await self._client.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+
+    # -- reads --------------------------------------------------------------------------
+    async def load(self, prefix: str) -> tuple[list[Item], int]:
+        """Every key under ``prefix`` and the store revision of the read."""
+        got = await self._call(self._client.get_prefix(prefix.encode()))
+        items = [Item(kv.key.decode(), kv.value, kv.mod_revision, kv.lease) for kv in got]
+        return items, got.header.revision
+
+    async def get(self, key: str) -> "Item | None":
+        kv = await self._call(self._client.get(key.encode()))
+        return None if kv is None else Item(key, kv.value, kv.mod_revision, kv.lease)
+
+    async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[Event]:
+        """Events under ``prefix`` from ``start_revision`` on, in order; the
+        iterator raises ClusterUnavailableError when the stream breaks."""
+        w = await self._call(self._client.watch_prefix(prefix.encode(),
+                                                        start_revision=start_revision))
+        try:
+            async for ev in w:
+                deleted = ev.kind == "DELETE"
+                yield Event(ev.kv.key.decode(), None if deleted else ev.kv.value, ev.kv.mod_revision)
+        except self._aetcd.exceptions.ClientError as exc:
+            raise ClusterUnavailableError(f"etcd watch: {type(exc).__name__}: {exc}") from None
+        finally:
+            try:
+                await w.cancel()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # -- writes -------------------------------------------------------------------------
+    async def put(self, key: str, value: bytes, lease: int = 0) -> None:
+        await self._call(self._client.put(key.encode(), value, lease=lease or None))
+
+    async def cas(self, writes: dict[str, "bytes | None"], expect: dict[str, int],
+                  lease: int = 0) -> bool:
+        """Apply ``writes`` (None = delete) iff every key in ``expect`` has
+        that mod_revision (0: the key does not exist). True if applied."""
+        t = self._client.transactions
+        compare = [t.mod(k.encode()) == v for k, v in expect.items()]
+        ops = [t.delete(k.encode()) if v is None else t.put(k.encode(), v, lease=lease or None)
+               for k, v in writes.items()]
+        ok, _ = await self._call(self._client.transaction(compare=compare, success=ops, failure=[]))
+        return bool(ok)
+
+    async def delete_prefix(self, prefix: str) -> None:
+        await self._call(self._client.delete_prefix(prefix.encode()))
+
+    # -- leases -------------------------------------------------------------------------
+    async def grant(self, ttl: int) -> int:
+        lease = await self._call(self._client.lease(ttl))
+        return lease.id
+
+    async def keepalive(self, lease_id: int) -> int:
+        """Refresh a lease; its remaining TTL (s), <= 0 when it expired."""
+        reply = await self._call(self._client.refresh_lease(lease_id))
+        return -1 if reply is None else int(reply.TTL)
+
+    async def revoke(self, lease_id: int) -> None:
+        await self._call(self._client.revoke_lease(lease_id))

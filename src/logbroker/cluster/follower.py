@@ -1,0 +1,175 @@
+"""Followers: replicate partitions from their leaders (Kafka's fetcher threads).
+
+One ``LeaderFetcher`` per leader broker replicates every partition this
+broker follows there, over one connection:
+
+1. A partition that just got a new leader (or epoch) first asks the leader
+   for the end offset of its own latest epoch (OffsetForLeaderEpoch) and
+   truncates its log there, never to its HW (KIP-101/279): what it had
+   beyond that end was never committed.
+2. Then ReplicaFetch at its log end offset, which acknowledges everything
+   below it to the leader; the batches that come back are appended exactly
+   as the leader stored them (``Log.append_replicated``, fsynced first where
+   the topic is fsync) and the follower's HW follows the leader's.
+
+Errors: a fenced or unknown epoch, or NOT_LEADER, waits for the new state
+from etcd (the node re-adds the partition); an offset below the leader's
+log start restarts the log there; a lost connection is retried with
+exponential backoff. The loop never dies of an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from ..errors import (FencedLeaderEpochError, LogbrokerError,
+                      NotLeaderError, OffsetOutOfRangeError, UnknownLeaderEpochError, for_code)
+from ..protocol import messages as m
+from ..records.walker import whole_batches
+from ..storage.config import FLUSH_FSYNC
+from ..storage.log import Log
+
+log = logging.getLogger("logbroker.cluster")
+FETCH_WAIT_MS = 200
+BACKOFF_MIN, BACKOFF_MAX = 0.05, 1.0
+PART_RETRY_S = 0.1
+
+
+class _Part:
+    __slots__ = ("log", "epoch", "truncated", "retry_at")
+
+    def __init__(self, lg: Log, epoch: int) -> None:
+        self.log, self.epoch, self.truncated, self.retry_at = lg, epoch, False, 0.0
+
+
+class LeaderFetcher:
+    def __init__(self, node, leader: int) -> None:
+        self.node, self.leader = node, leader
+        self.parts: dict[tuple[str, int], _Part] = {}
+        self._wake = asyncio.Event()
+        self._conn = None
+        self._failures = 0
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def add(self, key, lg: Log, epoch: int) -> None:
+        self.parts[key] = _Part(lg, epoch)
+        self._wake.set()
+
+    def remove(self, key) -> None:
+        self.parts.pop(key, None)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except BaseException:  # noqa: BLE001
+            pass
+        if self._conn is not None:
+            self._conn.close()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if not self.parts:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                now = time.monotonic()
+                ready = [(k, p) for k, p in self.parts.items() if p.retry_at <= now]
+                if not ready:
+                    await asyncio.sleep(min(p.retry_at for p in self.parts.values()) - now)
+                    continue
+                conn = await self._connection()
+                todo = [(k, p) for k, p in ready if not p.truncated]
+                if todo:
+                    await self._truncate(conn, todo)
+                await self._fetch(conn, [(k, p) for k, p in ready if p.truncated])
+                self._failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a follower loop must go on
+                if isinstance(exc, LogbrokerError) and exc.retriable:
+                    log.info("fetching from broker %d: %s", self.leader, exc)
+                else:
+                    log.exception("fetching from broker %d failed", self.leader)
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                self._failures += 1
+                delay = min(BACKOFF_MIN * 2 ** self._failures, BACKOFF_MAX)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+
+    async def _connection(self):
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        self._conn = await self.node.connect_to(self.leader)
+        return self._conn
+
+    async def _truncate(self, conn, todo) -> None:
+        req = m.OffsetForLeaderEpoch(replica_id=self.node.me, parts=tuple(
+            (k[0], k[1], p.epoch, _latest_epoch(p.log)) for k, p in todo))
+        resp = await conn.request(req, self.node.request_timeout)
+        for (topic, partition, code, message, epoch, end), (key, p) in zip(resp.parts, todo):
+            if self.parts.get(key) is not p:
+                continue  # removed or replaced meanwhile
+            if code:
+                self._part_error(key, p, for_code(code)(message))
+                continue
+            lg = p.log
+            if _latest_epoch(lg) < 0 or lg.log_end_offset == lg.log_start_offset:
+                target = lg.log_end_offset
+            elif epoch < 0:
+                target = min(lg.high_watermark, lg.log_end_offset)  # no common epoch: Kafka's fallback
+            else:
+                target = min(end, lg.end_offset_for_epoch(epoch)[1])
+            if target < lg.log_end_offset:
+                log.warning("%s: truncating %d -> %d (epoch %d ends at %d on leader %d)", lg.name,
+                            lg.log_end_offset, target, epoch, end, self.leader)
+                await self.node.run_io(lg.truncate_to, target)
+            p.truncated = True
+
+    async def _fetch(self, conn, parts) -> None:
+        if not parts:
+            return
+        req = m.ReplicaFetch(replica_id=self.node.me, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
+                             max_bytes=self.node.replica_fetch_bytes,
+                             parts=tuple((k[0], k[1], p.log.log_end_offset, p.epoch,
+                                          self.node.replica_fetch_bytes) for k, p in parts))
+        resp = await conn.request(req, self.node.request_timeout + FETCH_WAIT_MS / 1000)
+        for part, data, (key, p) in zip(resp.parts, resp.payload, parts):
+            topic, partition, code, message, hw, log_start, log_end, _ = part
+            if self.parts.get(key) is not p:
+                continue
+            lg = p.log
+            if code:
+                err = for_code(code)(message)
+                if isinstance(err, OffsetOutOfRangeError) and lg.log_end_offset < log_start:
+                    log.warning("%s: behind the leader's log start %d: restarting there",
+                                lg.name, log_start)
+                    await self.node.run_io(lg.reset_to, log_start)
+                    continue
+                self._part_error(key, p, err)
+                continue
+            whole = whole_batches(data)
+            if len(whole):
+                await self.node.run_io(lg.append_replicated, whole,
+                                       sync=lg.config.flush == FLUSH_FSYNC)
+            lg.set_high_watermark(min(hw, lg.log_end_offset))
+
+    def _part_error(self, key, p: _Part, err: LogbrokerError) -> None:
+        """One partition's error: it pauses briefly (the others go on)."""
+        if isinstance(err, OffsetOutOfRangeError):
+            p.truncated = False  # ahead of the leader: truncate again
+        elif isinstance(err, (FencedLeaderEpochError, NotLeaderError, UnknownLeaderEpochError)):
+            log.info("%s: %s (waiting for the new state)", p.log.name, err)
+        else:
+            log.warning("%s: replication error: %s", p.log.name, err)
+        p.retry_at = time.monotonic() + PART_RETRY_S
+
+
+def _latest_epoch(lg: Log) -> int:
+    eps = lg.epochs
+    return eps[-1][0] if eps else -1

@@ -1,0 +1,219 @@
+"""ClusterNode: a broker's membership in a cluster, wired together.
+
+``start()`` connects to etcd, registers the broker under its lease, loads
+the metadata and applies it (opening the logs of the partitions this
+broker is a replica of), then runs, until ``close()``:
+
+- the lease keepalive (session.py);
+- the watch of the cluster's keys, applied in revision order; a broken
+  watch is replaced by a full reload, whose differences are applied;
+- the controller campaign (controller.py);
+- the ISR check of the partitions it leads (replicas.py);
+- one fetcher per leader it follows (follower.py).
+
+Every loop logs its errors and goes on. Requests reach the node through
+the broker's handlers (broker/cluster_handlers.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+
+from ..errors import BrokerUnavailableError, ClusterUnavailableError, for_code
+from ..protocol import messages as m
+from ..storage.log import Log
+from ..storage.store import Store
+from .controller import Controller
+from .etcd import Etcd
+from .follower import LeaderFetcher
+from .replicas import ReplicaManager
+from .session import Session
+from .state import BrokerInfo, Keys, PartitionState, partition_value
+from .view import ClusterView
+
+log = logging.getLogger("logbroker.cluster")
+
+
+class ClusterNode:
+    def __init__(self, config, store: Store, notify, executor) -> None:
+        """``config``: the BrokerConfig (etcd, cluster, broker_id, timings);
+        ``notify(log)``: wake consumers of a log whose HW moved."""
+        self.config, self.store, self.executor = config, store, executor
+        self.me = config.broker_id
+        self.keys = Keys(config.cluster_name)
+        self.view = ClusterView(self.keys)
+        self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000)
+        self.request_timeout = config.replica_timeout_ms / 1000
+        self.replica_fetch_bytes = config.replica_fetch_max_bytes
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        self.replicas = ReplicaManager(self.me, config.replica_lag_time_max_ms / 1000, notify,
+                                       self._propose_isr, _Fetchers(self))
+        self.controller = Controller(self)
+        self.session: "Session | None" = None
+        self._tasks: list[asyncio.Task] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self, host: str, port: int) -> None:
+        me = BrokerInfo(self.me, host, port, int(time.time() * 1000))
+        self.session = Session(self.etcd, self.keys, me, max(1, -(-self.config.session_timeout_ms
+                                                                    // 1000)))
+        self.replicas.fenced = lambda: self.session.fenced
+        await self.session.register()
+        await self._reload()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self.session.run()), loop.create_task(self._watch()),
+                       loop.create_task(self.controller.run()),
+                       loop.create_task(self._every(0.25, self.replicas.check_isr))]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for f in list(self.fetchers.values()):
+            await f.close()
+        if self.session is not None:
+            await self.session.close()
+        await self.etcd.close()
+
+    async def _every(self, period: float, fn) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                fn()
+            except Exception:  # noqa: BLE001
+                log.exception("%s failed", getattr(fn, "__name__", fn))
+
+    # -- metadata ---------------------------------------------------------------------------
+    async def _reload(self) -> None:
+        items, revision = await self.etcd.load(self.keys.root)
+        for change in self.view.reset(items, revision):
+            self._react(change)
+        # partitions of ours whose state did not change still need a role (first load)
+        for st in list(self.view.partitions.values()):
+            if self.me in st.replicas and st.key not in self.replicas.replicas:
+                self._react(("partition", st.key))
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                async for ev in self.etcd.watch(self.keys.root, self.view.revision + 1):
+                    change = self.view.apply(ev)
+                    if change is not None:
+                        self._react(change)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reload and watch again
+                log.warning("etcd watch broke (%s): reloading", exc)
+            await asyncio.sleep(0.2)
+            try:
+                await self._reload()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("reload failed: %s", exc)
+
+    def _react(self, change: tuple[str, object]) -> None:
+        kind, ident = change
+        try:
+            if kind == "partition":
+                self._partition_changed(ident)
+            elif kind == "topic":
+                if ident not in self.view.topics:
+                    for key in [k for k in self.replicas.replicas if k[0] == ident]:
+                        self._drop(key)
+                else:
+                    for st in self.view.partitions_of(ident):
+                        self._partition_changed(st.key)
+            else:  # a broker came or went, or the controller changed
+                self.controller.wake.set()
+        except Exception:  # noqa: BLE001 - one bad partition must not stop the watch
+            log.exception("applying %s %s failed", kind, ident)
+
+    def _partition_changed(self, key: tuple[str, int]) -> None:
+        st = self.view.partitions.get(key)
+        topic = self.view.topics.get(key[0])
+        if st is None or topic is None:
+            if key in self.replicas.replicas:
+                self._drop(key)
+            return
+        if self.me not in st.replicas:
+            self.replicas.remove(key)
+            return
+        lg = self.store.ensure_partition(key[0], key[1], topic.log_overrides())
+        self.replicas.apply(st, lg, topic.min_insync_replicas)
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        self.replicas.remove(key)
+        self.store.drop_partition(*key)
+
+    def _propose_isr(self, r, isr: tuple[int, ...]) -> None:
+        st = r.state
+        new = st.with_(isr=isr)
+        key = self.keys.partition(st.topic, st.partition)
+
+        async def go() -> None:
+            try:
+                ok = await self.etcd.cas({key: partition_value(new)}, {key: st.version})
+            except Exception as exc:  # noqa: BLE001
+                log.warning("%s: ISR change failed: %s", r.log.name, exc)
+                ok = False
+            if ok:
+                log.info("%s: ISR %s -> %s", r.log.name, list(st.isr), list(isr))
+            else:
+                self.replicas.isr_change_failed(r)
+
+        asyncio.get_running_loop().create_task(go())
+
+    async def cas_partition(self, old: PartitionState, new: PartitionState) -> bool:
+        key = self.keys.partition(old.topic, old.partition)
+        return await self.etcd.cas({key: partition_value(new)}, {key: old.version})
+
+    # -- peers ------------------------------------------------------------------------------
+    async def connect_to(self, broker_id: int):
+        from ..client.connection import BrokerConnection
+
+        b = self.view.brokers.get(broker_id)
+        if b is None:
+            raise BrokerUnavailableError(f"broker {broker_id} is not registered")
+        conn = await BrokerConnection.open(b.host, b.port, timeout=self.request_timeout,
+                                           max_frame_bytes=self.config.max_frame_bytes)
+        try:
+            resp = await conn.request(m.Handshake(client_id=f"broker-{self.me}"),
+                                      self.request_timeout)
+        except BaseException:
+            conn.close()
+            raise
+        if resp.error:
+            conn.close()
+            raise for_code(resp.error)(resp.message)
+        return conn
+
+    async def run_io(self, fn, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, functools.partial(fn, *args, **kwargs))
+
+    def check_available(self) -> None:
+        if self.session is None or self.session.fenced:
+            raise ClusterUnavailableError(f"broker {self.me} has no live etcd session")
+
+
+class _Fetchers:
+    """The ReplicaManager's handle on the fetchers: one per leader broker."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        self.where: dict[tuple[str, int], int] = {}
+
+    def add(self, key, lg: Log, leader: int, epoch: int) -> None:
+        self.remove(key)
+        f = self.node.fetchers.get(leader)
+        if f is None:
+            f = self.node.fetchers[leader] = LeaderFetcher(self.node, leader)
+        f.add(key, lg, epoch)
+        self.where[key] = leader
+
+    def remove(self, key) -> None:
+        leader = self.where.pop(key, None)
+        if leader is not None and leader in self.node.fetchers:
+            self.node.fetchers[leader].remove(key)

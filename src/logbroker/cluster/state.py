@@ -1,0 +1,154 @@
+"""The cluster's metadata as frozen values, and where each lives in etcd.
+
+Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
+
+    brokers/<id>              {host, port, started_ms}       under the broker's lease
+    controller                {broker_id}                     under the controller's lease
+    topics/<name>             {partitions, replication_factor, configs}
+    partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
+    offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
+
+A partition's state changes only by compare-and-set on its etcd
+``mod_revision`` (``PartitionState.version``; 0 = not in etcd yet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import msgpack
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    started_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TopicState:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict = field(default_factory=dict)  # log overrides + cluster settings
+    version: int = 0
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return int(self.configs.get("min_insync_replicas", default_min_isr(self.replication_factor)))
+
+    @property
+    def unclean_leader_election(self) -> bool:
+        return self.configs.get("unclean_leader_election") in (True, 1, "true")
+
+    def log_overrides(self) -> dict:
+        """The configs that are LogConfig settings (the cluster's own removed)."""
+        return {k: v for k, v in self.configs.items() if k not in CLUSTER_CONFIGS}
+
+
+CLUSTER_CONFIGS = ("replication_factor", "min_insync_replicas", "unclean_leader_election")
+
+
+def default_min_isr(replication_factor: int) -> int:
+    """2 when there are at least 3 replicas (Kafka's common production
+    setting), else 1."""
+    return 2 if replication_factor >= 3 else 1
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    isr: tuple[int, ...]
+    leader_epoch: int
+    version: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0]
+
+    def with_(self, **changes) -> "PartitionState":
+        return replace(self, **changes)
+
+
+class Keys:
+    """Key names under one cluster's root."""
+
+    def __init__(self, cluster: str) -> None:
+        self.root = f"/logbroker/{cluster}/"
+        self.brokers = self.root + "brokers/"
+        self.controller = self.root + "controller"
+        self.topics = self.root + "topics/"
+        self.partitions = self.root + "partitions/"
+        self.offsets = self.root + "offsets/"
+
+    def broker(self, broker_id: int) -> str:
+        return f"{self.brokers}{broker_id}"
+
+    def topic(self, name: str) -> str:
+        return self.topics + name
+
+    def partition(self, topic: str, partition: int) -> str:
+        return f"{self.partitions}{topic}/{partition}"
+
+    def partitions_of(self, topic: str) -> str:
+        return f"{self.partitions}{topic}/"
+
+    def group_offsets(self, group: str) -> str:
+        # group names may hold '/', topic names never do: the last two parts are topic/partition
+        return f"{self.offsets}{group}/"
+
+    def offset(self, group: str, topic: str, partition: int) -> str:
+        return f"{self.offsets}{group}/{topic}/{partition}"
+
+
+def pack(value: dict) -> bytes:
+    return msgpack.packb(value)
+
+
+def unpack(raw: bytes) -> dict:
+    value = msgpack.unpackb(raw, raw=False)
+    if not isinstance(value, dict):
+        raise ValueError("not a map")
+    return value
+
+
+def broker_value(b: BrokerInfo) -> bytes:
+    return pack({"host": b.host, "port": b.port, "started_ms": b.started_ms})
+
+
+def broker_from(broker_id: int, raw: bytes) -> BrokerInfo:
+    v = unpack(raw)
+    return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)))
+
+
+def topic_value(t: TopicState) -> bytes:
+    return pack({"partitions": t.partitions, "replication_factor": t.replication_factor,
+                 "configs": t.configs})
+
+
+def topic_from(name: str, raw: bytes, version: int) -> TopicState:
+    v = unpack(raw)
+    return TopicState(name, int(v["partitions"]), int(v["replication_factor"]),
+                      dict(v.get("configs") or {}), version)
+
+
+def partition_value(p: PartitionState) -> bytes:
+    return pack({"replicas": list(p.replicas), "leader": p.leader, "isr": list(p.isr),
+                 "leader_epoch": p.leader_epoch})
+
+
+def partition_from(topic: str, partition: int, raw: bytes, version: int) -> PartitionState:
+    v = unpack(raw)
+    return PartitionState(topic, partition, tuple(int(r) for r in v["replicas"]), int(v["leader"]),
+                          tuple(int(r) for r in v["isr"]), int(v["leader_epoch"]), version)
