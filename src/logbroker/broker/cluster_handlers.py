@@ -40,7 +40,7 @@ class ClusterHandlers:
             m.OffsetForLeaderEpoch: self.offset_for_leader_epoch,
             m.CommitOffsets: self.offsets.commit, m.FetchOffsets: self.offsets.fetch,
             m.ListGroups: self.offsets.list_groups, m.DescribeGroups: self.offsets.describe,
-            m.DeleteGroups: self.offsets.delete,
+            m.DeleteGroups: self.offsets.delete, m.InitProducerId: self.init_producer_id,
         }
 
     # -- metadata ---------------------------------------------------------------------
@@ -79,6 +79,10 @@ class ClusterHandlers:
         return m.DescribeClusterResponse(cluster=self.config.cluster_name,
                                          controller=view.controller,
                                          brokers=tuple(sorted(brokers)), partitions=tuple(parts))
+
+    async def init_producer_id(self, req: m.InitProducerId) -> m.InitProducerIdResponse:
+        return m.InitProducerIdResponse(producer_id=await self.node.new_producer_id(),
+                                        producer_epoch=0)
 
     # -- topics -------------------------------------------------------------------------
     async def create_topics(self, req: m.CreateTopics) -> m.CreateTopicsResponse:

@@ -31,10 +31,11 @@ from .etcd import Etcd
 from .follower import LeaderFetcher
 from .replicas import ReplicaManager
 from .session import Session
-from .state import BrokerInfo, Keys, PartitionState, partition_value
+from .state import BrokerInfo, Keys, PartitionState, pack, partition_value, unpack
 from .view import ClusterView
 
 log = logging.getLogger("logbroker.cluster")
+PID_BLOCK = 1000
 
 
 class ClusterNode:
@@ -54,6 +55,7 @@ class ClusterNode:
         self.controller = Controller(self)
         self.session: "Session | None" = None
         self._tasks: list[asyncio.Task] = []
+        self._pids: "list[int] | None" = None  # [next, end) of our producer id block
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -168,6 +170,24 @@ class ClusterNode:
     async def cas_partition(self, old: PartitionState, new: PartitionState) -> bool:
         key = self.keys.partition(old.topic, old.partition)
         return await self.etcd.cas({key: partition_value(new)}, {key: old.version})
+
+    async def new_producer_id(self) -> int:
+        """A producer id unique in the cluster: taken from a block of
+        ``PID_BLOCK`` reserved in etcd by compare-and-set (Kafka's producer
+        id blocks)."""
+        if self._pids is None or self._pids[0] >= self._pids[1]:
+            key = self.keys.producer_ids
+            while True:
+                self.check_available()
+                got = await self.etcd.get(key)
+                start = unpack(got.value)["next"] if got else 1
+                if await self.etcd.cas({key: pack({"next": start + PID_BLOCK})},
+                                       {key: got.version if got else 0}):
+                    self._pids = [start, start + PID_BLOCK]
+                    break
+        pid = self._pids[0]
+        self._pids[0] += 1
+        return pid
 
     # -- peers ------------------------------------------------------------------------------
     async def connect_to(self, broker_id: int):

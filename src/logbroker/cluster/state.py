@@ -7,6 +7,7 @@ Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
     topics/<name>             {partitions, replication_factor, configs}
     partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
     offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
+    producer_ids              {next}: the next free block of idempotent producer ids
 
 A partition's state changes only by compare-and-set on its etcd
 ``mod_revision`` (``PartitionState.version``; 0 = not in etcd yet).
@@ -91,6 +92,7 @@ class Keys:
         self.topics = self.root + "topics/"
         self.partitions = self.root + "partitions/"
         self.offsets = self.root + "offsets/"
+        self.producer_ids = self.root + "producer_ids"
 
     def broker(self, broker_id: int) -> str:
         return f"{self.brokers}{broker_id}"
