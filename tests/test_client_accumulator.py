@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from logbroker.client.accumulator import Accumulator
-from logbroker.client.link import BrokerLink, ClientOptions
+from logbroker.client.link import ClientOptions
+from logbroker.client.routing import Router
 from logbroker.client.handles import ThreadSignal
 from logbroker.client.sender import Sender
 from logbroker.client.settings import ProducerSettings
@@ -30,7 +31,7 @@ def sender():
 
     def make(**kw) -> Sender:
         acc, _ = make_acc(**kw)
-        s = Sender(acc, BrokerLink(ClientOptions()), acc.settings, loop, in_loop=lambda: True,
+        s = Sender(acc, Router(ClientOptions()), acc.settings, loop, in_loop=lambda: True,
                    threadsafe=False)
         acc.wake = lambda: None  # drive the sender by hand: no drains, no tasks
         made.append(s)
@@ -38,6 +39,12 @@ def sender():
 
     yield make
     loop.close()
+
+
+def collect(s: Sender, now: float = 0.0) -> list:
+    """The batches of the next request to broker 0 (every partition's leader
+    here), from partitions whose retry time has come."""
+    return s._collect([p for p in s.acc.parts.values() if p.retry_at <= now], 0)
 
 
 def test_a_batch_is_sealed_when_full_and_wakes_once_per_batch_not_per_record():
@@ -107,7 +114,7 @@ def test_sequence_numbers_count_records_per_partition(sender):
     s.acc.seal_all()
     batches = []
     while True:
-        got, _ = s._collect(0.0)
+        got = collect(s)
         if not got:
             break
         batches += got
@@ -131,7 +138,7 @@ def test_sequence_numbers_wrap_at_2_31(sender):
     s.acc.append("t", 0, b"v", None, None, None)
     s.acc.seal_all()
     s.acc.parts[("t", 0)].next_seq = (1 << 31) - 1
-    [b], _ = s._collect(0.0)
+    [b] = collect(s)
     assert b.base_sequence == (1 << 31) - 1 and s.acc.parts[("t", 0)].next_seq == 1
 
 
@@ -139,7 +146,7 @@ def test_non_idempotent_batches_carry_no_producer_fields(sender):
     s = sender(acks=1)
     s.acc.append("t", 0, b"v", None, None, None)
     s.acc.seal_all()
-    [b], _ = s._collect(0.0)
+    [b] = collect(s)
     assert (b.producer_id, b.base_sequence) == (-1, -1)
 
 
@@ -148,8 +155,8 @@ def test_request_size_limit_splits_requests(sender):
     for p in range(4):
         s.acc.append("t", p, b"x" * 500, None, None, None)
     s.acc.seal_all()
-    first, _ = s._collect(0.0)
-    second, _ = s._collect(0.0)
+    first = collect(s)
+    second = collect(s)
     assert len(first) == 2 and len(second) == 2
 
 
@@ -159,7 +166,7 @@ def _in_flight(s: Sender, n: int) -> list:
         s.acc.seal_all()
     batches = []
     for _ in range(n):
-        got, _ = s._collect(0.0)
+        got = collect(s)
         batches += got
     return batches
 
@@ -171,14 +178,14 @@ def test_retriable_failure_requeues_in_sequence_order_and_blocks_the_partition(s
     assert part.inflight == 3
     s._failed(b1, RequestTimedOutError("slow fsync"))
     assert part.blocked and list(part.queue) == [b1]
-    assert s._collect(0.0)[0] == []  # nothing is sent while b2, b3 are out
+    assert collect(s) == []  # nothing is sent while b2, b3 are out
     s._failed(b2, OutOfOrderSequenceError("gap"))  # follows b1's failure: retried too
     s._failed(b3, BrokerUnavailableError("lost"))
     assert list(part.queue) == [b1, b2, b3] and not part.blocked
     assert not s._reset_pending
     assert [b.base_sequence for b in part.queue] == [0, 1, 2]  # same bytes resent
     part.retry_at = 0.0
-    resent, _ = s._collect(1.0)
+    resent = collect(s, 1.0)
     assert resent == [b1, b2, b3] and all(b.data is not None for b in resent)
 
 

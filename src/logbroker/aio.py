@@ -24,7 +24,7 @@ from typing import AsyncIterator
 from .client.admin_core import METHODS as ADMIN_METHODS, AdminCore
 from .client.consumer_core import COROUTINES, DIRECT, ConsumerCore
 from .client.handles import LoopSignal, RecordHandle, RecordMetadata
-from .client.link import BrokerLink
+from .client.routing import Router
 from .client.producer_core import ProducerCore
 from .client.records import ConsumerRecord
 from .client.settings import client_options
@@ -56,7 +56,7 @@ class Producer(AsyncShell):
     async def start(self) -> None:
         """Connect now (optional: ``send`` connects lazily); raises
         ``BrokerUnavailableError`` if the broker cannot be reached."""
-        await self._ensure().link.connection()
+        await self._ensure().router.control.connection()
 
     async def send(self, topic: str, value, key=None, headers=None,
                    partition: "int | None" = None,
@@ -155,7 +155,7 @@ class Admin(AsyncShell):
                  request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000) -> None:
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
                                       connect_timeout_ms)
-        self._core = AdminCore(BrokerLink(self.options))
+        self._core = AdminCore(Router(self.options))
 
     async def close(self) -> None:
         """Close the connection. Idempotent."""

@@ -32,7 +32,9 @@ def bootstrap_option(fn):
     ``error:`` line."""
 
     @click.option("-b", "--bootstrap", default="127.0.0.1:9555", envvar="LOGBROKER_BOOTSTRAP",
-                  show_default=True, help="Broker HOST:PORT (env LOGBROKER_BOOTSTRAP).")
+                  show_default=True,
+                  help="Broker HOST:PORT, or several comma-separated (the first that answers "
+                       "is asked for the cluster's metadata; env LOGBROKER_BOOTSTRAP).")
     @click.option("--timeout", type=float, default=10.0, show_default=True,
                   envvar="LOGBROKER_TIMEOUT",
                   help="Seconds to wait for the broker: to connect, per request, and for "
@@ -85,6 +87,11 @@ def table(columns: Iterable[str], rows: Iterable[Iterable[Any]], title: "str | N
     for row in rows:
         t.add_row(*("-" if v is None else str(v) for v in row))
     Console(width=max(200, Console().width), soft_wrap=True).print(t)
+
+
+def ids(broker_ids: Iterable[int]) -> str:
+    """Broker ids for a table cell: ``1,2,3`` (``-`` for none)."""
+    return ",".join(str(i) for i in broker_ids) or "-"
 
 
 def emit_json(obj: Any) -> None:

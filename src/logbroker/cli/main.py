@@ -92,6 +92,7 @@ def main() -> None:
 
 
 def _register_commands() -> None:
+    from .cluster import cluster
     from .consume import consume
     from .groups import groups
     from .inspect import inspect
@@ -99,7 +100,7 @@ def _register_commands() -> None:
     from .serve import serve
     from .topics import topics
 
-    for command in (serve, produce, consume, topics, groups, inspect):
+    for command in (serve, produce, consume, topics, groups, cluster, inspect):
         main.add_command(command)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import bootstrap_option, emit_json, json_option, table
+from .common import bootstrap_option, emit_json, ids, json_option, table
 
 
 @click.group()
@@ -34,22 +34,33 @@ def list_(conn, as_json):
 @click.option("--retention-ms", type=int, default=None, help="-1: keep forever.")
 @click.option("--retention-bytes", type=int, default=None, help="-1: no size limit.")
 @click.option("--segment-bytes", type=click.IntRange(min=128), default=None)
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
+              help="Copies of each partition (default: the cluster's; a single node: 1).")
+@click.option("--min-insync-replicas", type=click.IntRange(min=1), default=None,
+              help="acks=all writes are refused while fewer replicas are in sync.")
+@click.option("--unclean-leader-election", is_flag=True, default=None,
+              help="Let an out-of-sync replica lead when no in-sync one is left (may lose data).")
 @click.option("--config", "configs", multiple=True, metavar="K=V",
               help="Any other log setting (e.g. flush=lazy, segment_ms=3600000).")
-def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes, configs):
+def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
+           replication_factor, min_insync_replicas, unclean_leader_election, configs):
     """Create topic NAME."""
     from .. import Admin
 
     settings = {k: v for k, v in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes),
-                                  ("segment_bytes", segment_bytes)) if v is not None}
+                                  ("segment_bytes", segment_bytes),
+                                  ("min_insync_replicas", min_insync_replicas),
+                                  ("unclean_leader_election",
+                                   "true" if unclean_leader_election else None)) if v is not None}
     for item in configs:
         key, sep, value = item.partition("=")
         if not sep:
             raise click.BadParameter(f"{item!r} is not K=V", param_hint="--config")
         settings[key] = int(value) if value.lstrip("-").isdigit() else value
     with Admin(**conn) as admin:
-        admin.create_topic(name, partitions, settings)
-    click.echo(f"created topic {name} with {partitions} partition(s)")
+        admin.create_topic(name, partitions, settings, replication_factor=replication_factor)
+    rf = "" if replication_factor is None else f", replication factor {replication_factor}"
+    click.echo(f"created topic {name} with {partitions} partition(s){rf}")
 
 
 @topics.command()
@@ -57,7 +68,8 @@ def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
 @bootstrap_option
 @json_option
 def describe(names, conn, as_json):
-    """Partitions (offsets, size, segments) and settings of topics (default: all)."""
+    """Partitions (leader, replicas, in-sync replicas, offsets, size,
+    segments) and settings of topics (default: all)."""
     from .. import Admin
 
     with Admin(**conn) as admin:
@@ -67,11 +79,12 @@ def describe(names, conn, as_json):
                     "partitions": [p._asdict() for p in d.partitions]}
                    for d in found.values()])
         return
-    rows = [(d.name, p.partition, p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments,
+    rows = [(d.name, p.partition, p.leader if p.leader >= 0 else "none", ids(p.replicas),
+             ids(p.isr), p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments,
              "offline" if p.error else "online")
             for d in found.values() for p in d.partitions]
-    table(["TOPIC", "PARTITION", "LOG-START", "LOG-END", "HIGH-WATERMARK", "BYTES", "SEGMENTS",
-           "STATUS"], rows)
+    table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START", "LOG-END",
+           "HIGH-WATERMARK", "BYTES", "SEGMENTS", "STATUS"], rows)
     for d in found.values():  # the reasons, whole (too long for a cell)
         for p in (p for p in d.partitions if p.error):
             click.echo(f"{d.name}-{p.partition} offline: {p.message}")

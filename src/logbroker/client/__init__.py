@@ -2,8 +2,9 @@
 in ``logbroker.aio``). docs/client.md describes the API and its contracts."""
 
 from .admin import Admin
-from .admin_core import (BrokerInfo, GroupDescription, GroupPartition, NewTopic,
-                         OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription)
+from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
+                            GroupDescription, GroupPartition, NewTopic, OffsetAndMetadata,
+                            OffsetAndTimestamp, PartitionInfo, TopicDescription)
 from .consumer import Consumer
 from .handles import RecordHandle, RecordMetadata
 from .partitioner import partition_for_key
@@ -11,7 +12,8 @@ from .producer import Producer
 from .records import ConsumerRecord
 
 __all__ = [
-    "Admin", "BrokerInfo", "Consumer", "ConsumerRecord", "GroupDescription", "GroupPartition",
+    "Admin", "BrokerInfo", "ClusterDescription", "ClusterPartition", "Consumer", "ConsumerRecord",
+    "ElectionResult", "GroupDescription", "GroupPartition",
     "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "Producer",
     "RecordHandle", "RecordMetadata", "TopicDescription", "partition_for_key",
 ]

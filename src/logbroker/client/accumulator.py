@@ -33,15 +33,18 @@ _new_handle = tuple.__new__
 
 class PartitionQueue:
     """Delivery state of one partition: sealed batches waiting (oldest
-    first), requests in flight, the next sequence number, and ``blocked``
-    (an earlier batch failed while later ones were in flight: nothing more is
-    sent until those come back, so retries keep sequence order)."""
+    first), requests in flight and the broker they went to (``broker``; a
+    new leader gets nothing until they are back), the next sequence number,
+    and ``blocked`` (an earlier batch failed while later ones were in
+    flight: nothing more is sent until those come back, so retries keep
+    sequence order)."""
 
-    __slots__ = ("queue", "inflight", "next_seq", "blocked", "retry_at")
+    __slots__ = ("queue", "inflight", "broker", "next_seq", "blocked", "retry_at")
 
     def __init__(self) -> None:
         self.queue: deque[ProducerBatch] = deque()
         self.inflight = 0
+        self.broker = -1
         self.next_seq = 0
         self.blocked = False
         self.retry_at = 0.0

@@ -1,10 +1,12 @@
 """The sync ``Admin`` client: topics, groups and offsets (used by the CLI).
 
-Every method is one blocking request (``list_offsets`` by topic name: two)
-with a deadline of ``request_timeout_ms``. Read-only requests and offset
-commits are retried on a lost connection until the deadline; creating and
-deleting are sent once (a retry could report TOPIC_ALREADY_EXISTS for a
-topic the first attempt created). Errors: ``BrokerUnavailableError``,
+Every method is one blocking request (``list_offsets`` by topic name and
+``describe_topics``: two; ``list_offsets``: one per leader) with a deadline
+of ``request_timeout_ms``. Read-only requests and offset commits are
+retried on a lost connection until the deadline, ``list_offsets`` also
+across leader changes; creating, deleting and electing are sent once (a
+retry could report TOPIC_ALREADY_EXISTS for a topic the first attempt
+created). Errors: ``BrokerUnavailableError``,
 ``RequestTimedOutError``, ``ClientClosedError``, the broker's error as its
 registered exception (``errors.for_code``), whose message names the topic,
 partition or group, and — before anything is sent — ``TypeError`` or the
@@ -17,8 +19,8 @@ included), run on this client's I/O thread.
 from __future__ import annotations
 
 from .admin_core import METHODS, AdminCore
-from .link import BrokerLink
 from .loop_thread import LoopThread
+from .routing import Router
 from .settings import client_options
 from .waiting import SyncShell, blocking, forward
 
@@ -31,7 +33,7 @@ class Admin(SyncShell):
                  request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000) -> None:
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
                                       connect_timeout_ms)
-        self._core = AdminCore(BrokerLink(self.options))
+        self._core = AdminCore(Router(self.options))
         self._timeout = self.options.request_timeout + self.options.connect_timeout + 1
         self._io = LoopThread("logbroker-admin-io")
 

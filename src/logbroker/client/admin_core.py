@@ -1,6 +1,11 @@
-"""The admin client's one core: operations as coroutines over one
-``BrokerLink`` (the sync ``Admin`` runs them on its I/O thread,
-``logbroker.aio.Admin`` awaits them), and the value objects they return.
+"""The admin client's one core: operations as coroutines over a ``Router``
+(the sync ``Admin`` runs them on its I/O thread, ``logbroker.aio.Admin``
+awaits them); their results are the value objects of admin_results.py.
+
+Requests that name no partition go to any broker (the router's control
+link: the live brokers it knows, then the bootstrap list); ListOffsets goes
+to each partition's leader and follows leader changes until the request's
+deadline (``request_timeout_ms``).
 
 Every argument is checked before anything is sent (``client/validate.py``):
 a wrong type raises ``TypeError`` at once; a bad name, partition count,
@@ -12,82 +17,29 @@ error only with ``raise_errors``.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+import asyncio
+from typing import Iterable
 
 from .. import limits
-from ..errors import ClientClosedError, LogbrokerError, TopicAlreadyExistsError, for_code
+from ..errors import (ClientClosedError, InvalidConfigError, LogbrokerError,
+                      TopicAlreadyExistsError, UnknownTopicOrPartitionError, for_code)
 from ..protocol import messages as m
 from . import validate
-from .link import BrokerLink
-from .metadata import part_error, partition_counts
+from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
+                            GroupDescription, GroupPartition, NewTopic, OffsetAndMetadata,
+                            OffsetAndTimestamp, PartitionInfo, TopicDescription)
+from .metadata import list_offsets, part_error, partition_counts
+from .routing import Router
+
+__all__ = ["METHODS", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterPartition",
+           "ElectionResult", "GroupDescription", "GroupPartition", "NewTopic",
+           "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription"]
 
 # The coroutines both Admin shells expose as they are (create_topic is the
 # one more: it is written once below too).
 METHODS = ("create_topics", "create_topic", "delete_topics", "list_topics", "describe_topics",
-           "describe_cluster", "list_groups", "describe_groups", "delete_groups",
-           "commit_offsets", "fetch_offsets", "list_offsets")
-
-
-class NewTopic(NamedTuple):
-    name: str
-    partitions: int = 1
-    configs: "dict | None" = None
-
-
-class BrokerInfo(NamedTuple):
-    id: int
-    host: str
-    port: int
-
-
-class PartitionInfo(NamedTuple):
-    partition: int
-    log_start: int
-    log_end: int
-    high_watermark: int
-    size_bytes: int
-    segments: int
-    error: int = 0  # PARTITION_OFFLINE (57) etc. for a partition that serves nothing
-    message: str = ""  # the reason: the damage found, the failed I/O
-
-
-class TopicDescription(NamedTuple):
-    name: str
-    configs: dict
-    partitions: tuple  # of PartitionInfo, by partition
-
-
-class GroupPartition(NamedTuple):
-    """``lag`` in records; ``lag_ms``: age of the next record to read (-1:
-    caught up or unknown); -1 for ``log_end``/``lag``/``lag_ms`` when the
-    partition is gone."""
-
-    topic: str
-    partition: int
-    committed: int
-    log_end: int
-    lag: int
-    commit_ms: int
-    lag_ms: int
-
-
-class GroupDescription(NamedTuple):
-    group: str
-    partitions: tuple  # of GroupPartition
-
-
-class OffsetAndMetadata(NamedTuple):
-    offset: int
-    metadata: str
-    commit_ms: int
-
-
-class OffsetAndTimestamp(NamedTuple):
-    """``offset`` -1 when no record is that late (timestamp lookups);
-    ``timestamp`` -1 for earliest/latest lookups."""
-
-    offset: int
-    timestamp: int
+           "describe_cluster", "elect_leaders", "list_groups", "describe_groups",
+           "delete_groups", "commit_offsets", "fetch_offsets", "list_offsets")
 
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
@@ -123,18 +75,25 @@ def _new_topic(item) -> tuple:
     if isinstance(item, str):
         item = NewTopic(item)
     elif not isinstance(item, NewTopic):
-        if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 3:
-            raise TypeError("a new topic is a name, a NewTopic or (name, partitions[, configs]), "
-                            f"not {limits._short(item)}")
+        if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 4:
+            raise TypeError("a new topic is a name, a NewTopic or (name, partitions[, configs"
+                            f"[, replication_factor]]), not {limits._short(item)}")
         item = NewTopic(*item)
     name = validate.topic(item.name)
     partitions = limits.check_partition_count(validate.as_int(item.partitions, "partitions"))
-    return (name, partitions, validate.configs(item.configs))
+    configs = dict(validate.configs(item.configs))
+    if item.replication_factor is not None:
+        rf = validate.as_int(item.replication_factor, "replication_factor")
+        if configs.get("replication_factor", rf) != rf:
+            raise InvalidConfigError(f"{name}: replication_factor {rf} and the config "
+                                     f"replication_factor {configs['replication_factor']} differ")
+        configs = validate.configs({**configs, "replication_factor": rf})
+    return (name, partitions, configs)
 
 
 class AdminCore:
-    def __init__(self, link: BrokerLink) -> None:
-        self.link = link
+    def __init__(self, router: Router) -> None:
+        self.router = router
         self.closed = False
 
     def check_open(self) -> None:
@@ -144,22 +103,28 @@ class AdminCore:
     # -- topics -------------------------------------------------------------------------------------
     async def create_topics(self, topics: Iterable, raise_errors: bool = True) -> dict:
         """Create topics: each a name, a ``NewTopic(name, partitions=1,
-        configs={})`` or a ``(name, partitions[, configs])`` tuple (configs:
-        LogConfig overrides such as ``retention_ms``). Returns ``{name: None
-        or the error}``; with ``raise_errors`` raises the first error
+        configs={}, replication_factor=None)`` or a ``(name, partitions[,
+        configs[, replication_factor]])`` tuple (configs: LogConfig overrides
+        such as ``retention_ms``, and the cluster's ``min_insync_replicas``,
+        ``unclean_leader_election``). Returns ``{name: None or the error}``;
+        with ``raise_errors`` raises the first error
         (``TopicAlreadyExistsError``, ``InvalidTopicError``,
-        ``InvalidConfigError``) after all were tried."""
+        ``InvalidConfigError``, ``InvalidReplicationFactorError``) after all
+        were tried."""
         good, refused, order = _split(validate.iterable(topics, "topics"), _new_topic)
         entries = ()
         if good:
-            entries = (await self.link.call(m.CreateTopics(topics=tuple(good)), retry=False)).topics
+            entries = (await self.router.call_any(m.CreateTopics(topics=tuple(good)),
+                                                  retry=False)).topics
         return _results(entries, refused, order, raise_errors)
 
     async def create_topic(self, name: str, partitions: int = 1, configs: "dict | None" = None,
-                           *, exist_ok: bool = False) -> bool:
+                           *, replication_factor: "int | None" = None,
+                           exist_ok: bool = False) -> bool:
         """Create one topic; returns False if it existed and ``exist_ok``."""
         try:
-            await self.create_topics([(name, partitions, configs or {})])
+            await self.create_topics([NewTopic(name, partitions, configs or {},
+                                               replication_factor)])
         except TopicAlreadyExistsError:
             if not exist_ok:
                 raise
@@ -172,39 +137,77 @@ class AdminCore:
         good, refused, order = _split(validate.iterable(names, "names"), validate.topic)
         entries = ()
         if good:
-            entries = (await self.link.call(m.DeleteTopics(topics=tuple(good)), retry=False)).topics
+            entries = (await self.router.call_any(m.DeleteTopics(topics=tuple(good)),
+                                                  retry=False)).topics
+            self.router.cache.forget(name for name, err, _ in entries if not err)
         return _results(entries, refused, order, raise_errors)
 
     async def list_topics(self) -> dict[str, int]:
         """``{topic: partition count}`` of every topic."""
-        resp = await self.link.call(m.Metadata(topics=None))
+        resp = await self.router.metadata(None)
         return {name: n for name, err, _, n in resp.topics if not err}
-
-    async def describe_cluster(self) -> dict:
-        """``{"brokers": [BrokerInfo(id, host, port)], "server": "logbroker x.y"}``."""
-        resp = await self.link.call(m.Metadata(topics=()))
-        return {"brokers": [BrokerInfo(*b) for b in resp.brokers], "server": self.link.server}
 
     async def describe_topics(self, names: "Iterable[str] | None" = None) -> dict:
         """``{name: TopicDescription(name, configs, partitions)}`` with
         ``PartitionInfo(partition, log_start, log_end, high_watermark,
-        size_bytes, segments, error, message)`` per partition (``error``
-        PARTITION_OFFLINE and the reason for an offline one); all topics
-        when ``names`` is None. Raises for an unknown topic."""
-        resp = await self.link.call(m.DescribeTopics(
-            topics=None if names is None else tuple(validate.topics(names))))
+        size_bytes, segments, error, message, leader, replicas, isr)`` per
+        partition (``error`` PARTITION_OFFLINE and the reason for an offline
+        one; leader -1 while it has none); all topics when ``names`` is
+        None. Raises for an unknown topic. Two requests (DescribeTopics and
+        Metadata, for the leaders) to any broker."""
+        wanted = None if names is None else tuple(validate.topics(names))
+        resp, meta = await asyncio.gather(self.router.call_any(m.DescribeTopics(topics=wanted)),
+                                          self.router.metadata(wanted))
+        leaders = {(p[0], p[1]): (p[2], tuple(p[4]), tuple(p[5])) for p in meta.partitions}
         out = {}
         for name, err, message, configs, parts in resp.topics:
             if err:
                 raise for_code(err)(f"{name}: {message}" if message else name)
             out[name] = TopicDescription(name, dict(configs), tuple(
-                PartitionInfo(*p) for p in sorted(parts)))
+                PartitionInfo(*p, *leaders.get((name, p[0]), (-1, (), ()))) for p in sorted(parts)))
         return out
+
+    # -- the cluster --------------------------------------------------------------------------------
+    async def describe_cluster(self, topics: "Iterable[str] | None" = None) -> ClusterDescription:
+        """The cluster as the answering broker sees it (DescribeCluster):
+        ``ClusterDescription(cluster, controller, brokers, partitions,
+        server)``, ``BrokerInfo(id, host, port, live)`` by id and
+        ``ClusterPartition(topic, partition, leader, leader_epoch, replicas,
+        isr, preferred_leader)`` for every partition of ``topics`` (None:
+        all; ``UnknownTopicOrPartitionError`` for a topic the cluster does
+        not have). A single node: one live broker leading everything at
+        epoch 0, controller -1."""
+        wanted = None if topics is None else tuple(validate.topics(topics))
+        resp = await self.router.call_any(m.DescribeCluster(topics=wanted))
+        missing = set(wanted or ()) - {p[0] for p in resp.partitions}
+        if missing:
+            raise UnknownTopicOrPartitionError(f"unknown topic {min(missing)!r}")
+        return ClusterDescription(
+            resp.cluster, resp.controller,
+            tuple(BrokerInfo(*b) for b in sorted(resp.brokers)),
+            tuple(ClusterPartition(t, p, leader, epoch, tuple(replicas), tuple(isr), preferred)
+                  for t, p, leader, epoch, replicas, isr, preferred in sorted(resp.partitions)),
+            self.router.control.server)
+
+    async def elect_leaders(self, topics: "Iterable[str] | None" = None) -> dict:
+        """Move leadership back to each partition's preferred replica (its
+        first) where that one is live and in sync (ElectLeaders; ``topics``
+        None: all). Returns ``{(topic, partition): ElectionResult(topic,
+        partition, leader, error)}``, ``leader`` as it is afterwards (moved
+        or not), ``error`` None or the partition's error (an unknown topic
+        is keyed ``(topic, -1)``). Never sent twice: a retry could move a
+        leader the operator moved meanwhile."""
+        wanted = None if topics is None else tuple(validate.topics(topics))
+        resp = await self.router.call_any(m.ElectLeaders(topics=wanted), retry=False)
+        self.router.invalidate()  # leaders moved: route by the new ones
+        return {(t, p): ElectionResult(t, p, leader, None if not err else part_error(
+            err, msg, t, p) if p >= 0 else for_code(err)(msg or t)) for t, p, err, msg, leader
+                in resp.parts}
 
     # -- groups -------------------------------------------------------------------------------------
     async def list_groups(self) -> list[str]:
         """Every group with committed offsets, sorted."""
-        resp = await self.link.call(m.ListGroups())
+        resp = await self.router.call_any(m.ListGroups())
         return sorted(resp.groups)
 
     async def describe_groups(self, groups: Iterable[str]) -> dict:
@@ -212,7 +215,7 @@ class AdminCore:
         ``GroupPartition(topic, partition, committed, log_end, lag, commit_ms,
         lag_ms)`` per committed partition; ``GroupNotFoundError`` for a group
         without committed offsets."""
-        resp = await self.link.call(m.DescribeGroups(groups=tuple(validate.groups(groups))))
+        resp = await self.router.call_any(m.DescribeGroups(groups=tuple(validate.groups(groups))))
         for g, err, message, _ in resp.groups:
             if err:
                 raise for_code(err)(message or g)
@@ -224,7 +227,8 @@ class AdminCore:
         good, refused, order = _split(validate.iterable(groups, "groups"), validate.group)
         entries = ()
         if good:
-            entries = (await self.link.call(m.DeleteGroups(groups=tuple(good)), retry=False)).groups
+            entries = (await self.router.call_any(m.DeleteGroups(groups=tuple(good)),
+                                                  retry=False)).groups
         return _results(entries, refused, order, raise_errors)
 
     # -- offsets ------------------------------------------------------------------------------------
@@ -234,7 +238,7 @@ class AdminCore:
         to read. All valid entries are stored atomically; raises the first
         partition's error (unknown partition, negative offset)."""
         msg = m.CommitOffsets(group=validate.group(group), offsets=validate.commit_entries(offsets))
-        resp = await self.link.call(msg)
+        resp = await self.router.call_any(msg)
         for topic, partition, err, message in resp.parts:
             if err:
                 raise part_error(err, message, topic, partition)
@@ -243,7 +247,7 @@ class AdminCore:
         """``{(topic, partition): OffsetAndMetadata(offset, metadata,
         commit_ms) or None}``; all committed partitions when ``partitions``
         is None."""
-        resp = await self.link.call(m.FetchOffsets(
+        resp = await self.router.call_any(m.FetchOffsets(
             group=validate.group(group),
             parts=None if partitions is None else tuple(validate.topic_partitions(partitions))))
         out = {}
@@ -252,18 +256,22 @@ class AdminCore:
         return out
 
     async def partitions_of(self, topics: Iterable[str]) -> list:
-        counts = await partition_counts(self.link, list(topics), wait=False,
-                                        timeout=self.link.options.request_timeout)
+        counts = await partition_counts(self.router, list(topics), wait=False,
+                                        timeout=self.router.options.request_timeout)
         return [(t, p) for t, n in counts.items() for p in range(n)]
 
-    async def list_offsets(self, partitions, spec="latest") -> dict:
-        """``{(topic, partition): OffsetAndTimestamp(offset, timestamp)}``.
+    async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
+        """``{(topic, partition): OffsetAndTimestamp(offset, timestamp)}``,
+        from each partition's leader (following leader changes until
+        ``request_timeout_ms``).
 
         ``partitions``: ``(topic, partition)`` pairs and/or topic names (all
         their partitions), with one ``spec`` for all — ``"earliest"`` (log
         start), ``"latest"`` (high watermark: the next offset to be written
         and readable) or a timestamp in ms (the earliest record at or after
-        it; offset -1 if none) — or a dict ``{(topic, partition): spec}``."""
+        it; offset -1 if none) — or a dict ``{(topic, partition): spec}``.
+        Raises the first partition's error; with ``raise_errors=False`` that
+        error is the partition's value instead (e.g. ``LeaderNotAvailableError``)."""
         if isinstance(partitions, dict):
             specs = {validate.topic_partition(tp): validate.offset_spec(s)
                      for tp, s in partitions.items()}
@@ -276,15 +284,10 @@ class AdminCore:
             if topics:
                 tps += await self.partitions_of(topics)
             specs = {tp: wire_spec for tp in tps}
-        resp = await self.link.call(m.ListOffsets(parts=tuple(
-            (t, p, s) for (t, p), s in specs.items())))
-        out = {}
-        for topic, partition, err, message, offset, ts in resp.parts:
-            if err:
-                raise part_error(err, message, topic, partition)
-            out[(topic, partition)] = OffsetAndTimestamp(offset, ts)
-        return out
+        found = await list_offsets(self.router, specs, raise_errors=raise_errors)
+        return {tp: v if isinstance(v, LogbrokerError) else OffsetAndTimestamp(*v)
+                for tp, v in found.items()}
 
     async def aclose(self) -> None:
         self.closed = True
-        await self.link.aclose()
+        await self.router.aclose()

@@ -22,7 +22,7 @@ from . import validate
 from .admin_core import AdminCore
 from .fetch_buffer import FetchBuffer
 from .fetcher import Fetcher
-from .link import BrokerLink
+from .routing import Router
 from .settings import ConsumerSettings, client_options
 
 # The methods both Consumer shells expose as they are: plain ones, and
@@ -50,9 +50,8 @@ class ConsumerCore:
                                       connect_timeout_ms)
         self.buffer = FetchBuffer(self.settings.prefetch_bytes)
         self.wakeup = wakeup
-        self.fetcher = Fetcher(self.settings, self.buffer, BrokerLink(self.options),
-                               BrokerLink(self.options), wakeup.notify)
-        self._offsets = AdminCore(self.fetcher.control)
+        self.fetcher = Fetcher(self.settings, self.buffer, Router(self.options), wakeup.notify)
+        self._offsets = AdminCore(self.fetcher.router)
         self._schedule = schedule
         self.closed = False
 

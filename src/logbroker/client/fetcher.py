@@ -1,15 +1,24 @@
-"""The consumer's I/O side: a fetch loop that keeps one long-poll Fetch in flight.
+"""The consumer's I/O side: one long-poll Fetch in flight per leader broker.
 
-Runs as one task on the client's loop. Each round it resolves positions
-that are unknown (committed offset of the group, else ``auto_offset_reset``
-via ListOffsets), refreshes subscribed topics' partitions, sends one Fetch
-for every assigned partition on the *fetch* connection (a long poll delays
-everything behind it on its connection, so commits and offset lookups use a
-separate *control* connection), and buffers the answer; then it fetches
-again at once (prefetch) unless ``prefetch_bytes`` are already buffered.
+Runs on the client's loop. A *main loop* resolves positions that are
+unknown (committed offset of the group, else ``auto_offset_reset`` via
+ListOffsets to the leaders), refreshes subscribed topics' partitions, and
+starts a *fetch session* (fetch_session.py) for every broker that leads an
+assigned partition with a position. Each session keeps one Fetch in flight
+to its broker, for the partitions that broker leads, on a connection of its
+own (a long poll delays everything behind it on its connection), buffers
+the answer and fetches again at once (prefetch) until ``prefetch_bytes`` are
+buffered or it leads nothing fetchable any more; then it ends and wakes the
+main loop. So the brokers are polled concurrently and a slow long poll on
+one never delays another's data. A partition is in at most one session's
+request at a time.
 
-Connection failures are kept in ``error`` for ``poll()`` to raise if no data
-arrives within its timeout; the loop keeps retrying with backoff.
+A leader change (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ... or a
+lost connection) marks the metadata stale; the session refreshes it (paced
+by the router), and the partition moves to its new leader's session at the
+next round. The consumer never gives up: connection failures are kept in
+``error`` for ``poll()`` to raise if no data arrives within its timeout;
+the loops keep retrying with backoff.
 """
 
 from __future__ import annotations
@@ -21,99 +30,108 @@ import time
 from ..errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
                       RequestTimedOutError)
 from ..protocol import messages as m
-from .link import BrokerLink, cancel_and_wait
+from .backoff import Backoff
+from .cluster_meta import reroutes
 from .fetch_buffer import FetchBuffer, PartitionState
-from .metadata import part_error
+from .fetch_session import FetchSession
+from .link import cancel_and_wait
+from .metadata import list_offsets, part_error
+from .routing import Router
 from .settings import ConsumerSettings
 from .validate import SPECS
 
 log = logging.getLogger("logbroker.client")
+_CONNECTION = (BrokerUnavailableError, RequestTimedOutError)
 
 
 class Fetcher:
-    def __init__(self, settings: ConsumerSettings, buffer: FetchBuffer, fetch_link: BrokerLink,
-                 control: BrokerLink, notify) -> None:
-        self.settings, self.buffer = settings, buffer
-        self.fetch_link, self.control = fetch_link, control
-        self._notify = notify  # data or an error arrived (called on the loop)
-        self.error: "LogbrokerError | None" = None  # the broker is unreachable
+    def __init__(self, settings: ConsumerSettings, buffer: FetchBuffer, router: Router,
+                 notify) -> None:
+        self.settings, self.buffer, self.router = settings, buffer, router
+        self.notify = notify  # data or an error arrived (called on the loop)
+        self.error: "LogbrokerError | None" = None  # a broker is unreachable
         self.fatal: "LogbrokerError | None" = None  # a refused request, raised once by poll
         self.subscription: tuple = ()
+        self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
+        self.owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
         self._topics_seen: dict[str, int] = {}
         self._next_metadata = 0.0
         self._wakeup = asyncio.Event()
         self._task: "asyncio.Task | None" = None
         self.waiting = True  # no fetch planned: poke() needed for more data
-        self._in_flight = False
+
+    def backoff(self) -> Backoff:
+        opts = self.router.options
+        return Backoff(opts.reconnect_backoff, opts.reconnect_backoff_max)
 
     def poke(self, restart: bool = False) -> None:
         """Something changed (assignment, seek, buffer space): fetch again
-        (loop). With ``restart`` a long poll in flight is abandoned (its
-        connection dropped) so the new positions are fetched at once rather
-        than after up to ``fetch_max_wait_ms``."""
-        if restart and self._in_flight and self._task is not None:
-            self._task.cancel()  # its fetch is for the old positions
-            self._task = None
-            self.fetch_link.drop()  # a long poll on it would delay the next fetch
-        self._wakeup.set()
+        (loop). With ``restart`` the long polls in flight are abandoned
+        (their connections dropped) so the new positions are fetched at once
+        rather than after up to ``fetch_max_wait_ms``."""
+        if restart:
+            for session in [s for s in self.sessions.values() if s.in_flight]:
+                session.abandon()
+        self.wake()
         if self._task is None or self._task.done():
             self.waiting = False
             self._task = asyncio.ensure_future(self._run())
 
+    def wake(self) -> None:
+        self._wakeup.set()
+
     async def _run(self) -> None:
-        backoff = self.control.options.reconnect_backoff
+        backoff = self.backoff()
         while True:
             self._wakeup.clear()
             try:
                 await self._refresh_subscription()
                 await self.resolve_positions()
-                fetched = await self._fetch_once()
-                backoff = self.control.options.reconnect_backoff
-            except (BrokerUnavailableError, RequestTimedOutError) as exc:
+                look_again = await self._spread()
+                backoff.reset()
+            except _CONNECTION as exc:
                 self.error = exc  # poll raises it if no data arrives in time
-                self._notify()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.control.options.reconnect_backoff_max)
+                self.notify()
+                await asyncio.sleep(backoff.next())
                 continue
             except LogbrokerError as exc:
                 self.error = None
                 if not exc.retriable:  # e.g. a refused group name: poll raises it once
                     log.warning("consumer fetch loop: %s", exc)
                     self.fatal = exc
-                    self._notify()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.control.options.reconnect_backoff_max)
+                    self.notify()
+                await asyncio.sleep(backoff.next())
                 continue
-            if not fetched:
-                self.waiting = True
-                await self._wakeup.wait()
-                self.waiting = False
+            self.waiting = not self.sessions
+            if self.subscription:
+                due = self._next_metadata - time.monotonic()
+                look_again = due if look_again is None else min(look_again, due)
+            try:
+                async with asyncio.timeout(None if look_again is None else max(look_again, 0)):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                pass
+            self.waiting = False
 
-    async def _fetch_once(self) -> bool:
-        s = self.settings
-        planned = self.buffer.plan(s.max_partition_fetch_bytes)
-        if not planned:
-            return False
-        parts = tuple(p for p, _ in planned)
-        gens = [g for _, g in planned]
-        timeout = s.fetch_max_wait_ms / 1000 + self.fetch_link.options.request_timeout
-        self._in_flight = True
-        try:
-            resp = await self.fetch_link.call(
-                m.Fetch(max_wait_ms=s.fetch_max_wait_ms, min_bytes=s.fetch_min_bytes,
-                        max_bytes=s.fetch_max_bytes, parts=parts), timeout, retry=False)
-        finally:
-            self._in_flight = False
-        self.error = None
-        failed = self.buffer.absorb(resp.parts, gens, resp.payload)
-        for st, code, message in failed:
-            self._part_failed(st, code, message)
-        self._notify()
-        if failed and len(failed) == len(planned):
-            await asyncio.sleep(self.control.options.reconnect_backoff)
-        return True
+    async def _spread(self) -> "float | None":
+        """Start a session for each leader of a fetchable partition; returns
+        when to look again (some partition has no leader yet) or None."""
+        fetchable = [p for p, _ in self.buffer.plan(0) if (p[0], p[1]) not in self.owner]
+        if not fetchable:
+            return None
+        self.router.track({p[0] for p in fetchable})
+        groups, unrouted = self.router.cache.group_by_leader(fetchable)
+        if unrouted or self.router.cache.stale:
+            await self.router.refresh(force=bool(unrouted), retry=False)
+            groups, unrouted = self.router.cache.group_by_leader(fetchable)
+        for broker in groups:
+            if broker not in self.sessions:
+                self.sessions[broker] = FetchSession(self, broker)
+        return self.router.options.reconnect_backoff_max if unrouted else None
 
-    def _part_failed(self, st: PartitionState, code: int, message: str) -> None:
+    def part_failed(self, st: PartitionState, code: int, message: str) -> bool:
+        """A partition's error in a Fetch answer; True if it calls for a
+        metadata refresh (the partition moved)."""
         exc = part_error(code, message, st.topic, st.partition)
         with self.buffer.lock:
             if isinstance(exc, OffsetOutOfRangeError) and self.settings.auto_offset_reset != "none":
@@ -122,6 +140,10 @@ class Fetcher:
                 st.reset = self.settings.auto_offset_reset
             elif not exc.retriable:
                 st.error = exc
+        if reroutes(exc):
+            self.router.invalidate([(st.topic, st.partition)])
+            return True
+        return False
 
     # -- positions --------------------------------------------------------------------------------
     async def resolve_positions(self, only: "list[PartitionState] | None" = None) -> None:
@@ -153,7 +175,7 @@ class Fetcher:
                                              for st in policy_missing}, retry=False)
             for st in policy_missing:
                 offsets[st] = found[(st.topic, st.partition)][0]
-        self.error = None  # the broker answered
+        self.error = None  # the brokers answered
         with self.buffer.lock:
             for st, gen in todo:
                 if st.gen != gen:
@@ -164,32 +186,26 @@ class Fetcher:
                     st.error = OffsetOutOfRangeError(
                         f"{st.topic}[{st.partition}]: no committed offset and "
                         "auto_offset_reset='none'")
-                    self._notify()
+                    self.notify()
 
     async def list_offsets(self, specs: dict, retry: bool = True) -> dict:
         """``{(topic, partition): spec}`` -> ``{(topic, partition): (offset,
-        timestamp)}``; raises the first per-partition error."""
-        resp = await self.control.call(m.ListOffsets(parts=tuple(
-            (t, p, spec) for (t, p), spec in specs.items())), retry=retry)
-        out = {}
-        for topic, partition, err, message, offset, ts in resp.parts:
-            if err:
-                raise part_error(err, message, topic, partition)
-            out[(topic, partition)] = (offset, ts)
-        return out
+        timestamp)}``, from each partition's leader; raises the first
+        partition's error."""
+        return await list_offsets(self.router, specs, retry=retry)
 
     async def committed(self, tps, retry: bool = True) -> dict:
         """The group's committed ``(offset, metadata, commit_ms)`` per partition
         (offset -1: none)."""
-        resp = await self.control.call(m.FetchOffsets(group=self.settings.group,
-                                                      parts=tuple(tps)), retry=retry)
+        resp = await self.router.call_any(m.FetchOffsets(group=self.settings.group,
+                                                         parts=tuple(tps)), retry=retry)
         return {(t, p): (off, meta, ms) for t, p, off, meta, ms in resp.parts}
 
     # -- subscriptions ------------------------------------------------------------------------------
     async def _refresh_subscription(self, force: bool = False) -> None:
         if not self.subscription or (not force and time.monotonic() < self._next_metadata):
             return
-        resp = await self.control.call(m.Metadata(topics=self.subscription), retry=force)
+        resp = await self.router.metadata(self.subscription, retry=force)
         counts = {name: n for name, err, _, n in resp.topics if not err}
         unknown = len(counts) < len(self.subscription)
         self._next_metadata = time.monotonic() + (0.5 if unknown else 30.0)
@@ -208,5 +224,6 @@ class Fetcher:
 
     async def aclose(self) -> None:
         await cancel_and_wait(self._task)
-        await self.fetch_link.aclose()
-        await self.control.aclose()
+        for session in list(self.sessions.values()):
+            await cancel_and_wait(session.task)
+        await self.router.aclose()

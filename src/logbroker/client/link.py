@@ -1,10 +1,15 @@
-"""A logical link to the cluster: connect, handshake, reconnect, call.
+"""A logical link to a broker: connect, handshake, reconnect, call.
 
 ``BrokerLink`` owns at most one ``BrokerConnection`` at a time. ``connection()``
-returns the live one or (re)connects: it tries every bootstrap address in
+returns the live one or (re)connects: it tries every address of its list in
 turn, with exponential backoff between rounds, until the caller's deadline;
-concurrent callers share one attempt. ``call()`` sends one request and
-raises the response's top-level error as the registered exception.
+concurrent callers share one attempt. The list is a callable, read at every
+round: the bootstrap addresses by default; the routing layer (routing.py)
+gives a link to one broker that broker's address from the metadata, and the
+control link the live brokers it knows, then the bootstrap list. An address
+that failed us (``drop(avoid=True)``) is tried last in the next round.
+``call()`` sends one request and raises the response's top-level error as
+the registered exception.
 
 Options (``ClientOptions``) are shared by Producer, Consumer and Admin.
 """
@@ -15,8 +20,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from ..errors import BrokerUnavailableError, LogbrokerError, UnsupportedVersionError, for_code
+from ..errors import (BrokerUnavailableError, ClientClosedError, ClusterUnavailableError,
+                      LogbrokerError, UnsupportedVersionError, for_code)
 from ..protocol import messages as m
+from .backoff import Backoff
 from .connection import BrokerConnection
 
 
@@ -77,15 +84,23 @@ class ClientOptions:
 class BrokerLink:
     """One reconnecting connection (see module docstring); loop-bound."""
 
-    def __init__(self, options: ClientOptions) -> None:
+    def __init__(self, options: ClientOptions, addresses=None, name: str = "") -> None:
+        """``addresses()``: the (host, port) pairs to try, in order (default:
+        the bootstrap list); ``name`` what messages call the peer when the
+        list is empty (``broker 3``)."""
         self.options = options
+        self._addresses = addresses or (lambda: options.bootstrap)
+        self.name = name
         self._conn: "BrokerConnection | None" = None
         self._connecting: "asyncio.Task | None" = None
         self._closed = False
         self._failures = 0
         self._next_try = 0.0
+        self._avoid: "tuple | None" = None  # an address to try last next time
         self.last_reason = ""  # why the last connection attempt failed (no address prefix)
         self.server = ""
+        self.broker_id = -1  # of the broker connected to (its handshake)
+        self.address: "tuple[str, int] | None" = None  # connected to
 
     @property
     def connected(self) -> bool:
@@ -117,14 +132,12 @@ class BrokerLink:
 
     def _check_open(self) -> None:
         if self._closed:
-            from ..errors import ClientClosedError
-
             raise ClientClosedError("the client is closed")
 
     def unreachable(self, seconds: "float | None" = None) -> str:
         """``cannot connect to ADDRS[ within T s]: REASON``: the message of
         giving up (after ``seconds``), REASON the last attempt's failure."""
-        addrs = ", ".join(f"{h}:{p}" for h, p in self.options.bootstrap)
+        addrs = ", ".join(f"{h}:{p}" for h, p in self._addresses()) or self.name or "the cluster"
         within = "" if seconds is None else f" within {_secs(seconds)} s"
         return f"cannot connect to {addrs}{within}: {self.last_reason or 'timed out'}"
 
@@ -133,8 +146,14 @@ class BrokerLink:
         if delay > 0:
             await asyncio.sleep(delay)
         self._check_open()
-        many = len(self.options.bootstrap) > 1
-        for host, port in self.options.bootstrap:
+        addresses = list(dict.fromkeys(self._addresses()))
+        if self._avoid in addresses and len(addresses) > 1:
+            addresses.remove(self._avoid)
+            addresses.append(self._avoid)
+        many = len(addresses) > 1
+        if not addresses:
+            self.last_reason = "not among the live brokers"
+        for host, port in addresses:
             try:
                 conn = await self._open(host, port)
             except LogbrokerError as exc:
@@ -143,11 +162,11 @@ class BrokerLink:
                 self.last_reason = f"{host}:{port}: {exc.message}" if many else exc.message
                 continue
             self._conn, self._failures, self.last_reason = conn, 0, ""
+            self.address, self._avoid = (host, port), None
             return conn
         self._failures += 1
-        backoff = min(self.options.reconnect_backoff * 2 ** (self._failures - 1),
-                      self.options.reconnect_backoff_max)
-        self._next_try = time.monotonic() + backoff
+        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
+        self._next_try = time.monotonic() + backoff.delay(self._failures)
         raise BrokerUnavailableError(self.unreachable())
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
@@ -165,7 +184,7 @@ class BrokerLink:
             if isinstance(err, UnsupportedVersionError):
                 raise err
             raise BrokerUnavailableError(f"handshake with {host}:{port} refused: {err}")
-        self.server = resp.server
+        self.server, self.broker_id = resp.server, resp.broker_id
         return conn
 
     async def call(self, message: m.Message, timeout: "float | None" = None, *,
@@ -180,6 +199,7 @@ class BrokerLink:
         timeout = self.options.request_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         lost: "LogbrokerError | None" = None  # the last failure of a connection we had
+        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
         while True:
             connecting = True
             try:
@@ -199,15 +219,19 @@ class BrokerLink:
                     raise
                 if not connecting:
                     lost = exc
-                await asyncio.sleep(min(self.options.reconnect_backoff,
-                                        max(deadline - time.monotonic(), 0)))
+                if isinstance(exc, ClusterUnavailableError):
+                    self.drop(avoid=True)  # this broker cannot reach etcd: ask another
+                await asyncio.sleep(min(backoff.next(), max(deadline - time.monotonic(), 0)))
 
-    def drop(self, error: "LogbrokerError | None" = None) -> None:
+    def drop(self, error: "LogbrokerError | None" = None, *, avoid: bool = False) -> None:
         """Close the current connection (pending requests fail); the next
-        ``connection()`` reconnects."""
+        ``connection()`` reconnects, trying the address just dropped last
+        if ``avoid``."""
         if self._conn is not None:
             self._conn.close(error)
             self._conn = None
+            if avoid:
+                self._avoid = self.address
 
     async def aclose(self) -> None:
         """Close for good; later calls raise ``ClientClosedError``."""

@@ -20,9 +20,9 @@ from ..errors import ClientClosedError, RequestTimedOutError, UnknownTopicOrPart
 from . import validate
 from .accumulator import Accumulator
 from .handles import RecordHandle
-from .link import BrokerLink
 from .metadata import partition_counts
 from .partitioner import RoundRobin, partition_for_key
+from .routing import Router
 from .sender import Sender
 from .settings import ProducerSettings, client_options
 from .waiting import LoopWakeup
@@ -50,11 +50,11 @@ class ProducerCore:
 
     def start(self, loop: asyncio.AbstractEventLoop, make_signal, in_loop,
               threadsafe: bool) -> None:
-        """Create the link, accumulator and sender on ``loop``; ``in_loop()``
+        """Create the router, accumulator and sender on ``loop``; ``in_loop()``
         tells whether the current thread runs it."""
-        self.link = BrokerLink(self.options)
+        self.router = Router(self.options, auto_create=self.settings.auto_create_topics)
         self.acc = Accumulator(self.settings, make_signal)
-        self.sender = Sender(self.acc, self.link, self.settings, loop, in_loop=in_loop,
+        self.sender = Sender(self.acc, self.router, self.settings, loop, in_loop=in_loop,
                              threadsafe=threadsafe)
         self.sender.on_space = self._space_freed
         self._loop, self._in_loop = loop, in_loop
@@ -142,7 +142,7 @@ class ProducerCore:
         count = self.counts.get(topic)
         if count is None:
             validate.topic(topic)
-            counts = await partition_counts(self.link, [topic], timeout=self.settings.max_block_ms
+            counts = await partition_counts(self.router, [topic], timeout=self.settings.max_block_ms
                                             / 1000, auto_create=self.settings.auto_create_topics)
             count = self.counts[topic] = counts[topic]
         return count
@@ -163,9 +163,9 @@ class ProducerCore:
 
     async def shutdown(self) -> None:
         """After ``closed`` was set: stop the sender (undelivered records fail
-        with ``ClientClosedError``), close the link, wake space waiters."""
+        with ``ClientClosedError``), close the connections, wake space waiters."""
         self.closed = True
         if self.acc is not None:
             await self.sender.aclose()
-            await self.link.aclose()
+            await self.router.aclose()
             self._space.notify()

@@ -1,21 +1,42 @@
-"""The producer's I/O side: drain sealed batches into pipelined Produce requests.
+"""The producer's I/O side: drain sealed batches into pipelined Produce
+requests, one stream per leader broker.
 
 Runs on one asyncio loop (the sync producer's I/O thread, or the caller's
 loop for ``logbroker.aio``). ``drain()`` is the only entry point that sends;
-it runs when woken by ``append``, when a response or a linger timer
-arrives, and after (re)connecting.
+it runs when woken by ``append``, when a response or a linger or retry timer
+arrives, and when a background step ends (connecting to a broker, a
+metadata refresh, a producer id).
 
-Idempotence (design.md §7): one ``InitProducerId`` per producer; each
-partition's batches get ``base_sequence`` = records previously sent to it;
-a batch keeps its bytes until acknowledged, so a retry after a retriable
-error or a lost connection resends the same sequence and the broker answers
-a duplicate with its original offset. Up to ``max_in_flight`` requests are
-in flight; a request carries one batch per part, several parts (in sequence
-order) per partition. A retriable failure blocks its
-partition until everything in flight for it has come back; then the failed
-batches are resent in order. A batch that fails for good (or expires after
-``delivery_timeout_ms``) leaves a sequence gap, so the producer takes a new
-producer id and re-encodes every unacknowledged batch from sequence 0.
+Routing (design.md §7): each partition's batches go to its leader (the
+router's metadata cache, routing.py). The ready batches of the partitions
+one broker leads go in one Produce request to it, up to ``max_in_flight``
+requests in flight per broker; a request carries one batch per part,
+several parts (in sequence order) per partition. A partition without a
+known leader waits for a metadata refresh, a leader without a connection
+for one; neither holds up other brokers' partitions. A partition never has
+batches in flight to two brokers: after a leader change nothing goes to the
+new leader until the old one has answered for everything it was sent.
+
+Retries: a retriable error fails nothing. A routing error
+(NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION,
+FENCED/UNKNOWN_LEADER_EPOCH, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+CLUSTER_UNAVAILABLE, a lost connection) also marks the metadata stale, so
+it is refreshed before the resend. The batch goes back to its partition's
+queue in sequence order and is resent after an exponential backoff
+(``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``, jittered),
+to whichever broker leads then, until ``delivery_timeout_ms``. After a
+failure the partition sends nothing more until everything it had in flight
+has come back (failed the same way, or with OUT_OF_ORDER_SEQUENCE as a
+consequence), then resends in order.
+
+Idempotence: one ``InitProducerId`` per producer; each partition's batches
+get ``base_sequence`` = records previously sent to it; a batch keeps its
+bytes until acknowledged, so every retry, to the same or to a new leader,
+sends the same producer id and sequence, and the broker (a new leader has
+the replicated producer state) answers a duplicate with its original
+offset. A batch that fails for good (or expires) leaves a sequence gap, so
+the producer takes a new producer id and re-encodes every unacknowledged
+batch from sequence 0.
 """
 
 from __future__ import annotations
@@ -28,11 +49,15 @@ import time
 from functools import partial
 
 from ..errors import (BrokerUnavailableError, ClientClosedError, InvalidRecordError,
-                      LogbrokerError, OutOfOrderSequenceError, RequestTimedOutError, for_code)
+                      LeaderNotAvailableError, LogbrokerError, OutOfOrderSequenceError,
+                      RequestTimedOutError, for_code)
 from ..protocol import messages as m
 from .accumulator import Accumulator, PartitionQueue
+from .backoff import Backoff
 from .batch import ProducerBatch
-from .link import BrokerLink, cancel_and_wait
+from .cluster_meta import reroutes
+from .link import cancel_and_wait
+from .routing import Router
 from .settings import ProducerSettings
 
 log = logging.getLogger("logbroker.client")
@@ -46,18 +71,22 @@ class Sender:
     loop starts tasks and arms timers; a caller-thread drain that needs
     either hands over to the loop."""
 
-    def __init__(self, acc: Accumulator, link: BrokerLink, settings: ProducerSettings,
+    def __init__(self, acc: Accumulator, router: Router, settings: ProducerSettings,
                  loop: asyncio.AbstractEventLoop, in_loop, threadsafe: bool) -> None:
-        self.acc, self.link, self.settings, self.loop = acc, link, settings, loop
+        self.acc, self.router, self.settings, self.loop = acc, router, settings, loop
         self.producer_id, self.producer_epoch = -1, -1
         self._in_loop = in_loop
         self._mutex = threading.RLock()
         self._need_pid = settings.idempotent
         self._reset_pending = False
-        self._task: "asyncio.Task | None" = None  # connect / init-pid in progress
+        self._task: "asyncio.Task | None" = None  # a producer id: nothing is sent meanwhile
+        self._connecting: dict[int, asyncio.Task] = {}  # broker id -> connecting to it
+        self._refreshing: "asyncio.Task | None" = None  # a metadata refresh
+        self._inflight: dict[int, int] = {}  # broker id -> requests in flight to it
         self._timer: "asyncio.TimerHandle | None" = None
         self._loop_drain_pending = False
         self._closed = False
+        self._retry = Backoff(settings.retry_backoff_ms / 1000, settings.retry_backoff_max_ms / 1000)
         self.on_space = lambda: None  # called when buffered bytes drop (mutex held)
         self._schedule = loop.call_soon_threadsafe if threadsafe else loop.call_soon
         acc.wake = self.drain
@@ -102,32 +131,31 @@ class Sender:
                     acc.idle = True  # nothing to send: the quick way out
                     return False
         now = time.monotonic()
-        linger_next = self.acc.seal_due(now, everything=self.settings.linger_ms == 0)
+        linger_next = acc.seal_due(now, everything=self.settings.linger_ms == 0)
         retry_next = None
-        conn = self.link.current()
         if self._task is not None:
-            pass  # connecting or fetching a producer id; it drains when done
-        elif conn is None or self._need_pid or (self._reset_pending and self.acc.inflight == 0):
-            if conn is None and not self.acc.incomplete:
-                pass
-            elif not in_loop:
+            pass  # fetching a producer id; it drains when done
+        elif acc.incomplete and (self._need_pid or (self._reset_pending and acc.inflight == 0)):
+            if not in_loop:
                 return True
-            else:
-                self._start(self._connect() if conn is None else self._init_pid())
+            self._task = self._start(self._init_pid(), self._pid_done)
         elif not self._reset_pending:
-            retry_next = self._send_ready(conn, now)
+            retry_next, need_loop = self._send_ready(now, in_loop)
+            if need_loop:
+                return True
         if linger_next is not None or retry_next is not None:
             if not in_loop:
                 return True
             self._arm(linger_next, retry_next)
         # Natural batching: while requests are in flight, records wait for the
         # next response (or a full batch); with nothing in flight they go now.
-        with self.acc.lock:
-            if self.acc.inflight or self._timer is not None or self._task is not None:
+        with acc.lock:
+            if acc.inflight or self._timer is not None or self._task is not None \
+                    or self._connecting or self._refreshing is not None:
                 return False
-            if self.acc.open and self.settings.linger_ms == 0:
+            if acc.open and self.settings.linger_ms == 0:
                 return True
-            self.acc.idle = True
+            acc.idle = True
         return False
 
     def _arm(self, *deadlines) -> None:
@@ -141,36 +169,72 @@ class Sender:
             self._timer.cancel()
         self._timer = self.loop.call_at(due, self._on_timer)
 
-    def _send_ready(self, conn, now: float) -> "float | None":
-        """Send requests while allowed; returns the earliest retry time left."""
-        retry_next = None
-        while self.acc.inflight < self.settings.max_in_flight:
-            batches, retry_next = self._collect(now)
-            if not batches:
-                break
-            try:
-                self._send(conn, batches)
-            except LogbrokerError as exc:  # connection closed under us
-                for b in batches:
-                    self._failed(b, exc)
-                break
-        return retry_next
-
-    def _collect(self, now: float) -> tuple[list, "float | None"]:
-        out, total, retry_next = [], 0, None
-        limit = self.settings.max_request_size
-        per_part = self.settings.max_in_flight
-        for part in self.acc.parts.values():
+    def _send_ready(self, now: float, in_loop: bool) -> "tuple[float | None, bool]":
+        """Send what the leaders' connections take now. Returns the earliest
+        retry time left, and whether the loop must run (to connect to a
+        leader or refresh the metadata) when called outside it."""
+        retry_next, need_loop, unrouted = None, False, False
+        leaders = self.router.cache.leaders
+        routes: dict[int, list] = {}
+        for tp, part in tuple(self.acc.parts.items()):
             if part.blocked or not part.queue:
                 continue
             if part.retry_at > now:
                 retry_next = part.retry_at if retry_next is None else min(retry_next, part.retry_at)
                 continue
+            bid = leaders.get(tp)
+            if bid is None:
+                unrouted = True
+            elif not part.inflight or part.broker == bid:
+                group = routes.get(bid)
+                if group is None:
+                    routes[bid] = [part]
+                else:
+                    group.append(part)
+        if (unrouted or self.router.cache.stale) and self._refreshing is None:
+            if in_loop:
+                self._refreshing = self._start(self._refresh(), self._refresh_done)
+            else:
+                need_loop = True
+        limit = self.settings.max_in_flight
+        for bid, parts in routes.items():
+            conn = self.router.current(bid)
+            if conn is None:
+                if bid not in self._connecting:
+                    if in_loop:
+                        self._connecting[bid] = self._start(self._connect(bid),
+                                                            partial(self._connecting.pop, bid, None))
+                    else:
+                        need_loop = True
+                continue
+            while self._inflight.get(bid, 0) < limit:
+                batches = self._collect(parts, bid)
+                if not batches:
+                    break
+                try:
+                    self._send(conn, bid, batches)
+                except LogbrokerError as exc:  # connection closed under us
+                    for b in batches:
+                        self._failed(b, exc)
+                    break
+        return retry_next, need_loop
+
+    def _collect(self, parts, broker: int) -> list:
+        """The batches of one request to ``broker`` from ``parts`` (the
+        partitions it leads): each partition's in sequence order, at most
+        ``max_in_flight`` of it in flight, up to ``max_request_size``;
+        a batch is encoded the first time it is sent."""
+        out, total = [], 0
+        limit = self.settings.max_request_size
+        per_part = self.settings.max_in_flight
+        for part in parts:
+            if part.blocked:
+                continue
             while part.queue and part.inflight < per_part:
                 batch = part.queue[0]
                 size = batch.size if batch.data is None else len(batch.data)
                 if out and total + size > limit:
-                    return out, retry_next
+                    return out
                 part.queue.popleft()
                 if batch.data is None:
                     try:
@@ -181,9 +245,10 @@ class Sender:
                             f"{batch.topic}[{batch.partition}]: cannot encode the batch: {exc}"))
                         continue
                 part.inflight += 1
+                part.broker = broker
                 out.append(batch)
                 total += size
-        return out, retry_next
+        return out
 
     def _encode(self, batch: ProducerBatch, part: PartitionQueue) -> None:
         if self.settings.idempotent:
@@ -197,7 +262,7 @@ class Sender:
         else:
             batch.encode(-1, -1, -1)
 
-    def _send(self, conn, batches: list) -> None:
+    def _send(self, conn, broker: int, batches: list) -> None:
         s = self.settings
         msg = m.Produce(acks=s.acks, timeout_ms=int(s.delivery_timeout_ms),
                         producer_id=self.producer_id, producer_epoch=self.producer_epoch,
@@ -211,17 +276,19 @@ class Sender:
                 self.acc.parts[(b.topic, b.partition)].inflight -= 1
                 self._resolve(b, -1, None)
             return
-        conn.request_cb(msg, self.link.options.request_timeout,
-                        partial(self._on_response, batches))
+        conn.request_cb(msg, self.router.options.request_timeout,
+                        partial(self._on_response, broker, batches))
+        self._inflight[broker] = self._inflight.get(broker, 0) + 1
         self.acc.inflight += 1
 
     # -- responses -------------------------------------------------------------------------
-    def _on_response(self, batches: list, resp, exc) -> None:
+    def _on_response(self, broker: int, batches: list, resp, exc) -> None:
         with self._mutex:
-            self._handle_response(batches, resp, exc)
+            self._handle_response(broker, batches, resp, exc)
         self.drain()
 
-    def _handle_response(self, batches: list, resp, exc) -> None:
+    def _handle_response(self, broker: int, batches: list, resp, exc) -> None:
+        self._inflight[broker] -= 1
         self.acc.inflight -= 1
         if resp is not None:
             if resp.error:
@@ -256,11 +323,14 @@ class Sender:
         # consequence of it: resend in order (after a reset if one is due).
         follows = isinstance(exc, OutOfOrderSequenceError) and (
             self._reset_pending or (part.queue and part.queue[0].order < b.order))
-        if (exc.retriable or follows) and time.monotonic() < b.deadline and not self._closed:
+        now = time.monotonic()
+        if (exc.retriable or follows) and now < b.deadline and not self._closed:
+            if reroutes(exc):
+                self.router.invalidate([(b.topic, b.partition)])
             b.last_error = exc
             part.requeue(b)
             part.blocked = part.inflight > 0
-            part.retry_at = time.monotonic() + self.settings.retry_backoff_ms / 1000
+            part.retry_at = now + self._retry.delay(b.attempts)
             return
         if not exc.retriable and not follows:
             log.warning("produce to %s[%d] failed: %s", b.topic, b.partition, exc)
@@ -280,46 +350,64 @@ class Sender:
         self.acc.resolved(b)
         self.on_space()
 
-    # -- connecting and producer ids -------------------------------------------------------
-    def _start(self, coro) -> None:
-        self._task = self.loop.create_task(coro)
-        self._task.add_done_callback(self._task_done)
+    # -- background steps: connecting, metadata, producer ids -------------------------------
+    def _start(self, coro, clear) -> asyncio.Task:
+        """Run ``coro`` on the loop; when it ends, ``clear()`` its slot and drain."""
+        task = self.loop.create_task(coro)
+        task.add_done_callback(partial(self._task_done, clear))
+        return task
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, clear, task: asyncio.Task) -> None:
         with self._mutex:
-            self._task = None
+            clear()
         if not task.cancelled():
             task.exception()  # reported through the batches it failed
         self.drain()
 
-    async def _connect(self) -> None:
-        while not self._closed and self.acc.incomplete:
-            try:
-                await self.link.connection()
-                return
-            except BrokerUnavailableError as exc:
-                self._expire(exc)
+    def _pid_done(self) -> None:
+        self._task = None
+
+    def _refresh_done(self) -> None:
+        self._refreshing = None
+
+    async def _connect(self, broker: int) -> None:
+        try:
+            await self.router.connection(broker)
+        except BrokerUnavailableError as exc:
+            self.router.invalidate(broker=broker)  # it may have lost its leadership
+            self._expire(exc)
+
+    async def _refresh(self) -> None:
+        try:
+            await self.router.refresh(force=True)  # paced by the router
+        except LogbrokerError as exc:
+            self._expire(exc)
+        else:
+            self._expire(LeaderNotAvailableError("no leader known for the partition"))
 
     def _expire(self, exc: LogbrokerError) -> None:
-        """Fail queued batches past their delivery deadline (broker unreachable)."""
+        """Fail queued batches past their delivery deadline (not sendable:
+        broker unreachable, no leader)."""
         now = time.monotonic()
         with self._mutex:
             for part in list(self.acc.parts.values()):
                 for b in [b for b in part.queue if b.deadline <= now]:
                     part.queue.remove(b)
-                    self._give_up(b, part, exc)
+                    self._give_up(b, part, b.last_error or exc)
 
     async def _init_pid(self) -> None:
+        backoff = Backoff(self.settings.retry_backoff_ms / 1000,
+                          self.settings.retry_backoff_max_ms / 1000)
         while not self._closed:
             try:
-                resp = await self.link.call(m.InitProducerId())
+                resp = await self.router.call_any(m.InitProducerId())
                 break
             except LogbrokerError as exc:
                 if not exc.retriable:
                     self._fail_everything(exc)
                     return
                 self._expire(exc)
-                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
+                await asyncio.sleep(backoff.next())
         else:
             return
         with self._mutex:
@@ -345,5 +433,6 @@ class Sender:
             self._closed = True
             if self._timer is not None:
                 self._timer.cancel()
-        await cancel_and_wait(self._task)
+        for task in (self._task, self._refreshing, *self._connecting.values()):
+            await cancel_and_wait(task)
         self._fail_everything(ClientClosedError("the producer was closed before delivery"))

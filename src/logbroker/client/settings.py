@@ -31,7 +31,8 @@ class ProducerSettings:
     max_request_size: int = 16 << 20
     max_block_ms: int = 60_000
     delivery_timeout_ms: int = 120_000
-    retry_backoff_ms: int = 100
+    retry_backoff_ms: int = 100  # the first retry's wait, doubling (jittered) up to:
+    retry_backoff_max_ms: int = 1_000
     auto_create_topics: bool = True
 
     @classmethod
@@ -48,7 +49,7 @@ class ProducerSettings:
                      "max_block_ms", "delivery_timeout_ms"):
             _bounded(s, name, 1, MAX_BATCH if name in ("batch_size", "max_request_size")
                      else MAX_INT32)
-        for name in ("linger_ms", "retry_backoff_ms"):
+        for name in ("linger_ms", "retry_backoff_ms", "retry_backoff_max_ms"):
             _bounded(s, name, 0, MAX_INT32)
         if s.idempotent and s.max_in_flight > 5:
             raise ValueError("an idempotent producer allows at most 5 requests in flight "

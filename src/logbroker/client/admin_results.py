@@ -1,0 +1,120 @@
+"""The admin client's arguments and results: frozen value objects
+(NamedTuples: compare as tuples, ``_asdict()`` for JSON), no I/O."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class NewTopic(NamedTuple):
+    """A topic to create. ``replication_factor`` None: the cluster's default
+    (a single node: 1); it travels as the config ``replication_factor``,
+    next to ``min_insync_replicas`` and ``unclean_leader_election``."""
+
+    name: str
+    partitions: int = 1
+    configs: "dict | None" = None
+    replication_factor: "int | None" = None
+
+
+class BrokerInfo(NamedTuple):
+    """A broker; ``live`` False for one that is a replica of some partition
+    but not registered right now (down)."""
+
+    id: int
+    host: str
+    port: int
+    live: bool = True
+
+
+class PartitionInfo(NamedTuple):
+    partition: int
+    log_start: int
+    log_end: int
+    high_watermark: int
+    size_bytes: int
+    segments: int
+    error: int = 0  # PARTITION_OFFLINE (57) etc. for a partition that serves nothing
+    message: str = ""  # the reason: the damage found, the failed I/O
+    leader: int = -1  # broker id; -1: none right now
+    replicas: tuple = ()  # broker ids, the preferred leader first
+    isr: tuple = ()  # the in-sync replicas
+
+
+class TopicDescription(NamedTuple):
+    name: str
+    configs: dict
+    partitions: tuple  # of PartitionInfo, by partition
+
+
+class ClusterPartition(NamedTuple):
+    """One partition's replication state; ``preferred_leader`` is the first
+    replica (``elect_leaders`` moves leadership back to it)."""
+
+    topic: str
+    partition: int
+    leader: int  # -1: offline (no leader right now)
+    leader_epoch: int
+    replicas: tuple
+    isr: tuple
+    preferred_leader: int
+
+    @property
+    def under_replicated(self) -> bool:
+        """Fewer replicas in sync than assigned."""
+        return len(self.isr) < len(self.replicas)
+
+
+class ClusterDescription(NamedTuple):
+    """``cluster``: its name ("" for a single node); ``controller``: the
+    controller's broker id (-1: none, e.g. a single node); ``server``: the
+    version string of the broker that answered."""
+
+    cluster: str
+    controller: int
+    brokers: tuple  # of BrokerInfo, by id
+    partitions: tuple  # of ClusterPartition, by (topic, partition)
+    server: str = ""
+
+
+class ElectionResult(NamedTuple):
+    """A partition after a preferred-leader election: its leader (moved or
+    not) and the error that kept it from moving (None: no error)."""
+
+    topic: str
+    partition: int
+    leader: int
+    error: "BaseException | None" = None
+
+
+class GroupPartition(NamedTuple):
+    """``lag`` in records; ``lag_ms``: age of the next record to read (-1:
+    caught up or unknown); -1 for ``log_end``/``lag``/``lag_ms`` when the
+    partition is gone."""
+
+    topic: str
+    partition: int
+    committed: int
+    log_end: int
+    lag: int
+    commit_ms: int
+    lag_ms: int
+
+
+class GroupDescription(NamedTuple):
+    group: str
+    partitions: tuple  # of GroupPartition
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str
+    commit_ms: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """``offset`` -1 when no record is that late (timestamp lookups);
+    ``timestamp`` -1 for earliest/latest lookups."""
+
+    offset: int
+    timestamp: int
