@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow bench bench-quick bench-storage bench-broker bench-spark peer-servers clean
+.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark peer-servers etcd-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,19 @@ serve: $(STAMP)
 peer-servers:
 	bash bench/peers/install-servers.sh
 
-test: $(STAMP) peer-servers
+# etcd (Debian's etcd-server), the cluster's metadata store; not started as a service
+etcd-server:
+	bash tools/install-etcd.sh
+
+test: $(STAMP) peer-servers etcd-server
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
+
+# etcd + 3 brokers on 127.0.0.1 (2379; 9555-9557), data in ./data/cluster; Ctrl-C stops all
+cluster: $(STAMP) etcd-server
+	$(BIN)/python tools/cluster.py
 
 # the peer benchmark: writes its section of docs/benchmarks.md and docs/img/*.png
 bench: $(STAMP) peer-servers
