@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import OPEN, BrokerProcess, Store, open_store
+from fixtures import OPEN, BrokerProcess, EtcdProcess, Store, TcpProxy, open_store, require_etcd
 
 
 @pytest.fixture
@@ -40,3 +40,28 @@ def broker(tmp_path):
         yield b.start()
     finally:
         b.kill()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A real one-member etcd on free 127.0.0.1 ports (``EtcdProcess``: ``url``,
+    fast raft ticks), killed by PID and its data deleted after the test. Skips
+    when etcd is not installed (fails with LOGBROKER_ETCD_REQUIRED=1)."""
+    require_etcd()
+    with EtcdProcess(tmp_path / "etcd") as started:
+        yield started
+
+
+@pytest.fixture
+def tcp_proxy():
+    """``tcp_proxy(target, listen_port=0)``: a ``TcpProxy``, closed after the test."""
+    made: list[TcpProxy] = []
+
+    def make(target=None, listen_port: int = 0) -> TcpProxy:
+        proxy = TcpProxy(target, listen_port)
+        made.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in made:
+        proxy.close()

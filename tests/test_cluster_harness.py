@@ -1,0 +1,402 @@
+"""The cluster test harness (issue 10): a real etcd (the ``etcd`` fixture,
+reached through aetcd as the broker does), the fault-injecting ``TcpProxy``,
+and tools/cluster.py (``make cluster``) with stand-in brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from fixtures import (ROOT, _readline, closed_port, cluster_tool, free_port, require_etcd,
+                      wait_until)
+
+CLUSTER_PY = os.path.join(ROOT, "tools", "cluster.py")
+
+
+# -- etcd ----------------------------------------------------------------------------
+def etcd_client(etcd):
+    import aetcd
+
+    return aetcd.Client(host="127.0.0.1", port=etcd.client_port, timeout=5)
+
+
+def test_etcd_starts_healthy_and_a_key_round_trips_through_aetcd(etcd):
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", etcd.url) and etcd.client_port != etcd.peer_port
+    assert etcd.alive() and etcd.healthy()
+
+    async def run():
+        async with etcd_client(etcd) as client:
+            assert await client.get(b"/test/k") is None
+            await client.put(b"/test/k", b"v1")
+            first = await client.get(b"/test/k")
+            await client.put(b"/test/k", b"v2")
+            second = await client.get(b"/test/k")
+            return first, second
+
+    first, second = asyncio.run(run())
+    assert first.value == b"v1" and second.value == b"v2"
+    assert second.mod_revision > first.mod_revision
+
+
+def test_etcd_lease_with_ttl_2_expires_and_takes_its_key(etcd):
+    async def run():
+        async with etcd_client(etcd) as client:
+            lease = await client.lease(2)
+            granted = time.monotonic()
+            await client.put(b"/test/leased", b"x", lease=lease)
+            await client.put(b"/test/kept", b"y")
+            held = await client.get(b"/test/leased")
+            deadline = granted + 10
+            while await client.get(b"/test/leased") is not None:
+                assert time.monotonic() < deadline, "leased key still there 10 s after the grant"
+                await asyncio.sleep(0.05)
+            return lease, held, time.monotonic() - granted, await client.get(b"/test/kept")
+
+    lease, held, gone_after, kept = asyncio.run(run())
+    assert lease.ttl == 2 and held.value == b"x" and held.lease == lease.id
+    assert 1.0 <= gone_after <= 10, gone_after  # the TTL, not an immediate delete
+    assert kept is not None and kept.value == b"y"
+
+
+def test_etcd_stop_ends_its_pid_and_a_restart_keeps_url_and_data(etcd):
+    async def put_get(value: "bytes | None"):
+        async with etcd_client(etcd) as client:
+            if value is not None:
+                await client.put(b"/test/durable", value)
+            return await client.get(b"/test/durable")
+
+    asyncio.run(put_get(b"kept"))
+    url, pid = etcd.url, etcd.proc.pid
+    assert etcd.stop() is not None
+    assert not etcd.alive() and not cluster_tool().port_open(etcd.client_port)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    etcd.start()
+    assert etcd.url == url and etcd.proc.pid != pid
+    assert asyncio.run(put_get(None)).value == b"kept"
+
+
+# -- TcpProxy -------------------------------------------------------------------------------
+GREETING = b"hello\n"
+
+
+class EchoServer(socketserver.ThreadingTCPServer):
+    """Says GREETING, then echoes every byte back until EOF; counts what it
+    received (so the two directions carry different byte counts)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.lock = threading.Lock()
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(inner) -> None:
+                try:
+                    inner.request.sendall(GREETING)
+                    while data := inner.request.recv(1 << 16):
+                        with self.lock:
+                            self.received += len(data)
+                        inner.request.sendall(data)
+                except OSError:
+                    pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        return "127.0.0.1:%d" % self.server_address[1]
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def echo():
+    server = EchoServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+SOCKETS: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True)
+def close_sockets():
+    """Close the test's connections, also when it failed half way."""
+    yield
+    while SOCKETS:
+        SOCKETS.pop().close()
+
+
+def connect(proxy, greeted: bool = True, timeout: float = 5.0) -> socket.socket:
+    """A connection through ``proxy``; reads the echo server's greeting if ``greeted``."""
+    sock = socket.create_connection(("127.0.0.1", proxy.listen_port), timeout=timeout)
+    SOCKETS.append(sock)
+    if greeted:
+        assert recv_exactly(sock, len(GREETING)) == GREETING
+    return sock
+
+
+def recv_exactly(sock: socket.socket, n: int, timeout: float = 5.0) -> bytes:
+    sock.settimeout(timeout)
+    out = b""
+    while len(out) < n:
+        data = sock.recv(n - len(out))
+        assert data, f"EOF after {len(out)} of {n} bytes"
+        out += data
+    return out
+
+
+def test_proxy_forwards_both_ways_counts_bytes_and_passes_eof(tcp_proxy, echo):
+    proxy = tcp_proxy(echo.address)
+    payload = os.urandom(300_000)  # several 64 KiB reads each way
+    with connect(proxy) as conn:
+        sender = threading.Thread(target=conn.sendall, args=(payload,))
+        sender.start()
+        assert recv_exactly(conn, len(payload)) == payload
+        sender.join(timeout=10)
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(1) == b""  # our EOF reached the echo server, its EOF came back
+    wait_until(lambda: proxy.bytes_to_client == len(GREETING) + len(payload), 5, "bytes_to_client")
+    assert proxy.bytes_to_target == len(payload) == echo.received
+    assert proxy.accepted == 1
+    wait_until(lambda: proxy.connections == 0, 5, "the proxied connection to end")
+
+
+def test_proxy_reset_closes_connections_and_refuses_new_ones_until_healed(tcp_proxy, echo):
+    proxy = tcp_proxy(echo.address)
+    with pytest.raises(ValueError):
+        proxy.cut("partition")
+    with connect(proxy) as conn:
+        conn.sendall(b"ping")
+        assert recv_exactly(conn, 4) == b"ping"
+        proxy.cut("reset")
+        assert proxy.mode == "reset"
+        with pytest.raises(ConnectionResetError):
+            conn.recv(1)
+    with pytest.raises(ConnectionRefusedError):
+        connect(proxy, greeted=False)
+    proxy.heal()
+    with connect(proxy) as conn:  # the same port again
+        conn.sendall(b"again")
+        assert recv_exactly(conn, 5) == b"again"
+    assert proxy.accepted == 2 and echo.received == 9
+
+
+def test_proxy_blackhole_stalls_both_ways_then_heal_delivers(tcp_proxy, echo):
+    proxy = tcp_proxy(echo.address)
+    old = connect(proxy)
+    old.sendall(b"ping")
+    assert recv_exactly(old, 4) == b"ping"
+    proxy.cut("blackhole")
+    old.sendall(b"during")
+    old.settimeout(0.5)
+    with pytest.raises(TimeoutError):
+        old.recv(1)
+    old.sendall(b"+more")  # still open: no error, no reset
+    assert old.getpeername()[1] == proxy.listen_port
+    new = connect(proxy, greeted=False)  # accepted, held: no greeting yet
+    new.sendall(b"new")
+    new.settimeout(0.5)
+    with pytest.raises(TimeoutError):
+        new.recv(1)
+    assert proxy.bytes_to_target == 4 == echo.received and proxy.bytes_to_client == 10
+    assert proxy.accepted == 2
+    proxy.heal()
+    assert recv_exactly(old, 11) == b"during+more"
+    assert recv_exactly(new, 9) == GREETING + b"new"
+    old.close()
+    new.close()
+    wait_until(lambda: proxy.bytes_to_client == 30, 5, "bytes_to_client")
+    assert proxy.bytes_to_target == 18 == echo.received
+
+
+def test_proxy_resets_clients_of_a_dead_target_and_can_be_retargeted(tcp_proxy, echo):
+    proxy = tcp_proxy(f"127.0.0.1:{closed_port()}")
+    with pytest.raises(ConnectionResetError):  # the RST may beat connect() home
+        with connect(proxy, greeted=False) as conn:
+            conn.recv(1)
+    assert proxy.accepted == 1 and proxy.bytes_to_target == 0
+    proxy.target = echo.address
+    with connect(proxy) as conn:
+        conn.sendall(b"up")
+        assert recv_exactly(conn, 2) == b"up"
+
+
+def test_proxy_in_front_of_etcd_cuts_and_restores_grpc(etcd, tcp_proxy):
+    """How a broker is cut from etcd: aetcd through a proxy times out in a
+    blackhole, fails fast on a reset, and works again after heal (gRPC
+    reconnects with its backoff, about 1 s, after a reset)."""
+    import aetcd
+
+    proxy = tcp_proxy(etcd.address)
+
+    async def run():
+        async with aetcd.Client(host="127.0.0.1", port=proxy.listen_port, timeout=1) as client:
+            await client.put(b"/test/k", b"v")
+            assert (await client.get(b"/test/k")).value == b"v"
+            assert proxy.bytes_to_target > 0 and proxy.bytes_to_client > 0
+            proxy.cut("blackhole")
+            with pytest.raises(aetcd.exceptions.ConnectionTimeoutError):
+                await client.get(b"/test/k")
+            proxy.heal()
+            assert (await client.get(b"/test/k")).value == b"v"
+            proxy.cut("reset")
+            with pytest.raises(aetcd.exceptions.ConnectionFailedError):
+                await client.get(b"/test/k")
+            proxy.heal()
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    return (await client.get(b"/test/k")).value
+                except aetcd.exceptions.ConnectionFailedError:
+                    assert time.monotonic() < deadline, "etcd not reachable 10 s after heal"
+                    await asyncio.sleep(0.1)
+
+    assert asyncio.run(run()) == b"v"
+
+
+# -- tools/cluster.py (make cluster) --------------------------------------------------------
+def test_cluster_py_help_and_usage_errors():
+    run = subprocess.run([sys.executable, CLUSTER_PY, "--help"], capture_output=True, text=True,
+                         timeout=30)
+    assert run.returncode == 0, run.stderr
+    for option in ("--brokers", "--base-port", "--data-dir", "--etcd-port"):
+        assert option in run.stdout
+    bad = subprocess.run([sys.executable, CLUSTER_PY, "--brokers", "0"], capture_output=True,
+                         text=True, timeout=30)
+    assert bad.returncode == 2 and "--brokers" in bad.stderr
+
+
+def test_cluster_py_refuses_ports_in_use_and_starts_nothing(tmp_path):
+    require_etcd()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = subprocess.run([sys.executable, CLUSTER_PY, "--etcd-port", str(port),
+                              "--data-dir", str(tmp_path / "c")], capture_output=True, text=True,
+                             timeout=30)
+    assert run.returncode == 1 and "already in use" in run.stderr
+    assert str(port) in re.search(r"port\(s\) ([\d, ]+) on", run.stderr)[1].split(", ")
+    assert run.stdout == "" and not (tmp_path / "c").exists()
+
+
+STUB_BROKER = """\
+import argparse, signal, socket, sys
+p = argparse.ArgumentParser()
+for name in ("serve",):
+    p.add_argument(name)
+for opt in ("--broker-id", "--host", "--port", "--data-dir", "--etcd"):
+    p.add_argument(opt, required=True)
+a = p.parse_args()
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((a.host, int(a.port)))
+s.listen()
+print("stub broker", a.broker_id, "listening", flush=True)
+while True:
+    s.accept()[0].close()
+"""
+
+
+def consecutive_free_ports(n: int) -> int:
+    """A base port with ``n`` free ports from it (bounded search)."""
+    for _ in range(50):
+        base = free_port()
+        socks = [socket.socket() for _ in range(n)]
+        try:
+            for i, s in enumerate(socks):
+                s.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError(f"no {n} consecutive free ports")
+
+
+def test_cluster_py_starts_etcd_and_brokers_reports_exits_and_stops_all_by_pid(tmp_path):
+    """tools/cluster.py with stand-in brokers (the real ones come with the
+    broker's cluster mode): args, readiness, a kill -9 reported while the
+    rest keeps running, SIGTERM stopping everything."""
+    require_etcd()
+    stub = tmp_path / "stub-broker"
+    stub.write_text(f"#!{sys.executable}\n{STUB_BROKER}")
+    stub.chmod(0o755)
+    base = consecutive_free_ports(3)
+    etcd_port, peer_port = closed_port(), closed_port()
+    data = tmp_path / "cluster"
+    proc = subprocess.Popen([sys.executable, CLUSTER_PY, "--brokers", "3", "--base-port", str(base),
+                             "--etcd-port", str(etcd_port), "--etcd-peer-port", str(peer_port),
+                             "--data-dir", str(data), "--logbroker", str(stub), "--timeout", "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: dict[str, int] = {}
+    lines: list[str] = []
+    try:
+        while not (lines and lines[-1].startswith("cluster up")):
+            line = _readline(proc, 60)
+            assert line, f"cluster.py ended or hung; out: {lines}; err: {proc.stderr.read()}"
+            lines.append(line.rstrip("\n"))
+            got = re.match(r"(etcd|broker \d+)\s+(\S+)\s+pid (\d+)\s+log (\S+)$", lines[-1])
+            if got:
+                pids[got[1]] = int(got[3])
+                assert os.path.exists(got[4])
+        assert list(pids) == ["etcd", "broker 1", "broker 2", "broker 3"], lines
+        assert f"-b 127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in lines[-1]
+        assert cluster_tool().etcd_healthy(f"http://127.0.0.1:{etcd_port}")
+        for i in (1, 2, 3):
+            assert cluster_tool().port_open(base + i - 1)
+            log = (data / f"broker-{i}.log").read_text()
+            assert (f"serve --broker-id {i} --host 127.0.0.1 --port {base + i - 1} --data-dir "
+                    f"{data}/broker-{i} --etcd http://127.0.0.1:{etcd_port}") in log
+            assert f"stub broker {i} listening" in log
+
+        os.kill(pids["broker 2"], signal.SIGKILL)
+        line = _readline(proc, 10).rstrip("\n")
+        assert line.startswith(f"broker 2 (pid {pids['broker 2']}) exited (ended by SIGKILL)"), line
+        assert proc.poll() is None and cluster_tool().port_open(base)
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        out = proc.stdout.read()
+        for name in ("broker 1", "broker 3"):
+            assert f"stopped {name} (pid {pids[name]}): exit status 0" in out, out
+        assert "stopped broker 2" not in out
+        assert f"stopped etcd (pid {pids['etcd']})" in out, out
+        for pid in pids.values():
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:  # a failed test: it stops its children on SIGTERM, and
+            proc.send_signal(signal.SIGTERM)  # they get SIGTERM if it dies (PDEATHSIG)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()
+        shutil.rmtree(data / "etcd", ignore_errors=True)
