@@ -133,6 +133,8 @@ UNREACHABLE_COMMANDS = [
     ("groups", "list"),
     ("groups", "describe", "g"),
     ("groups", "reset-offsets", "g", "-t", "t", "--to-earliest"),
+    ("cluster", "status"),
+    ("cluster", "rebalance"),
 ]
 
 

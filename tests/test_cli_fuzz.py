@@ -179,6 +179,9 @@ def topics_args(draw, world: World):
     if sub == "create":
         opts = {"--partitions": PARTS, "--retention-ms": NUM, "--retention-bytes": NUM,
                 "--segment-bytes": (st.sampled_from(["128", "4096"]), INT),
+                "--replication-factor": (st.just("1"), st.one_of(INT, WEIRD)),
+                "--min-insync-replicas": (st.just("1"), st.one_of(INT, WEIRD)),
+                "--unclean-leader-election": None,
                 "--config": (st.sampled_from(["flush=lazy", "segment_ms=1", "max_batch_bytes=64",
                                               "retention_ms=-1"]),
                              st.one_of(st.sampled_from(["flush=x", "noeq", "nonsense=1",
@@ -193,6 +196,15 @@ def topics_args(draw, world: World):
     else:
         args = _options(draw, sane, {"--json": None})
     return ["topics", sub, *args, *draw(connection(world, sane))], None
+
+
+@st.composite
+def cluster_args(draw, world: World):
+    sane = draw(SANE)
+    sub = draw(st.sampled_from(["status", "rebalance"] + ([] if sane else ["nope"])))
+    args = [*draw(st.lists(TOPIC[0] if sane else st.one_of(*TOPIC), max_size=2)),
+            *_options(draw, sane, {"--json": None})]
+    return ["cluster", sub, *args, *draw(connection(world, sane))], None
 
 
 @st.composite
@@ -248,9 +260,10 @@ def serve_args(draw, world: World):
 
 def any_args(world: World):
     return st.one_of(produce_args(world), consume_args(world), topics_args(world),
-                     groups_args(world), inspect_args(world), serve_args(world),
+                     groups_args(world), cluster_args(world), inspect_args(world),
+                     serve_args(world),
                      st.lists(st.one_of(ANY, st.sampled_from(["-h", "--version", "topics",
-                                                              "groups"])), max_size=3)
+                                                              "groups", "cluster"])), max_size=3)
                      .map(lambda a: (a, None)))
 
 

@@ -199,7 +199,7 @@ class Router:
                 failure = await self._try_refresh(deadline, bool(unrouted), retry)
                 groups, unrouted = self.cache.group_by_leader(todo.values())
                 for tp in [(e[0], e[1]) for e in unrouted]:
-                    out[tp] = failure or self._no_leader(tp)
+                    out[tp] = self._no_leader(tp, failure)
                     if isinstance(out[tp], UnknownTopicOrPartitionError):
                         del todo[tp]  # the metadata says it does not exist
             answers = await asyncio.gather(*(
@@ -213,21 +213,28 @@ class Router:
             await asyncio.sleep(min(backoff.next(), left))
 
     async def _try_refresh(self, deadline: float, force: bool,
-                           retry: bool) -> "LogbrokerError | None":
+                           retry: bool) -> "LogbrokerError | bool | None":
+        """None: refreshed; the error of a failed refresh; True: no answer
+        before ``deadline``."""
         try:
             async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
                 await self.refresh(force=force, retry=retry)
         except TimeoutError:
-            return LeaderNotAvailableError("no metadata within the request's timeout")
+            return True
         except LogbrokerError as exc:
             if not exc.retriable:
                 raise
             return exc
         return None
 
-    def _no_leader(self, tp: tuple[str, int]) -> LogbrokerError:
+    def _no_leader(self, tp: tuple[str, int], failure) -> LogbrokerError:
+        """Why ``tp`` has no leader to send to, after a refresh that ``failed``."""
         topic, partition = tp
+        if isinstance(failure, LogbrokerError):
+            return failure
         count = self.cache.counts.get(topic)
+        if failure:
+            return LeaderNotAvailableError(f"{topic}[{partition}]: no leader known in time")
         if count is None:
             return UnknownTopicOrPartitionError(f"{topic}[{partition}]: unknown topic {topic!r}")
         if partition >= count:
