@@ -54,6 +54,18 @@ def split_batches(buf) -> list[tuple[memoryview, fmt.BatchHeader]]:
     return out
 
 
+def whole_batches(buf) -> memoryview:
+    """The longest prefix of ``buf`` made of whole batches (each header
+    checked, no CRC check): what a fetch answer that may end inside its last
+    batch holds. Empty when not even one batch is whole; an invalid header
+    raises CorruptRecordError at its position."""
+    mv = memoryview(buf).cast("B")
+    end = 0
+    for pos, header in scan_batches(mv, verify=False):
+        end = pos + header.size
+    return mv[:end]
+
+
 def scan_file(read: Callable[[int, int], bytes], start: int, end: int, *, verify: bool = False,
               window: int = WINDOW, max_batch: "int | None" = None
               ) -> Iterator[tuple[int, fmt.BatchHeader, "memoryview | None"]]:
