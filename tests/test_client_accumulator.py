@@ -176,13 +176,13 @@ def test_retriable_failure_requeues_in_sequence_order_and_blocks_the_partition(s
     b1, b2, b3 = _in_flight(s, 3)
     part = s.acc.parts[("t", 0)]
     assert part.inflight == 3
-    s._failed(b1, RequestTimedOutError("slow fsync"))
+    s.delivery.failed(b1, RequestTimedOutError("slow fsync"))
     assert part.blocked and list(part.queue) == [b1]
     assert collect(s) == []  # nothing is sent while b2, b3 are out
-    s._failed(b2, OutOfOrderSequenceError("gap"))  # follows b1's failure: retried too
-    s._failed(b3, BrokerUnavailableError("lost"))
+    s.delivery.failed(b2, OutOfOrderSequenceError("gap"))  # follows b1's failure: retried too
+    s.delivery.failed(b3, BrokerUnavailableError("lost"))
     assert list(part.queue) == [b1, b2, b3] and not part.blocked
-    assert not s._reset_pending
+    assert not s.delivery.reset_pending
     assert [b.base_sequence for b in part.queue] == [0, 1, 2]  # same bytes resent
     part.retry_at = 0.0
     resent = collect(s, 1.0)
@@ -192,10 +192,10 @@ def test_retriable_failure_requeues_in_sequence_order_and_blocks_the_partition(s
 def test_a_fatal_sequence_error_fails_the_batch_and_resets_the_producer(sender):
     s = sender()
     b1, b2 = _in_flight(s, 2)
-    s._failed(b1, OutOfOrderSequenceError("gap"))
+    s.delivery.failed(b1, OutOfOrderSequenceError("gap"))
     assert b1.done and isinstance(b1.error, OutOfOrderSequenceError)
-    assert s._reset_pending
-    s._failed(b2, OutOfOrderSequenceError("gap"))  # consequence of the reset: retried
+    assert s.delivery.reset_pending
+    s.delivery.failed(b2, OutOfOrderSequenceError("gap"))  # consequence of the reset: retried
     assert not b2.done and list(s.acc.parts[("t", 0)].queue) == [b2]
 
 
@@ -203,7 +203,7 @@ def test_an_expired_batch_fails_with_request_timed_out(sender):
     s = sender(delivery_timeout_ms=1)
     [b] = _in_flight(s, 1)
     b.deadline = 0.0
-    s._failed(b, BrokerUnavailableError("lost"))
+    s.delivery.failed(b, BrokerUnavailableError("lost"))
     assert isinstance(b.error, RequestTimedOutError) and "delivery_timeout_ms" in str(b.error)
 
 

@@ -216,7 +216,7 @@ def test_after_a_leader_change_nothing_goes_to_the_new_leader_before_the_old_ans
 def test_retries_back_off_exponentially_per_attempt(routed):
     make, sent = routed
     s = make(retry_backoff_ms=100, retry_backoff_max_ms=400)
-    s._retry.jitter = 0.0
+    s.delivery.retry.jitter = 0.0
     s.acc.append("t", 1, b"v", None, None, None)
     s.acc.seal_all()
     part = s.acc.parts[("t", 1)]

@@ -56,7 +56,7 @@ class ProducerCore:
         self.acc = Accumulator(self.settings, make_signal)
         self.sender = Sender(self.acc, self.router, self.settings, loop, in_loop=in_loop,
                              threadsafe=threadsafe)
-        self.sender.on_space = self._space_freed
+        self.sender.delivery.on_space = self._space_freed
         self._loop, self._in_loop = loop, in_loop
         self._space = LoopWakeup()
         self._space_waiters = 0

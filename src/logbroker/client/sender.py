@@ -17,26 +17,11 @@ for one; neither holds up other brokers' partitions. A partition never has
 batches in flight to two brokers: after a leader change nothing goes to the
 new leader until the old one has answered for everything it was sent.
 
-Retries: a retriable error fails nothing. A routing error
-(NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION,
-FENCED/UNKNOWN_LEADER_EPOCH, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
-CLUSTER_UNAVAILABLE, a lost connection) also marks the metadata stale, so
-it is refreshed before the resend. The batch goes back to its partition's
-queue in sequence order and is resent after an exponential backoff
-(``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``, jittered),
-to whichever broker leads then, until ``delivery_timeout_ms``. After a
-failure the partition sends nothing more until everything it had in flight
-has come back (failed the same way, or with OUT_OF_ORDER_SEQUENCE as a
-consequence), then resends in order.
-
-Idempotence: one ``InitProducerId`` per producer; each partition's batches
-get ``base_sequence`` = records previously sent to it; a batch keeps its
-bytes until acknowledged, so every retry, to the same or to a new leader,
-sends the same producer id and sequence, and the broker (a new leader has
-the replicated producer state) answers a duplicate with its original
-offset. A batch that fails for good (or expires) leaves a sequence gap, so
-the producer takes a new producer id and re-encodes every unacknowledged
-batch from sequence 0.
+Retries and idempotence (delivery.py): a retriable error, a routing error
+after a metadata refresh, is retried with the same bytes, so the same
+producer id and sequence, to whichever broker leads then. One
+``InitProducerId`` per producer (and one more after a sequence gap); each
+partition's batches get ``base_sequence`` = records previously sent to it.
 """
 
 from __future__ import annotations
@@ -49,13 +34,12 @@ import time
 from functools import partial
 
 from ..errors import (BrokerUnavailableError, ClientClosedError, InvalidRecordError,
-                      LeaderNotAvailableError, LogbrokerError, OutOfOrderSequenceError,
-                      RequestTimedOutError, for_code)
+                      LeaderNotAvailableError, LogbrokerError)
 from ..protocol import messages as m
 from .accumulator import Accumulator, PartitionQueue
 from .backoff import Backoff
 from .batch import ProducerBatch
-from .cluster_meta import reroutes
+from .delivery import Delivery
 from .link import cancel_and_wait
 from .routing import Router
 from .settings import ProducerSettings
@@ -75,26 +59,23 @@ class Sender:
                  loop: asyncio.AbstractEventLoop, in_loop, threadsafe: bool) -> None:
         self.acc, self.router, self.settings, self.loop = acc, router, settings, loop
         self.producer_id, self.producer_epoch = -1, -1
+        self.delivery = Delivery(acc, router, settings)
         self._in_loop = in_loop
         self._mutex = threading.RLock()
         self._need_pid = settings.idempotent
-        self._reset_pending = False
         self._task: "asyncio.Task | None" = None  # a producer id: nothing is sent meanwhile
         self._connecting: dict[int, asyncio.Task] = {}  # broker id -> connecting to it
         self._refreshing: "asyncio.Task | None" = None  # a metadata refresh
         self._inflight: dict[int, int] = {}  # broker id -> requests in flight to it
         self._timer: "asyncio.TimerHandle | None" = None
         self._loop_drain_pending = False
-        self._closed = False
-        self._retry = Backoff(settings.retry_backoff_ms / 1000, settings.retry_backoff_max_ms / 1000)
-        self.on_space = lambda: None  # called when buffered bytes drop (mutex held)
         self._schedule = loop.call_soon_threadsafe if threadsafe else loop.call_soon
         acc.wake = self.drain
 
     # -- draining --------------------------------------------------------------------------
     def drain(self) -> None:
         """Send what can be sent now (any thread)."""
-        if self._closed:
+        if self.delivery.closed:
             return
         with self._mutex:
             try:
@@ -135,11 +116,12 @@ class Sender:
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
-        elif acc.incomplete and (self._need_pid or (self._reset_pending and acc.inflight == 0)):
+        elif acc.incomplete and (self._need_pid or
+                                 (self.delivery.reset_pending and acc.inflight == 0)):
             if not in_loop:
                 return True
             self._task = self._start(self._init_pid(), self._pid_done)
-        elif not self._reset_pending:
+        elif not self.delivery.reset_pending:
             retry_next, need_loop = self._send_ready(now, in_loop)
             if need_loop:
                 return True
@@ -215,7 +197,7 @@ class Sender:
                     self._send(conn, bid, batches)
                 except LogbrokerError as exc:  # connection closed under us
                     for b in batches:
-                        self._failed(b, exc)
+                        self.delivery.failed(b, exc)
                     break
         return retry_next, need_loop
 
@@ -241,7 +223,7 @@ class Sender:
                         self._encode(batch, part)
                     except (InvalidRecordError, OverflowError, TypeError, ValueError,
                             struct.error) as exc:  # send() checks records: never expected
-                        self._resolve(batch, -1, InvalidRecordError(
+                        self.delivery.resolve(batch, -1, InvalidRecordError(
                             f"{batch.topic}[{batch.partition}]: cannot encode the batch: {exc}"))
                         continue
                 part.inflight += 1
@@ -274,7 +256,7 @@ class Sender:
             conn.send_only(msg)
             for b in batches:
                 self.acc.parts[(b.topic, b.partition)].inflight -= 1
-                self._resolve(b, -1, None)
+                self.delivery.resolve(b, -1, None)
             return
         conn.request_cb(msg, self.router.options.request_timeout,
                         partial(self._on_response, broker, batches))
@@ -290,65 +272,7 @@ class Sender:
     def _handle_response(self, broker: int, batches: list, resp, exc) -> None:
         self._inflight[broker] -= 1
         self.acc.inflight -= 1
-        if resp is not None:
-            if resp.error:
-                exc, resp = for_code(resp.error)(resp.message), None
-            elif len(resp.parts) != len(batches):
-                exc = BrokerUnavailableError("produce response does not match its request")
-                resp = None
-        if resp is None:
-            for b in batches:
-                self._failed(b, exc)
-        else:
-            for b, (topic, partition, err, msg, base, _) in zip(batches, resp.parts):
-                if err:
-                    self._failed(b, for_code(err)(f"{topic}[{partition}]: {msg}"))
-                else:
-                    self._acked(b, base)
-
-    def _part(self, b: ProducerBatch) -> PartitionQueue:
-        part = self.acc.parts[(b.topic, b.partition)]
-        part.inflight -= 1
-        if part.inflight == 0:
-            part.blocked = False
-        return part
-
-    def _acked(self, b: ProducerBatch, base_offset: int) -> None:
-        self._part(b)
-        self._resolve(b, base_offset, None)
-
-    def _failed(self, b: ProducerBatch, exc: LogbrokerError) -> None:
-        part = self._part(b)
-        # A gap error right after an earlier failure of this partition is a
-        # consequence of it: resend in order (after a reset if one is due).
-        follows = isinstance(exc, OutOfOrderSequenceError) and (
-            self._reset_pending or (part.queue and part.queue[0].order < b.order))
-        now = time.monotonic()
-        if (exc.retriable or follows) and now < b.deadline and not self._closed:
-            if reroutes(exc):
-                self.router.invalidate([(b.topic, b.partition)])
-            b.last_error = exc
-            part.requeue(b)
-            part.blocked = part.inflight > 0
-            part.retry_at = now + self._retry.delay(b.attempts)
-            return
-        if not exc.retriable and not follows:
-            log.warning("produce to %s[%d] failed: %s", b.topic, b.partition, exc)
-        self._give_up(b, part, exc if not follows else b.last_error or exc)
-
-    def _give_up(self, b: ProducerBatch, part: PartitionQueue, exc: BaseException) -> None:
-        if time.monotonic() >= b.deadline and exc.__class__ is not RequestTimedOutError:
-            exc = RequestTimedOutError(f"{b.topic}[{b.partition}]: not delivered within "
-                                       f"delivery_timeout_ms ({exc})")
-        if self.settings.idempotent and b.base_sequence >= 0:
-            self._reset_pending = True  # its sequence range is now a gap
-            part.blocked = part.inflight > 0
-        self._resolve(b, -1, exc)
-
-    def _resolve(self, b: ProducerBatch, base_offset: int, exc) -> None:
-        b.complete(base_offset, exc)
-        self.acc.resolved(b)
-        self.on_space()
+        self.delivery.response(batches, resp, exc)
 
     # -- background steps: connecting, metadata, producer ids -------------------------------
     def _start(self, coro, clear) -> asyncio.Task:
@@ -386,25 +310,20 @@ class Sender:
             self._expire(LeaderNotAvailableError("no leader known for the partition"))
 
     def _expire(self, exc: LogbrokerError) -> None:
-        """Fail queued batches past their delivery deadline (not sendable:
-        broker unreachable, no leader)."""
-        now = time.monotonic()
         with self._mutex:
-            for part in list(self.acc.parts.values()):
-                for b in [b for b in part.queue if b.deadline <= now]:
-                    part.queue.remove(b)
-                    self._give_up(b, part, b.last_error or exc)
+            self.delivery.expire(exc)
 
     async def _init_pid(self) -> None:
         backoff = Backoff(self.settings.retry_backoff_ms / 1000,
                           self.settings.retry_backoff_max_ms / 1000)
-        while not self._closed:
+        while not self.delivery.closed:
             try:
                 resp = await self.router.call_any(m.InitProducerId())
                 break
             except LogbrokerError as exc:
                 if not exc.retriable:
-                    self._fail_everything(exc)
+                    with self._mutex:
+                        self.delivery.fail_everything(exc)
                     return
                 self._expire(exc)
                 await asyncio.sleep(backoff.next())
@@ -412,27 +331,21 @@ class Sender:
             return
         with self._mutex:
             self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
-            if self._reset_pending or not self._need_pid:
+            if self.delivery.reset_pending or not self._need_pid:
                 log.info("producer reset: new producer id %d", resp.producer_id)
                 for part in self.acc.parts.values():
                     part.next_seq, part.blocked = 0, False
                     for b in part.queue:
                         b.data = None  # re-encoded with the new id and sequences
-            self._need_pid = self._reset_pending = False
-
-    def _fail_everything(self, exc: BaseException) -> None:
-        with self._mutex:
-            for b in self.acc.drop_all():
-                b.complete(-1, exc)
-                self.acc.resolved(b)
-            self.on_space()
+            self._need_pid = self.delivery.reset_pending = False
 
     async def aclose(self) -> None:
         """Stop sending; fail what is left with ``ClientClosedError``."""
         with self._mutex:
-            self._closed = True
+            self.delivery.closed = True
             if self._timer is not None:
                 self._timer.cancel()
         for task in (self._task, self._refreshing, *self._connecting.values()):
             await cancel_and_wait(task)
-        self._fail_everything(ClientClosedError("the producer was closed before delivery"))
+        with self._mutex:
+            self.delivery.fail_everything(ClientClosedError("the producer was closed before delivery"))
