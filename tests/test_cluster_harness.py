@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -288,6 +289,26 @@ def test_cluster_py_help_and_usage_errors():
     assert bad.returncode == 2 and "--brokers" in bad.stderr
 
 
+def _options(args: list[str]) -> dict[str, str]:
+    return {a: b for a, b in zip(args, args[1:]) if a.startswith("--")}
+
+
+def test_the_readme_cluster_commands_are_what_cluster_py_runs():
+    text = Path(ROOT, "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## A 3-broker cluster on one machine"):]
+    block = section[section.index("```sh\netcd") + 6:]
+    block = block[:block.index("```")].replace("\\\n", " ")
+    lines = [line.split() for line in block.splitlines() if line.strip()]
+    cluster = cluster_tool().Cluster(logbroker="logbroker")
+    assert [line[0] for line in lines] == ["etcd", "logbroker", "logbroker", "logbroker"]
+    etcd_args = _options(cluster.members[0].args)
+    assert _options(lines[0]).items() <= etcd_args.items() and len(_options(lines[0])) >= 7
+    for line, member in zip(lines[1:], cluster.members[1:]):
+        expected = _options(member.args)
+        del expected["--host"]  # the default
+        assert _options(line) == expected and line[1] == "serve"
+
+
 def test_cluster_py_refuses_ports_in_use_and_starts_nothing(tmp_path):
     require_etcd()
     with socket.socket() as busy:
@@ -365,7 +386,8 @@ def test_cluster_py_starts_etcd_and_brokers_reports_exits_and_stops_all_by_pid(t
                 pids[got[1]] = int(got[3])
                 assert os.path.exists(got[4])
         assert list(pids) == ["etcd", "broker 1", "broker 2", "broker 3"], lines
-        assert f"-b 127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in lines[-1]
+        bootstrap = f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
+        assert f"LOGBROKER_BOOTSTRAP={bootstrap} " in lines[-1]
         assert cluster_tool().etcd_healthy(f"http://127.0.0.1:{etcd_port}")
         for i in (1, 2, 3):
             assert cluster_tool().port_open(base + i - 1)

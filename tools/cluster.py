@@ -208,8 +208,8 @@ class Cluster:
         for member in brokers:
             wait_until_up(member.check, member.proc, member.name, member.log_path, timeout,
                           cancelled)
-        self.say(f"cluster up in {time.monotonic() - began:.1f} s; "
-                 f"clients: logbroker -b {self.bootstrap} ...; Ctrl-C stops it")
+        self.say(f"cluster up in {time.monotonic() - began:.1f} s; for clients: "
+                 f"export LOGBROKER_BOOTSTRAP={self.bootstrap} (or -b); Ctrl-C stops it")
 
     def _launch(self, member: Member) -> None:
         member.proc = spawn(member.args, member.log_path, member.env, die_with_parent=True)
