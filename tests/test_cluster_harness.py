@@ -299,8 +299,9 @@ def test_the_readme_cluster_commands_are_what_cluster_py_runs():
     block = section[section.index("```sh\netcd") + 6:]
     block = block[:block.index("```")].replace("\\\n", " ")
     lines = [line.split() for line in block.splitlines() if line.strip()]
-    cluster = cluster_tool().Cluster(logbroker="logbroker")
+    cluster = cluster_tool().Cluster()
     assert [line[0] for line in lines] == ["etcd", "logbroker", "logbroker", "logbroker"]
+    assert os.path.basename(cluster.members[1].args[0]) == "logbroker"
     etcd_args = _options(cluster.members[0].args)
     assert _options(lines[0]).items() <= etcd_args.items() and len(_options(lines[0])) >= 7
     for line, member in zip(lines[1:], cluster.members[1:]):

@@ -165,8 +165,9 @@ class Member:
 
 class Cluster:
     def __init__(self, brokers: int = 3, base_port: int = 9555, data_dir: str = "./data/cluster",
-                 etcd_port: int = 2379, etcd_peer_port: int = 2380, logbroker: str = "",
+                 etcd_port: int = 2379, etcd_peer_port: int = 2380, logbroker: "str | None" = None,
                  etcd: str = "etcd", out=sys.stdout) -> None:
+        logbroker = logbroker or default_logbroker()
         self.data_dir = data_dir
         self.out = out
         self.etcd_url = f"http://{HOST}:{etcd_port}"
@@ -291,7 +292,7 @@ def main(argv: "list[str] | None" = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     cluster = Cluster(args.brokers, args.base_port, args.data_dir, args.etcd_port,
-                      args.etcd_peer_port, args.logbroker or default_logbroker(), etcd)
+                      args.etcd_peer_port, args.logbroker, etcd)
     status = 0
     try:
         cluster.start(args.timeout, cancelled=stopping)
