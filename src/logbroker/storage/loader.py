@@ -73,6 +73,7 @@ class _Loader:
         self.index = PartitionIndex(meta, self.pid, config.index_interval_bytes)
         self.epochs = LeaderEpochs(ck.load_epochs(meta, self.pid))
         self.new_infos: dict[int, ck.SegmentInfo] = {}
+        self.deleted: set[int] = set()  # bases of segments found renamed .deleted
         self.segments = self._list_segments()
         first = self.segments[0].base_offset
         self.log_start = max(self.ckpt.log_start_offset, first) if self.ckpt else first
@@ -87,6 +88,8 @@ class _Loader:
         for entry in os.listdir(self.directory):
             if entry.endswith(DELETED_SUFFIX):
                 os.unlink(os.path.join(self.directory, entry))
+                if (gone := parse_segment_name(entry[:-len(DELETED_SUFFIX)])) is not None:
+                    self.deleted.add(gone)
             elif (base := parse_segment_name(entry)) is not None:
                 bases.append(base)
         if not bases:
@@ -215,6 +218,15 @@ class _Loader:
         if c is None:
             return 0
         bases = [s.base_offset for s in self.segments]
+        if c.rp_segment in self.deleted:  # a reset renamed it, then crashed before its checkpoint
+            log.warning("%s: the recovery point's segment %s was deleted by a restart of the log; "
+                        "recovering from %s", self.name, segment_name(c.rp_segment),
+                        self.segments[0].path)
+            self.log_start = bases[0]
+            self.rp = RecoveryPoint(bases[0], bases[0], 0)
+            self.index.clear()
+            self.epochs.clear()
+            return 0
         if c.rp_segment not in bases:
             if c.rp_segment < bases[0] and c.rp_position == 0:
                 self.rp = RecoveryPoint(bases[0], bases[0], 0)
@@ -276,7 +288,7 @@ class _Loader:
             end = self.log_start
         active = self.segments[-1]
         self.rp = RecoveryPoint(end, active.base_offset, active.size)
-        self.epochs.truncate_from(end)
+        self.epochs.truncate_after(end)  # an epoch begun at the end with no batch yet stays
         self.epochs.dirty = True
         if active.size and active.created_ms < 0:
             active.created_ms = int(time.time() * 1000)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterator
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..records import format as fmt
 from ..records.walker import batch_timestamps, first_at_or_after, scan_batches, scan_file
 from .index import PartitionIndex
@@ -45,6 +45,21 @@ class Locator:
                  after_rebuild: Callable[[], None]) -> None:
         self.name, self.segments, self.index = name, segments, index
         self._after_rebuild = after_rebuild
+
+    def start_of_read(self, offset: int, upto: "int | None") -> "tuple[Segment, int, int] | None":
+        """(segment, position, limit) where a read at ``offset`` starts (the
+        batch holding it, or the next one after a gap), or None when nothing
+        lies below the limit (``upto``, at most the log end) yet. Raises
+        OffsetOutOfRangeError below the log start or past the log end."""
+        segs = self.segments
+        if offset < segs.log_start or offset > segs.log_end:
+            raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
+                                        f"[{segs.log_start}, {segs.log_end}]")
+        limit = segs.log_end if upto is None else min(upto, segs.log_end)
+        if offset >= limit:
+            return None
+        seg = segs.segment_for(offset)
+        return seg, self.locate(seg, offset)[0], limit
 
     def locate(self, seg: Segment, offset: int) -> tuple[int, fmt.BatchHeader]:
         """Position and header of the first batch of ``seg`` with last offset >= ``offset``."""

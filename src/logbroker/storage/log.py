@@ -16,20 +16,21 @@ import threading
 import time
 
 from ..errors import (CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError,
-                      PartitionOfflineError, RecordTooLargeError, StorageError)
+                      PartitionOfflineError, StorageError)
 from ..records import format as fmt
-from ..records.walker import split_batches
 from . import checkpoints as ck
+from .appender import Appender
 from .config import FLUSH_FSYNC, LogConfig
 from .files import FileCache
+from .flusher import Flusher
+from .incoming import check_replicated, parse_batches
 from .loader import LoadedLog, load_log
 from .locate import Locator
 from .metastore import MetaStore
-from .producer_state import TAIL_SCAN_BYTES, ProducerStates
 from .results import AppendInfo, FileSlice, TimestampOffset
 from .segment import Segment
 from .segments import RecoveryPoint
-from .truncation import delete_before, truncate_to
+from .truncation import delete_before, reset, truncate_to
 
 log = logging.getLogger(__name__)
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -49,14 +50,11 @@ class Log:
         self.index, self._segs, self._epochs = loaded.index, loaded.segments, loaded.epochs
         self.files = self._segs.files
         self.auto_hw = auto_hw  # single node: HW follows durable end (fsync) or LEO (lazy)
-        self._producers = ProducerStates()
+        self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked)
         self._lock = threading.RLock()
-        self._flush_cond = threading.Condition()
-        self._flushing = False
-        self._flushed = self._segs.recovery_point.offset
+        self._flusher = Flusher(self._segs.recovery_point.offset)
         self._offline: "PartitionOfflineError | None" = None
         self._locator = Locator(self.name, self._segs, self.index, self._checkpoint_locked)
-        self.fsyncs = 0
         self.scanned_bytes = loaded.scanned_bytes
         if loaded.offline is not None:
             self._fail(loaded.offline.removeprefix(f"{self.name}: "))
@@ -125,10 +123,58 @@ class Log:
         """The offset after ``seg``'s last batch."""
         return self._segs.segment_end(seg)
 
+    # -- replication -------------------------------------------------------------
     def set_high_watermark(self, offset: int) -> None:
         """Move the HW (replication); clamped to [log start, log end]."""
         with self._lock:
             self._segs.set_high_watermark(offset)
+
+    def set_replicated(self, on: bool) -> None:
+        """On: appends and flushes no longer move the HW; only
+        ``set_high_watermark`` does (a cluster's HW is the ISR's minimum).
+        Off (single node): the HW catches up at once with the durable end
+        (fsync policy) or the log end (lazy) and follows it from then on."""
+        with self._lock:
+            self.auto_hw = not on
+            if not on:
+                segs = self._segs
+                segs.advance_high_watermark(segs.recovery_point.offset
+                                            if self.config.flush == FLUSH_FSYNC else segs.log_end)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch: ``(e, end)``, ``e`` the largest epoch
+        <= ``epoch`` in the history, ``end`` the start offset of the next newer
+        epoch there, or the log end if ``e`` is the newest; ``(-1, -1)`` when
+        no epoch <= ``epoch`` is known (an empty history, or only newer ones)."""
+        with self._lock:
+            self._check_online()
+            return self._epochs.end_offset_for(epoch, self._segs.log_end)
+
+    def assign_epoch(self, epoch: int) -> None:
+        """Become leader in ``epoch``: ``(epoch, log end)`` enters the history
+        at once, before any batch of it is written, and is checkpointed before
+        this returns (recovery keeps an epoch that starts at the log end). No-op
+        if ``epoch`` is the newest already; FencedLeaderEpochError if older."""
+        with self._lock:
+            self._check_online()
+            if self._epochs.assign(epoch, self._segs.log_end, self.name):
+                self._checkpoint_locked()
+
+    def reset_to(self, offset: int, now: "int | None" = None) -> None:
+        """Empty the log and restart it at ``offset``, any offset, above the
+        log end too (a follower behind its leader's log start). The epoch
+        history and producer state are forgotten; the old segments are renamed
+        ``.deleted`` and removed after ``file_delete_delay_ms``. Durable when it
+        returns (a crash before its checkpoint reopens at ``offset`` too)."""
+        if not 0 <= offset <= fmt.MAX_OFFSET:
+            raise InvalidRequestError(f"{self.name}: cannot restart at offset {offset}")
+        with self._lock:
+            self._check_online()
+            try:
+                reset(self._segs, self.index, self._epochs, offset, self._deadline(now))
+            except OSError as exc:
+                raise self._fail(f"restarting the log at offset {offset} failed: {exc}") from None
+            self._after_cut()
 
     # -- append ------------------------------------------------------------------
     def append(self, batches, leader_epoch: int = 0, *, sync: "bool | None" = None,
@@ -146,111 +192,87 @@ class Log:
         A full disk raises StorageError with nothing written (the log stays
         online); other I/O errors take the partition offline.
         """
-        parsed = self._validate(batches)
+        parsed = parse_batches(batches, max_batch_bytes=self.config.max_batch_bytes)
         with self._lock:
             self._check_online()
             self._epochs.check(leader_epoch, self.name)
-            dups = self._check_producers(parsed)
-            info = self._write(parsed, dups, leader_epoch, now_ms() if now is None else now)
-        if self.config.flush == FLUSH_FSYNC if sync is None else sync:
-            self._sync_to(info.last_offset + 1)
+            dups = self._appender.duplicates(parsed)
+            info = self._written(self._appender.write, parsed, dups, leader_epoch,
+                                 now_ms() if now is None else now)
+            if info.batches and self.auto_hw and self.config.flush != FLUSH_FSYNC:
+                self._segs.advance_high_watermark(self._segs.log_end)
+        self._sync_for(info, sync)
         return info
 
-    def _validate(self, batches) -> list[tuple[memoryview, fmt.BatchHeader]]:
-        if isinstance(batches, (bytes, bytearray, memoryview)):
-            parsed = split_batches(batches)
-        else:
-            parsed = [item for raw in batches for item in split_batches(raw)]
-        if not parsed:
-            raise InvalidRequestError("append needs at least one batch")
-        for mv, header in parsed:
-            if header.size > self.config.max_batch_bytes:
-                raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max_batch_bytes "
-                                          f"{self.config.max_batch_bytes}")
-            fmt.check_crc(mv, 0, header)
-        return parsed
+    def append_replicated(self, batches, *, sync: "bool | None" = None,
+                          segment_base: "int | None" = None,
+                          now: "int | None" = None) -> AppendInfo:
+        """A follower's append of whole batches exactly as the leader stored
+        them (stamped), in one buffer or a sequence of buffers.
 
-    def _check_producers(self, parsed) -> list["int | None"]:
-        if all(h.producer_id < 0 for _, h in parsed):
-            return [None] * len(parsed)
-        if not self._producers.loaded:
-            self._producers.load(h for seg in self._segs.tail(TAIL_SCAN_BYTES)
-                                 for _, h in seg.scan(0, seg.size, verify=False))
-        return self._producers.check_all([h for _, h in parsed])
+        Checked before anything is written (incoming.check_replicated):
+        header, length and CRC of every batch (not ``max_batch_bytes``: what
+        the leader took, a follower takes, as in Kafka); the first base offset
+        is the log end (else InvalidRequestError naming both: truncate or
+        ``reset_to`` first); no overlap; epochs never decrease nor go below an
+        epoch of this log that holds data. Written unchanged; the index, the
+        epochs (each batch's own) and the producer state follow, so a promoted
+        follower deduplicates retries. The HW is not moved. Durable on return
+        when ``sync`` is true (default: the fsync policy), as ``append``.
 
-    def _write(self, parsed, dups: list, epoch: int, now: int) -> AppendInfo:
-        total = sum(h.size for (_, h), dup in zip(parsed, dups) if dup is None)
-        seg = self._segs.active
-        if total and seg.size and (seg.size + total > self.config.segment_bytes
-                                   or self._aged(seg, now)):
-            seg = self._roll_locked(now)
-        offset, pos, iov, written, offsets, max_ts = self._segs.log_end, seg.size, [], [], [], -1
-        for (mv, h), dup in zip(parsed, dups):
-            if dup is not None:
-                offsets.append((dup, dup + h.record_count - 1))
-                continue
-            iov += (fmt.stamp(mv, offset, epoch), mv[fmt.STAMP_SIZE:])
-            written.append((h, offset, pos))
-            offsets.append((offset, offset + h.record_count - 1))
-            max_ts = max(max_ts, h.max_timestamp)
-            offset, pos = offset + h.record_count, pos + h.size
-        if written:
-            try:
-                self._segs.append(iov, total, offset, max_ts, now)
-            except OSError as exc:
-                raise self._io_failed(f"write to {seg.path}", exc) from None
-            self._wrote(written, seg, epoch)
-        return AppendInfo(offsets[0][0], offsets[-1][1], max_ts, len(written), total)
+        Segments roll as ``append``'s do (this call's size, the segment's
+        age) or, given ``segment_base`` (the base of the leader's segment the
+        batches were read from), exactly where the leader's did: before the
+        first batch if it starts that segment, never otherwise.
+        """
+        parsed = parse_batches(batches)
+        with self._lock:
+            self._check_online()
+            check_replicated(parsed, self._segs.log_end, self._epochs, self.name)
+            info = self._written(self._appender.write_replicated, parsed, segment_base,
+                                 now_ms() if now is None else now)
+        self._sync_for(info, sync)
+        return info
 
-    def _wrote(self, written: list, seg: Segment, epoch: int) -> None:
-        for h, offset, pos in written:
-            self.index.on_batch(offset, seg.base_offset, pos, h.size, h.max_timestamp)
-            if h.producer_id >= 0:
-                self._producers.record(h.producer_id, h.producer_epoch, h.base_sequence,
-                                       h.record_count, offset)
-        self._epochs.observe(epoch, written[0][1])
-        if self.auto_hw and self.config.flush != FLUSH_FSYNC:
-            self._segs.advance_high_watermark(self._segs.log_end)
+    def _sync_for(self, info: AppendInfo, sync: "bool | None") -> None:
+        if self.config.flush == FLUSH_FSYNC if sync is None else sync:
+            self._sync_to(info.last_offset + 1)
 
-    def _aged(self, seg: Segment, now: int) -> bool:
-        return seg.created_ms >= 0 and now - seg.created_ms >= self.config.segment_ms
+    def _written(self, write, *args) -> AppendInfo:
+        """Run an Appender write; an I/O error becomes the Log's (see ``_io_failed``)."""
+        try:
+            return write(*args)
+        except OSError as exc:
+            raise self._io_failed(f"write to {self._segs.active.path}", exc) from None
 
     # -- durability -------------------------------------------------------------
     def flush(self) -> None:
         """fsync everything appended so far and advance the recovery point."""
         self._sync_to(self._segs.log_end)
 
+    @property
+    def fsyncs(self) -> int:
+        """fsyncs of segment data so far (group commit shares them)."""
+        return self._flusher.fsyncs
+
     def _sync_to(self, target: int) -> None:
-        with self._flush_cond:
-            while self._flushed < target:
-                if not self._flushing:
-                    self._flushing = True
-                    break
-                self._flush_cond.wait()
-            else:
-                return
-        done = None
-        try:
-            with self._lock:
-                point, seg = self._segs.flushed_point(), self._segs.active
-            try:
-                seg.flush()
-            except OSError as exc:
-                with self._lock:
-                    raise self._fsync_failed(seg, exc) from None
-            self.fsyncs += 1
-            with self._lock:
-                self._segs.mark_flushed(point)
-                if self.auto_hw:
-                    self._segs.advance_high_watermark(point.offset)
-            done = point.offset
-        finally:
-            with self._flush_cond:
-                self._flushing = False
-                if done is not None and self._offline is None:
-                    self._flushed = max(self._flushed, done)
-                self._flush_cond.notify_all()
+        self._flusher.sync_to(target, self._fsync)
         self._check_online()
+
+    def _fsync(self) -> "int | None":
+        """fsync the active segment outside the lock; the offset now durable."""
+        with self._lock:
+            point, seg = self._segs.flushed_point(), self._segs.active
+        try:
+            seg.flush()
+        except OSError as exc:
+            with self._lock:
+                raise self._fsync_failed(seg, exc) from None
+        with self._lock:
+            self._segs.mark_flushed(point)
+            if self.auto_hw:
+                self._segs.advance_high_watermark(point.offset)
+            return point.offset if self._offline is None else None
 
     def _fsync_failed(self, seg: Segment, exc: OSError) -> Exception:
         """A full disk at fsync: the unflushed tail (never acknowledged in
@@ -295,7 +317,7 @@ class Log:
         """Roll the active segment if it holds data older than ``segment_ms``."""
         with self._lock:
             self._check_online()
-            if not (self._segs.active.size and self._aged(self._segs.active, now)):
+            if not (self._segs.active.size and self._appender.aged(self._segs.active, now)):
                 return False
             self._roll_locked(now)
             return True
@@ -308,8 +330,7 @@ class Log:
             raise self._io_failed(f"roll of {old.path}", exc) from None
         if new is old:
             return old
-        self.fsyncs += 1
-        self._flushed = max(self._flushed, self._segs.log_end)
+        self._flusher.synced(self._segs.log_end)
         if self.auto_hw:
             self._segs.advance_high_watermark(self._segs.log_end)
         self.index.restart_cadence()
@@ -330,7 +351,8 @@ class Log:
         Never blocks on other appends beyond the log's lock.
         """
         with self._lock:
-            start = self._start_of_read(offset, upto)
+            self._check_online()
+            start = self._located(self._locator.start_of_read, offset, upto)
             if start is None:
                 return b""
             return self._located(self._locator.read_from, start[0], start[1], max_bytes, start[2])
@@ -341,26 +363,13 @@ class Log:
         The slice may end inside its last batch when ``max_bytes`` cuts it
         (a reader drops an incomplete trailing batch and fetches again)."""
         with self._lock:
-            start = self._start_of_read(offset, upto)
+            self._check_online()
+            start = self._located(self._locator.start_of_read, offset, upto)
             if start is None:
                 return None
             seg, pos, limit = start
             size = self._located(self._locator.slice_from, seg, pos, max_bytes, limit)
             return FileSlice(seg, pos, size) if size else None
-
-    def _start_of_read(self, offset: int, upto: "int | None") -> "tuple[Segment, int, int] | None":
-        """(segment, position, limit) where a read at ``offset`` starts, or None
-        when there is nothing below the limit yet (the read contract above)."""
-        self._check_online()
-        segs = self._segs
-        if offset < segs.log_start or offset > segs.log_end:
-            raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
-                                        f"[{segs.log_start}, {segs.log_end}]")
-        limit = segs.log_end if upto is None else min(upto, segs.log_end)
-        if offset >= limit:
-            return None
-        seg = segs.segment_for(offset)
-        return seg, self._located(self._locator.locate, seg, offset)[0], limit
 
     def offset_for_timestamp(self, timestamp: int) -> "TimestampOffset | None":
         """The earliest record with timestamp >= ``timestamp`` (and its own)."""
@@ -386,10 +395,18 @@ class Log:
             self._truncate_locked(offset)
 
     def _truncate_locked(self, offset: int) -> None:
-        self._located(truncate_to, self._segs, self.index, self._epochs, self._locator, offset)
-        self._flushed = min(self._flushed, self._segs.log_end)
-        self._producers.clear()  # rebuilt from the new tail by the next idempotent append
+        self._located(truncate_to, self._segs, self.index, self._epochs, self._locator, offset,
+                      self._deadline(None))
+        self._after_cut()
+
+    def _after_cut(self) -> None:
+        self._flusher.cut(self._segs.log_end)
+        self._appender.producers.clear()  # rebuilt from the new tail by the next idempotent append
         self._checkpoint_locked()
+
+    def _deadline(self, now: "int | None") -> int:
+        """When segments deleted now may be removed (``file_delete_delay_ms``)."""
+        return (now_ms() if now is None else now) + self.config.file_delete_delay_ms
 
     def delete_before(self, offset: int, now: "int | None" = None) -> list[Segment]:
         """Retention: the log start becomes ``offset``; sealed segments wholly
@@ -398,10 +415,9 @@ class Log:
         Raises OffsetOutOfRangeError past the log end. Returns the segments."""
         with self._lock:
             self._check_online()
-            deadline = (now_ms() if now is None else now) + self.config.file_delete_delay_ms
             start = self._segs.log_start
             try:
-                doomed = delete_before(self._segs, self.index, offset, deadline)
+                doomed = delete_before(self._segs, self.index, offset, self._deadline(now))
             except OffsetOutOfRangeError as exc:
                 raise OffsetOutOfRangeError(f"{self.name}: {exc.message}") from None
             if self._segs.log_start != start:

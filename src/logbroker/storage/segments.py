@@ -171,24 +171,35 @@ class Segments:
     # -- removal ----------------------------------------------------------------------
     def truncate_tail(self, seg: Segment, position: int, new_end: int) -> None:
         """Cut ``seg`` at byte ``position`` (the start of the batch at
-        ``new_end``) and remove every later segment; durable on return."""
+        ``new_end``, or its end: a sealed segment becomes active again) and
+        remove every later segment; durable on return, so the recovery point
+        is the new end."""
         doomed = self._list[self._list.index(seg) + 1:]
         for later in doomed:
             later.remove()
         del self._list[self._list.index(seg) + 1:]
-        seg.truncate(position)
-        seg.max_timestamp = max((h.max_timestamp for _, h in seg.scan(0, seg.size, verify=False)),
-                                default=-1)
+        if position < seg.size:
+            seg.truncate(position)
+            seg.max_timestamp = max((h.max_timestamp for _, h in seg.scan(0, seg.size,
+                                                                          verify=False)),
+                                    default=-1)
         if seg.size == 0:
             seg.created_ms = -1
         self._log_end = new_end
-        self._clamp_to_end()
+        self._hw = min(self._hw, self._log_end)
+        self._rp = self.flushed_point()
 
-    def reset(self, offset: int) -> None:
-        """Remove every segment; the log restarts empty at ``offset``."""
+    def reset(self, offset: int, deadline: int) -> None:
+        """The log restarts empty at ``offset`` (any offset). Every segment is
+        renamed ``.deleted`` first (``purge`` removes it after ``deadline``);
+        creating the new one fsyncs the directory, renames included, so a
+        crash before the caller's checkpoint leaves the old recovery point's
+        segment renamed, which the loader takes for a reset, not for damage."""
         for seg in self._list:
-            seg.remove()
+            seg.mark_deleted()
+            self._trash.append((deadline, seg))
         self._list = [Segment.create(self.directory, offset, self.files)]
+        self._new_infos.clear()
         self._log_start = self._log_end = offset
         self._rp = RecoveryPoint(offset, offset, 0)
         self._hw = offset
@@ -217,11 +228,6 @@ class Segments:
         for seg in due:
             seg.remove()
         return len(due)
-
-    def _clamp_to_end(self) -> None:
-        self._hw = min(self._hw, self._log_end)
-        if self._rp.offset > self._log_end:
-            self._rp = self.flushed_point()
 
     # -- life -------------------------------------------------------------------------
     def close(self) -> None:

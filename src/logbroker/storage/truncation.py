@@ -1,5 +1,6 @@
 """Removing data from a log, as policies over ``Segments``: ``truncate_to``
-(the tail: recovery, a follower's divergence) and ``delete_before`` (the
+(the tail: recovery, a follower's divergence), ``reset`` (everything: a
+follower restarting at its leader's log start) and ``delete_before`` (the
 head: retention). Both run under the Log's lock; the Log persists a
 checkpoint before it returns, so a restart never resurrects removed data."""
 
@@ -14,19 +15,25 @@ from .segments import Segments
 
 
 def truncate_to(segments: Segments, index: PartitionIndex, epochs: LeaderEpochs,
-                locator: Locator, offset: int) -> None:
+                locator: Locator, offset: int, deadline: int) -> None:
     """Drop offsets >= ``offset`` (whole batches: the log end becomes the
-    base of the batch holding ``offset``). At or below the log start the log
-    is emptied and restarts at ``offset``."""
+    base of the batch holding ``offset``). A cut at a segment's first batch
+    removes that segment and the one before it is active again (no empty
+    segment is left where the leader a follower copies has none). At or
+    below the log start the log is emptied and restarts at ``offset`` (its
+    files removed after ``deadline``)."""
     if offset >= segments.log_end:
         return
     if offset <= segments.log_start:
-        _restart(segments, index, offset)
+        _restart(segments, index, offset, deadline)
     else:
         seg = segments.segment_for(offset)
         pos, header = locator.locate(seg, offset)
+        before = segments.segment_for(header.base_offset - 1)
         if header.base_offset <= segments.log_start:  # the cut batch straddles the log start
-            _restart(segments, index, segments.log_start)
+            _restart(segments, index, segments.log_start, deadline)
+        elif pos == 0 and before is not seg:  # at a segment's start: the one before goes on
+            segments.truncate_tail(before, before.size, header.base_offset)
         else:
             segments.truncate_tail(seg, pos, header.base_offset)
     index.truncate(segments.log_end)
@@ -34,8 +41,17 @@ def truncate_to(segments: Segments, index: PartitionIndex, epochs: LeaderEpochs,
     epochs.truncate_from(segments.log_end)
 
 
-def _restart(segments: Segments, index: PartitionIndex, offset: int) -> None:
-    segments.reset(offset)
+def reset(segments: Segments, index: PartitionIndex, epochs: LeaderEpochs, offset: int,
+          deadline: int) -> None:
+    """Empty the log and restart it at ``offset``, any offset (above the log
+    end too: a follower behind its leader's log start); the epoch history
+    goes with the data (Kafka's truncateFullyAndStartAt)."""
+    _restart(segments, index, offset, deadline)
+    epochs.clear()
+
+
+def _restart(segments: Segments, index: PartitionIndex, offset: int, deadline: int) -> None:
+    segments.reset(offset, deadline)
     index.clear()
 
 
