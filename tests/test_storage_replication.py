@@ -11,7 +11,8 @@ import pytest
 
 from fixtures import batch, crash, open_store, values_of
 from logbroker.errors import (CorruptRecordError, FencedLeaderEpochError, InvalidRequestError,
-                              OffsetOutOfRangeError, OutOfOrderSequenceError)
+                              OffsetOutOfRangeError, OutOfOrderSequenceError,
+                              TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from logbroker.records import build_batch, format as fmt
 from logbroker.records.walker import scan_batches, whole_batches
 from logbroker.storage.log import Log
@@ -453,6 +454,61 @@ def test_set_replicated_hands_the_hw_over_and_back(tmp_path):
     assert lg.high_watermark == 2
     lg.flush()
     assert lg.high_watermark == 3
+
+
+# -- partitions hosted one by one -------------------------------------------------------------
+def test_ensure_and_drop_partition(tmp_path):
+    s = open_store(tmp_path / "d")
+    OPENED.append(s)
+    lg = s.ensure_partition("c", 2, {"segment_bytes": 1024})
+    assert s.ensure_partition("c", 2, {"segment_bytes": 1024}) is lg
+    assert lg.config.segment_bytes == 1024 and lg.name == "c-2"
+    topic = s.topics.get("c")
+    assert (topic.partitions, topic.overrides) == (3, {"segment_bytes": 1024})
+    with pytest.raises(UnknownTopicOrPartitionError):
+        s.get_log("c", 0)
+    lg.append([batch([b"x"])])
+    p0 = s.ensure_partition("c", 0, {"segment_bytes": 1024})
+    assert s.topics.get("c").partitions == 3
+    with pytest.raises(TopicAlreadyExistsError):
+        s.create_topic("c")
+    s.close()
+    OPENED.remove(s)
+    s = open_store(tmp_path / "d")  # a restart opens what is hosted, no more
+    OPENED.append(s)
+    assert sorted(lg.name for lg in s.logs()) == ["c-0", "c-2"]
+    assert s.get_log("c", 2).log_end_offset == 1 and s.get_log("c", 2).config.segment_bytes == 1024
+    directory, p0_dir = s.get_log("c", 2).directory, p0.directory
+    assert s.drop_partition("c", 2) is True
+    assert not os.path.exists(directory)
+    assert s.meta.partition_id("c-2", create=False) is None
+    assert s.topics.get("c") is not None  # partition 0 is still hosted
+    assert s.drop_partition("c", 2) is False
+    assert s.drop_partition("c", 0) is True
+    assert s.topics.get("c") is None and not os.path.exists(p0_dir)
+    again = s.ensure_partition("c", 2, {})  # hosted again: a fresh, empty log
+    assert again.log_end_offset == 0 and again.config.segment_bytes != 1024
+
+
+def test_a_store_opened_for_a_cluster_leaves_every_hw_to_replication(tmp_path):
+    from logbroker.storage.config import LogConfig, StorageConfig
+    from logbroker.storage.store import Store
+
+    config = StorageConfig(log=LogConfig(), map_size=64 << 20)
+    s = Store.open(str(tmp_path / "d"), config, auto_hw=False)
+    OPENED.append(s)
+    s.create_topic("t")
+    for lg in (s.get_log("t", 0), s.ensure_partition("u", 1, {})):
+        lg.append([batch([b"a"])])
+        assert lg.high_watermark == 0 and lg.recovery_point == 1
+        lg.set_high_watermark(1)
+    s.close()
+    OPENED.remove(s)
+    s = Store.open(str(tmp_path / "d"), config, auto_hw=False)
+    OPENED.append(s)
+    assert [lg.high_watermark for lg in s.logs()] == [1, 1]
+    s.get_log("u", 1).append([batch([b"b"])])
+    assert s.get_log("u", 1).high_watermark == 1
 
 
 # -- a follower's crash recovery ---------------------------------------------------------------

@@ -7,6 +7,11 @@
 
 ``Store.open`` removes the marker before anything is written, so any crash
 afterwards is seen as unclean by the next open.
+
+A single node hosts every partition of its topics (``create_topic``,
+``delete_topic``); a broker of a cluster hosts some partitions of a topic
+(``ensure_partition``, ``drop_partition``), and keeps a local topic record
+(its log settings) while it hosts any of them.
 """
 
 from __future__ import annotations
@@ -47,8 +52,9 @@ class Store:
     """Owner of a data dir; use ``Store.open`` (or as a context manager)."""
 
     def __init__(self, path: str, config: StorageConfig, meta: MetaStore, lock_fd: int,
-                 clean: bool) -> None:
+                 clean: bool, *, auto_hw: bool = True) -> None:
         self.path, self.config, self.meta = path, config, meta
+        self.auto_hw = auto_hw  # False: replication drives every log's HW (cluster mode)
         self._lock_fd = lock_fd
         self.was_clean = clean
         self.files = FileCache(config.max_open_files)
@@ -59,7 +65,11 @@ class Store:
         self._last_checkpoint = now_ms()
 
     @classmethod
-    def open(cls, path: str, config: "StorageConfig | None" = None) -> "Store":
+    def open(cls, path: str, config: "StorageConfig | None" = None, *,
+             auto_hw: bool = True) -> "Store":
+        """Open (creating if needed) the data dir ``path`` and every log in it;
+        ``auto_hw=False`` (cluster mode) opens and creates every log with its
+        HW left to the replication layer (``Log.set_replicated``)."""
         config = config or StorageConfig()
         os.makedirs(path, exist_ok=True)
         lock_fd = os.open(os.path.join(path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -75,7 +85,7 @@ class Store:
         if clean:
             os.unlink(marker)
             fsync_dir(path)
-        store = cls(path, config, meta, lock_fd, clean)
+        store = cls(path, config, meta, lock_fd, clean, auto_hw=auto_hw)
         store._open_logs()
         return store
 
@@ -88,10 +98,7 @@ class Store:
                 continue
             topic, partition = parsed
             found[topic] = max(found.get(topic, 0), partition + 1)
-            cfg = known.get(topic) or TopicConfig(topic)
-            self._logs[parsed] = Log.open(os.path.join(self.path, entry), topic, partition,
-                                          config=cfg.log_config(self.config.log), meta=self.meta,
-                                          files=self.files, clean=self.was_clean)
+            self._open_log(known.get(topic) or TopicConfig(topic), partition, self.was_clean)
         for topic, count in found.items():
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
@@ -105,9 +112,7 @@ class Store:
             topic = TopicConfig(name, partitions, overrides)
             self.topics.put(topic)
             for p in range(partitions):
-                self._logs[(name, p)] = Log.open(os.path.join(self.path, f"{name}-{p}"), name, p,
-                                                 config=topic.log_config(self.config.log),
-                                                 meta=self.meta, files=self.files, clean=False)
+                self._open_log(topic, p, clean=False)
             return topic
 
     def delete_topic(self, name: str) -> None:
@@ -116,13 +121,53 @@ class Store:
             if topic is None:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
             for p in range(topic.partitions):
-                lg = self._logs.pop((name, p), None)
-                if lg is not None:
-                    lg.close()
-                    lg.remove_files()
-                    with self.meta.write() as txn:
-                        self.meta.forget_partition(txn, lg.name, lg.pid)
+                self._remove_log(name, p)
             self.topics.delete(name)
+
+    def ensure_partition(self, topic: str, partition: int, overrides: dict) -> Log:
+        """The log of ``topic``-``partition``, opened or created (idempotent):
+        a cluster's broker hosting one partition of a topic. The topic's local
+        record is created if missing and covers ``partition``; a new log gets
+        ``overrides`` (they replace the record's: the caller's are current; a
+        log already open keeps its settings until reopened)."""
+        with self._lock:
+            lg = self._logs.get((topic, partition))
+            if lg is not None:
+                return lg
+            known = self.topics.get(topic)
+            record = TopicConfig(topic, max(partition + 1, known.partitions if known else 1),
+                                 dict(overrides))
+            if record != known:
+                self.topics.put(record)
+            return self._open_log(record, partition, clean=False)
+
+    def drop_partition(self, topic: str, partition: int) -> bool:
+        """Stop hosting ``topic``-``partition``: close its log, remove its files
+        and LMDB rows; the topic's local record goes with its last hosted
+        partition. Returns False (nothing done) if it was not hosted here."""
+        with self._lock:
+            if not self._remove_log(topic, partition):
+                return False
+            if not any(t == topic for t, _ in self._logs):
+                self.topics.delete(topic)
+            return True
+
+    def _open_log(self, topic: TopicConfig, partition: int, clean: bool) -> Log:
+        lg = Log.open(os.path.join(self.path, f"{topic.name}-{partition}"), topic.name, partition,
+                      config=topic.log_config(self.config.log), meta=self.meta, files=self.files,
+                      clean=clean, auto_hw=self.auto_hw)
+        self._logs[(topic.name, partition)] = lg
+        return lg
+
+    def _remove_log(self, topic: str, partition: int) -> bool:
+        lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return False
+        lg.close()
+        lg.remove_files()
+        with self.meta.write() as txn:
+            self.meta.forget_partition(txn, lg.name, lg.pid)
+        return True
 
     def get_log(self, topic: str, partition: int) -> Log:
         try:
