@@ -238,6 +238,9 @@ def test_end_offset_for_epoch(tmp_path):
     assert lg.end_offset_for_epoch(7) == (6, 12) and lg.end_offset_for_epoch(8) == (8, 12)
     lg.truncate_to(9)
     assert lg.end_offset_for_epoch(7) == (3, 9)
+    with pytest.raises(InvalidRequestError):  # (-1, -1)'s offset is no place to truncate to
+        lg.truncate_to(lg.end_offset_for_epoch(0)[1])
+    assert lg.log_end_offset == 9 and [s.base_offset for s in lg.segments] == [0]
 
 
 def test_assign_epoch(tmp_path):

@@ -389,7 +389,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Drop offsets >= ``offset`` (whole batches: the log end becomes the
         base of the batch holding ``offset``). At or below the log start the
-        log is emptied and restarts at ``offset``. Durable when it returns."""
+        log is emptied and restarts at ``offset``. Durable when it returns.
+        A negative offset (an unknown epoch's end, -1) is refused."""
+        if offset < 0:
+            raise InvalidRequestError(f"{self.name}: cannot truncate to offset {offset}")
         with self._lock:
             self._check_online()
             self._truncate_locked(offset)
