@@ -84,8 +84,8 @@ SAMPLES = [
                                                  ("orders", 1, -1, 7, (2, 3, 1), ()))),
     m.ReplicaFetch(replica_id=2, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20,
                    parts=(("orders", 0, 120, 4, 1 << 20),)),
-    m.ReplicaFetchResponse(parts=(("orders", 0, 0, "", 118, 0, 130, len(B1)),
-                                  ("orders", 1, 74, "fenced", -1, -1, -1, 0)), payload=(B1, b"")),
+    m.ReplicaFetchResponse(parts=(("orders", 0, 0, "", 118, 0, 130, 100, len(B1)),
+                                  ("orders", 1, 74, "fenced", -1, -1, -1, -1, 0)), payload=(B1, b"")),
     m.OffsetForLeaderEpoch(replica_id=3, parts=(("orders", 0, 5, 4),)),
     m.OffsetForLeaderEpochResponse(parts=(("orders", 0, 0, "", 4, 118), ("orders", 1, 6, "no", -1, -1))),
     m.DescribeCluster(topics=("orders",)),
@@ -800,3 +800,123 @@ class TcpProxy:
     async def _shutdown(self) -> None:
         await self._stop_listening()
         await self._end_conns(rst=False)
+# -- a cluster of real brokers (issue 10) -------------------------------------------------------
+class Cluster:
+    """``n`` real brokers (ids 1..n) joined through a real etcd at ``etcd_url``;
+    each in ``base/broker-<id>``. Talks to them with raw protocol connections
+    (RawConn); every wait is bounded."""
+
+    def __init__(self, base, etcd_url: str, n: int = 3, config: "dict | None" = None,
+                 extra: tuple = ()) -> None:
+        cfg = {"session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000, **(config or {})}
+        self.brokers = {i: BrokerProcess(os.path.join(str(base), f"broker-{i}"), "--broker-id",
+                                         str(i), "--etcd", etcd_url, *extra, config=cfg)
+                        for i in range(1, n + 1)}
+        self._conns: dict[int, tuple[int, RawConn]] = {}
+
+    def start(self) -> "Cluster":
+        for b in self.brokers.values():
+            b.start()
+        wait_until(lambda: len(self.metadata().brokers) == len(self.brokers), 15,
+                   "every broker registered")
+        return self
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            b.kill()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
+
+    def live(self) -> list[int]:
+        return [i for i, b in self.brokers.items() if b.alive()]
+
+    def conn(self, i: int) -> RawConn:
+        b = self.brokers[i]
+        held = self._conns.get(i)
+        if held is None or held[0] != id(b.proc):
+            if held is not None:
+                held[1].close()
+            self._conns[i] = (id(b.proc), RawConn(b.port))
+        return self._conns[i][1]
+
+    def call(self, i: int, msg, timeout: float = 10.0):
+        try:
+            return self.conn(i).call(msg, timeout)
+        except (OSError, AssertionError, TimeoutError):
+            self._conns.pop(i, None)
+            raise
+
+    def metadata(self, topics=None, via: "int | None" = None) -> m.MetadataResponse:
+        for i in ([via] if via is not None else self.live()):
+            try:
+                return self.call(i, m.Metadata(topics=topics))
+            except (OSError, AssertionError, TimeoutError):
+                continue
+        raise AssertionError("no broker answers Metadata")
+
+    def state(self, topic: str, partition: int = 0, via: "int | None" = None) -> tuple:
+        """(leader, leader_epoch, replicas, isr) as a broker sees it."""
+        for t, p, leader, epoch, replicas, isr in self.metadata([topic], via).partitions:
+            if (t, p) == (topic, partition):
+                return leader, epoch, replicas, isr
+        raise AssertionError(f"no state for {topic}-{partition}")
+
+    def wait_state(self, topic: str, partition: int, pred, timeout: float = 15.0,
+                   what: str = "partition state") -> tuple:
+        box = []
+
+        def check():
+            try:
+                st = self.state(topic, partition)
+            except AssertionError:
+                return False
+            box[:] = [st]
+            return pred(*st)
+        wait_until(check, timeout, what)
+        return box[0]
+
+    def create(self, topic: str, partitions: int = 1, **configs) -> None:
+        resp = self.call(self.live()[0], m.CreateTopics(topics=((topic, partitions, configs),)))
+        assert resp.topics[0][1] == 0, resp
+        for p in range(partitions):
+            self.wait_state(topic, p, lambda leader, e, r, isr: leader >= 0 and len(isr) == len(r))
+
+    def produce(self, i: int, topic: str, partition: int, values, acks: int = -1,
+                timeout_ms: int = 5000) -> tuple:
+        """(error, message, base_offset) of one batch of ``values`` sent to broker ``i``."""
+        data = batch(values)
+        resp = self.call(i, m.Produce(acks=acks, timeout_ms=timeout_ms,
+                                      parts=((topic, partition, len(data)),), payload=(data,)),
+                         timeout_ms / 1000 + 10)
+        _, _, code, message, base, _ = resp.parts[0]
+        return code, message, base
+
+    def read_all(self, i: int, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
+        """Every (offset, value) below broker ``i``'s HW, read from it over Fetch."""
+        from logbroker.records import decode_batch, scan_batches
+
+        out, offset = [], 0
+        while True:
+            resp = self.call(i, m.Fetch(max_wait_ms=0, parts=((topic, partition, offset, 1 << 20),)))
+            part, data = resp.parts[0], bytes(resp.payload[0])
+            assert part[2] == 0, part
+            if not data:
+                return out
+            for pos, header in scan_batches(data):
+                for rec in decode_batch(data[pos:pos + header.size]).records():
+                    if rec.offset >= offset:
+                        out.append((rec.offset, rec.value))
+                offset = header.next_offset
+
+
+def segment_bytes(data_dir, topic: str, partition: int) -> dict[str, bytes]:
+    """Every segment file of one partition in a data dir, by name."""
+    d = os.path.join(str(data_dir), f"{topic}-{partition}")
+    out = {}
+    for n in sorted(os.listdir(d)):
+        if n.endswith(".log"):
+            with open(os.path.join(d, n), "rb") as fh:
+                out[n] = fh.read()
+    return out

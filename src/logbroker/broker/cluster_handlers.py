@@ -194,7 +194,7 @@ class ClusterHandlers:
                     data = lg.slice(offset, max(1, min(max_bytes, budget)))
                 n = data.size if data else 0
                 parts.append((topic, partition, 0, "", lg.high_watermark, lg.log_start_offset,
-                              lg.log_end_offset, n))
+                              lg.log_end_offset, data.segment.base_offset if data else -1, n))
                 payload.append(data or b"")
                 total += n
                 budget -= n
@@ -207,7 +207,7 @@ class ClusterHandlers:
                         hw, start, end = lg.high_watermark, lg.log_start_offset, lg.log_end_offset
                     except LogbrokerError:
                         pass
-                parts.append((topic, partition, *_err(exc), hw, start, end, 0))
+                parts.append((topic, partition, *_err(exc), hw, start, end, -1, 0))
                 payload.append(b"")
         return parts, payload, total, logs
 

