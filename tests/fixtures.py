@@ -807,12 +807,39 @@ class Cluster:
     (RawConn); every wait is bounded."""
 
     def __init__(self, base, etcd_url: str, n: int = 3, config: "dict | None" = None,
-                 extra: tuple = ()) -> None:
+                 extra: tuple = (), proxied: bool = False) -> None:
+        """``proxied``: every client and peer reaches broker i only through
+        ``front[i]`` (its advertised address) and broker i reaches etcd only
+        through ``etcd_link[i]`` (TcpProxy), so ``isolate(i)`` can partition
+        it; the harness itself talks to each broker's own port directly."""
         cfg = {"session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000, **(config or {})}
-        self.brokers = {i: BrokerProcess(os.path.join(str(base), f"broker-{i}"), "--broker-id",
-                                         str(i), "--etcd", etcd_url, *extra, config=cfg)
-                        for i in range(1, n + 1)}
+        self.front: dict[int, TcpProxy] = {}
+        self.etcd_link: dict[int, TcpProxy] = {}
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in range(1, n + 1):
+            args = ["--broker-id", str(i)]
+            port = 0
+            if proxied:
+                port = free_port()
+                self.front[i] = TcpProxy(("127.0.0.1", port))
+                self.etcd_link[i] = TcpProxy(etcd_url.removeprefix("http://"))
+                args += ["--etcd", f"http://{self.etcd_link[i].address}",
+                         "--advertised-address", self.front[i].address]
+            else:
+                args += ["--etcd", etcd_url]
+            b = BrokerProcess(os.path.join(str(base), f"broker-{i}"), *args, *extra, config=cfg)
+            b.port = port
+            self.brokers[i] = b
         self._conns: dict[int, tuple[int, RawConn]] = {}
+
+    def isolate(self, i: int, mode: str = "blackhole") -> None:
+        """Cut broker i off from etcd, its peers and (proxied) clients."""
+        self.front[i].cut(mode)
+        self.etcd_link[i].cut(mode)
+
+    def heal(self, i: int) -> None:
+        self.front[i].heal()
+        self.etcd_link[i].heal()
 
     def start(self) -> "Cluster":
         for b in self.brokers.values():
@@ -824,9 +851,14 @@ class Cluster:
     def close(self) -> None:
         for b in self.brokers.values():
             b.kill()
+        for proxy in (*self.front.values(), *self.etcd_link.values()):
+            proxy.close()
 
     @property
     def bootstrap(self) -> str:
+        """The brokers' advertised addresses (through the proxies when proxied)."""
+        if self.front:
+            return ",".join(p.address for p in self.front.values())
         return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
 
     def live(self) -> list[int]:
@@ -864,12 +896,12 @@ class Cluster:
         raise AssertionError(f"no state for {topic}-{partition}")
 
     def wait_state(self, topic: str, partition: int, pred, timeout: float = 15.0,
-                   what: str = "partition state") -> tuple:
+                   what: str = "partition state", via: "int | None" = None) -> tuple:
         box = []
 
         def check():
             try:
-                st = self.state(topic, partition)
+                st = self.state(topic, partition, via)
             except AssertionError:
                 return False
             box[:] = [st]

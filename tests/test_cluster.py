@@ -7,6 +7,7 @@ and a returning broker that truncates its divergent tail by epoch.
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -100,3 +101,41 @@ def test_leader_kill9_elects_an_in_sync_replica_and_loses_nothing(cluster):
     assert [v for _, v in cluster.read_all(new, "k")] == acked + [b"after"]
     cluster.brokers[old].start()
     cluster.wait_state("k", 0, lambda ld, e, r, isr: old in isr, 15, "the old leader rejoins")
+
+
+def test_a_leader_cut_off_from_etcd_and_peers_stops_acknowledging_within_its_lease(
+        tmp_path, etcd):
+    c = Cluster(tmp_path, etcd.url, proxied=True)
+    try:
+        c.start()
+        c.create("p", 1, replication_factor=3, min_insync_replicas=2)
+        leader, epoch, _, _ = c.state("p")
+        acked = acked_values(c, "p", 10, size=2)
+        c.isolate(leader)
+        cut = time.monotonic()
+        code, _, _ = c.produce(leader, "p", 0, [b"never acked"], acks=-1, timeout_ms=1000)
+        assert code != 0, "acks=all acknowledged by a leader cut off from its followers"
+        refused_after = None
+        while time.monotonic() - cut < 10:
+            code, message, _ = c.produce(leader, "p", 0, [b"tail"], acks=1)
+            if code == NotLeaderError.code:
+                refused_after = time.monotonic() - cut
+                break
+            assert code == 0, message
+        assert refused_after is not None and refused_after <= 2.0, refused_after
+        others = [i for i in c.brokers if i != leader]
+        new, new_epoch, _, isr = c.wait_state(
+            "p", 0, lambda ld, e, r, isr: ld in others, 10, "a new leader among the others",
+            via=others[0])
+        assert new_epoch > epoch and leader not in isr
+        acked += acked_values(c, "p", 5, via=new)
+        c.heal(leader)
+        c.wait_state("p", 0, lambda ld, e, r, isr: leader in isr, 20, "the old leader rejoins",
+                     via=new)
+        assert [v for _, v in c.read_all(new, "p")] == acked  # no tail, nothing lost
+        for b in c.brokers.values():
+            assert b.stop() == 0
+        files = [segment_bytes(b.data_dir, "p", 0) for b in c.brokers.values()]
+        assert files[0] == files[1] == files[2], "the old leader's divergent tail was cut"
+    finally:
+        c.close()

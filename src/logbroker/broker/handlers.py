@@ -234,7 +234,7 @@ class Handlers:
         check_partition_key(topic, partition)
         if topic not in self.cluster.node.view.topics:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
-        r = self.replicas.leader_for_produce((topic, partition))
+        r = self.replicas.leader_for_produce((topic, partition), acks)
         lg = r.log
         info = lg.append(data, r.epoch, sync=False)
         self.cluster.appended.notify(lg)

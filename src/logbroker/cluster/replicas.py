@@ -133,10 +133,11 @@ class ReplicaManager:
         r.role, r.epoch, r.followers = NONE, st.leader_epoch, {}
 
     # -- the leader's duties -------------------------------------------------------------
-    def leader_for_produce(self, key: tuple[str, int]) -> Replica:
-        """The replica to append to, or NOT_LEADER / NOT_ENOUGH_REPLICAS."""
+    def leader_for_produce(self, key: tuple[str, int], acks: int) -> Replica:
+        """The replica to append to, or NOT_LEADER / NOT_ENOUGH_REPLICAS (the
+        latter for acks=all only, as in Kafka)."""
         r = self.leader(key)
-        if len(r.state.isr) < r.min_isr:
+        if acks == -1 and len(r.state.isr) < r.min_isr:
             raise NotEnoughReplicasError(
                 f"{r.log.name}: {len(r.state.isr)} in-sync replica(s) {list(r.state.isr)}, "
                 f"min_insync_replicas is {r.min_isr}")

@@ -69,7 +69,7 @@ class Session:
             try:
                 left = await asyncio.wait_for(self.etcd.keepalive(self.lease), self.ttl / 2)
             except (ClusterUnavailableError, asyncio.TimeoutError) as exc:
-                log.warning("lease refresh failed: %s", exc or "timed out")
+                log.warning("lease refresh failed: %s", str(exc) or "timed out")
                 continue
             if left > 0:
                 self._valid_until = sent + min(left, self.ttl) - SAFETY
