@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import (ROOT, _readline, closed_port, cluster_tool, free_port, require_etcd,
-                      wait_until)
+from fixtures import (ROOT, RawConn, _readline, closed_port, cluster_tool, free_port,
+                      require_etcd, wait_until)
 
 CLUSTER_PY = os.path.join(ROOT, "tools", "cluster.py")
 
@@ -360,51 +360,88 @@ def consecutive_free_ports(n: int) -> int:
     raise AssertionError(f"no {n} consecutive free ports")
 
 
+class ClusterPy:
+    """tools/cluster.py running on free ports (``base``: broker 1's port),
+    read until it says the cluster is up; stopped (SIGTERM, then SIGKILL) and
+    its etcd data deleted on exit."""
+
+    def __init__(self, tmp_path, logbroker: "str | None" = None, brokers: int = 3) -> None:
+        require_etcd()
+        self.brokers = brokers
+        self.base = consecutive_free_ports(brokers)
+        self.etcd_port, peer_port = closed_port(), closed_port()
+        self.data = tmp_path / "cluster"
+        args = [sys.executable, CLUSTER_PY, "--brokers", str(brokers), "--base-port", str(self.base),
+                "--etcd-port", str(self.etcd_port), "--etcd-peer-port", str(peer_port),
+                "--data-dir", str(self.data), "--timeout", "30"]
+        self.proc = subprocess.Popen(args + (["--logbroker", logbroker] if logbroker else []),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.pids: dict[str, int] = {}
+        self.lines: list[str] = []
+
+    def __enter__(self) -> "ClusterPy":
+        try:
+            while not (self.lines and self.lines[-1].startswith("cluster up")):
+                line = self.readline(60)
+                assert line, f"cluster.py ended or hung: {self.lines}; {self.proc.stderr.read()}"
+                got = re.match(r"(etcd|broker \d+)\s+(\S+)\s+pid (\d+)\s+log (\S+)$", line)
+                if got:
+                    self.pids[got[1]] = int(got[3])
+                    assert os.path.exists(got[4])
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def readline(self, timeout: float) -> str:
+        line = _readline(self.proc, timeout).rstrip("\n")
+        self.lines.append(line)
+        return line
+
+    def stop(self) -> str:
+        """SIGTERM; its exit status must be 0; the rest of its output."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=60) == 0
+        return self.proc.stdout.read()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:  # a failed test: it stops its children on SIGTERM,
+            self.proc.send_signal(signal.SIGTERM)  # and they get SIGTERM if it dies
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        shutil.rmtree(self.data / "etcd", ignore_errors=True)
+
+
 def test_cluster_py_starts_etcd_and_brokers_reports_exits_and_stops_all_by_pid(tmp_path):
-    """tools/cluster.py with stand-in brokers (the real ones come with the
-    broker's cluster mode): args, readiness, a kill -9 reported while the
-    rest keeps running, SIGTERM stopping everything."""
-    require_etcd()
+    """tools/cluster.py with stand-in brokers: their arguments, readiness, a
+    kill -9 reported while the rest keeps running, SIGTERM stopping all."""
     stub = tmp_path / "stub-broker"
     stub.write_text(f"#!{sys.executable}\n{STUB_BROKER}")
     stub.chmod(0o755)
-    base = consecutive_free_ports(3)
-    etcd_port, peer_port = closed_port(), closed_port()
-    data = tmp_path / "cluster"
-    proc = subprocess.Popen([sys.executable, CLUSTER_PY, "--brokers", "3", "--base-port", str(base),
-                             "--etcd-port", str(etcd_port), "--etcd-peer-port", str(peer_port),
-                             "--data-dir", str(data), "--logbroker", str(stub), "--timeout", "30"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pids: dict[str, int] = {}
-    lines: list[str] = []
-    try:
-        while not (lines and lines[-1].startswith("cluster up")):
-            line = _readline(proc, 60)
-            assert line, f"cluster.py ended or hung; out: {lines}; err: {proc.stderr.read()}"
-            lines.append(line.rstrip("\n"))
-            got = re.match(r"(etcd|broker \d+)\s+(\S+)\s+pid (\d+)\s+log (\S+)$", lines[-1])
-            if got:
-                pids[got[1]] = int(got[3])
-                assert os.path.exists(got[4])
-        assert list(pids) == ["etcd", "broker 1", "broker 2", "broker 3"], lines
+    with ClusterPy(tmp_path, str(stub)) as c:
+        base, data, pids = c.base, c.data, c.pids
+        assert list(pids) == ["etcd", "broker 1", "broker 2", "broker 3"], c.lines
         bootstrap = f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
-        assert f"LOGBROKER_BOOTSTRAP={bootstrap} " in lines[-1]
-        assert cluster_tool().etcd_healthy(f"http://127.0.0.1:{etcd_port}")
+        assert f"LOGBROKER_BOOTSTRAP={bootstrap} " in c.lines[-1]
+        assert cluster_tool().etcd_healthy(f"http://127.0.0.1:{c.etcd_port}")
         for i in (1, 2, 3):
             assert cluster_tool().port_open(base + i - 1)
             log = (data / f"broker-{i}.log").read_text()
             assert (f"serve --broker-id {i} --host 127.0.0.1 --port {base + i - 1} --data-dir "
-                    f"{data}/broker-{i} --etcd http://127.0.0.1:{etcd_port}") in log
+                    f"{data}/broker-{i} --etcd http://127.0.0.1:{c.etcd_port}") in log
             assert f"stub broker {i} listening" in log
 
         os.kill(pids["broker 2"], signal.SIGKILL)
-        line = _readline(proc, 10).rstrip("\n")
+        line = c.readline(10)
         assert line.startswith(f"broker 2 (pid {pids['broker 2']}) exited (ended by SIGKILL)"), line
-        assert proc.poll() is None and cluster_tool().port_open(base)
+        assert c.proc.poll() is None and cluster_tool().port_open(base)
 
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
-        out = proc.stdout.read()
+        out = c.stop()
         for name in ("broker 1", "broker 3"):
             assert f"stopped {name} (pid {pids[name]}): exit status 0" in out, out
         assert "stopped broker 2" not in out
@@ -412,14 +449,22 @@ def test_cluster_py_starts_etcd_and_brokers_reports_exits_and_stops_all_by_pid(t
         for pid in pids.values():
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-    finally:
-        if proc.poll() is None:  # a failed test: it stops its children on SIGTERM, and
-            proc.send_signal(signal.SIGTERM)  # they get SIGTERM if it dies (PDEATHSIG)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=30)
-        proc.stdout.close()
-        proc.stderr.close()
-        shutil.rmtree(data / "etcd", ignore_errors=True)
+
+
+def test_cluster_py_runs_a_real_cluster(tmp_path):
+    """make cluster's script with the real ``logbroker serve --etcd``: every
+    broker registered at its address, one controller, a clean stop."""
+    from logbroker.protocol import messages as m
+
+    with ClusterPy(tmp_path) as c:
+        conn = RawConn(c.base + 2)
+        wait_until(lambda: len(conn.call(m.DescribeCluster(topics=())).brokers) == 3, 15,
+                   "three brokers registered")
+        described = conn.call(m.DescribeCluster(topics=()))
+        assert sorted(b[:3] for b in described.brokers) == [
+            (i, "127.0.0.1", c.base + i - 1) for i in (1, 2, 3)]
+        assert described.controller in (1, 2, 3)
+        conn.close()
+        out = c.stop()
+        for i in (1, 2, 3):
+            assert f"stopped broker {i} (pid {c.pids[f'broker {i}']}): exit status 0" in out, out
