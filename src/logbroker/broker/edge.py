@@ -37,8 +37,24 @@ def _group(req) -> None:
     limits.check_group_name(req.group)
 
 
+def _replica_fetch(req: m.ReplicaFetch) -> None:
+    _fetch(req)
+    limits.check_int(req.replica_id, "replica_id", 0, limits.MAX_INT32)
+
+
+def _replica(req) -> None:
+    limits.check_int(req.replica_id, "replica_id", 0, limits.MAX_INT32)
+
+
+def _topics(req) -> None:
+    for name in req.topics or ():
+        limits.check_topic_name(name)
+
+
 _CHECKS: dict[type, Callable] = {m.Produce: _produce, m.Fetch: _fetch,
-                                 m.CommitOffsets: _group, m.FetchOffsets: _group}
+                                 m.CommitOffsets: _group, m.FetchOffsets: _group,
+                                 m.ReplicaFetch: _replica_fetch, m.OffsetForLeaderEpoch: _replica,
+                                 m.DescribeCluster: _topics, m.ElectLeaders: _topics}
 
 
 def check_request(msg: m.Message) -> None:
