@@ -553,3 +553,15 @@ def test_whole_batches_keeps_the_complete_prefix():
     assert [p for p, _ in scan_batches(whole_batches(memoryview(both)[:-1]))] == [0]
     with pytest.raises(CorruptRecordError):
         whole_batches(one + b"\xff" * fmt.HEADER_SIZE)
+
+
+def test_a_follower_never_rolls_by_age(tmp_path):
+    with open_store(tmp_path / "d", segment_ms=1) as store:
+        store.create_topic("t", 1)
+        lg = store.get_log("t", 0)
+        lg.append(batch([b"a"]))
+        lg.set_follower(True)
+        assert not lg.roll_if_aged(lg.segments[-1].created_ms + 10_000)
+        assert len(lg.segments) == 1
+        lg.set_follower(False)
+        assert lg.roll_if_aged(lg.segments[-1].created_ms + 10_000) and len(lg.segments) == 2

@@ -113,6 +113,7 @@ class ReplicaManager:
 
     def _become_leader(self, r: Replica, st: PartitionState) -> None:
         self._followers.remove(st.key)
+        r.log.set_follower(False)
         r.log.assign_epoch(st.leader_epoch)
         now = time.monotonic()
         r.role, r.epoch, r.isr, r.changing = LEADER, st.leader_epoch, st.isr, False
@@ -124,6 +125,7 @@ class ReplicaManager:
     def _become_follower(self, r: Replica, st: PartitionState) -> None:
         r.fail_waiters(NotLeaderError(f"{r.log.name}: leadership moved to broker {st.leader}"))
         r.role, r.epoch, r.followers, r.isr = FOLLOWER, st.leader_epoch, {}, st.isr
+        r.log.set_follower(True)
         log.info("%s: follower of broker %d in epoch %d", r.log.name, st.leader, st.leader_epoch)
         self._followers.add(st.key, r.log, st.leader, st.leader_epoch)
 

@@ -50,6 +50,7 @@ class Log:
         self.index, self._segs, self._epochs = loaded.index, loaded.segments, loaded.epochs
         self.files = self._segs.files
         self.auto_hw = auto_hw  # single node: HW follows durable end (fsync) or LEO (lazy)
+        self._follower = False  # a follower never rolls by age (set_follower)
         self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked)
         self._lock = threading.RLock()
         self._flusher = Flusher(self._segs.recovery_point.offset)
@@ -140,6 +141,12 @@ class Log:
                 segs = self._segs
                 segs.advance_high_watermark(segs.recovery_point.offset
                                             if self.config.flush == FLUSH_FSYNC else segs.log_end)
+
+    def set_follower(self, on: bool) -> None:
+        """A follower's segments roll where its leader's did (the segment base
+        given to ``append_replicated``), never by age here, so the replicas
+        stay byte-identical file by file."""
+        self._follower = on
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch: ``(e, end)``, ``e`` the largest epoch
@@ -317,7 +324,8 @@ class Log:
         """Roll the active segment if it holds data older than ``segment_ms``."""
         with self._lock:
             self._check_online()
-            if not (self._segs.active.size and self._appender.aged(self._segs.active, now)):
+            if self._follower or not (self._segs.active.size
+                                      and self._appender.aged(self._segs.active, now)):
                 return False
             self._roll_locked(now)
             return True
