@@ -139,3 +139,15 @@ def test_a_leader_cut_off_from_etcd_and_peers_stops_acknowledging_within_its_lea
         assert files[0] == files[1] == files[2], "the old leader's divergent tail was cut"
     finally:
         c.close()
+
+
+def test_deleting_a_topic_removes_every_replica(cluster):
+    cluster.create("gone", 2, replication_factor=3)
+    acked_values(cluster, "gone", 3)
+    resp = cluster.call(cluster.live()[0], m.DeleteTopics(topics=("gone",)))
+    assert resp.topics == (("gone", 0, ""),)
+    dirs = [os.path.join(b.data_dir, f"gone-{p}") for b in cluster.brokers.values() for p in (0, 1)]
+    wait_until(lambda: not any(os.path.exists(d) for d in dirs), 10, "replica files removed")
+    assert cluster.metadata(["gone"]).topics[0][1] != 0
+    cluster.create("gone", 1, replication_factor=2)  # the name can be used again
+    assert acked_values(cluster, "gone", 2) == [b"gone-0-0", b"gone-1-0"]

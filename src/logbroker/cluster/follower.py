@@ -130,7 +130,8 @@ class LeaderFetcher:
             if target < lg.log_end_offset:
                 log.warning("%s: truncating %d -> %d (epoch %d ends at %d on leader %d)", lg.name,
                             lg.log_end_offset, target, epoch, end, self.leader)
-                await self.node.run_io(lg.truncate_to, target)
+                if not await self._io(key, p, lg.truncate_to, target):
+                    continue
             p.truncated = True
 
     async def _fetch(self, conn, parts) -> None:
@@ -151,18 +152,29 @@ class LeaderFetcher:
                 if isinstance(err, OffsetOutOfRangeError) and lg.log_end_offset < log_start:
                     log.warning("%s: behind the leader's log start %d: restarting there",
                                 lg.name, log_start)
-                    await self.node.run_io(lg.reset_to, log_start)
+                    await self._io(key, p, lg.reset_to, log_start)
                     continue
                 self._part_error(key, p, err)
                 continue
             whole = whole_batches(data)
-            if len(whole):
-                await self.node.run_io(lg.append_replicated, whole,
-                                       sync=lg.config.flush == FLUSH_FSYNC,
-                                       segment_base=segment_base if segment_base >= 0 else None)
+            if len(whole) and not await self._io(
+                    key, p, lg.append_replicated, whole, sync=lg.config.flush == FLUSH_FSYNC,
+                    segment_base=segment_base if segment_base >= 0 else None):
+                continue
             if lg.log_start_offset < log_start <= lg.log_end_offset:
-                await self.node.run_io(lg.delete_before, log_start)  # the leader's retention
+                await self._io(key, p, lg.delete_before, log_start)  # the leader's retention
             lg.set_high_watermark(min(hw, lg.log_end_offset))
+
+    async def _io(self, key, p: _Part, fn, *args, **kwargs) -> bool:
+        """Run a change of the partition's log in the I/O pool, one at a time
+        per partition, and only while ``p`` is still this fetcher's: a
+        fetcher of the partition's previous leader must not append after the
+        new leader's fetcher truncated. False if ``p`` was replaced."""
+        async with self.node.partition_lock(key):
+            if self.parts.get(key) is not p:
+                return False
+            await self.node.run_io(fn, *args, **kwargs)
+            return True
 
     def _part_error(self, key, p: _Part, err: LogbrokerError) -> None:
         """One partition's error: it pauses briefly (the others go on)."""

@@ -56,6 +56,8 @@ class ClusterNode:
         self.session: "Session | None" = None
         self._tasks: list[asyncio.Task] = []
         self._pids: "list[int] | None" = None  # [next, end) of our producer id block
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._background: set[asyncio.Task] = set()
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -146,8 +148,16 @@ class ClusterNode:
         self.replicas.apply(st, lg, topic.min_insync_replicas)
 
     def _drop(self, key: tuple[str, int]) -> None:
+        """The topic was deleted: stop serving the partition now, remove its
+        files once no follower I/O on it is under way."""
         self.replicas.remove(key)
-        self.store.drop_partition(*key)
+
+        async def drop() -> None:
+            async with self.partition_lock(key):
+                if key not in self.replicas.replicas:  # not re-created meanwhile
+                    await self.run_io(self.store.drop_partition, *key)
+
+        self._spawn(drop())
 
     def _propose_isr(self, r, isr: tuple[int, ...]) -> None:
         st = r.state
@@ -165,7 +175,18 @@ class ClusterNode:
             else:
                 self.replicas.isr_change_failed(r)
 
-        asyncio.get_running_loop().create_task(go())
+        self._spawn(go())
+
+    def _spawn(self, coro) -> None:
+        """A short background task, referenced until done, its failure logged."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._reaped)
+
+    def _reaped(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed: %r", task.exception())
 
     async def cas_partition(self, old: PartitionState, new: PartitionState) -> bool:
         key = self.keys.partition(old.topic, old.partition)
@@ -208,6 +229,13 @@ class ClusterNode:
             conn.close()
             raise for_code(resp.error)(resp.message)
         return conn
+
+    def partition_lock(self, key: tuple[str, int]) -> asyncio.Lock:
+        """Serialises the followers' log changes of one partition."""
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
 
     async def run_io(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(
