@@ -151,3 +151,12 @@ def test_deleting_a_topic_removes_every_replica(cluster):
     assert cluster.metadata(["gone"]).topics[0][1] != 0
     cluster.create("gone", 1, replication_factor=2)  # the name can be used again
     assert acked_values(cluster, "gone", 2) == [b"gone-0-0", b"gone-1-0"]
+
+
+def test_a_topic_of_300_partitions_is_placed_and_led_evenly(cluster):
+    resp = cluster.call(1, m.CreateTopics(topics=(("wide", 300, {"replication_factor": 2}),)))
+    assert resp.topics == (("wide", 0, ""),)
+    meta = cluster.metadata(["wide"])
+    leaders = [leader for t, p, leader, *_ in meta.partitions if t == "wide"]
+    assert len(leaders) == 300 and {leaders.count(b) for b in (1, 2, 3)} == {100}
+    assert all(len(r) == 2 and len(isr) == 2 for *_, r, isr in meta.partitions)

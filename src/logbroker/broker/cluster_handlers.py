@@ -27,6 +27,7 @@ from .edge import check_partition_key
 
 log = logging.getLogger("logbroker.broker")
 VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
+TXN_OPS = 100  # etcd's default limit is 128 operations per transaction
 
 
 class ClusterHandlers:
@@ -111,11 +112,20 @@ class ClusterHandlers:
                                      f"factor {rf}: every write would be refused")
         placed = assign(partitions, rf, view.live, view.partitions.values())
         topic = TopicState(name, partitions, rf, configs)
-        writes = {node.keys.topic(name): topic_value(topic)}
+        writes = {}
         for p, replicas in enumerate(placed):
             st = PartitionState(name, p, replicas, replicas[0], replicas, 0)
             writes[node.keys.partition(name, p)] = partition_value(st)
-        if not await node.etcd.cas(writes, {k: 0 for k in writes}):
+        # partition states first (etcd allows 128 operations per transaction),
+        # the topic last: brokers act on a topic's partitions once it exists
+        keys = list(writes)
+        for i in range(0, len(keys), TXN_OPS):
+            chunk = {k: writes[k] for k in keys[i:i + TXN_OPS]}
+            if not await node.etcd.cas(chunk, {k: 0 for k in chunk}):
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists (or is being "
+                                              "created)")
+        if not await node.etcd.cas({node.keys.topic(name): topic_value(topic)},
+                                   {node.keys.topic(name): 0}):
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         log.info("created topic %s: %d partition(s), replication factor %d, replicas %s", name,
                  partitions, rf, placed)
@@ -131,10 +141,12 @@ class ClusterHandlers:
                 topic = node.view.topics.get(name)
                 if topic is None:
                     raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-                writes = {node.keys.topic(name): None}
-                writes.update({node.keys.partition(name, p): None for p in range(topic.partitions)})
-                if not await node.etcd.cas(writes, {node.keys.topic(name): topic.version}):
+                if not await node.etcd.cas({node.keys.topic(name): None},
+                                           {node.keys.topic(name): topic.version}):
                     raise UnknownTopicOrPartitionError(f"topic {name!r} changed meanwhile; retry")
+                parts = [node.keys.partition(name, p) for p in range(topic.partitions)]
+                for i in range(0, len(parts), TXN_OPS):
+                    await node.etcd.cas(dict.fromkeys(parts[i:i + TXN_OPS]), {})
                 await self._until(lambda: name not in node.view.topics)
                 out.append((name, 0, ""))
             except LogbrokerError as exc:
