@@ -14,7 +14,7 @@ import logging
 import time
 
 from .. import limits
-from ..errors import (InvalidConfigError, LogbrokerError,
+from ..errors import (InvalidConfigError, LogbrokerError, NotLeaderError,
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
@@ -24,6 +24,7 @@ from ..cluster.state import PartitionState, TopicState, default_min_isr, partiti
 from .cluster_offsets import ClusterOffsets
 from .durability import DataNotifier
 from .edge import check_partition_key
+from .topics_view import partition_row
 
 log = logging.getLogger("logbroker.broker")
 VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
@@ -36,7 +37,8 @@ class ClusterHandlers:
         self.offsets = ClusterOffsets(node)
         self.table = {
             m.Metadata: self.metadata, m.CreateTopics: self.create_topics,
-            m.DeleteTopics: self.delete_topics, m.DescribeCluster: self.describe_cluster,
+            m.DeleteTopics: self.delete_topics, m.DescribeTopics: self.describe_topics,
+            m.DescribeCluster: self.describe_cluster,
             m.ElectLeaders: self.elect_leaders, m.ReplicaFetch: self.replica_fetch,
             m.OffsetForLeaderEpoch: self.offset_for_leader_epoch,
             m.CommitOffsets: self.offsets.commit, m.FetchOffsets: self.offsets.fetch,
@@ -131,6 +133,37 @@ class ClusterHandlers:
                  partitions, rf, placed)
         await self._until(lambda: name in view.topics and
                           len(view.partitions_of(name)) == partitions)
+
+    async def describe_topics(self, req: m.DescribeTopics) -> m.DescribeTopicsResponse:
+        """Settings from etcd; per partition this broker's replica (its leader
+        has the authoritative HW: clients ask each leader for its own
+        partitions), or NOT_LEADER_OR_FOLLOWER for one hosted elsewhere."""
+        view = self.node.view
+        names = req.topics if req.topics is not None else sorted(view.topics)
+        out = []
+        for name in names:
+            try:
+                topic = view.topics.get(limits.check_topic_name(name))
+                if topic is None:
+                    raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            except LogbrokerError as exc:
+                out.append((name, *_err(exc), {}, ()))
+                continue
+            configs = self.node.store.config.log.replace(**topic.log_overrides()).to_dict()
+            configs.update(partitions=topic.partitions, replication_factor=topic.replication_factor,
+                           min_insync_replicas=topic.min_insync_replicas,
+                           unclean_leader_election=str(topic.unclean_leader_election).lower())
+            parts = []
+            for p in range(topic.partitions):
+                if (name, p) in self.node.replicas.replicas:
+                    parts.append(partition_row(self.node.store, name, p))
+                else:
+                    st = view.partitions.get((name, p))
+                    where = f"broker {st.leader}" if st and st.leader >= 0 else "no broker now"
+                    parts.append((p, -1, -1, -1, 0, 0, *_err(NotLeaderError(
+                        f"{name}-{p} is not hosted on broker {self.node.me} (leader: {where})"))))
+            out.append((name, 0, "", configs, tuple(parts)))
+        return m.DescribeTopicsResponse(topics=tuple(out))
 
     async def delete_topics(self, req: m.DeleteTopics) -> m.DeleteTopicsResponse:
         node, out = self.node, []

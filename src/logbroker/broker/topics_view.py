@@ -55,12 +55,13 @@ def describe_topics(store: Store, req: m.DescribeTopics) -> m.DescribeTopicsResp
             continue
         configs = topic.log_config(store.config.log).to_dict()
         configs["partitions"] = topic.partitions
-        out.append((name, 0, "", configs, tuple(_partition(store, name, p)
+        out.append((name, 0, "", configs, tuple(partition_row(store, name, p)
                                                for p in range(topic.partitions))))
     return m.DescribeTopicsResponse(topics=tuple(out))
 
 
-def _partition(store: Store, topic: str, p: int) -> tuple:
+def partition_row(store: Store, topic: str, p: int) -> tuple:
+    """One DescribeTopics partition entry from the local log (or its error)."""
     try:
         lg = store.get_log(topic, p)
     except LogbrokerError as exc:
