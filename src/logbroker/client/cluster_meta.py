@@ -71,6 +71,7 @@ class MetadataCache:
         self.stale = True  # nothing known yet
         self.version = 0  # bumped whenever brokers or leaders change
         self._suspect: "set | None" = set()  # None: every partition
+        self.doubted = False  # some partition was invalidated and not answered for since
 
     # -- what the client uses ----------------------------------------------------------------
     def track(self, topics: Iterable[str]) -> None:
@@ -105,6 +106,12 @@ class MetadataCache:
                 groups.setdefault(bid, []).append(key)
         return groups, unrouted
 
+    def doubts(self, keys: Iterable[tuple]) -> bool:
+        """Whether any of ``keys`` (tuples starting with topic, partition)
+        was invalidated and not answered for since."""
+        suspect = self._suspect
+        return suspect is None or (bool(suspect) and any((k[0], k[1]) in suspect for k in keys))
+
     def address(self, broker_id: int) -> "tuple[str, int] | None":
         return self.brokers.get(broker_id)
 
@@ -117,12 +124,13 @@ class MetadataCache:
         if self._suspect is None:
             return
         if tps is None and broker is None:
-            self._suspect = None
+            self._suspect, self.doubted = None, True
             return
         if tps is not None:
             self._suspect.update(tps)
         if broker is not None:
             self._suspect.update(tp for tp, bid in self.leaders.items() if bid == broker)
+        self.doubted = bool(self._suspect)
 
     # -- what a broker answered ----------------------------------------------------------------
     def update(self, resp) -> bool:
@@ -158,7 +166,8 @@ class MetadataCache:
         else:
             self._suspect = {tp for tp in suspect if tp[0] not in answered}
         changed = self._replace(partitions, counts, brokers)
-        self.stale = self.stale or self._suspect is None or bool(self._suspect)
+        self.doubted = self._suspect is None or bool(self._suspect)
+        self.stale = self.stale or self.doubted
         return changed
 
     def _replace(self, partitions: dict, counts: dict, brokers: dict) -> bool:

@@ -121,7 +121,7 @@ class Fetcher:
             return None
         self.router.track({p[0] for p in fetchable})
         groups, unrouted = self.router.cache.group_by_leader(fetchable)
-        if unrouted or self.router.cache.stale:
+        if unrouted or self.router.cache.doubts(fetchable):
             await self.router.refresh(force=bool(unrouted), retry=False)
             groups, unrouted = self.router.cache.group_by_leader(fetchable)
         for broker in groups:

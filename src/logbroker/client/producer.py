@@ -16,7 +16,8 @@ from .waiting import SyncShell
 
 
 class Producer(SyncShell):
-    """Sends records to the broker in batches (sync API, thread-safe).
+    """Sends records in batches, each partition's to its leader broker (sync
+    API, thread-safe).
 
     ``Producer(bootstrap="127.0.0.1:9555", acks="all", linger_ms=0,
     batch_size=1 MiB, idempotent=None, ...)``
@@ -28,12 +29,15 @@ class Producer(SyncShell):
       requests are in flight wait for the next response (natural batching).
     - ``batch_size``: bytes per partition batch; a full batch is sent at once.
     - ``idempotent``: default on with acks="all": retries never duplicate.
-    - ``max_in_flight`` (5) requests per connection; ``buffer_memory``
+    - ``max_in_flight`` (5) requests per broker connection; ``buffer_memory``
       (8 MiB) of unacknowledged batches, beyond which ``send`` blocks up to
       ``max_block_ms`` (60 s) and then raises ``RequestTimedOutError``;
       ``max_request_size`` (16 MiB) bounds a request and a record;
       ``delivery_timeout_ms`` (120 s): a record not acknowledged by then
-      fails; ``retry_backoff_ms`` (100); ``auto_create_topics`` (True).
+      fails; ``retry_backoff_ms`` (100) doubling per attempt up to
+      ``retry_backoff_max_ms`` (1000); ``auto_create_topics`` (True).
+      Leader changes and lost brokers are retried (after a metadata
+      refresh) until ``delivery_timeout_ms``; see docs/client.md.
     - ``request_timeout_ms`` (30 s), ``connect_timeout_ms`` (5 s), ``client_id``.
 
     Use as a context manager, or call ``close()``.

@@ -52,6 +52,7 @@ class Router:
         self.cache = MetadataCache()
         self.control = BrokerLink(options, self._control_addresses)
         self._links: dict[tuple[int, str], BrokerLink] = {}
+        self._current: dict[int, "BrokerConnection | None"] = {}  # last answer of current()
         self._refreshing: "asyncio.Task | None" = None
         self._pacing = Backoff(options.reconnect_backoff, options.reconnect_backoff_max)
         self._last_refresh = -1e9
@@ -88,11 +89,15 @@ class Router:
 
     def current(self, broker_id: int) -> "BrokerConnection | None":
         """The live connection for ``broker_id``'s "" traffic, or None (never
-        connects; any thread)."""
+        connects; any thread; the producer asks on every drain)."""
+        conn = self._current.get(broker_id)
+        if conn is not None and conn.error is None:
+            return conn
         link = self._links.get((broker_id, ""))
         conn = link.current() if link is not None else None
         if conn is None and self.control.broker_id == broker_id:
             conn = self.control.current()
+        self._current[broker_id] = conn
         return conn
 
     async def connection(self, broker_id: int, purpose: str = "",
@@ -191,11 +196,9 @@ class Router:
         self.cache.track({t for t, _ in todo})
         out: dict = {}
         backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
-        refreshed = False
         while True:
             groups, unrouted = self.cache.group_by_leader(todo.values())
-            if self.cache.stale or (unrouted and not refreshed):
-                refreshed = True
+            if unrouted or self.cache.doubts(todo.values()):
                 failure = await self._try_refresh(deadline, bool(unrouted), retry)
                 groups, unrouted = self.cache.group_by_leader(todo.values())
                 for tp in [(e[0], e[1]) for e in unrouted]:

@@ -131,9 +131,10 @@ class Sender:
             self._arm(linger_next, retry_next)
         # Natural batching: while requests are in flight, records wait for the
         # next response (or a full batch); with nothing in flight they go now.
+        # (A connection or refresh under way does not count: other leaders'
+        # partitions must not wait for it.)
         with acc.lock:
-            if acc.inflight or self._timer is not None or self._task is not None \
-                    or self._connecting or self._refreshing is not None:
+            if acc.inflight or self._timer is not None or self._task is not None:
                 return False
             if acc.open and self.settings.linger_ms == 0:
                 return True
@@ -156,7 +157,9 @@ class Sender:
         retry time left, and whether the loop must run (to connect to a
         leader or refresh the metadata) when called outside it."""
         retry_next, need_loop, unrouted = None, False, False
-        leaders = self.router.cache.leaders
+        router = self.router
+        cache = router.cache
+        leaders = cache.leaders
         routes: dict[int, list] = {}
         for tp, part in tuple(self.acc.parts.items()):
             if part.blocked or not part.queue:
@@ -173,14 +176,14 @@ class Sender:
                     routes[bid] = [part]
                 else:
                     group.append(part)
-        if (unrouted or self.router.cache.stale) and self._refreshing is None:
+        if (unrouted or cache.doubted) and self._refreshing is None:
             if in_loop:
                 self._refreshing = self._start(self._refresh(), self._refresh_done)
             else:
                 need_loop = True
         limit = self.settings.max_in_flight
         for bid, parts in routes.items():
-            conn = self.router.current(bid)
+            conn = router.current(bid)
             if conn is None:
                 if bid not in self._connecting:
                     if in_loop:
@@ -258,10 +261,15 @@ class Sender:
                 self.acc.parts[(b.topic, b.partition)].inflight -= 1
                 self.delivery.resolve(b, -1, None)
             return
-        conn.request_cb(msg, self.router.options.request_timeout,
-                        partial(self._on_response, broker, batches))
         self._inflight[broker] = self._inflight.get(broker, 0) + 1
-        self.acc.inflight += 1
+        self.acc.inflight += 1  # counted first: the answer may come on the loop at once
+        try:
+            conn.request_cb(msg, self.router.options.request_timeout,
+                            partial(self._on_response, broker, batches))
+        except BaseException:
+            self._inflight[broker] -= 1
+            self.acc.inflight -= 1
+            raise
 
     # -- responses -------------------------------------------------------------------------
     def _on_response(self, broker: int, batches: list, resp, exc) -> None:
