@@ -194,6 +194,19 @@ def test_describe_cluster_and_elect_leaders(fc):
         assert fc.configs["r"] == {"min_insync_replicas": 2, "replication_factor": 3}
 
 
+def test_describe_topics_takes_each_partition_from_its_leader(fc):
+    with Producer(fc.bootstrap(), **FAST) as p:
+        for i in range(6):
+            p.send("t", b"%d" % i, partition=i % 3 if i < 5 else 2).result(10)
+    fc.move(("t", 1), -1)  # no leader: the first broker's answer (an error) stays
+    with Admin(fc.bootstrap(0), **FAST) as a:
+        parts = a.describe_topics(["t"])["t"].partitions
+    assert [(pi.leader, pi.log_end, pi.error) for pi in parts] == [(0, 2, 0), (-1, -1, 6),
+                                                                    (2, 2, 0)]
+    asked = [b for b, name, _ in fc.requests if name == "DescribeTopics"]
+    assert sorted(asked) == [0, 2]  # any broker (0), then the other leader (2)
+
+
 def test_asyncio_clients_route_and_follow_a_move(fc):
     async def main():
         async with aio.Producer(fc.bootstrap(2), **FAST_RETRY) as p:

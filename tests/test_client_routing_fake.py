@@ -279,6 +279,17 @@ class FakeCluster:
                 self.state[(name, p)] = [replicas[0], 0, replicas, list(replicas)]
         return m.CreateTopicsResponse(topics=tuple((t[0], 0, "") for t in msg.topics))
 
+    def _describetopics(self, broker, msg):
+        """Offsets only for the partitions this broker leads (a real broker
+        answers for the replicas it hosts; the leader's are authoritative)."""
+        names = msg.topics if msg.topics is not None else sorted(self.topics)
+        return m.DescribeTopicsResponse(topics=tuple(
+            (t, 0, "", {"partitions": self.topics[t]}, tuple(
+                (p, 0, self.ends[(t, p)], self.ends[(t, p)], 0, 1, 0, "") if not err
+                else (p, -1, -1, -1, 0, 0, err, "not hosted here")
+                for p in range(self.topics[t]) for err in [self._leading(broker, (t, p))]))
+            if t in self.topics else (t, UNKNOWN, "unknown", {}, ()) for t in names))
+
     def _describecluster(self, broker, msg):
         names = set(msg.topics) if msg.topics is not None else set(self.topics)
         return m.DescribeClusterResponse(

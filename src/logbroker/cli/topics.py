@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import PartitionOfflineError, for_code
 from .common import bootstrap_option, emit_json, ids, json_option, table
 
 
@@ -81,15 +82,23 @@ def describe(names, conn, as_json):
         return
     rows = [(d.name, p.partition, p.leader if p.leader >= 0 else "none", ids(p.replicas),
              ids(p.isr), p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments,
-             "offline" if p.error else "online")
-            for d in found.values() for p in d.partitions]
+             _status(p)) for d in found.values() for p in d.partitions]
     table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START", "LOG-END",
            "HIGH-WATERMARK", "BYTES", "SEGMENTS", "STATUS"], rows)
     for d in found.values():  # the reasons, whole (too long for a cell)
         for p in (p for p in d.partitions if p.error):
-            click.echo(f"{d.name}-{p.partition} offline: {p.message}")
+            click.echo(f"{d.name}-{p.partition} {_status(p)}: {p.message}")
     for d in found.values():
         table(["CONFIG", "VALUE"], sorted(d.configs.items()), title=f"{d.name} settings")
+
+
+def _status(p) -> str:
+    """online; offline (damaged, or no leader right now); else the error's name
+    (e.g. NOT_LEADER_OR_FOLLOWER when its leader could not be asked)."""
+    if not p.error:
+        return "online" if p.leader >= 0 else "offline"
+    return "offline" if p.error == PartitionOfflineError.code or p.leader < 0 \
+        else for_code(p.error).name
 
 
 @topics.command()

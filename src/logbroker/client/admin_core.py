@@ -153,19 +153,45 @@ class AdminCore:
         size_bytes, segments, error, message, leader, replicas, isr)`` per
         partition (``error`` PARTITION_OFFLINE and the reason for an offline
         one; leader -1 while it has none); all topics when ``names`` is
-        None. Raises for an unknown topic. Two requests (DescribeTopics and
-        Metadata, for the leaders) to any broker."""
+        None. Raises for an unknown topic. DescribeTopics and Metadata go to
+        any broker; a partition that broker does not lead is described by
+        its leader (one more DescribeTopics per leader broker, concurrently;
+        the leader's offsets are the authoritative ones). A partition whose
+        leader cannot be asked keeps the first broker's answer (its error)."""
         wanted = None if names is None else tuple(validate.topics(names))
         resp, meta = await asyncio.gather(self.router.call_any(m.DescribeTopics(topics=wanted)),
                                           self.router.metadata(wanted))
+        answered_by = self.router.control.broker_id
         leaders = {(p[0], p[1]): (p[2], tuple(p[4]), tuple(p[5])) for p in meta.partitions}
-        out = {}
+        rows = {}
         for name, err, message, configs, parts in resp.topics:
             if err:
                 raise for_code(err)(f"{name}: {message}" if message else name)
-            out[name] = TopicDescription(name, dict(configs), tuple(
-                PartitionInfo(*p, *leaders.get((name, p[0]), (-1, (), ()))) for p in sorted(parts)))
-        return out
+            rows.update({(name, p[0]): p for p in parts})
+        await self._rows_from_leaders(rows, leaders, answered_by)
+        return {name: TopicDescription(name, dict(configs), tuple(
+            PartitionInfo(*rows[(name, p[0])], *leaders.get((name, p[0]), (-1, (), ())))
+            for p in sorted(parts))) for name, _, _, configs, parts in resp.topics}
+
+    async def _rows_from_leaders(self, rows: dict, leaders: dict, answered_by: int) -> None:
+        """Replace the DescribeTopics rows of partitions led by another broker
+        than ``answered_by`` with their leader's."""
+        asks: dict[int, set] = {}
+        for (topic, p), (leader, _, _) in leaders.items():
+            if (topic, p) in rows and leader >= 0 and leader != answered_by:
+                asks.setdefault(leader, set()).add(topic)
+        answers = await asyncio.gather(*(self.router.call(
+            bid, m.DescribeTopics(topics=tuple(sorted(ts)))) for bid, ts in asks.items()),
+            return_exceptions=True)
+        for bid, answer in zip(asks, answers):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, LogbrokerError):
+                    raise answer
+                continue  # that leader is out of reach: the first answer stays
+            for name, err, _, _, parts in answer.topics:
+                for p in parts if not err else ():
+                    if leaders.get((name, p[0]), (-1,))[0] == bid:
+                        rows[(name, p[0])] = p
 
     # -- the cluster --------------------------------------------------------------------------------
     async def describe_cluster(self, topics: "Iterable[str] | None" = None) -> ClusterDescription:
