@@ -125,6 +125,14 @@ def test_consumer_fetches_from_every_leader_and_follows_a_move(fc):
     assert 1 in by_broker([s for s in fc.sent(m.Fetch) if s[0] == 0])[0]
 
 
+def test_consumer_position_waits_out_an_election(fc):
+    fc.move(("t", 0), -1)
+    with Consumer(fc.bootstrap(), auto_offset_reset="earliest", **FAST) as c:
+        c.assign([("t", 0)])
+        fc.loop.call_later(0.5, lambda: fc.state[("t", 0)].__setitem__(0, 1))  # elected
+        assert c.position("t", 0) == 0
+
+
 def test_admin_list_offsets_asks_each_leader_and_follows_a_move(fc):
     with Admin(fc.bootstrap(0), **FAST) as a:
         assert set(a.list_offsets("t")) == {("t", 0), ("t", 1), ("t", 2)}

@@ -145,7 +145,7 @@ class ConsumerCore:
         (committed offset / reset policy) if unknown, which may block."""
         st = self.buffer.state(*validate.topic_partition((topic, partition)))
         if st.position is None:
-            await self.fetcher.resolve_positions([st])
+            await self.fetcher.resolve_positions([st], retry=True)
             if st.error is not None:
                 raise st.error
         return st.position

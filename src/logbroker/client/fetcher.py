@@ -146,9 +146,12 @@ class Fetcher:
         return False
 
     # -- positions --------------------------------------------------------------------------------
-    async def resolve_positions(self, only: "list[PartitionState] | None" = None) -> None:
+    async def resolve_positions(self, only: "list[PartitionState] | None" = None,
+                                retry: bool = False) -> None:
         """Give every assigned partition without a position one: the group's
-        committed offset, else ``auto_offset_reset``. Raises connection errors."""
+        committed offset, else ``auto_offset_reset``. Raises connection and
+        routing errors: of one attempt (the fetch loop tries again), or with
+        ``retry`` after ``request_timeout`` (a caller that blocks)."""
         with self.buffer.lock:
             todo = [(st, st.gen) for st in (only or self.buffer.states.values())
                     if st.position is None and st.error is None]
@@ -159,7 +162,7 @@ class Fetcher:
             wanted = [st for st, _ in todo if st.reset is None]
             if wanted:
                 committed = await self.committed([(st.topic, st.partition) for st in wanted],
-                                                 retry=False)
+                                                 retry=retry)
         offsets, missing = {}, []
         for st, gen in todo:
             off = committed.get((st.topic, st.partition))
@@ -172,7 +175,7 @@ class Fetcher:
         if policy_missing:
             spec = {st: SPECS[st.reset or self.settings.auto_offset_reset] for st in policy_missing}
             found = await self.list_offsets({(st.topic, st.partition): spec[st]
-                                             for st in policy_missing}, retry=False)
+                                             for st in policy_missing}, retry=retry)
             for st in policy_missing:
                 offsets[st] = found[(st.topic, st.partition)][0]
         self.error = None  # the brokers answered
