@@ -13,8 +13,9 @@ import pytest
 
 from fixtures import FAST, closed_port, consume, wait_until
 from logbroker import Admin, Consumer, Producer, aio
-from logbroker.errors import (LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,
-                              NotEnoughReplicasError, NotLeaderError, RequestTimedOutError)
+from logbroker.errors import (ClusterUnavailableError, LeaderNotAvailableError,
+                              NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
+                              NotLeaderError, RequestTimedOutError)
 from logbroker.protocol import messages as m
 from test_client_routing_fake import FakeCluster
 
@@ -186,6 +187,15 @@ def test_control_requests_fail_over_to_another_live_broker(fc):
         assert a.list_topics() == {"t": 3}
         a.commit_offsets("g", {("t", 1): 5})
         assert a.fetch_offsets("g", [("t", 1)])[("t", 1)].offset == 5
+
+
+def test_a_broker_cut_off_from_etcd_is_left_for_another(fc):
+    fc.fail(0, m.Metadata, ClusterUnavailableError.code, times=1_000)
+    with Admin(fc.bootstrap(0, 1), **FAST) as a:
+        t = time.monotonic()
+        assert a.list_topics() == {"t": 3}
+        assert time.monotonic() - t < 2
+    assert [b for b, _ in fc.sent(m.Metadata)][:2] == [0, 1]
 
 
 def test_describe_cluster_and_elect_leaders(fc):

@@ -121,8 +121,9 @@ class FakeCluster:
 
     def fail(self, broker: int, request: type, code: int, times: int = 1,
              written: bool = False) -> None:
-        """The next ``times`` parts of ``request`` at ``broker`` get ``code``
-        (for a Produce with ``written``: after appending, as NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        """The next ``times`` parts of a Produce at ``broker`` get ``code``
+        (with ``written``: after appending, as NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+        for another ``request`` type, the next ``times`` whole answers."""
         self.call(self.faults.append, [broker, request, code, times, written])
 
     def values(self, topic: str, partition: int) -> list:
@@ -164,6 +165,9 @@ class FakeCluster:
     async def _answer(self, broker: int, msg):
         parts = tuple((p[0], p[1]) for p in getattr(msg, "parts", None) or ())
         self.requests.append((broker, type(msg).__name__, parts))
+        fault = None if type(msg) is m.Produce else self._fault(broker, msg)
+        if fault:
+            return m.RESPONSES[msg.API](error=fault[2], message="fake")
         handler = getattr(self, f"_{type(msg).__name__.lower()}")
         return await handler(broker, msg) if type(msg) is m.Fetch else handler(broker, msg)
 
