@@ -31,9 +31,11 @@ def test_topics_create_with_replication_settings_and_describe_shows_leaders(brok
     [desc] = json.loads(invoked_ok(lb(two, "topics", "describe", "rep", "--json")))
     assert [(p["leader"], p["replicas"], p["isr"], p["log_end"]) for p in desc["partitions"]] == \
         [(0, [0], [0], 0), (0, [0], [0], 2)]
-    table = invoked_ok(lb(two, "topics", "describe", "rep")).splitlines()
-    assert table[0].split()[:5] == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"]
-    assert table[2].split()[:5] == ["rep", "1", "0", "0", "0"]
+    lines = invoked_ok(lb(two, "topics", "describe", "rep")).splitlines()
+    at = lines.index(next(line for line in lines if line.split() == ["replication"]))
+    assert lines[at + 1].split() == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"]
+    assert [line.split() for line in lines[at + 2:at + 4]] == [["rep", "0", "0", "0", "0"],
+                                                               ["rep", "1", "0", "0", "0"]]
     message = invoked_error(lb(two, "topics", "create", "r3", "--replication-factor", "3"),
                             "INVALID_REPLICATION_FACTOR")
     assert "r3" in message

@@ -69,8 +69,8 @@ def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
 @bootstrap_option
 @json_option
 def describe(names, conn, as_json):
-    """Partitions (leader, replicas, in-sync replicas, offsets, size,
-    segments) and settings of topics (default: all)."""
+    """Partitions (offsets, size, segments; leader, replicas, in-sync
+    replicas) and settings of topics (default: all)."""
     from .. import Admin
 
     with Admin(**conn) as admin:
@@ -80,11 +80,13 @@ def describe(names, conn, as_json):
                     "partitions": [p._asdict() for p in d.partitions]}
                    for d in found.values()])
         return
-    rows = [(d.name, p.partition, p.leader if p.leader >= 0 else "none", ids(p.replicas),
-             ids(p.isr), p.log_start, p.log_end, p.high_watermark, p.size_bytes, p.segments,
-             _status(p)) for d in found.values() for p in d.partitions]
-    table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START", "LOG-END",
-           "HIGH-WATERMARK", "BYTES", "SEGMENTS", "STATUS"], rows)
+    parts = [(d.name, p) for d in found.values() for p in d.partitions]
+    table(["TOPIC", "PARTITION", "LOG-START", "LOG-END", "HIGH-WATERMARK", "BYTES", "SEGMENTS",
+           "STATUS"], [(t, p.partition, p.log_start, p.log_end, p.high_watermark, p.size_bytes,
+                        p.segments, _status(p)) for t, p in parts])
+    table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"],
+          [(t, p.partition, p.leader if p.leader >= 0 else "none", ids(p.replicas), ids(p.isr))
+           for t, p in parts], title="replication")
     for d in found.values():  # the reasons, whole (too long for a cell)
         for p in (p for p in d.partitions if p.error):
             click.echo(f"{d.name}-{p.partition} {_status(p)}: {p.message}")
