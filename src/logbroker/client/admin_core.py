@@ -21,8 +21,8 @@ import asyncio
 from typing import Iterable
 
 from .. import limits
-from ..errors import (ClientClosedError, InvalidConfigError, LogbrokerError,
-                      TopicAlreadyExistsError, UnknownTopicOrPartitionError, for_code)
+from ..errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsError,
+                      UnknownTopicOrPartitionError, for_code)
 from ..protocol import messages as m
 from . import validate
 from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
@@ -81,14 +81,8 @@ def _new_topic(item) -> tuple:
         item = NewTopic(*item)
     name = validate.topic(item.name)
     partitions = limits.check_partition_count(validate.as_int(item.partitions, "partitions"))
-    configs = dict(validate.configs(item.configs))
-    if item.replication_factor is not None:
-        rf = validate.as_int(item.replication_factor, "replication_factor")
-        if configs.get("replication_factor", rf) != rf:
-            raise InvalidConfigError(f"{name}: replication_factor {rf} and the config "
-                                     f"replication_factor {configs['replication_factor']} differ")
-        configs = validate.configs({**configs, "replication_factor": rf})
-    return (name, partitions, configs)
+    return (name, partitions, validate.new_topic_configs(name, item.configs,
+                                                         item.replication_factor))
 
 
 class AdminCore:

@@ -16,7 +16,7 @@ import operator
 
 from .. import limits
 from ..limits import _short
-from ..errors import InvalidRequestError
+from ..errors import InvalidConfigError, InvalidRequestError
 from ..protocol import messages as m
 
 MAX_INT32 = (1 << 31) - 1
@@ -171,6 +171,20 @@ def configs(values) -> dict:
     if not isinstance(values, dict):
         raise TypeError(f"configs must be a dict, not {type(values).__name__}")
     return dict(limits.check_topic_configs(values))
+
+
+def new_topic_configs(name: str, values, replication_factor) -> dict:
+    """A new topic's configs (``configs``' rules) with ``replication_factor``
+    (None: the cluster's default) as the config of that name; it may not
+    contradict a ``replication_factor`` in ``values`` (``InvalidConfigError``)."""
+    out = configs(values)
+    if replication_factor is None:
+        return out
+    rf = as_int(replication_factor, "replication_factor")
+    if out.get("replication_factor", rf) != rf:
+        raise InvalidConfigError(f"{name}: replication_factor {rf} and the config "
+                                 f"replication_factor {out['replication_factor']} differ")
+    return configs({**out, "replication_factor": rf})
 
 
 def iterable(items, what: str):
