@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fixtures import Cluster, segment_bytes, wait_until
+from fixtures import Cluster, batch, segment_bytes, wait_until
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError
 from logbroker.protocol import messages as m
 
@@ -160,3 +160,14 @@ def test_a_topic_of_300_partitions_is_placed_and_led_evenly(cluster):
     leaders = [leader for t, p, leader, *_ in meta.partitions if t == "wide"]
     assert len(leaders) == 300 and {leaders.count(b) for b in (1, 2, 3)} == {100}
     assert all(len(r) == 2 and len(isr) == 2 for *_, r, isr in meta.partitions)
+
+
+def test_an_acks0_produce_to_a_follower_closes_the_connection(cluster):
+    cluster.create("z", 1, replication_factor=3)
+    leader = cluster.state("z")[0]
+    follower = next(i for i in cluster.live() if i != leader)
+    conn = cluster.conn(follower)
+    data = batch([b"lost?"])
+    conn.send(m.Produce(acks=0, parts=(("z", 0, len(data)),), payload=(data,)))
+    assert conn.closed_by_peer(5), "the client must learn that the leader moved"
+    assert cluster.read_all(leader, "z") == []

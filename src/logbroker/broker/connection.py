@@ -26,6 +26,7 @@ from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
 from ..storage.results import FileSlice
+from .handlers import CLOSE_CONNECTION
 
 if TYPE_CHECKING:
     from .server import Broker
@@ -180,6 +181,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._flow()
                 if cid < 0:
                     self.close("unreadable request")
+                    return
+                if response is CLOSE_CONNECTION:
+                    self.close("acks=0 produce to a partition this broker does not lead")
                     return
                 if response is not None and not self.transport.is_closing():
                     await self._send(encode(response, cid))

@@ -17,7 +17,8 @@ import time
 from typing import Callable
 
 from .. import limits
-from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError, RequestTimedOutError,
+from ..errors import (GroupNotFoundError, InvalidRequestError, LeaderNotAvailableError,
+                      LogbrokerError, NotLeaderError, RequestTimedOutError,
                       UnknownError, UnknownTopicOrPartitionError, UnsupportedVersionError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
@@ -32,6 +33,7 @@ from .topics_view import create_topics, delete_topics, describe_topics
 
 
 log = logging.getLogger("logbroker.broker")
+CLOSE_CONNECTION = object()  # dispatch's answer meaning: answer nothing, close the connection
 
 
 class Handlers:
@@ -223,7 +225,11 @@ class Handlers:
             for _, fut in waits:
                 fut.add_done_callback(_consume)
         if req.acks == 0:
-            return None
+            # nobody hears an acks=0 error: a client sending to a broker that is not
+            # (or no longer) the leader learns it when the connection closes (Kafka)
+            moved = any(r[2] in (NotLeaderError.code, LeaderNotAvailableError.code)
+                        for r in results)
+            return CLOSE_CONNECTION if moved else None
         return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
 
     def _replicated_append(self, topic: str, partition: int, data, acks: int):
