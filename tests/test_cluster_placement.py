@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from logbroker.cluster.placement import after_failure, assign, elect, preferred
+from logbroker.cluster.placement import after_failure, assign, elect, preferred, repair
 from logbroker.cluster.state import (NO_LEADER, BrokerInfo, Keys, PartitionState, TopicState,
                                      broker_from, broker_value, default_min_isr, partition_from,
                                      partition_value, topic_from, topic_value)
@@ -105,3 +105,13 @@ def test_values_round_trip_and_keys():
     assert k.partition("a.b", 7) == "/logbroker/prod/partitions/a.b/7"
     assert k.offset("g/x", "t", 1) == "/logbroker/prod/offsets/g/x/t/1"
     assert [default_min_isr(n) for n in (1, 2, 3, 5)] == [1, 1, 2, 2]
+
+
+def test_a_leader_that_registered_again_gets_a_new_epoch():
+    st_ = ps((1, 2, 3), 1, (1, 2, 3), epoch=3, version=11)
+    assert repair(st_, {1: 5, 2: 6, 3: 7}) is None  # registered before the state: nothing
+    again = repair(st_, {1: 12, 2: 6, 3: 7})  # broker 1 restarted after the state was written
+    assert (again.leader, again.isr, again.leader_epoch) == (1, (1, 2, 3), 4)
+    assert repair(again.with_(version=13), {1: 12, 2: 6, 3: 7}) is None  # once
+    moved = repair(st_, {2: 12, 3: 7})  # broker 1 gone: the ordinary failover
+    assert (moved.leader, moved.leader_epoch) == (2, 4)

@@ -7,7 +7,8 @@ broker set or the controller key, and every ``RECONCILE_S`` seconds (so a
 missed event or a lost compare-and-set is repaired): for each partition,
 ``placement.after_failure`` (a dead leader replaced from the ISR with a new
 epoch, dead followers out of the ISR, a returning ISR member elected where
-there was no leader). Every write is a compare-and-set on the partition's
+there was no leader, and a new epoch for a leader that restarted since its
+election: its registration is newer than the partition's state). Every write is a compare-and-set on the partition's
 revision; a loser simply waits for the next round.
 """
 
@@ -17,7 +18,7 @@ import asyncio
 import logging
 
 from ..errors import ClusterUnavailableError
-from .placement import after_failure
+from .placement import repair
 from .state import pack, partition_value
 
 log = logging.getLogger("logbroker.cluster")
@@ -60,10 +61,11 @@ class Controller:
     async def reconcile(self) -> int:
         """One pass over every partition; returns how many it changed."""
         view, etcd, keys = self.node.view, self.node.etcd, self.node.keys
-        live, changed = view.live, 0
+        changed = 0
         for st in list(view.partitions.values()):
             topic = view.topics.get(st.topic)
-            new = after_failure(st, live, topic.unclean_leader_election if topic else False)
+            new = repair(st, {b.id: b.registered for b in view.brokers.values()},
+                         topic.unclean_leader_election if topic else False)
             if new is None:
                 continue
             key = keys.partition(st.topic, st.partition)

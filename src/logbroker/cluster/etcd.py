@@ -38,6 +38,7 @@ class Item:
     value: bytes
     version: int  # mod_revision
     lease: int = 0
+    created: int = 0  # create_revision
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Event:
     key: str
     value: "bytes | None"  # None: deleted
     version: int
+    created: int = 0
 
 
 class Etcd:
@@ -74,12 +76,14 @@ class Etcd:
     async def load(self, prefix: str) -> tuple[list[Item], int]:
         """Every key under ``prefix`` and the store revision of the read."""
         got = await self._call(self._client.get_prefix(prefix.encode()))
-        items = [Item(kv.key.decode(), kv.value, kv.mod_revision, kv.lease) for kv in got]
+        items = [Item(kv.key.decode(), kv.value, kv.mod_revision, kv.lease, kv.create_revision)
+                 for kv in got]
         return items, got.header.revision
 
     async def get(self, key: str) -> "Item | None":
         kv = await self._call(self._client.get(key.encode()))
-        return None if kv is None else Item(key, kv.value, kv.mod_revision, kv.lease)
+        return None if kv is None else Item(key, kv.value, kv.mod_revision, kv.lease,
+                                            kv.create_revision)
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[Event]:
         """Events under ``prefix`` from ``start_revision`` on, in order; the
@@ -89,7 +93,8 @@ class Etcd:
         try:
             async for ev in w:
                 deleted = ev.kind == "DELETE"
-                yield Event(ev.kv.key.decode(), None if deleted else ev.kv.value, ev.kv.mod_revision)
+                yield Event(ev.kv.key.decode(), None if deleted else ev.kv.value, ev.kv.mod_revision,
+                            ev.kv.create_revision)
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd watch: {type(exc).__name__}: {exc}") from None
         finally:

@@ -6,8 +6,8 @@
 - ``elect``: the leader after a failure: the first replica (in replica
   order, so the preferred one wins ties) that is alive and in the ISR; an
   alive out-of-sync replica only if the topic opted into unclean election.
-- ``after_failure`` / ``preferred``: the partition's next state, or None
-  when nothing changes.
+- ``after_failure`` / ``repair`` / ``preferred``: the partition's next
+  state, or None when nothing changes.
 """
 
 from __future__ import annotations
@@ -85,3 +85,17 @@ def preferred(st: PartitionState, live: set[int]) -> "PartitionState | None":
     if st.leader == want or want not in live or want not in st.isr:
         return None
     return st.with_(leader=want, leader_epoch=st.leader_epoch + 1)
+
+
+def repair(st: PartitionState, registered: dict[int, int],
+           unclean: bool = False) -> "PartitionState | None":
+    """The controller's decision for one partition: ``after_failure`` over
+    the live brokers (``registered``: id -> etcd revision of its current
+    registration), and a new epoch for a leader that registered again after
+    the partition's state was written: it restarted (perhaps so fast that
+    its leave was never seen), and its log after the restart must never
+    pass for the old epoch's."""
+    new = after_failure(st, set(registered), unclean)
+    if new is None and registered.get(st.leader, 0) > st.version:
+        new = st.with_(leader_epoch=st.leader_epoch + 1)
+    return new

@@ -28,6 +28,7 @@ class BrokerInfo:
     host: str
     port: int
     started_ms: int = 0
+    registered: int = 0  # etcd revision of its registration (not stored in the value)
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,10 @@ def broker_value(b: BrokerInfo) -> bytes:
     return pack({"host": b.host, "port": b.port, "started_ms": b.started_ms})
 
 
-def broker_from(broker_id: int, raw: bytes) -> BrokerInfo:
+def broker_from(broker_id: int, raw: bytes, registered: int = 0) -> BrokerInfo:
     v = unpack(raw)
-    return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)))
+    return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)),
+                      registered)
 
 
 def topic_value(t: TopicState) -> bytes:

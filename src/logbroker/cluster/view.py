@@ -41,7 +41,7 @@ class ClusterView:
         old = (dict(self.brokers), dict(self.topics), dict(self.partitions), self.controller)
         self.brokers, self.topics, self.partitions, self.controller = {}, {}, {}, -1
         for it in items:
-            self._set(it.key, it.value, it.version)
+            self._set(it.key, it.value, it.version, it.created)
         self.revision = revision
         changed: list[tuple[str, object]] = []
         for kind, before, after in (("broker", old[0], self.brokers), ("topic", old[1], self.topics),
@@ -56,9 +56,10 @@ class ClusterView:
     def apply(self, ev: Event) -> "tuple[str, object] | None":
         """Apply one watch event; (kind, id) of what changed, or None."""
         self.revision = max(self.revision, ev.version)
-        return self._set(ev.key, ev.value, ev.version)
+        return self._set(ev.key, ev.value, ev.version, ev.created)
 
-    def _set(self, key: str, value: "bytes | None", version: int) -> "tuple[str, object] | None":
+    def _set(self, key: str, value: "bytes | None", version: int,
+             created: int = 0) -> "tuple[str, object] | None":
         k = self.keys
         try:
             if key == k.controller:
@@ -69,7 +70,7 @@ class ClusterView:
                 if value is None:
                     self.brokers.pop(bid, None)
                 else:
-                    self.brokers[bid] = broker_from(bid, value)
+                    self.brokers[bid] = broker_from(bid, value, created)
                 return ("broker", bid)
             if key.startswith(k.topics):
                 name = key[len(k.topics):]
