@@ -171,3 +171,21 @@ def test_an_acks0_produce_to_a_follower_closes_the_connection(cluster):
     conn.send(m.Produce(acks=0, parts=(("z", 0, len(data)),), payload=(data,)))
     assert conn.closed_by_peer(5), "the client must learn that the leader moved"
     assert cluster.read_all(leader, "z") == []
+
+
+def test_a_restarted_leader_leads_again_only_in_a_new_epoch(tmp_path, etcd):
+    c = Cluster(tmp_path, etcd.url, n=1)  # nobody else could have moved its leadership
+    try:
+        c.start()
+        c.create("solo", 1, replication_factor=1)
+        acked = acked_values(c, "solo", 4)
+        _, epoch, _, _ = c.state("solo")
+        c.brokers[1].kill()
+        c.brokers[1].start()
+        c.wait_state("solo", 0, lambda ld, e, r, isr: ld == 1 and e > epoch, 15, "a new epoch")
+        assert c.state("solo")[1] == epoch + 1
+        code, message, _ = c.produce(1, "solo", 0, [b"after"])
+        assert code == 0, message
+        assert [v for _, v in c.read_all(1, "solo")] == acked + [b"after"]
+    finally:
+        c.close()

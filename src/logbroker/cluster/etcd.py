@@ -56,7 +56,11 @@ class Etcd:
         self.url = url
         host, port = parse_etcd_url(url)
         self._aetcd = aetcd
-        self._client = aetcd.Client(host=host, port=port, timeout=timeout)
+        # gRPC's default reconnect backoff (1 s, x1.6) outlasts a lease of 2 s after
+        # a brief connection reset: every refresh would fail at once meanwhile
+        self._client = aetcd.Client(host=host, port=port, timeout=timeout, options={
+            "grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
+            "grpc.max_reconnect_backoff_ms": 500})
 
     async def _call(self, coro):
         try:

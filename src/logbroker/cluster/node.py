@@ -65,6 +65,7 @@ class ClusterNode:
         self.session = Session(self.etcd, self.keys, me, max(1, -(-self.config.session_timeout_ms
                                                                     // 1000)))
         self.replicas.fenced = lambda: self.session.fenced
+        self.replicas.registered = self._registered
         await self.session.register()
         await self._reload()
         loop = asyncio.get_running_loop()
@@ -131,6 +132,9 @@ class ClusterNode:
                         self._partition_changed(st.key)
             else:  # a broker came or went, or the controller changed
                 self.controller.wake.set()
+                if kind == "broker" and ident == self.me:  # we registered (again), or lost it
+                    for key in list(self.replicas.replicas):
+                        self._partition_changed(key)
         except Exception:  # noqa: BLE001 - one bad partition must not stop the watch
             log.exception("applying %s %s failed", kind, ident)
 
@@ -146,6 +150,12 @@ class ClusterNode:
             return
         lg = self.store.ensure_partition(key[0], key[1], topic.log_overrides())
         self.replicas.apply(st, lg, topic.min_insync_replicas)
+
+    def _registered(self) -> float:
+        """The etcd revision of our registration as the view shows it
+        (infinite while it shows none: an unregistered broker leads nothing)."""
+        b = self.view.brokers.get(self.me)
+        return float("inf") if b is None else b.registered
 
     def _drop(self, key: tuple[str, int]) -> None:
         """The topic was deleted: stop serving the partition now, remove its

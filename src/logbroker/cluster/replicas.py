@@ -84,6 +84,7 @@ class ReplicaManager:
         self._notify, self._propose, self._followers = notify, propose_isr, followers
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.fenced = lambda: False
+        self.registered = lambda: 0  # etcd revision of this broker's current registration
 
     # -- state changes from etcd ------------------------------------------------------
     def apply(self, st: PartitionState, lg: Log, min_isr: int) -> None:
@@ -92,7 +93,13 @@ class ReplicaManager:
             r = self.replicas[st.key] = Replica(lg)
         r.min_isr = min_isr
         prev, r.state = r.state, st
-        if st.leader == self.me:
+        if st.leader == self.me and st.version <= self.registered():
+            # a leadership from before our (re)registration: our log may have lost
+            # its unflushed tail since; we lead again only in the new epoch the
+            # controller gives a leader that registered again (placement.repair)
+            self._become_none(r, st, LeaderNotAvailableError(
+                f"{lg.name}: broker {self.me} restarted; waiting for a new leader epoch"))
+        elif st.leader == self.me:
             if r.role != LEADER or r.epoch != st.leader_epoch:
                 self._become_leader(r, st)
             else:
