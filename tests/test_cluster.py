@@ -189,3 +189,16 @@ def test_a_restarted_leader_leads_again_only_in_a_new_epoch(tmp_path, etcd):
         assert [v for _, v in c.read_all(1, "solo")] == acked + [b"after"]
     finally:
         c.close()
+
+
+def test_producers_auto_create_a_topic_through_any_broker_at_once(cluster):
+    import concurrent.futures
+
+    def meta(i):
+        return cluster.call(i, m.Metadata(topics=("auto",), auto_create=True), 15)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(meta, [1, 2, 3]))
+    assert all(a.topics == (("auto", 0, "", 1),) for a in answers), answers
+    leader, _, replicas, isr = cluster.state("auto")
+    assert len(replicas) == 3 and leader in replicas

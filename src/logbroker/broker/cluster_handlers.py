@@ -56,7 +56,10 @@ class ClusterHandlers:
                 limits.check_topic_name(name)
                 topic = view.topics.get(name)
                 if topic is None and req.auto_create and self.config.auto_create_topics:
-                    await self._create(name, self.config.default_partitions, {})
+                    try:
+                        await self._create(name, self.config.default_partitions, {})
+                    except TopicAlreadyExistsError:  # another broker auto-created it meanwhile
+                        await self._until(lambda: name in view.topics)
                     topic = view.topics.get(name)
                 if topic is None:
                     raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
