@@ -118,3 +118,30 @@ def test_cli_cluster_status_and_rebalance_back_to_the_preferred_leader(cluster):
     cluster.wait_state("r", 0, lambda ld, e, r, isr: ld == victim, 10, "preferred leader back")
     table = cli_ok(run_cli("topics", "describe", "r", bootstrap=b))
     assert "ISR" in table.upper() or "isr" in table
+
+
+def test_a_tailing_consumer_never_sees_an_error_through_a_failover(cluster):
+    with Admin(bootstrap=cluster.bootstrap, **FAST) as admin:
+        admin.create_topic("tail", 1, replication_factor=3)
+    leader = cluster.state("tail")[0]
+    with Producer(bootstrap=cluster.bootstrap, acks="all", **FAST) as p, \
+            Consumer(bootstrap=cluster.bootstrap, fetch_max_wait_ms=200, **FAST) as c:
+        c.assign([("tail", 0)])
+        c.seek("tail", 0, 0)
+        got, errors = [], []
+        p.send("tail", b"0").result(timeout=10)
+        cluster.brokers[leader].kill()
+        killed = time.monotonic()
+        i = 1
+        while time.monotonic() - killed < 8 and len(got) < 20:
+            try:
+                got += [r.value for r in c.poll(0.3)]
+            except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+                errors.append(exc)
+            if i < 20:
+                p.send("tail", str(i).encode())
+                i += 1
+        p.flush(30)
+        got += [r.value for r in consume(c, 20 - len(got), 15)]
+    assert not errors, errors[:3]
+    assert got == [str(i).encode() for i in range(20)]

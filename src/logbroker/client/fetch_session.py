@@ -56,11 +56,13 @@ class FetchSession:
                 try:
                     reroute, all_failed = await self._fetch_once(planned)
                 except (BrokerUnavailableError, RequestTimedOutError) as exc:
-                    f.error = exc  # poll raises it if no data arrives in time
-                    f.notify()
+                    # a leader lost: in a cluster another broker takes over; poll
+                    # reports the failure only if no broker answers a refresh either
                     f.router.invalidate(broker=self.broker)
                     await asyncio.sleep(backoff.next())
-                    await self._refresh()
+                    if not await self._refresh():
+                        f.error = exc  # poll raises it if no data arrives in time
+                        f.notify()
                     continue
                 except LogbrokerError as exc:  # the whole Fetch was refused
                     if not exc.retriable:
@@ -118,8 +120,11 @@ class FetchSession:
         f.notify()
         return reroute, bool(failed) and len(failed) == len(planned)
 
-    async def _refresh(self) -> None:
+    async def _refresh(self) -> bool:
+        """Refresh the metadata; False if no broker answered (the next
+        round tries again; poll reports an unreachable cluster)."""
         try:
             await self.fetcher.router.refresh(retry=False)
         except LogbrokerError:
-            pass  # the next round tries again; poll reports an unreachable cluster
+            return False
+        return True
