@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import OPEN, BrokerProcess, EtcdProcess, Store, TcpProxy, open_store, require_etcd
+from fixtures import (OPEN, BrokerProcess, Cluster, EtcdProcess, Store, TcpProxy, open_store,
+                      require_etcd)
 
 
 @pytest.fixture
@@ -65,3 +66,14 @@ def tcp_proxy():
     yield make
     for proxy in made:
         proxy.close()
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    """A real cluster: ``Cluster`` (fixtures_cluster.py) of 3 brokers joined
+    through the ``etcd`` fixture, killed by PID after the test."""
+    c = Cluster(tmp_path, etcd.url)
+    try:
+        yield c.start()
+    finally:
+        c.close()

@@ -9,20 +9,10 @@ import os
 import signal
 import time
 
-import pytest
 
 from fixtures import Cluster, batch, segment_bytes, wait_until
 from logbroker.errors import NotEnoughReplicasError, NotLeaderError
 from logbroker.protocol import messages as m
-
-
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    c = Cluster(tmp_path, etcd.url)
-    try:
-        yield c.start()
-    finally:
-        c.close()
 
 
 def acked_values(c: Cluster, topic: str, n: int, size: int = 1, via=None) -> list[bytes]:

@@ -7,19 +7,9 @@ import signal
 import threading
 import time
 
-import pytest
 
-from fixtures import FAST, Cluster, consume, run_cli, cli_ok
+from fixtures import FAST, consume, run_cli, cli_ok
 from logbroker import Admin, Consumer, Producer
-
-
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    c = Cluster(tmp_path, etcd.url)
-    try:
-        yield c.start()
-    finally:
-        c.close()
 
 
 def test_producer_and_consumer_ride_through_a_leader_kill9(cluster):

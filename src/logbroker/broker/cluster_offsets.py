@@ -20,7 +20,7 @@ from ..protocol import messages as m
 from ..cluster.state import pack, unpack
 from ..storage.groups import CommittedOffset
 from .edge import check_partition_key
-from .groups_view import lag_row
+from .groups_view import check_fetch_offsets, lag_row, offsets_answer
 
 
 class ClusterOffsets:
@@ -65,16 +65,8 @@ class ClusterOffsets:
         return m.CommitOffsetsResponse(parts=tuple(out))
 
     async def fetch(self, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
-        for topic, partition in req.parts or ():
-            check_partition_key(topic, partition)
-        committed = await self._committed(req.group)
-        wanted = req.parts if req.parts is not None else sorted(committed)
-        out = []
-        for topic, partition in wanted:
-            c = committed.get((topic, partition))
-            out.append((topic, partition, -1, "", 0) if c is None
-                       else (topic, partition, c.offset, c.metadata, c.commit_ms))
-        return m.FetchOffsetsResponse(parts=tuple(out))
+        check_fetch_offsets(req)
+        return offsets_answer(req, await self._committed(req.group))
 
     async def list_groups(self, req: m.ListGroups) -> m.ListGroupsResponse:
         prefix = self.node.keys.offsets

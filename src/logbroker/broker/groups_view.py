@@ -15,9 +15,17 @@ from .edge import check_partition_key
 
 def fetch_offsets(store: Store, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
     """The group's committed offsets (its name was checked at the edge)."""
+    check_fetch_offsets(req)
+    return offsets_answer(req, store.groups.fetch(req.group))
+
+
+def check_fetch_offsets(req: m.FetchOffsets) -> None:
     for topic, partition in req.parts or ():
         check_partition_key(topic, partition)
-    committed = store.groups.fetch(req.group)
+
+
+def offsets_answer(req: m.FetchOffsets, committed: dict) -> m.FetchOffsetsResponse:
+    """The answer to ``req`` from a group's committed offsets by (topic, partition)."""
     wanted = req.parts if req.parts is not None else sorted(committed)
     out = []
     for topic, partition in wanted:
