@@ -1,0 +1,1 @@
+"""The cluster benchmark (issue 10): ``python -m bench.cluster``; see __main__."""
