@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
     from bench.environment import environment
 
     log = harness.progress_log()
-    env = environment(workdir)
+    machine = environment(workdir)
     sides = {"new": side_env(None), "base": side_env(args.base)}
     trees = {"new": {"src": str(ROOT / "src"), "git": git_of(str(ROOT / "src"))},
              "base": {"src": os.path.abspath(args.base), "git": git_of(args.base)}}
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
         new, base = summary(per["new"]), summary(per["base"])
         rows[key] = {"label": label, "new": new, "base": base, "ratio": new["median"] / base["median"],
                      "paired": summary(paired)}
-    return {"environment": env, "trees": trees, "pairs": pairs, "quick": args.quick,
+    return {"environment": machine, "trees": trees, "pairs": pairs, "quick": args.quick,
             "repeats": args.repeats, "lazy_repeats": args.lazy_repeats, "invocations": invocations, "rows": rows}
 
 
