@@ -135,3 +135,20 @@ def test_a_tailing_consumer_never_sees_an_error_through_a_failover(cluster):
         got += [r.value for r in consume(c, 20 - len(got), 15)]
     assert not errors, errors[:3]
     assert got == [str(i).encode() for i in range(20)]
+
+
+def test_a_consumer_of_several_leaders_with_a_small_prefetch_reads_everything(cluster):
+    with Admin(bootstrap=cluster.bootstrap, **FAST) as admin:
+        admin.create_topic("wide", 3, replication_factor=2, configs={"min_insync_replicas": 1})
+    assert len({cluster.state("wide", p)[0] for p in range(3)}) == 3, "three leaders"
+    value = b"x" * 2000
+    with Producer(bootstrap=cluster.bootstrap, acks=1, linger_ms=5, **FAST) as p:
+        for i in range(3000):  # partition 0 is soon caught up: its session long-polls
+            p.send("wide", value, partition=0 if i < 10 else 1 + i % 2)
+        p.flush(60)
+    with Consumer(bootstrap=cluster.bootstrap, prefetch_bytes=256 << 10, max_poll_records=50,
+                  max_partition_fetch_bytes=64 << 10, fetch_max_bytes=128 << 10, **FAST) as c:
+        c.assign([("wide", p) for p in range(3)])
+        c.seek_to_beginning()
+        got = consume(c, 3000, 60)
+    assert len(got) == 3000 and {r.partition for r in got} == {0, 1, 2}

@@ -102,7 +102,10 @@ class Fetcher:
                     self.notify()
                 await asyncio.sleep(backoff.next())
                 continue
-            self.waiting = not self.sessions
+            # waiting: a poll that frees buffer space must wake us, also while a
+            # session long-polls caught-up partitions (the others' sessions ended
+            # on a full buffer and only this loop starts them again)
+            self.waiting = not self.sessions or self.buffer.buffered >= self.buffer.prefetch_bytes
             if self.subscription:
                 due = self._next_metadata - time.monotonic()
                 look_again = due if look_again is None else min(look_again, due)
