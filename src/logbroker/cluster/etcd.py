@@ -72,7 +72,7 @@ class Etcd:
 
     async def close(self) -> None:
         try:
-            await self._client.close()
+            await asyncio.wait_for(self._client.close(), 2.0)
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
 
@@ -102,8 +102,8 @@ class Etcd:
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd watch: {type(exc).__name__}: {exc}") from None
         finally:
-            try:
-                await w.cancel()
+            try:  # bounded: on a dead stream aetcd's cancel may wait for ever
+                await asyncio.wait_for(w.cancel(), 1.0)
             except Exception:  # noqa: BLE001
                 pass
 

@@ -63,12 +63,12 @@ class LeaderFetcher:
 
     async def close(self) -> None:
         self.task.cancel()
-        try:
-            await self.task
-        except BaseException:  # noqa: BLE001
-            pass
         if self._conn is not None:
             self._conn.close()
+        try:
+            await self.task
+        except BaseException:  # noqa: BLE001 - cancelled, or failed: closing either way
+            pass
 
     async def _run(self) -> None:
         while True:

@@ -36,6 +36,7 @@ from .view import ClusterView
 
 log = logging.getLogger("logbroker.cluster")
 PID_BLOCK = 1000
+CLOSE_STEP_S = 3.0
 
 
 class ClusterNode:
@@ -74,14 +75,18 @@ class ClusterNode:
                        loop.create_task(self._every(0.25, self.replicas.check_isr))]
 
     async def close(self) -> None:
-        for task in self._tasks:
+        """Stop every loop and leave the cluster (lease revoked: the controller
+        moves our leaderships at once). Each step is bounded: a shutdown never
+        hangs on etcd or a peer."""
+        for task in (*self._tasks, *self._background):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        for f in list(self.fetchers.values()):
-            await f.close()
+        steps = [asyncio.gather(*self._tasks, *self._background, return_exceptions=True),
+                 *(f.close() for f in list(self.fetchers.values()))]
         if self.session is not None:
-            await self.session.close()
-        await self.etcd.close()
+            steps.append(self.session.close())
+        for step in steps:
+            await _bounded(step)
+        await _bounded(self.etcd.close())
 
     async def _every(self, period: float, fn) -> None:
         while True:
@@ -254,6 +259,13 @@ class ClusterNode:
     def check_available(self) -> None:
         if self.session is None or self.session.fenced:
             raise ClusterUnavailableError(f"broker {self.me} has no live etcd session")
+
+
+async def _bounded(aw, seconds: float = CLOSE_STEP_S) -> None:
+    try:
+        await asyncio.wait_for(aw, seconds)
+    except Exception as exc:  # noqa: BLE001 - closing goes on
+        log.warning("shutdown step %s did not finish: %r", getattr(aw, "__name__", aw), exc)
 
 
 class _Fetchers:
