@@ -210,9 +210,11 @@ class Cluster:
     def metadata(self, topics=None, via: "int | None" = None) -> m.MetadataResponse:
         for i in ([via] if via is not None else self.live()):
             try:
-                return self.call(i, m.Metadata(topics=topics))
+                resp = self.call(i, m.Metadata(topics=topics))
             except (OSError, AssertionError, TimeoutError):
                 continue
+            if via is not None or not resp.error:  # e.g. CLUSTER_UNAVAILABLE: ask another
+                return resp
         raise AssertionError("no broker answers Metadata")
 
     def state(self, topic: str, partition: int = 0, via: "int | None" = None) -> tuple:

@@ -48,6 +48,9 @@ class ClusterHandlers:
 
     # -- metadata ---------------------------------------------------------------------
     async def metadata(self, req: m.Metadata) -> m.MetadataResponse:
+        # a broker without a live etcd session has a frozen view (it may still
+        # name itself leader): CLUSTER_UNAVAILABLE sends the client elsewhere
+        self.node.check_available()
         view = self.node.view
         names = req.topics if req.topics is not None else sorted(view.topics)
         topics, parts = [], []
@@ -74,6 +77,7 @@ class ClusterHandlers:
                                   partitions=tuple(parts))
 
     async def describe_cluster(self, req: m.DescribeCluster) -> m.DescribeClusterResponse:
+        self.node.check_available()
         view = self.node.view
         names = set(req.topics) if req.topics is not None else None
         replicas = {r for st in view.partitions.values() for r in st.replicas}

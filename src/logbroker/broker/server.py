@@ -108,6 +108,11 @@ class Broker:
 
     async def shutdown(self) -> None:
         log.info("shutting down: %d connection(s)", len(self.connections))
+        if self.node is not None:
+            # leave the cluster first (the controller hands our leaderships to
+            # in-sync followers at once), then drain: a long poll being drained
+            # must not keep us leading while our followers cannot fetch
+            await self.node.leave()
         self.server.close()
         loop = asyncio.get_running_loop()
         for conn in list(self.connections):

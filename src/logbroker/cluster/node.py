@@ -74,6 +74,17 @@ class ClusterNode:
                        loop.create_task(self.controller.run()),
                        loop.create_task(self._every(0.25, self.replicas.check_isr))]
 
+    async def leave(self) -> None:
+        """Controlled shutdown: give up our lease now (etcd drops our
+        registration; the controller moves our leaderships to in-sync
+        replicas) and fail the acks=all producers waiting on us with
+        NOT_LEADER_OR_FOLLOWER so they retry at the new leader."""
+        for task in self._tasks:  # no keepalive (it would register again), watch, controller
+            task.cancel()
+        if self.session is not None:
+            await _bounded(self.session.close())
+        self.replicas.resign()
+
     async def close(self) -> None:
         """Stop every loop and leave the cluster (lease revoked: the controller
         moves our leaderships at once). Each step is bounded: a shutdown never

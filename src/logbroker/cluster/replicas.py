@@ -118,6 +118,13 @@ class ReplicaManager:
             self._followers.remove(key)
             r.fail_waiters(NotLeaderError(f"{r.log.name} is no longer hosted here"))
 
+    def resign(self) -> None:
+        """This broker is leaving: it leads and follows nothing any more."""
+        for r in self.replicas.values():
+            if r.state is not None:
+                self._become_none(r, r.state, NotLeaderError(
+                    f"broker {self.me} is shutting down: {r.log.name} moves to another replica"))
+
     def _become_leader(self, r: Replica, st: PartitionState) -> None:
         self._followers.remove(st.key)
         r.log.set_follower(False)

@@ -85,8 +85,9 @@ class Session:
     async def close(self) -> None:
         """Leave the cluster at once (clean shutdown): revoke the lease."""
         self._valid_until = 0.0
-        if self.lease:
+        lease, self.lease = self.lease, 0
+        if lease:
             try:
-                await asyncio.wait_for(self.etcd.revoke(self.lease), 2.0)
+                await asyncio.wait_for(self.etcd.revoke(lease), 2.0)
             except Exception:  # noqa: BLE001 - expiry does it anyway
                 pass
