@@ -11,7 +11,7 @@ import time
 
 
 from fixtures import Cluster, batch, segment_bytes, wait_until
-from logbroker.errors import NotEnoughReplicasError, NotLeaderError
+from logbroker.errors import LeaderNotAvailableError, NotEnoughReplicasError, NotLeaderError
 from logbroker.protocol import messages as m
 
 
@@ -192,3 +192,22 @@ def test_producers_auto_create_a_topic_through_any_broker_at_once(cluster):
     assert all(a.topics == (("auto", 0, "", 1),) for a in answers), answers
     leader, _, replicas, isr = cluster.state("auto")
     assert len(replicas) == 3 and leader in replicas
+
+
+def test_the_latest_offset_never_goes_back_across_a_failover(cluster):
+    cluster.create("hw", 1, replication_factor=3)
+    old = cluster.state("hw")[0]
+    code, message, _ = cluster.produce(old, "hw", 0, [b"%d" % i for i in range(5)])
+    assert code == 0, message
+    cluster.brokers[old].kill()  # at once: the followers may not know the HW yet
+    new = cluster.wait_state("hw", 0, lambda ld, e, r, isr: ld not in (old, -1), 10, "failover")[0]
+    answers = []
+
+    def latest():
+        part = cluster.call(new, m.ListOffsets(parts=(("hw", 0, m.LATEST),))).parts[0]
+        answers.append(part[2:5])
+        return part[2] == 0
+
+    wait_until(latest, 10, "the new leader's latest offset")
+    assert answers[-1][2] == 5, answers
+    assert all(code == LeaderNotAvailableError.code for code, _, _ in answers[:-1]), answers

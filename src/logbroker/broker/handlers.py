@@ -163,6 +163,8 @@ class Handlers:
         for topic, partition, spec in req.parts:
             try:
                 lg = self.log_for(topic, partition)
+                if self.replicas is not None:
+                    self.replicas.settled_leader((topic, partition))
                 limits.check_offset_spec(spec)
                 if spec == m.EARLIEST:
                     out.append((topic, partition, 0, "", lg.log_start_offset, -1))

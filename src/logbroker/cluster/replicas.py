@@ -171,6 +171,18 @@ class ReplicaManager:
     def check_leader(self, key: tuple[str, int]) -> None:
         self.leader(key)
 
+    def settled_leader(self, key: tuple[str, int]) -> Replica:
+        """The leader once its HW covers what earlier epochs wrote (a new
+        leader's HW starts where its follower's was and catches up on the
+        followers' first fetches): before that, LEADER_NOT_AVAILABLE, so a
+        "latest offset" never goes back across a failover (Kafka answers
+        OFFSET_NOT_AVAILABLE there)."""
+        r = self.leader(key)
+        if r.log.high_watermark < self._epoch_start(r):
+            raise LeaderNotAvailableError(f"{r.log.name}: the new leader's high watermark "
+                                          f"{r.log.high_watermark} is catching up")
+        return r
+
     def committed(self, r: Replica, end: int) -> "asyncio.Future | None":
         """A future done when the HW covers offsets < ``end`` (None if it does)."""
         if r.log.high_watermark >= end:
