@@ -194,10 +194,10 @@ class Cluster:
     def conn(self, i: int) -> RawConn:
         b = self.brokers[i]
         held = self._conns.get(i)
-        if held is None or held[0] != id(b.proc):
+        if held is None or held[0] != b.proc.pid or held[1].sock.fileno() < 0:
             if held is not None:
                 held[1].close()
-            self._conns[i] = (id(b.proc), RawConn(b.port))
+            self._conns[i] = (b.proc.pid, RawConn(b.port))
         return self._conns[i][1]
 
     def call(self, i: int, msg, timeout: float = 10.0):
