@@ -9,6 +9,8 @@ import os
 import signal
 import time
 
+import pytest
+
 
 from fixtures import Cluster, batch, segment_bytes, wait_until
 from logbroker.errors import LeaderNotAvailableError, NotEnoughReplicasError, NotLeaderError
@@ -211,3 +213,26 @@ def test_the_latest_offset_never_goes_back_across_a_failover(cluster):
     wait_until(latest, 10, "the new leader's latest offset")
     assert answers[-1][2] == 5, answers
     assert all(code == LeaderNotAvailableError.code for code, _, _ in answers[:-1]), answers
+
+
+@pytest.mark.parametrize("unclean", ["false", "true"])
+def test_unclean_leader_election_is_opt_in_per_topic(cluster, unclean):
+    cluster.create("u", 1, replication_factor=2, min_insync_replicas=1,
+                   unclean_leader_election=unclean)
+    leader, _, replicas, _ = cluster.state("u")
+    follower = next(r for r in replicas if r != leader)
+    cluster.brokers[follower].kill()
+    cluster.wait_state("u", 0, lambda ld, e, r, isr: list(isr) == [leader], 10, "ISR = leader")
+    cluster.brokers[leader].kill()
+    cluster.brokers[follower].start()
+    if unclean == "true":
+        cluster.wait_state("u", 0, lambda ld, e, r, isr: ld == follower, 10,
+                           "the out-of-sync replica leads the opted-in topic")
+    else:
+        other = next(i for i in cluster.live() if i != follower)
+        wait_until(lambda: {b[0] for b in cluster.metadata(via=other).brokers} == {other, follower},
+                   10, "the follower back, the leader's lease gone")
+        cluster.wait_state("u", 0, lambda ld, e, r, isr: ld == -1, 10, "no leader", via=other)
+        watched = time.monotonic()
+        while time.monotonic() - watched < 2.5:  # two controller rounds: it stays dark
+            assert cluster.state("u", via=other)[0] == -1, "an out-of-sync leader without opt-in"
