@@ -213,3 +213,13 @@ def test_a_blocking_send_from_a_callback_raises_instead_of_deadlocking(bootstrap
         assert outcomes[0] == "cb-known" and "deadlock" in outcomes[1]
         with pytest.raises(TypeError, match="topic must be a str"):
             p.send(["a", "list"], b"v")
+
+
+def test_an_unknown_setting_is_named_with_the_known_ones():
+    from logbroker import Consumer, Producer
+
+    with pytest.raises(TypeError, match=r"Producer\(\) got unknown setting\(s\) "
+                                        r"'enable_idempotence'; known: .*idempotent"):
+        Producer(bootstrap="127.0.0.1:1", enable_idempotence=True)
+    with pytest.raises(TypeError, match=r"Consumer\(\) got unknown setting\(s\) 'auto_commit'"):
+        Consumer(bootstrap="127.0.0.1:1", auto_commit=True)

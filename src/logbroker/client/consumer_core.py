@@ -23,7 +23,7 @@ from .admin_core import AdminCore
 from .fetch_buffer import FetchBuffer
 from .fetcher import Fetcher
 from .routing import Router
-from .settings import ConsumerSettings, client_options
+from .settings import ConsumerSettings, check_names, client_options
 
 # The methods both Consumer shells expose as they are: plain ones, and
 # coroutines (run on the sync shell's I/O thread, awaited by the asyncio one).
@@ -45,6 +45,7 @@ class PollCall:
 class ConsumerCore:
     def __init__(self, bootstrap, group, client_id, request_timeout_ms, connect_timeout_ms,
                  settings: dict, *, wakeup, schedule) -> None:
+        check_names(ConsumerSettings, settings, "Consumer")
         self.settings = ConsumerSettings(group=group, **settings)
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
                                       connect_timeout_ms)

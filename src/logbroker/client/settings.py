@@ -8,7 +8,7 @@ ever sent; the consumer's ``group`` is checked as the broker checks it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .link import ClientOptions
 from .validate import MAX_INT32, group as check_group
@@ -44,6 +44,7 @@ class ProducerSettings:
             idempotent = code == -1
         elif idempotent and code != -1:
             raise ValueError("idempotent=True needs acks='all'")
+        check_names(cls, kw, "Producer")
         s = cls(acks=code, idempotent=idempotent, **kw)
         for name in ("batch_size", "max_in_flight", "buffer_memory", "max_request_size",
                      "max_block_ms", "delivery_timeout_ms"):
@@ -104,3 +105,13 @@ def _bounded(settings, name: str, low: int, high: int) -> None:
     value = getattr(settings, name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise ValueError(f"{name} must be a number in {low}..{high}, got {value!r}")
+
+
+def check_names(cls, settings: dict, client: str) -> None:
+    """A TypeError naming the unknown settings and the known ones (not a
+    dataclass's ``__init__() got an unexpected keyword argument``)."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise TypeError(f"{client}() got unknown setting(s) {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join(sorted(known))}")
