@@ -44,9 +44,9 @@ class Params:
     distinct_keys: int = 1024
     linger_ms: float = 5
     batch_size: int = 1 * MiB
-    # The consumers' prefetch_bytes (default 32 MiB): large enough to hold a whole workload, because
-    # with partitions on several leaders a consumer whose prefetch buffer fills may stall for good
-    # (docs/benchmarks.md, cluster findings); 0: the Consumer's default
+    # The consumers' prefetch_bytes (default 32 MiB): large enough to hold a whole workload, as in
+    # the runs of docs/benchmarks.md, which worked around a stall of consumers of several leaders
+    # on a full buffer (fixed since, fbb3be3); 0: the Consumer's default
     consumer_prefetch_bytes: int = 256 * MiB
     rtt_sends: int = 2_000
     rtt_warmup: int = 100

@@ -251,14 +251,12 @@ class ClusterHandlers:
                 total += n
                 budget -= n
             except LogbrokerError as exc:
-                hw, start, end = ((-1, -1, -1) if lg is None else
-                                  (lg.high_watermark, lg.log_start_offset, lg.log_end_offset))
-                if lg is None:
-                    try:
-                        lg = self.node.store.get_log(topic, partition)
-                        hw, start, end = lg.high_watermark, lg.log_start_offset, lg.log_end_offset
-                    except LogbrokerError:
-                        pass
+                hw = start = end = -1  # this replica's offsets, where it has one
+                try:
+                    lg = lg or self.node.store.get_log(topic, partition)
+                    hw, start, end = lg.high_watermark, lg.log_start_offset, lg.log_end_offset
+                except LogbrokerError:
+                    pass
                 parts.append((topic, partition, *_err(exc), hw, start, end, -1, 0))
                 payload.append(b"")
         return parts, payload, total, logs

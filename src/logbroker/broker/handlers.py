@@ -90,8 +90,7 @@ class Handlers:
         number, UNKNOWN_TOPIC_OR_PARTITION for a missing one."""
         check_partition_key(topic, partition)
         if self.replicas is not None:  # cluster mode: only the leader serves clients
-            if topic not in self.cluster.node.view.topics:
-                raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+            self._known(topic)
             return self.replicas.leader((topic, partition)).log
         try:
             return self.store.get_log(topic, partition)
@@ -100,6 +99,11 @@ class Handlers:
                 raise
         self.store.create_topic(topic, self.config.default_partitions)
         return self.store.get_log(topic, partition)
+
+    def _known(self, topic: str) -> None:
+        """Cluster mode: the topic is in etcd (UNKNOWN_TOPIC_OR_PARTITION)."""
+        if topic not in self.cluster.node.view.topics:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
 
     # -- simple requests ------------------------------------------------------------
     def handshake(self, req: m.Handshake) -> m.HandshakeResponse:
@@ -240,8 +244,7 @@ class Handlers:
         acks=all completes when the ISR has the records (the HW covers
         them), that of acks=1 when they are durable here."""
         check_partition_key(topic, partition)
-        if topic not in self.cluster.node.view.topics:
-            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        self._known(topic)
         r = self.replicas.leader_for_produce((topic, partition), acks)
         lg = r.log
         info = lg.append(data, r.epoch, sync=False)
