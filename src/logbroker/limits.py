@@ -98,6 +98,10 @@ TOPIC_CONFIGS: dict = {
     "max_batch_bytes": (64, MAX_INT32),
     "file_delete_delay_ms": (0, MAX_MS),
     "flush": ("fsync", "lazy"),
+    "cleanup_policy": ("delete", "compact", "compact,delete", "delete,compact"),
+    "delete_retention_ms": (0, MAX_MS),  # how long tombstones survive compaction
+    "min_cleanable_dirty_percent": (0, 100),  # Kafka's min.cleanable.dirty.ratio, in percent
+    "min_compaction_lag_ms": (0, MAX_MS),
     # cluster settings (a single node accepts replication_factor 1 and ignores the others)
     "replication_factor": (1, 64),
     "min_insync_replicas": (1, 64),

@@ -48,6 +48,33 @@ class Column:
             raise CorruptRecordError(f"column offsets out of order at entry {i}")
         return bytes(self.data[start:end])
 
+    def null_flags(self) -> list[bool]:
+        """``[entry i is null]`` for every entry, reading only the bitmap."""
+        if self.offsets is None:
+            return [True] * self.length
+        if self.validity is None:
+            return [False] * self.length
+        bits = self.validity
+        return [not bits[i >> 3] >> (i & 7) & 1 for i in range(self.length)]
+
+    def tolist(self) -> list:
+        """Every entry (bytes or None) in order: one pass over the offsets,
+        no per-entry struct call (compaction reads every key this way)."""
+        if self.offsets is None:
+            return [None] * self.length
+        offs = array("i")
+        offs.frombytes(self.offsets)
+        if not _LITTLE:  # pragma: no cover
+            offs.byteswap()
+        data = bytes(self.data)
+        if not 0 == offs[0] <= offs[-1] <= len(data):
+            raise CorruptRecordError("column offsets out of range")
+        out = [data[offs[i]:offs[i + 1]] for i in range(self.length)]
+        if self.validity is not None:
+            bits = self.validity
+            out = [v if bits[i >> 3] >> (i & 7) & 1 else None for i, v in enumerate(out)]
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -88,10 +115,11 @@ class RecordBatch:
         base = self.header.base_offset
         out = []
         for i, ts in enumerate(self.timestamps()):
-            out.append(Record(base + i, ts, self.keys.get(i), self.values.get(i), self._headers(i)))
+            out.append(Record(base + i, ts, self.keys.get(i), self.values.get(i), self.headers_of(i)))
         return out
 
-    def _headers(self, i: int) -> tuple:
+    def headers_of(self, i: int) -> tuple:
+        """Record ``i``'s headers as ``(str, bytes | None)`` pairs (``()`` when none)."""
         if self.header_counts is None:
             return ()
         lo = _I32.unpack_from(self.header_counts, i * 4)[0]

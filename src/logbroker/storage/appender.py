@@ -28,9 +28,9 @@ from .segments import Segments
 
 class Appender:
     def __init__(self, config: LogConfig, segments: Segments, index: PartitionIndex,
-                 epochs: LeaderEpochs, roll: Callable[[int], Segment]) -> None:
-        """``roll(now)`` seals the active segment (the Log's roll: it fsyncs
-        and checkpoints) and returns the new one."""
+                 epochs: LeaderEpochs, roll: Callable[..., Segment]) -> None:
+        """``roll(now, base=None)`` seals the active segment (the Log's roll:
+        it fsyncs and checkpoints) and returns the new one (of ``base``)."""
         self.config, self.segments, self.index, self.epochs = config, segments, index, epochs
         self.producers = ProducerStates()
         self._roll = roll
@@ -77,8 +77,8 @@ class Appender:
             seg = self._active_for(total, now)
         else:
             seg = self.segments.active
-            if seg.size and seg.base_offset < segment_base == first.base_offset:
-                seg = self._roll(now)
+            if seg.size and seg.base_offset < segment_base <= first.base_offset:
+                seg = self._roll(now, segment_base)
         written, pos = [], seg.size
         for _, h in parsed:
             written.append((h, h.base_offset, pos))

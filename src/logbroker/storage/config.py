@@ -15,6 +15,8 @@ from ..errors import InvalidConfigError
 
 FLUSH_FSYNC = "fsync"
 FLUSH_LAZY = "lazy"
+POLICY_DELETE, POLICY_COMPACT = "delete", "compact"
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,16 @@ class LogConfig:
     - ``max_batch_bytes``: largest batch accepted by ``append``.
     - ``file_delete_delay_ms``: a deleted segment stays as ``.deleted`` this
       long, so readers that already planned a read of it are not broken.
+    - ``cleanup_policy``: ``delete`` (time/size retention), ``compact``
+      (keep the last record per key, docs/compaction.md) or both
+      (``compact,delete``).
+    - ``delete_retention_ms``: how long a tombstone (null value) survives
+      once the compactor first cleaned the section holding it.
+    - ``min_cleanable_dirty_percent``: compact only when the uncleaned part
+      is at least this share (0-100) of the cleanable log (Kafka's
+      min.cleanable.dirty.ratio 0.5 = 50).
+    - ``min_compaction_lag_ms``: a segment is compacted only once its newest
+      record is at least this old.
     """
 
     segment_bytes: int = 1 << 30
@@ -43,6 +55,10 @@ class LogConfig:
     flush: str = FLUSH_FSYNC
     max_batch_bytes: int = 16 << 20
     file_delete_delay_ms: int = 60_000
+    cleanup_policy: str = POLICY_DELETE
+    delete_retention_ms: int = 86_400_000
+    min_cleanable_dirty_percent: int = 50
+    min_compaction_lag_ms: int = 0
 
     def __post_init__(self) -> None:
         _positive(self, "segment_bytes", minimum=128)
@@ -50,12 +66,31 @@ class LogConfig:
         _positive(self, "index_interval_bytes", minimum=1)
         _positive(self, "max_batch_bytes", minimum=64)
         _positive(self, "file_delete_delay_ms", minimum=0)
+        _positive(self, "delete_retention_ms", minimum=0)
+        _positive(self, "min_compaction_lag_ms", minimum=0)
+        _positive(self, "min_cleanable_dirty_percent", minimum=0)
+        if self.min_cleanable_dirty_percent > 100:
+            raise InvalidConfigError("min_cleanable_dirty_percent must be 0..100, "
+                                     f"got {self.min_cleanable_dirty_percent!r}")
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise InvalidConfigError(f"cleanup_policy must be one of {', '.join(CLEANUP_POLICIES)}, "
+                                     f"got {self.cleanup_policy!r}")
         for name in ("retention_ms", "retention_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or (value < 0 and value != -1):
                 raise InvalidConfigError(f"{name} must be -1 or >= 0, got {value!r}")
         if self.flush not in (FLUSH_FSYNC, FLUSH_LAZY):
             raise InvalidConfigError(f"flush must be 'fsync' or 'lazy', got {self.flush!r}")
+
+    @property
+    def compacts(self) -> bool:
+        """The cleanup policy includes ``compact``."""
+        return POLICY_COMPACT in self.cleanup_policy.split(",")
+
+    @property
+    def deletes(self) -> bool:
+        """The cleanup policy includes ``delete`` (time and size retention apply)."""
+        return POLICY_DELETE in self.cleanup_policy.split(",")
 
     def replace(self, **changes: Any) -> "LogConfig":
         """A copy with ``changes``; unknown names raise ``InvalidConfigError``."""
@@ -81,6 +116,11 @@ class StorageConfig:
       ones are closed least-recently-used first.
     - ``checkpoint_interval_ms``: how often ``Store.tick`` persists recovery
       points (they also move on roll and on clean close).
+    - ``compaction_bytes_per_tick``: segment bytes the compactor reads (and
+      about as many it writes) in one ``Store.tick``, over all partitions.
+    - ``compaction_map_bytes``: memory bound of the compactor's key map (key
+      bytes plus a fixed per-key cost); a log with more keys is compacted a
+      prefix of its dirty section per pass.
     """
 
     log: LogConfig = field(default_factory=LogConfig)
@@ -88,9 +128,13 @@ class StorageConfig:
     max_dbs: int = 16
     max_open_files: int = 512
     checkpoint_interval_ms: int = 10_000
+    compaction_bytes_per_tick: int = 64 << 20
+    compaction_map_bytes: int = 32 << 20
 
     def __post_init__(self) -> None:
         _positive(self, "map_size", minimum=1 << 20)
+        _positive(self, "compaction_bytes_per_tick", minimum=4096)
+        _positive(self, "compaction_map_bytes", minimum=4096)
         _positive(self, "max_open_files", minimum=4)
         _positive(self, "checkpoint_interval_ms", minimum=1)
 

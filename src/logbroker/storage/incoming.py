@@ -7,20 +7,24 @@ and raises, changing nothing; the Log writes only once everything passed.
 
 from __future__ import annotations
 
-from ..errors import InvalidRequestError, RecordTooLargeError
+from ..errors import InvalidRecordError, InvalidRequestError, RecordTooLargeError
 from ..records import format as fmt
+from ..records.compact import has_null_key
 from ..records.walker import split_batches
 from .epochs import LeaderEpochs
 
 Parsed = list[tuple[memoryview, fmt.BatchHeader]]
 
 
-def parse_batches(batches, *, max_batch_bytes: "int | None" = None) -> Parsed:
+def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
+                  require_keys: bool = False) -> Parsed:
     """``batches`` (one buffer of whole batches, or a sequence of such) as
     ``(view, header)`` pairs, every header, exact length and CRC32C checked,
     and each batch no larger than ``max_batch_bytes`` when given. Raises
-    CorruptRecordError, RecordTooLargeError, or InvalidRequestError when
-    there is no batch at all."""
+    CorruptRecordError, RecordTooLargeError, InvalidRequestError when
+    there is no batch at all, or InvalidRecordError for a record without a
+    key when ``require_keys`` (a compacted topic; checked from the key
+    column's mode and bitmap, nothing decoded)."""
     if isinstance(batches, (bytes, bytearray, memoryview)):
         parsed = split_batches(batches)
     else:
@@ -32,19 +36,23 @@ def parse_batches(batches, *, max_batch_bytes: "int | None" = None) -> Parsed:
             raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max_batch_bytes "
                                       f"{max_batch_bytes}")
         fmt.check_crc(mv, 0, header)
+        if require_keys and has_null_key(mv, header):
+            raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
+                                     f"of {header.record_count} record(s) has one without")
     return parsed
 
 
 def check_replicated(parsed: Parsed, log_end: int, epochs: LeaderEpochs, name: str) -> None:
     """A follower's batches, as the leader stored them, must continue the
-    log exactly: the first at ``log_end`` (otherwise the follower must
-    truncate or reset first), each next one after the previous one's last
-    offset (gaps allowed: compacted logs have them), leader epochs never
-    decreasing and not older than an epoch of the log that holds data."""
+    log: the first at ``log_end`` or past it (a compacted leader's log has
+    a gap there; below it the follower must truncate or reset first), each
+    next one after the previous one's last offset (gaps allowed), leader
+    epochs never decreasing and not older than an epoch of the log that
+    holds data."""
     first = parsed[0][1]
-    if first.base_offset != log_end:
+    if first.base_offset < log_end:
         raise InvalidRequestError(f"{name}: replicated batches start at offset "
-                                  f"{first.base_offset}, but the log ends at {log_end}")
+                                  f"{first.base_offset}, below the log end {log_end}")
     epochs.check_replicated(first.leader_epoch, log_end, name)
     for (_, prev), (_, h) in zip(parsed, parsed[1:]):
         if h.base_offset <= prev.last_offset:

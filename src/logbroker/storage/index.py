@@ -112,6 +112,17 @@ class PartitionIndex:
         self.pending_time = [e for e in self.pending_time if e[1] >= offset]
         self._dropped_below = max(offset, self._dropped_below or 0)
 
+    def replace_range(self, txn, start: int, end: int, entries) -> None:
+        """Compaction: the offset entries of batches in ``[start, end)``
+        become ``entries`` (``(offset, segment, position)``, ascending), in
+        the caller's transaction. Time entries stay: they are scan starts,
+        and a scan from an offset in a gap finds the next batch."""
+        self.pending = [e for e in self.pending if not start <= e[0] < end]
+        delete_prefix(txn, self.meta.db("oidx"), PID.pack(self.pid),
+                      start=PID_U64.pack(self.pid, start), stop=PID_U64.pack(self.pid, end))
+        for offset, segment, pos in entries:
+            txn.put(PID_U64.pack(self.pid, offset), _POS.pack(segment, pos), db=self.meta.db("oidx"))
+
     def clear(self) -> None:
         """Forget everything (before a rebuild)."""
         self.pending, self.pending_time = [], []

@@ -33,6 +33,8 @@ from .locate import rebuild_index
 from .metastore import MetaStore
 from .segment import DELETED_SUFFIX, Segment, parse_segment_name, segment_name
 from .segments import RecoveryPoint, Segments
+from .cleaner_state import rewind_clean_point
+from .swap import recover_swaps
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class _Loader:
     def __init__(self, directory: str, name: str, config: LogConfig, meta: MetaStore,
                  files: FileCache, auto_hw: bool) -> None:
         self.directory, self.name, self.config, self.files = directory, name, config, files
-        self.auto_hw = auto_hw
+        self.auto_hw, self.meta = auto_hw, meta
         self.pid = meta.partition_id(name)
         self.ckpt = ck.load_checkpoint(meta, self.pid)
         self.infos = ck.load_segment_infos(meta, self.pid)
@@ -84,6 +86,9 @@ class _Loader:
 
     def _list_segments(self) -> list[Segment]:
         os.makedirs(self.directory, exist_ok=True)
+        self.swapped = recover_swaps(self.directory)  # an interrupted compaction swap, finished
+        for start, end in self.swapped:  # the summaries of its range are void
+            self.infos = {b: i for b, i in self.infos.items() if not start <= b < end}
         bases = []
         for entry in os.listdir(self.directory):
             if entry.endswith(DELETED_SUFFIX):
@@ -102,10 +107,11 @@ class _Loader:
     def load(self, clean: bool) -> LoadedLog:
         try:
             self._check_no_gap()
-            if clean and self._matches():
+            if clean and not self.swapped and self._matches():
                 end, hw = self._open_clean()
             else:
                 end, hw = self._recover()
+            rewind_clean_point(self.meta, self.pid, end)
         except _Offline as why:  # the offsets shown are the last ones known durable
             c = self.ckpt
             end = self.log_start if c is None else max(self.log_start, c.recovery_point)
@@ -154,8 +160,11 @@ class _Loader:
         return c.log_end_offset, min(c.high_watermark, c.log_end_offset)
 
     def _index_complete(self) -> bool:
-        """Every segment holding data has its first-batch index entry."""
-        return all(self.index.has(s.base_offset) for s in self.segments if s.size)
+        """Every segment holding data has an index entry (its first batch's:
+        at its base offset, or past it when compaction left a gap there)."""
+        ends = [s.base_offset for s in self.segments[1:]] + [1 << 63]
+        return all(self.index.has(s.base_offset) or _entry_in(self.index, s.base_offset, end)
+                   for s, end in zip(self.segments, ends) if s.size)
 
     def _rebuild_index(self) -> None:
         try:
@@ -175,10 +184,11 @@ class _Loader:
         for i in range(first, len(self.segments)):
             seg = self.segments[i]
             pos = rp.position if (has_ckpt and seg.base_offset == rp.segment) else 0
-            if pos == 0 and seg.base_offset != expected:
+            if pos == 0 and seg.base_offset < expected:
                 self._drop_from(i, expected, f"{seg.path} starts at {seg.base_offset}, "
-                                             f"expected {expected}")
+                                             f"below the end {expected} of the log before it")
                 break
+            expected = max(expected, seg.base_offset) if pos == 0 else expected  # a gap
             expected, problem = self._scan(seg, pos, expected)
             scanned.append(seg)
             if problem is not None:
@@ -196,12 +206,12 @@ class _Loader:
         self.index.restart_cadence()
         try:
             for bpos, header in seg.scan(pos, seg.size, verify=True):
-                if header.base_offset != expected:
+                if header.base_offset < expected:  # above it: a gap (compaction)
                     raise CorruptRecordError(f"batch at offset {header.base_offset}, expected "
-                                             f"{expected}", position=bpos)
+                                             f"{expected} or above", position=bpos)
                 seg.max_timestamp = max(seg.max_timestamp, header.max_timestamp)
                 self.epochs.observe(header.leader_epoch, header.base_offset)
-                self.index.on_batch(expected, seg.base_offset, bpos, header.size,
+                self.index.on_batch(header.base_offset, seg.base_offset, bpos, header.size,
                                     header.max_timestamp)
                 expected = header.next_offset
                 pos = bpos + header.size
@@ -292,9 +302,15 @@ class _Loader:
         self.epochs.dirty = True
         if active.size and active.created_ms < 0:
             active.created_ms = int(time.time() * 1000)
-        if self.ckpt is None or not self._index_complete():
+        if self.ckpt is None or self.swapped or not self._index_complete():
             self._rebuild_index()
         self.index.max_seen = max(self.index.last_time, *(s.max_timestamp for s in self.segments))
         self.index.restart_cadence()
         hw = end if self.auto_hw else min(self.ckpt.high_watermark if self.ckpt else 0, end)
         return end, hw
+
+
+def _entry_in(index: PartitionIndex, base: int, end: int) -> bool:
+    """Whether ``index`` has an entry of the segment of ``base`` below ``end``."""
+    entry = index.lookup(end - 1)
+    return entry is not None and entry[1] == base

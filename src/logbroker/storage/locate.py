@@ -58,34 +58,59 @@ class Locator:
         limit = segs.log_end if upto is None else min(upto, segs.log_end)
         if offset >= limit:
             return None
-        seg = segs.segment_for(offset)
-        return seg, self.locate(seg, offset)[0], limit
+        seg, pos, header = self.find(offset)
+        return None if header is None else (seg, pos, limit)
 
-    def locate(self, seg: Segment, offset: int) -> tuple[int, fmt.BatchHeader]:
-        """Position and header of the first batch of ``seg`` with last offset >= ``offset``."""
+    def find(self, offset: int) -> tuple[Segment, int, "fmt.BatchHeader | None"]:
+        """(segment, position, header) of the first batch with last offset
+        >= ``offset``: the batch holding it, or after a gap (compaction) the
+        next batch, in a later segment if the gap ends ``offset``'s one.
+        Header None when no batch follows (the position is then the end of
+        the last segment looked at)."""
+        seg = self.segments.segment_for(offset)
+        pos, header = self.locate(seg, offset)
+        while header is None and seg is not self.segments.active:
+            seg = self.segments.from_segment(seg)[1]
+            pos, header = self.locate(seg, seg.base_offset)
+        return seg, pos, header
+
+    def locate(self, seg: Segment, offset: int) -> tuple[int, "fmt.BatchHeader | None"]:
+        """Position and header of the first batch of ``seg`` with last offset
+        >= ``offset``; ``(seg.size, None)`` when ``seg`` is sealed and none
+        is (a gap that compaction left at its end, or an emptied segment)."""
         hint = self.index.lookup(offset)
+        found = None
         if hint is not None and hint[1] == seg.base_offset and hint[2] > 0:
             try:
-                return self._walk(seg, hint[2], offset, expect=hint[0])
+                found = self._walk(seg, hint[2], offset, expect=hint[0])
             except (_Stale, CorruptRecordError) as exc:
                 log.warning("%s: index entry for offset %d is stale (%s); rebuilding the index",
                             self.name, hint[0], exc)
                 self.rebuild_index()
         try:
-            return self._walk(seg, 0, offset, expect=seg.base_offset)
+            found = found or self._walk(seg, 0, offset, expect=None)
         except _Stale as exc:
             raise CorruptRecordError(f"{seg.path}: {exc} (looking for offset {offset})") from None
         except CorruptRecordError as exc:
             raise self._damage(seg, exc.position or 0, exc.message, offset) from None
+        if found[1] is None and seg is self.segments.active:
+            raise CorruptRecordError(f"{seg.path}: offset {offset} not found before byte "
+                                     f"{seg.size}, the end of the segment")
+        return found
 
-    def _walk(self, seg: Segment, pos: int, offset: int, expect: int) -> tuple[int, fmt.BatchHeader]:
+    def _walk(self, seg: Segment, pos: int, offset: int,
+              expect: "int | None") -> tuple[int, "fmt.BatchHeader | None"]:
+        """Walk from ``pos``, where a batch of offset ``expect`` must start
+        (None: the segment's start, where a gap may come first)."""
         for bpos, header, _ in scan_file(seg.read, pos, seg.size, window=WINDOW):
-            if bpos == pos and header.base_offset != expect:
-                raise _Stale(f"byte {pos}: expected a batch at offset {expect}, found "
+            if bpos == pos and (header.base_offset != expect if expect is not None
+                                else header.base_offset < seg.base_offset):
+                raise _Stale(f"byte {pos}: expected a batch at offset "
+                             f"{seg.base_offset if expect is None else expect}, found "
                              f"{header.base_offset}")
             if header.next_offset > offset:
                 return bpos, header
-        raise _Stale(f"offset {offset} not found before byte {seg.size}, the end of the segment")
+        return seg.size, None
 
     def read_from(self, seg: Segment, pos: int, max_bytes: int, limit: int) -> bytes:
         """Whole batches from ``pos`` with next offset <= ``limit``, within ``max_bytes``
@@ -113,7 +138,7 @@ class Locator:
         if limit >= self.segments.segment_end(seg):
             end = seg.size
         else:
-            end, _ = self.locate(seg, limit)
+            end, _ = self.locate(seg, limit)  # the segment's size when ``limit`` is in a gap
         try:
             first = fmt.read_header(seg.read(pos, fmt.HEADER_SIZE), 0)
         except CorruptRecordError as exc:

@@ -26,6 +26,9 @@ from .flusher import Flusher
 from .incoming import check_replicated, parse_batches
 from .loader import LoadedLog, load_log
 from .locate import Locator
+from .log_compaction import CompactionSupport
+from .log_replica import ReplicaSupport
+from .cleaner_state import rewind_clean_point
 from .metastore import MetaStore
 from .results import AppendInfo, FileSlice, TimestampOffset
 from .segment import Segment
@@ -40,7 +43,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Log:
+class Log(ReplicaSupport, CompactionSupport):
     """Append-only segmented log; use ``Log.open``."""
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
@@ -148,25 +151,6 @@ class Log:
         stay byte-identical file by file."""
         self._follower = on
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """Kafka's OffsetForLeaderEpoch: ``(e, end)``, ``e`` the largest epoch
-        <= ``epoch`` in the history, ``end`` the start offset of the next newer
-        epoch there, or the log end if ``e`` is the newest; ``(-1, -1)`` when
-        no epoch <= ``epoch`` is known (an empty history, or only newer ones)."""
-        with self._lock:
-            self._check_online()
-            return self._epochs.end_offset_for(epoch, self._segs.log_end)
-
-    def assign_epoch(self, epoch: int) -> None:
-        """Become leader in ``epoch``: ``(epoch, log end)`` enters the history
-        at once, before any batch of it is written, and is checkpointed before
-        this returns (recovery keeps an epoch that starts at the log end). No-op
-        if ``epoch`` is the newest already; FencedLeaderEpochError if older."""
-        with self._lock:
-            self._check_online()
-            if self._epochs.assign(epoch, self._segs.log_end, self.name):
-                self._checkpoint_locked()
-
     def reset_to(self, offset: int, now: "int | None" = None) -> None:
         """Empty the log and restart it at ``offset``, any offset, above the
         log end too (a follower behind its leader's log start). The epoch
@@ -199,7 +183,8 @@ class Log:
         A full disk raises StorageError with nothing written (the log stays
         online); other I/O errors take the partition offline.
         """
-        parsed = parse_batches(batches, max_batch_bytes=self.config.max_batch_bytes)
+        parsed = parse_batches(batches, max_batch_bytes=self.config.max_batch_bytes,
+                               require_keys=self.config.compacts)
         with self._lock:
             self._check_online()
             self._epochs.check(leader_epoch, self.name)
@@ -220,8 +205,8 @@ class Log:
         Checked before anything is written (incoming.check_replicated):
         header, length and CRC of every batch (not ``max_batch_bytes``: what
         the leader took, a follower takes, as in Kafka); the first base offset
-        is the log end (else InvalidRequestError naming both: truncate or
-        ``reset_to`` first); no overlap; epochs never decrease nor go below an
+        is at or past the log end (a gap of a compacted leader; below it
+        InvalidRequestError naming both: truncate or ``reset_to`` first); no overlap; epochs never decrease nor go below an
         epoch of this log that holds data. Written unchanged; the index, the
         epochs (each batch's own) and the producer state follow, so a promoted
         follower deduplicates retries. The HW is not moved. Durable on return
@@ -330,10 +315,10 @@ class Log:
             self._roll_locked(now)
             return True
 
-    def _roll_locked(self, now: int) -> Segment:
+    def _roll_locked(self, now: int, base: "int | None" = None) -> Segment:
         old = self._segs.active
         try:
-            new = self._segs.roll()
+            new = self._segs.roll(base)
         except OSError as exc:
             raise self._io_failed(f"roll of {old.path}", exc) from None
         if new is old:
@@ -411,6 +396,7 @@ class Log:
         self._after_cut()
 
     def _after_cut(self) -> None:
+        rewind_clean_point(self.meta, self.pid, self._segs.log_end)
         self._flusher.cut(self._segs.log_end)
         self._appender.producers.clear()  # rebuilt from the new tail by the next idempotent append
         self._checkpoint_locked()

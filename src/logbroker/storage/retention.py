@@ -1,4 +1,5 @@
-"""Retention by time and size: whole sealed segments, oldest first.
+"""Retention by time and size: whole sealed segments, oldest first, when
+the cleanup policy includes ``delete``.
 
 A segment is deleted when every condition allows: it is sealed (the active
 segment never goes), it lies wholly below the high watermark, and either its
@@ -14,9 +15,12 @@ from .segment import Segment
 
 
 def apply_retention(log: Log, now: int) -> list[Segment]:
-    """Roll an aged active segment, then delete what retention allows."""
+    """Roll an aged active segment, then delete what retention allows
+    (nothing unless the cleanup policy includes ``delete``)."""
     cfg = log.config
     log.roll_if_aged(now)
+    if not cfg.deletes:  # cleanup_policy = compact: compaction.py alone removes records
+        return []
     segments = log.segments
     total = sum(s.size for s in segments)
     end = None

@@ -118,9 +118,10 @@ class Segment:
         except OSError:
             pass
 
-    def mark_deleted(self) -> None:
-        """Rename to ``.deleted`` (open descriptors keep working)."""
-        new = self.path + DELETED_SUFFIX
+    def mark_deleted(self, tag: str = "") -> None:
+        """Rename to ``<name><tag>.deleted`` (open descriptors keep working;
+        a ``tag`` keeps two generations of one base apart: compaction)."""
+        new = self.path + tag + DELETED_SUFFIX
         os.rename(self.path, new)
         self.path = new
 

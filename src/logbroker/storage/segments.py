@@ -50,6 +50,7 @@ class Segments:
         self._hw = max(log_start, min(high_watermark, log_end))
         self._new_infos: dict[int, ck.SegmentInfo] = dict(new_infos or {})
         self._trash: list[tuple[int, Segment]] = []
+        self.cuts = 0  # truncations and resets so far (the compactor checks none came between)
 
     # -- state ------------------------------------------------------------------------
     @property
@@ -136,18 +137,22 @@ class Segments:
         seg.max_timestamp = max(seg.max_timestamp, max_timestamp)
         self._log_end = next_offset
 
-    def roll(self) -> Segment:
-        """Seal the active segment (fsynced first) and start a new one at the
-        log end; the recovery point moves to it. Returns the active segment."""
+    def roll(self, base: "int | None" = None) -> Segment:
+        """Seal the active segment (fsynced first) and start a new one at
+        ``base`` (default: the log end; a follower copying a compacted
+        leader may start it past the end, where the leader's starts); the
+        log end and the recovery point move to it. Returns the active segment."""
         old = self.active
         if old.size == 0:
             return old
+        base = self._log_end if base is None else max(base, self._log_end)
         old.flush()
-        new = Segment.create(self.directory, self._log_end, self.files)
+        new = Segment.create(self.directory, base, self.files)
         self._list.append(new)
-        self._new_infos[old.base_offset] = ck.SegmentInfo(old.size, self._log_end,
-                                                          old.max_timestamp, old.created_ms)
-        self._rp = RecoveryPoint(self._log_end, self._log_end, 0)
+        self._new_infos[old.base_offset] = ck.SegmentInfo(old.size, base, old.max_timestamp,
+                                                          old.created_ms)
+        self._log_end = base
+        self._rp = RecoveryPoint(base, base, 0)
         return new
 
     def mark_flushed(self, point: RecoveryPoint) -> None:
@@ -188,6 +193,7 @@ class Segments:
         self._log_end = new_end
         self._hw = min(self._hw, self._log_end)
         self._rp = self.flushed_point()
+        self.cuts += 1
 
     def reset(self, offset: int, deadline: int) -> None:
         """The log restarts empty at ``offset`` (any offset). Every segment is
@@ -203,6 +209,7 @@ class Segments:
         self._log_start = self._log_end = offset
         self._rp = RecoveryPoint(offset, offset, 0)
         self._hw = offset
+        self.cuts += 1
 
     def delete_head(self, offset: int, deadline: int) -> list[Segment]:
         """Retention: the log start becomes ``offset`` (<= log end); sealed
@@ -220,6 +227,31 @@ class Segments:
             self._rp = RecoveryPoint(first, first, 0)
         self._hw = max(self._hw, self._log_start)
         return doomed
+
+    def replace(self, group: list[Segment], new: Segment, deadline: int) -> bool:
+        """Compaction: the consecutive segments ``group`` (sealed, unchanged
+        since the compactor read them: same objects, same sizes) give way to
+        ``new``, their cleaned version; they go to the trash (``purge``
+        removes them after ``deadline``). False, nothing changed, if the
+        group is no longer there as it was."""
+        if group[0] not in self._list:
+            return False
+        i = self._list.index(group[0])
+        if self._list[i:i + len(group)] != group or i + len(group) >= len(self._list):
+            return False
+        self._list[i:i + len(group)] = [new]
+        self._trash += [(deadline, seg) for seg in group]
+        for seg in group:  # their summaries (if not yet stored) are void: the caller stored new's
+            self._new_infos.pop(seg.base_offset, None)
+        return True
+
+    def holds(self, group: list[Segment], sizes: list[int]) -> bool:
+        """Whether ``group`` still lies in the log, sealed, with these sizes."""
+        if group[0] not in self._list:
+            return False
+        i = self._list.index(group[0])
+        return self._list[i:i + len(group)] == group and i + len(group) < len(self._list) \
+            and [s.size for s in group] == sizes
 
     def purge(self, now: int) -> int:
         """Remove ``.deleted`` files whose delay has passed; returns how many."""

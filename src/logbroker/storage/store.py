@@ -29,6 +29,7 @@ from .files import FileCache
 from .groups import GroupStore
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
+from .compaction import Compactor
 from .retention import apply_retention
 from .segment import fsync_dir
 from ..limits import check_topic_name
@@ -63,6 +64,7 @@ class Store:
         self._logs: dict[tuple[str, int], Log] = {}
         self._lock = threading.RLock()
         self._last_checkpoint = now_ms()
+        self.compactor = Compactor(config.compaction_bytes_per_tick, config.compaction_map_bytes)
 
     @classmethod
     def open(cls, path: str, config: "StorageConfig | None" = None, *,
@@ -184,11 +186,14 @@ class Store:
 
     # -- background work ----------------------------------------------------------------
     def tick(self, now: "int | None" = None) -> dict[str, int]:
-        """One pass of housekeeping: age rolls, retention, purge of deleted
-        files, periodic checkpoints. Never raises for one bad partition: its
-        error is logged and the others go on. Returns counts for logging."""
+        """One pass of housekeeping: age rolls, retention, compaction (at most
+        ``compaction_bytes_per_tick`` read, storage/compaction.py), purge of
+        deleted files, periodic checkpoints. Never raises for one bad
+        partition: its error is logged and the others go on. Returns counts
+        for logging."""
         now = now_ms() if now is None else now
         stats = {"deleted_segments": 0, "purged_files": 0, "checkpoints": 0, "errors": 0}
+        stats["compacted_bytes"] = self.compactor.tick(self.logs(), now)
         due = now - self._last_checkpoint >= self.config.checkpoint_interval_ms
         for lg in self.logs():
             if lg.offline is not None:

@@ -17,7 +17,7 @@ from .segments import Segments
 def truncate_to(segments: Segments, index: PartitionIndex, epochs: LeaderEpochs,
                 locator: Locator, offset: int, deadline: int) -> None:
     """Drop offsets >= ``offset`` (whole batches: the log end becomes the
-    base of the batch holding ``offset``). A cut at a segment's first batch
+    base of the batch holding ``offset``, or ``offset`` itself in a gap). A cut at a segment's first batch
     removes that segment and the one before it is active again (no empty
     segment is left where the leader a follower copies has none). At or
     below the log start the log is emptied and restarts at ``offset`` (its
@@ -27,15 +27,15 @@ def truncate_to(segments: Segments, index: PartitionIndex, epochs: LeaderEpochs,
     if offset <= segments.log_start:
         _restart(segments, index, offset, deadline)
     else:
-        seg = segments.segment_for(offset)
-        pos, header = locator.locate(seg, offset)
-        before = segments.segment_for(header.base_offset - 1)
-        if header.base_offset <= segments.log_start:  # the cut batch straddles the log start
+        seg, pos, header = locator.find(offset)
+        new_end = offset if header is None else min(offset, header.base_offset)  # a gap: offset
+        if new_end <= segments.log_start:  # the cut batch straddles the log start
             _restart(segments, index, segments.log_start, deadline)
-        elif pos == 0 and before is not seg:  # at a segment's start: the one before goes on
-            segments.truncate_tail(before, before.size, header.base_offset)
+        elif pos == 0 and seg is not segments.first:  # at a segment's start: the one before goes on
+            before = segments.segment_for(seg.base_offset - 1)
+            segments.truncate_tail(before, before.size, new_end)
         else:
-            segments.truncate_tail(seg, pos, header.base_offset)
+            segments.truncate_tail(seg, pos, new_end)
     index.truncate(segments.log_end)
     index.restart_cadence()
     epochs.truncate_from(segments.log_end)
