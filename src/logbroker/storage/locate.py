@@ -76,8 +76,9 @@ class Locator:
 
     def locate(self, seg: Segment, offset: int) -> tuple[int, "fmt.BatchHeader | None"]:
         """Position and header of the first batch of ``seg`` with last offset
-        >= ``offset``; ``(seg.size, None)`` when ``seg`` is sealed and none
-        is (a gap that compaction left at its end, or an emptied segment)."""
+        >= ``offset``; ``(seg.size, None)`` when none is and ``seg`` is sealed
+        (a gap that compaction left at its end, or an emptied segment) or
+        ``offset`` is the log end."""
         hint = self.index.lookup(offset)
         found = None
         if hint is not None and hint[1] == seg.base_offset and hint[2] > 0:
@@ -93,7 +94,7 @@ class Locator:
             raise CorruptRecordError(f"{seg.path}: {exc} (looking for offset {offset})") from None
         except CorruptRecordError as exc:
             raise self._damage(seg, exc.position or 0, exc.message, offset) from None
-        if found[1] is None and seg is self.segments.active:
+        if found[1] is None and seg is self.segments.active and offset < self.segments.log_end:
             raise CorruptRecordError(f"{seg.path}: offset {offset} not found before byte "
                                      f"{seg.size}, the end of the segment")
         return found
