@@ -18,11 +18,13 @@ these shells only await where those block.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 from functools import partial
 from typing import AsyncIterator
 
 from .client.admin_core import METHODS as ADMIN_METHODS, AdminCore
-from .client.consumer_core import COROUTINES, DIRECT, ConsumerCore
+from .client.consumer_core import COROUTINES, DIRECT, REBALANCE, ConsumerCore
 from .client.handles import LoopSignal, RecordHandle, RecordMetadata
 from .client.routing import Router
 from .client.producer_core import ProducerCore
@@ -30,7 +32,10 @@ from .client.records import ConsumerRecord
 from .client.settings import client_options
 from .client.waiting import AsyncShell, IdleTimer, LoopWakeup, awaiting, direct, forward
 
+from .errors import LogbrokerError
+
 __all__ = ["Admin", "Consumer", "Producer"]
+log = logging.getLogger("logbroker.client.group")
 
 
 def _in_loop() -> bool:
@@ -125,9 +130,31 @@ class Consumer(AsyncShell):
                    max_records: "int | None" = None) -> list[ConsumerRecord]:
         """Records in offset order per partition, waiting up to ``timeout`` s; as the sync ``poll``."""
         call = self._core.poll_start(timeout, max_records)
-        while (records := self._core.poll_step(call)) is None:
-            await self._wakeup.wait(call.seen, call.deadline)
-        return records
+        while True:
+            records = self._core.poll_step(call)
+            if records is REBALANCE:
+                await self._apply_changes()
+            elif records is None:
+                await self._wakeup.wait(call.seen, call.deadline)
+            else:
+                return records
+
+    async def _apply_changes(self) -> None:
+        """As the sync consumer's: callbacks that return awaitables are awaited."""
+        group, error = self._core.group, None
+        while (item := group.changes.take()) is not None:
+            change, done = item
+            try:
+                entries = group.before(change)
+                if entries:
+                    await group.committing(entries, "commit before revoking")
+                error = error or await _callback(group.listener.callback(change.kind),
+                                                 sorted(change.partitions))
+                group.after(change)
+            finally:
+                group.changes.done(done)
+        if error is not None:
+            raise error
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         idle = IdleTimer(self.settings.consumer_timeout_ms)
@@ -139,9 +166,43 @@ class Consumer(AsyncShell):
                 yield record
 
     async def close(self) -> None:
-        """Stop fetching and close connections (no commit). Idempotent."""
-        if not self._core.closed:
+        """Stop fetching and close connections; a group member first commits,
+        calls ``on_revoke`` and leaves, as the sync ``close``. Idempotent."""
+        if self._core.closed:
+            return
+        try:
+            await self._leave_group()
+        finally:
             await self._core.aclose()
+
+    async def _leave_group(self) -> None:
+        group, settings = self._core.group, self.settings
+        if not group.managed:
+            return
+        if settings.enable_auto_commit:
+            await group.committing(group.positions(), "commit on close")
+        owned = sorted(self._core.buffer.states)
+        if owned and settings.group_instance_id is None:
+            error = await _callback(group.listener.on_revoke, owned)
+            if error is not None:
+                log.error("group %r: on_revoke while closing: %r", settings.group, error)
+        try:
+            await group.stop(leave=True)
+        except LogbrokerError as exc:
+            log.warning("group %r: leaving on close: %s", settings.group, exc)
+
+
+async def _callback(fn, partitions: list) -> "Exception | None":
+    """Call a rebalance callback (awaiting a coroutine's result); its exception is returned."""
+    if fn is None:
+        return None
+    try:
+        result = fn(partitions)
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:  # noqa: BLE001 - the application's: poll raises it
+        return exc
+    return None
 
 
 def _call(fn, *args) -> None:

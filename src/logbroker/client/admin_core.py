@@ -3,7 +3,9 @@
 awaits them); their results are the value objects of admin_results.py.
 
 Requests that name no partition go to any broker (the router's control
-link: the live brokers it knows, then the bootstrap list); ListOffsets goes
+link: the live brokers it knows, then the bootstrap list), except a group's
+(describe, delete, commit and fetch offsets), which go to its coordinator
+(coordinator.py), and ListGroups, asked of every broker; ListOffsets goes
 to each partition's leader and follows leader changes until the request's
 deadline (``request_timeout_ms``).
 
@@ -25,14 +27,18 @@ from ..errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsError
                       UnknownTopicOrPartitionError, for_code)
 from ..protocol import messages as m
 from . import validate
+from . import group_offsets
 from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
-                            GroupDescription, GroupPartition, NewTopic, OffsetAndMetadata,
-                            OffsetAndTimestamp, PartitionInfo, TopicDescription)
+                            GroupDescription, GroupPartition, MemberDescription, NewTopic,
+                            OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
+                            TopicDescription)
+from .assignors import Assignment
+from .coordinator import Coordinators
 from .metadata import list_offsets, part_error, partition_counts
 from .routing import Router
 
 __all__ = ["METHODS", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterPartition",
-           "ElectionResult", "GroupDescription", "GroupPartition", "NewTopic",
+           "ElectionResult", "GroupDescription", "GroupPartition", "MemberDescription", "NewTopic",
            "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription"]
 
 # The coroutines both Admin shells expose as they are (create_topic is the
@@ -85,9 +91,27 @@ def _new_topic(item) -> tuple:
                                                          item.replication_factor))
 
 
+def _group_description(row) -> GroupDescription:
+    """A DescribeGroups answer's group row as a GroupDescription (raises its error)."""
+    g, err, message, parts, state, protocol, generation, members = row
+    if err:
+        raise for_code(err)(message or g)
+    return GroupDescription(g, tuple(GroupPartition(*p) for p in sorted(parts)), state, protocol,
+                            generation, tuple(_member(*mb) for mb in members))
+
+
+def _member(member_id, instance_id, client_id, host, assignment: bytes) -> MemberDescription:
+    try:
+        partitions = Assignment.decode(assignment).partitions if assignment else ()
+    except LogbrokerError:
+        partitions = ()  # not an assignment this client encodes
+    return MemberDescription(member_id, instance_id, client_id, host, partitions)
+
+
 class AdminCore:
     def __init__(self, router: Router) -> None:
         self.router = router
+        self.coordinators = Coordinators(router)
         self.closed = False
 
     def check_open(self) -> None:
@@ -226,29 +250,44 @@ class AdminCore:
 
     # -- groups -------------------------------------------------------------------------------------
     async def list_groups(self) -> list[str]:
-        """Every group with committed offsets, sorted."""
-        resp = await self.router.call_any(m.ListGroups())
-        return sorted(resp.groups)
+        """Every group with members or committed offsets, sorted. Each broker
+        answers for the groups it coordinates: asked of every live broker
+        (concurrently) and merged; raises the first broker's error."""
+        brokers = (await self.router.metadata(())).brokers
+        answers = await asyncio.gather(*(self.router.call(bid, m.ListGroups())
+                                         for bid, _, _ in brokers), return_exceptions=True)
+        names: set = set()
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+            names.update(answer.groups)
+        return sorted(names)
 
     async def describe_groups(self, groups: Iterable[str]) -> dict:
-        """``{group: GroupDescription(group, partitions)}`` with a
-        ``GroupPartition(topic, partition, committed, log_end, lag, commit_ms,
-        lag_ms)`` per committed partition; ``GroupNotFoundError`` for a group
-        without committed offsets."""
-        resp = await self.router.call_any(m.DescribeGroups(groups=tuple(validate.groups(groups))))
-        for g, err, message, _ in resp.groups:
-            if err:
-                raise for_code(err)(message or g)
-        return {g: GroupDescription(g, tuple(GroupPartition(*p) for p in sorted(parts)))
-                for g, _, _, parts in resp.groups}
+        """``{group: GroupDescription(group, partitions, state, protocol,
+        generation, members)}``: a ``GroupPartition(topic, partition,
+        committed, log_end, lag, commit_ms, lag_ms)`` per committed
+        partition and a ``MemberDescription(member_id, group_instance_id,
+        client_id, host, partitions)`` per member, from each group's
+        coordinator; ``GroupNotFoundError`` for a group without members or
+        committed offsets."""
+        names = validate.groups(groups)
+        out = {}
+        for g in names:
+            resp = await self.coordinators.call(g, m.DescribeGroups(groups=(g,)))
+            for row in resp.groups:
+                out[row[0]] = _group_description(row)
+        return {g: out[g] for g in names if g in out}
 
     async def delete_groups(self, groups: Iterable[str], raise_errors: bool = True) -> dict:
-        """Forget groups' offsets; ``{group: None or InvalidGroupError}``."""
+        """Forget groups' offsets, each at its coordinator; ``{group: None or
+        the error}``: ``NonEmptyGroupError`` for a group with members,
+        ``GroupNotFoundError``, ``InvalidGroupError``. Sent once."""
         good, refused, order = _split(validate.iterable(groups, "groups"), validate.group)
-        entries = ()
-        if good:
-            entries = (await self.router.call_any(m.DeleteGroups(groups=tuple(good)),
-                                                  retry=False)).groups
+        entries: list = []
+        for g in good:
+            resp = await self.coordinators.call(g, m.DeleteGroups(groups=(g,)), retry=False)
+            entries += resp.groups
         return _results(entries, refused, order, raise_errors)
 
     # -- offsets ------------------------------------------------------------------------------------
@@ -256,24 +295,19 @@ class AdminCore:
         """Commit for ``group`` without a live consumer: ``{(topic,
         partition): offset or (offset, metadata)}``, offset = the next record
         to read. All valid entries are stored atomically; raises the first
-        partition's error (unknown partition, negative offset)."""
-        msg = m.CommitOffsets(group=validate.group(group), offsets=validate.commit_entries(offsets))
-        resp = await self.router.call_any(msg)
-        for topic, partition, err, message in resp.parts:
-            if err:
-                raise part_error(err, message, topic, partition)
+        partition's error (unknown partition, negative offset), and
+        ``UnknownMemberIdError`` while the group has members (their commits
+        are fenced by generation)."""
+        entries = validate.commit_entries(offsets)
+        await group_offsets.commit(self.coordinators, validate.group(group), entries)
 
     async def fetch_offsets(self, group: str, partitions=None) -> dict:
         """``{(topic, partition): OffsetAndMetadata(offset, metadata,
         commit_ms) or None}``; all committed partitions when ``partitions``
         is None."""
-        resp = await self.router.call_any(m.FetchOffsets(
-            group=validate.group(group),
-            parts=None if partitions is None else tuple(validate.topic_partitions(partitions))))
-        out = {}
-        for topic, partition, off, meta, ms in resp.parts:
-            out[(topic, partition)] = OffsetAndMetadata(off, meta, ms) if off >= 0 else None
-        return out
+        parts = None if partitions is None else tuple(validate.topic_partitions(partitions))
+        found = await group_offsets.fetch(self.coordinators, validate.group(group), parts)
+        return {tp: OffsetAndMetadata(*v) if v[0] >= 0 else None for tp, v in found.items()}
 
     async def partitions_of(self, topics: Iterable[str]) -> list:
         counts = await partition_counts(self.router, list(topics), wait=False,
@@ -310,4 +344,5 @@ class AdminCore:
 
     async def aclose(self) -> None:
         self.closed = True
+        await self.coordinators.aclose()
         await self.router.aclose()

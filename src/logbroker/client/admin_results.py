@@ -101,9 +101,28 @@ class GroupPartition(NamedTuple):
     lag_ms: int
 
 
+class MemberDescription(NamedTuple):
+    """A member of a group's current generation: ``partitions`` its
+    assignment (``(topic, partition)`` pairs, sorted; empty while the group
+    rebalances)."""
+
+    member_id: str
+    group_instance_id: "str | None"
+    client_id: str
+    host: str
+    partitions: tuple
+
+
 class GroupDescription(NamedTuple):
+    """``state``: "Empty", "PreparingRebalance", "CompletingRebalance" or
+    "Stable"; ``protocol``: the assignor of the generation ("" without one)."""
+
     group: str
     partitions: tuple  # of GroupPartition
+    state: str = "Empty"
+    protocol: str = ""
+    generation: int = -1
+    members: tuple = ()  # of MemberDescription
 
 
 class OffsetAndMetadata(NamedTuple):

@@ -5,12 +5,16 @@ only blocks where that one awaits."""
 
 from __future__ import annotations
 
+import logging
 from typing import Iterator
 
-from .consumer_core import COROUTINES, DIRECT, ConsumerCore
+from ..errors import LogbrokerError
+from .consumer_core import COROUTINES, DIRECT, REBALANCE, ConsumerCore
 from .loop_thread import LoopThread
 from .records import ConsumerRecord
 from .waiting import IdleTimer, SyncShell, ThreadWakeup, blocking, direct, forward
+
+log = logging.getLogger("logbroker.client.group")
 
 class Consumer(SyncShell):
     """Reads records by offset (sync API; use from one thread at a time).
@@ -20,9 +24,13 @@ class Consumer(SyncShell):
     max_poll_records=10000, prefetch_bytes=32 MiB, check_crcs=True,
     consumer_timeout_ms=None, request_timeout_ms=30000, connect_timeout_ms=5000)``
 
-    ``group`` names where ``commit()`` stores offsets; there is no group
-    membership (every consumer reads all partitions it is assigned or
-    subscribed to). A partition without a position starts at the group's
+    With a ``group``, ``subscribe()`` joins the group: its members share the
+    subscribed partitions (``session_timeout_ms``, ``heartbeat_interval_ms``,
+    ``max_poll_interval_ms``, ``group_instance_id``,
+    ``partition_assignment_strategy``, ``enable_auto_commit``,
+    ``auto_commit_interval_ms``, ``metadata_max_age_ms``: docs/client.md,
+    Consumer groups); ``assign()`` reads what it names and uses the group
+    only to store offsets. A partition without a position starts at the group's
     committed offset, else at ``auto_offset_reset`` ("latest", "earliest" or
     "none" = raise ``OffsetOutOfRangeError``); the same policy applies when a
     fetch position falls out of the log (retention). Calls that talk to the
@@ -60,9 +68,37 @@ class Consumer(SyncShell):
         ``PartitionOfflineError``), or ``BrokerUnavailableError`` when the
         broker stayed unreachable for the whole call."""
         call = self._core.poll_start(timeout, max_records)
-        while (records := self._core.poll_step(call)) is None:
-            self._wakeup.wait(call.seen, call.deadline)
-        return records
+        while True:
+            records = self._core.poll_step(call)
+            if records is REBALANCE:
+                self._apply_changes()
+            elif records is None:
+                self._wakeup.wait(call.seen, call.deadline)
+            else:
+                return records
+
+    def _apply_changes(self) -> None:
+        """Apply the group's partition changes in this thread (rebalance.py):
+        commit, callback, then drop; or add, then callback. Raises the first
+        callback's exception once every change is applied."""
+        group, error = self._core.group, None
+        while (item := group.changes.take()) is not None:
+            change, done = item
+            try:
+                entries = group.before(change)
+                if entries:
+                    self._run(group.committing(entries, "commit before revoking"))
+                fn = group.listener.callback(change.kind)
+                if fn is not None:
+                    try:
+                        fn(sorted(change.partitions))
+                    except Exception as exc:  # noqa: BLE001 - the application's, raised below
+                        error = error or exc
+                group.after(change)
+            finally:
+                group.changes.done(done)
+        if error is not None:
+            raise error
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records forever (or until ``consumer_timeout_ms`` passes without
@@ -75,12 +111,36 @@ class Consumer(SyncShell):
             yield from records
 
     def close(self) -> None:
-        """Stop fetching and close connections (no commit). Idempotent."""
+        """Stop fetching and close connections. A group member first commits
+        its positions (``enable_auto_commit``), calls ``on_revoke`` with its
+        partitions and leaves the group (a static member only commits: its
+        partitions wait for it until its session times out). Idempotent."""
         if self._core.closed:
             return
-        self._core.closed = True
-        self._stop(self._core.aclose())
-        self._core.buffer.clear()
+        try:
+            self._leave_group()
+        finally:
+            self._core.closed = True
+            self._stop(self._core.aclose())
+            self._core.buffer.clear()
+
+    def _leave_group(self) -> None:
+        group = self._core.group
+        if not group.managed:
+            return
+        try:
+            if self.settings.enable_auto_commit:
+                self._run(group.committing(group.positions(), "commit on close"))
+            owned = sorted(self._core.buffer.states)
+            fn = group.listener.on_revoke
+            if owned and fn is not None and self.settings.group_instance_id is None:
+                try:
+                    fn(owned)
+                except Exception:  # noqa: BLE001 - closing goes on
+                    log.exception("group %r: on_revoke while closing", self.settings.group)
+            self._run(group.stop(leave=True))
+        except (LogbrokerError, TimeoutError) as exc:
+            log.warning("group %r: leaving on close: %s", self.settings.group, exc)
 
 
 forward(Consumer, ConsumerCore, DIRECT, direct)

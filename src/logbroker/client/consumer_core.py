@@ -13,21 +13,25 @@ waiting on its wake-up in between.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Iterable
 
 from ..errors import ClientClosedError
 from ..protocol import messages as m
 from . import validate
-from .admin_core import AdminCore
+from .consumer_group import ConsumerGroup
 from .fetch_buffer import FetchBuffer
 from .fetcher import Fetcher
+from .rebalance import Listener
 from .routing import Router
 from .settings import ConsumerSettings, check_names, client_options
+from .topic_filter import TopicFilter
 
 # The methods both Consumer shells expose as they are: plain ones, and
 # coroutines (run on the sync shell's I/O thread, awaited by the asyncio one).
 DIRECT = ("assign", "seek", "subscription", "assignment", "highwater")
+REBALANCE = object()  # poll_step's answer: apply the group's changes (rebalance.py), then step again
 COROUTINES = ("subscribe", "seek_to_beginning", "seek_to_end", "seek_to_timestamp", "commit",
               "committed")
 
@@ -52,7 +56,8 @@ class ConsumerCore:
         self.buffer = FetchBuffer(self.settings.prefetch_bytes)
         self.wakeup = wakeup
         self.fetcher = Fetcher(self.settings, self.buffer, Router(self.options), wakeup.notify)
-        self._offsets = AdminCore(self.fetcher.router)
+        self.group = ConsumerGroup(self.settings, self.fetcher.router, self.buffer, self.fetcher,
+                                   wakeup.notify, schedule)
         self._schedule = schedule
         self.closed = False
 
@@ -68,22 +73,52 @@ class ConsumerCore:
     # -- assignment -------------------------------------------------------------------------------
     def assign(self, partitions: Iterable) -> None:
         """Read exactly these ``(topic, partition)`` pairs (replaces any
-        subscription); positions of partitions kept are kept."""
+        subscription, and leaves the group if this consumer was a member);
+        positions of partitions kept are kept."""
         self.check_open()
         tps = validate.topic_partitions(partitions)
-        self.fetcher.subscription = ()
+        if self.group.managed or self.group.changes.pending():
+            self.group.member.filter = TopicFilter()
+            while (item := self.group.changes.take()) is not None:
+                self.group.changes.done(item[1])
+            self._schedule(_spawn, self.group.stop)
+        self.fetcher.topic_filter, self.fetcher.managed = TopicFilter(), False
         self.buffer.assign(tps)
         self._poke()
 
-    async def subscribe(self, topics: Iterable[str]) -> None:
-        """Read every partition of ``topics`` (a name or a list of names);
-        partitions (and topics created later) are picked up by a metadata
-        refresh. Blocks for one metadata request."""
-        names = validate.topics(topics)
-        await self.fetcher.subscribe(names)
+    async def subscribe(self, topics=None, *, pattern=None, on_assign=None, on_revoke=None,
+                        on_lost=None) -> None:
+        """Follow ``topics`` (a name or a list of names) or ``pattern`` (a
+        ``re`` pattern or its text, matching whole topic names; topics
+        created later join at the next metadata refresh). With a ``group``
+        the consumer joins it and reads the partitions the group assigns it
+        (docs/client.md, Consumer groups): this returns at once, the join
+        proceeds in the background, and ``on_assign`` / ``on_revoke`` /
+        ``on_lost`` are called from ``poll`` with the partitions that change
+        hands. Without a group it reads every partition of the topics
+        (blocks for one Metadata request). An empty list unsubscribes (and
+        leaves the group)."""
+        self.check_open()
+        topic_filter = TopicFilter.make(topics, pattern)
+        listener = Listener(on_assign, on_revoke, on_lost)
+        if self.settings.group is None:
+            if listener:
+                raise ValueError("on_assign / on_revoke / on_lost need a consumer group "
+                                 "(Consumer(group=...))")
+            await self.fetcher.subscribe(topic_filter, managed=False)
+        elif not topic_filter:
+            await self.group.stop(leave=True)
+            await self.fetcher.subscribe(topic_filter, managed=False)
+            self.buffer.assign([])
+        else:
+            if not self.group.managed:
+                self.buffer.assign([])  # a manual assignment ends: the group decides
+            await self.fetcher.subscribe(topic_filter, managed=True)
+            self.group.subscribe(topic_filter, listener)
         self.fetcher.poke(True)
 
-    def subscription(self) -> tuple:
+    def subscription(self) -> "tuple | str":
+        """The topics subscribed to, or the pattern's text (``()`` after ``assign``)."""
         return self.fetcher.subscription
 
     def assignment(self) -> set:
@@ -160,15 +195,17 @@ class ConsumerCore:
     async def commit(self, offsets: "dict | None" = None) -> None:
         """Store offsets for the group: by default the position of every
         assigned partition (the next record to read), else ``{(topic,
-        partition): offset or (offset, metadata)}``. Blocks until durable;
-        raises the first partition's error."""
-        group = self._group("commit")
-        if offsets is None:
-            with self.buffer.lock:
-                offsets = {tp: st.position for tp, st in self.buffer.states.items()
-                           if st.position is not None}
-        if offsets:
-            await self._offsets.commit_offsets(group, offsets)
+        partition): offset or (offset, metadata)}``. Blocks until durable
+        (at most ``request_timeout_ms``); raises the first partition's
+        error. A member's commit carries its generation: when the group
+        rebalanced without it, ``IllegalGenerationError`` /
+        ``UnknownMemberIdError`` (nothing committed; the member rejoins);
+        while the group waits for its leader's assignment,
+        ``RebalanceInProgressError`` (poll, then commit again)."""
+        self._group("commit")
+        entries = self.group.positions() if offsets is None else validate.commit_entries(offsets)
+        if entries:
+            await self.group.commit(entries)
 
     async def committed(self, topic: "str | None" = None, partition: "int | None" = None):
         """The group's committed offset of one partition (None if none), or
@@ -187,19 +224,25 @@ class ConsumerCore:
         wait = validate.seconds(timeout, "timeout")
         limit = self.settings.max_poll_records if max_records is None \
             else validate.count(max_records, "max_records")
+        self.group.polled()
         if self.fetcher.waiting:
             self._poke(False)
         return PollCall(limit, time.monotonic() + (wait or 0.0))
 
     def poll_step(self, call: PollCall) -> "list | None":
         """One non-blocking look: records, ``[]`` when the deadline passed,
-        None to wait (on ``wakeup``, from ``call.seen``); raises what ``poll``
+        None to wait (on ``wakeup``, from ``call.seen``), ``REBALANCE`` to
+        apply the group's partition changes first; raises what ``poll``
         raises."""
         call.seen = self.wakeup.gen
-        fetcher = self.fetcher
-        err = self.buffer.errors() or fetcher.fatal
+        if self.group.changes.pending():
+            return REBALANCE
+        fetcher, member = self.fetcher, self.group.member
+        err = self.buffer.errors() or fetcher.fatal or (member and member.fatal)
         if err is not None:
             fetcher.fatal = None
+            if member is not None:
+                member.fatal = None
             raise err
         records = self.buffer.take(call.limit, self.settings.check_crcs)
         if records:
@@ -216,5 +259,11 @@ class ConsumerCore:
     async def aclose(self) -> None:
         """Stop fetching and close the connections (no commit)."""
         self.closed = True
+        await self.group.aclose()
         await self.fetcher.aclose()
         self.buffer.clear()
+
+
+def _spawn(make) -> None:
+    """Start the coroutine ``make()`` as a task (on the client's loop)."""
+    asyncio.ensure_future(make())

@@ -29,15 +29,17 @@ import time
 
 from ..errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
                       RequestTimedOutError)
-from ..protocol import messages as m
 from .backoff import Backoff
 from .cluster_meta import reroutes
+from . import group_offsets
+from .coordinator import Coordinators
 from .fetch_buffer import FetchBuffer, PartitionState
 from .fetch_session import FetchSession
 from .link import cancel_and_wait
 from .metadata import list_offsets, part_error
 from .routing import Router
 from .settings import ConsumerSettings
+from .topic_filter import TopicFilter
 from .validate import SPECS
 
 log = logging.getLogger("logbroker.client")
@@ -51,7 +53,9 @@ class Fetcher:
         self.notify = notify  # data or an error arrived (called on the loop)
         self.error: "LogbrokerError | None" = None  # a broker is unreachable
         self.fatal: "LogbrokerError | None" = None  # a refused request, raised once by poll
-        self.subscription: tuple = ()
+        self.topic_filter = TopicFilter()  # what subscribe() named
+        self.managed = False  # the group membership decides the assignment
+        self.offsets: "Coordinators | None" = None  # set by the core: committed offsets' route
         self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
         self.owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
         self._topics_seen: dict[str, int] = {}
@@ -106,7 +110,7 @@ class Fetcher:
             # session long-polls caught-up partitions (the others' sessions ended
             # on a full buffer and only this loop starts them again)
             self.waiting = not self.sessions or self.buffer.buffered >= self.buffer.prefetch_bytes
-            if self.subscription:
+            if self.topic_filter and not self.managed:
                 due = self._next_metadata - time.monotonic()
                 look_again = due if look_again is None else min(look_again, due)
             try:
@@ -202,31 +206,40 @@ class Fetcher:
 
     async def committed(self, tps, retry: bool = True) -> dict:
         """The group's committed ``(offset, metadata, commit_ms)`` per partition
-        (offset -1: none)."""
-        resp = await self.router.call_any(m.FetchOffsets(group=self.settings.group,
-                                                         parts=tuple(tps)), retry=retry)
-        return {(t, p): (off, meta, ms) for t, p, off, meta, ms in resp.parts}
+        (offset -1: none), from its coordinator."""
+        return await group_offsets.fetch(self.offsets, self.settings.group, tuple(tps), retry)
 
-    # -- subscriptions ------------------------------------------------------------------------------
+    # -- subscriptions (without a group: every partition of the topics) ------------------------
     async def _refresh_subscription(self, force: bool = False) -> None:
-        if not self.subscription or (not force and time.monotonic() < self._next_metadata):
+        if self.managed or not self.topic_filter or \
+                (not force and time.monotonic() < self._next_metadata):
             return
-        resp = await self.router.metadata(self.subscription, retry=force)
+        pattern = self.topic_filter.pattern is not None
+        resp = await self.router.metadata(None if pattern else self.topic_filter.names,
+                                          retry=force)
         counts = {name: n for name, err, _, n in resp.topics if not err}
-        unknown = len(counts) < len(self.subscription)
-        self._next_metadata = time.monotonic() + (0.5 if unknown else 30.0)
+        names = self.topic_filter.match(counts)
+        unknown = any(t not in counts for t in names)
+        self._next_metadata = time.monotonic() + (
+            0.5 if unknown else self.settings.metadata_max_age_ms / 1000)
+        counts = {t: counts[t] for t in names if t in counts}
         if counts != self._topics_seen:
             self._topics_seen = counts
-            tps = [(t, p) for t in self.subscription for p in range(counts.get(t, 0))]
-            self.buffer.assign(tps)
+            self.buffer.assign([(t, p) for t in names for p in range(counts.get(t, 0))])
 
-    async def subscribe(self, topics) -> None:
-        self.subscription = tuple(dict.fromkeys(topics))
+    async def subscribe(self, topic_filter: TopicFilter, managed: bool) -> None:
+        """Follow ``topic_filter``: read every partition of its topics
+        (blocks for one Metadata), or with ``managed`` only what the group
+        membership assigns (nothing here)."""
+        self.topic_filter, self.managed = topic_filter, managed
         self._topics_seen = {}
-        if not self.subscription:
-            self.buffer.assign([])
+        if managed or not topic_filter:
             return
         await self._refresh_subscription(force=True)
+
+    @property
+    def subscription(self) -> "tuple | str":
+        return self.topic_filter.describe()
 
     async def aclose(self) -> None:
         await cancel_and_wait(self._task)

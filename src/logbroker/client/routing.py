@@ -64,10 +64,10 @@ class Router:
 
     # -- addresses --------------------------------------------------------------------------
     def _control_addresses(self) -> list:
-        known = [self._reachable(addr) for _, addr in sorted(self.cache.brokers.items())]
+        known = [self.reachable(addr) for _, addr in sorted(self.cache.brokers.items())]
         return list(dict.fromkeys(known + list(self.options.bootstrap)))
 
-    def _reachable(self, addr: tuple[str, int]) -> tuple[str, int]:
+    def reachable(self, addr: tuple[str, int]) -> tuple[str, int]:
         """A broker advertising a wildcard host (``serve --host 0.0.0.0``) is
         reached at the host the control link (else the bootstrap) uses."""
         host, port = addr
@@ -78,7 +78,7 @@ class Router:
 
     def _broker_addresses(self, broker_id: int) -> list:
         addr = self.cache.address(broker_id)
-        return [] if addr is None else [self._reachable(addr)]
+        return [] if addr is None else [self.reachable(addr)]
 
     # -- links ------------------------------------------------------------------------------
     def link(self, broker_id: int, purpose: str = "") -> BrokerLink:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ..errors import InvalidGroupError
+from .assignors import DEFAULT as DEFAULT_ASSIGNOR, choose
 from .link import ClientOptions
 from .validate import MAX_INT32, group as check_group
 
@@ -72,6 +74,15 @@ class ConsumerSettings:
     prefetch_bytes: int = 32 << 20
     check_crcs: bool = True
     consumer_timeout_ms: "float | None" = None
+    # group membership (subscribe() with a group; docs/client.md "Consumer groups")
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    group_instance_id: "str | None" = None
+    partition_assignment_strategy: tuple = (DEFAULT_ASSIGNOR,)
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    metadata_max_age_ms: int = 5_000
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in OFFSET_RESETS:
@@ -79,11 +90,45 @@ class ConsumerSettings:
         if self.group is not None:
             check_group(self.group)
         for name in ("fetch_max_bytes", "max_partition_fetch_bytes", "max_poll_records",
-                     "prefetch_bytes", "fetch_min_bytes"):
+                     "prefetch_bytes", "fetch_min_bytes", "session_timeout_ms",
+                     "heartbeat_interval_ms", "max_poll_interval_ms", "auto_commit_interval_ms",
+                     "metadata_max_age_ms"):
             _bounded(self, name, 1, MAX_INT32)
         _bounded(self, "fetch_max_wait_ms", 0, MAX_INT32)
         if self.consumer_timeout_ms is not None:
             _bounded(self, "consumer_timeout_ms", 0, MAX_INT32)
+        self._check_membership()
+
+    def _check_membership(self) -> None:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be "
+                             f"below session_timeout_ms ({self.session_timeout_ms})")
+        if not isinstance(self.enable_auto_commit, bool):
+            raise TypeError("enable_auto_commit must be a bool, not "
+                            f"{type(self.enable_auto_commit).__name__}")
+        if self.group_instance_id is not None:
+            if self.group is None:
+                raise ValueError("group_instance_id needs a group (Consumer(group=...))")
+            if not isinstance(self.group_instance_id, str):
+                raise TypeError("group_instance_id must be a str, not "
+                                f"{type(self.group_instance_id).__name__}")
+            try:
+                check_group(self.group_instance_id)
+            except InvalidGroupError:
+                raise ValueError(f"group_instance_id {self.group_instance_id[:60]!r}: use 1-249 "
+                                 "printable characters") from None
+        object.__setattr__(self, "partition_assignment_strategy",
+                           assignor_names(self.partition_assignment_strategy))
+
+
+def assignor_names(names) -> tuple:
+    """``partition_assignment_strategy``: one name or a non-empty list of
+    names of ``assignors.ASSIGNORS``, in preference order (repeats dropped)."""
+    items = [names] if isinstance(names, str) else names
+    if not isinstance(items, (list, tuple)) or not all(isinstance(n, str) for n in items):
+        raise TypeError("partition_assignment_strategy must be a name or a list of names, not "
+                        f"{type(names).__name__}")
+    return tuple(a.name for a in choose(items))
 
 
 def client_options(bootstrap, client_id: str, request_timeout_ms: int,
