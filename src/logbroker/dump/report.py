@@ -11,8 +11,8 @@ that is missing or no logbroker file or directory, before anything is read.
 ``inspect(plan, records=, verify=)`` then yields frozen events, file by file
 in offset order: BatchInfo (CRC always checked), RecordInfo (``records``),
 Problem (bad CRC, invalid header, incomplete tail, malformed records; with
-``verify`` also offset gaps/overlaps and offset-index entries that do not
-match the segments), Notice (something left unchecked), FileSummary.
+``verify`` also offset gaps and overlaps (a compacted topic's gaps are normal:
+notes) and offset-index entries that do not match the segments), Notice (something left unchecked), FileSummary.
 
 A bad CRC does not stop a file's scan; an invalid header or an incomplete
 tail ends it. Offsets are checked against the file name and, for a whole
@@ -35,10 +35,12 @@ from ..records import format as fmt
 from . import reader as inspect_reader
 from .reader import Raw, Reader, Stop, read_batches
 from ..storage.checkpoints import load_checkpoint
+from ..storage.config import LogConfig
 from ..storage.index import iter_entries
 from ..storage.metastore import FILENAME, MetaStore
 from ..storage.segment import DELETED_SUFFIX, parse_segment_name, segment_name
 from ..storage.store import parse_partition_dir
+from ..storage.topics import TopicStore
 
 
 
@@ -196,6 +198,7 @@ class _State:
     index: "dict[int, dict[int, list[int]]] | None" = None  # segment -> pos -> offsets
     flushed: "tuple[int, int] | None" = None  # checkpointed recovery point: (segment, position)
     problems: int = 0
+    compacted: bool = False  # the topic's cleanup_policy has compact: offset gaps are normal
 
     def unflushed(self, segment: int, position: int) -> bool:
         """Whether byte ``position`` of ``segment`` lies past the checkpointed
@@ -251,6 +254,7 @@ def _load_index(part: PartitionInput, metas: dict, st: _State):
         pid = meta.partition_id(part.name, create=False)
         if pid is None:
             return rows  # unknown to the index: every first batch lacks its entry
+        st.compacted = _compacted(meta, part.name.rpartition("-")[0])
         ckpt = load_checkpoint(meta, pid) if meta.has("ckpt") else None
         if ckpt is not None:
             st.flushed = (ckpt.rp_segment, ckpt.rp_position)
@@ -264,6 +268,12 @@ def _load_index(part: PartitionInput, metas: dict, st: _State):
         yield Problem(path, 0, None, f"cannot read the offset index of {part.name}: {exc}")
         return None
     return rows
+
+
+def _compacted(meta: MetaStore, topic: str) -> bool:
+    """Whether ``topic``'s stored settings say ``cleanup_policy`` compact."""
+    found = TopicStore(meta).get(topic) if meta.has("topics") else None
+    return found is not None and LogConfig().replace(**found.overrides).compacts
 
 
 def _scan_segment(seg: SegmentFile, st: _State) -> Iterator[Event]:
@@ -284,7 +294,8 @@ def _scan_open(seg: SegmentFile, reader: Reader, st: _State) -> Iterator[Event]:
     before, base = st.problems, seg.base_offset
     batches = nrec = nbytes = valid_end = 0
     first = last = None
-    if st.verify and st.expected is not None and st.expected != base:
+    if st.verify and st.expected is not None and (st.expected > base or st.expected < base
+                                                   and not st.compacted):
         yield _problem(st, seg.path, 0, base, f"segment starts at offset {base} but the previous "
                        f"segment ends before offset {st.expected} ({_gap(base, st.expected)})")
     entries = st.index.pop(base, {}) if st.index is not None else None
@@ -308,9 +319,12 @@ def _scan_open(seg: SegmentFile, reader: Reader, st: _State) -> Iterator[Event]:
                            f"computed 0x{item.crc:08x}")
         elif st.records or st.verify:
             yield from _decode(seg.path, item, st)
-        if st.verify and h.base_offset != expect:
+        if st.verify and (h.base_offset < expect or h.base_offset > expect and not st.compacted):
             yield _problem(st, seg.path, pos, h.base_offset, f"batch base offset {h.base_offset}, "
                            f"expected {expect} ({_gap(h.base_offset, expect)})")
+        elif st.verify and h.base_offset > expect:  # compaction removed records: normal
+            yield Notice(seg.path, f"offsets {expect}..{h.base_offset - 1} before byte {pos}: "
+                                   "a gap (records removed by compaction)")
         if entries is not None:
             yield from _check_entries(seg.path, pos, h, entries.pop(pos, []), st)
         expect, valid_end = h.next_offset, pos + h.size

@@ -23,7 +23,9 @@ from ..storage.index import PartitionIndex, iter_entries
 from ..storage.locate import scan_start
 from ..storage.metastore import FILENAME, MetaStore
 from ..storage.segment import parse_segment_name
+from ..storage.config import LogConfig
 from ..storage.store import parse_partition_dir
+from ..storage.topics import TopicStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class Split:
     max_rows: int = DEFAULT_MAX_ROWS
     max_bytes: int = DEFAULT_MAX_BYTES
     columns: tuple = ()  # output columns in order; () = the whole schema
+    compacted: bool = False  # cleanup_policy has compact: offsets without a batch are gaps
 
 
 @dataclass
@@ -282,7 +285,14 @@ class Planner:
     def _make(self, topic, partition, lo, hi, seg=-1, pos=0) -> Split:
         o = self.o
         return Split(o.data_dir, topic, partition, lo, hi, seg, pos, o.fail_on_data_loss,
-                     o.include_headers, o.max_rows, o.max_bytes, o.columns)
+                     o.include_headers, o.max_rows, o.max_bytes, o.columns, self._compacted(topic))
+
+    def _compacted(self, topic: str) -> bool:
+        """Whether the topic's stored settings say ``cleanup_policy`` compact."""
+        if not self.meta.has("topics"):
+            return False
+        found = TopicStore(self.meta).get(topic)
+        return found is not None and LogConfig().replace(**found.overrides).compacts
 
     def _min_partitions(self, splits: list[Split]) -> list[Split]:
         """Cut the widest ranges in halves (by offsets) until there are enough."""
