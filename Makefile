@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-cluster peer-servers etcd-server clean
+.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-cluster peer-servers etcd-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench-broker: $(STAMP)
 
 bench-spark: $(STAMP)
 	$(BIN)/python -m bench.spark
+
+bench-compaction: $(STAMP)
+	$(BIN)/python -m bench.compaction
 
 # etcd + 3 brokers on 127.0.0.1: RF=1 vs RF=3 throughput and latency, failover after kill -9
 bench-cluster: $(STAMP) etcd-server

@@ -1,5 +1,5 @@
 """Log compaction (Kafka's log cleaner, small): keep the newest record per
-key in sealed segments; docs/compaction.md tells the whole story.
+key in sealed segments; docs/storage.md (Compaction) tells the whole story.
 
 A pass over one log:
 

@@ -36,7 +36,7 @@ class LogConfig:
     - ``file_delete_delay_ms``: a deleted segment stays as ``.deleted`` this
       long, so readers that already planned a read of it are not broken.
     - ``cleanup_policy``: ``delete`` (time/size retention), ``compact``
-      (keep the last record per key, docs/compaction.md) or both
+      (keep the last record per key, docs/storage.md) or both
       (``compact,delete``).
     - ``delete_retention_ms``: how long a tombstone (null value) survives
       once the compactor first cleaned the section holding it.
