@@ -67,13 +67,16 @@ def test_group_commit_describe_and_reset(broker):
     ok(lb(broker, "produce", "g", *[f"m{i}" for i in range(6)]))
     assert ok(lb(broker, "consume", "g", "--group", "grp", "-n", "4")).split() == ["m0", "m1", "m2", "m3"]
     assert ok(lb(broker, "consume", "g", "--group", "grp")).split() == ["m4", "m5"]
-    desc = json.loads(ok(lb(broker, "groups", "describe", "grp", "--json")))
-    assert [(d["topic"], d["committed"], d["log_end"], d["lag"]) for d in desc] == [("g", 6, 6, 0)]
+    [desc] = json.loads(ok(lb(broker, "groups", "describe", "grp", "--json")))
+    assert [(d["topic"], d["committed"], d["log_end"], d["lag"]) for d in desc["partitions"]] \
+        == [("g", 6, 6, 0)]
+    assert desc["state"] == "Empty" and desc["members"] == []  # the members left when done
     table = ok(lb(broker, "groups", "describe", "grp"))
-    assert "COMMITTED" in table and "LAG" in table
+    assert "COMMITTED" in table and "LAG" in table and "state Empty" in table
     dry = json.loads(ok(lb(broker, "groups", "reset-offsets", "grp", "-t", "g", "--to-offset", "2", "--json")))
     assert dry["executed"] is False and dry["offsets"][0]["new"] == 2
-    assert json.loads(ok(lb(broker, "groups", "describe", "grp", "--json")))[0]["committed"] == 6
+    assert json.loads(ok(lb(broker, "groups", "describe", "grp", "--json"))
+                      )[0]["partitions"][0]["committed"] == 6
     ok(lb(broker, "groups", "reset-offsets", "grp", "-t", "g", "--to-earliest", "--execute"))
     assert ok(lb(broker, "consume", "g", "--group", "grp", "-n", "1")).split() == ["m0"]
     assert "grp" in json.loads(ok(lb(broker, "groups", "list", "--json")))

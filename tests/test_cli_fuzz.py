@@ -210,7 +210,7 @@ def cluster_args(draw, world: World):
 @st.composite
 def groups_args(draw, world: World):
     sane = draw(SANE)
-    sub = draw(st.sampled_from(["list", "describe", "reset-offsets", "reset-offsets"]))
+    sub = draw(st.sampled_from(["list", "describe", "delete", "reset-offsets", "reset-offsets"]))
     if sub == "reset-offsets":
         target = draw(st.sampled_from(["--to-earliest", "--to-latest", "--to-offset",
                                        "--to-datetime"]))
@@ -224,9 +224,9 @@ def groups_args(draw, world: World):
             args.append(_pick(draw, sane, NUM))
         elif target == "--to-datetime":
             args.append(_pick(draw, sane, ISO))
-    elif sub == "describe":
+    elif sub in ("describe", "delete"):
         args = [*draw(st.lists(GROUP[0] if sane else st.one_of(*GROUP), max_size=2)),
-                *_options(draw, sane, {"--json": None})]
+                *_options(draw, sane, {"--json": None} if sub == "describe" else {})]
     else:
         args = _options(draw, sane, {"--json": None})
     return ["groups", sub, *args, *draw(connection(world, sane))], None

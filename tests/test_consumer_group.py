@@ -23,7 +23,7 @@ import pytest
 
 from fixtures import FAST, BrokerProcess, wait_until
 from logbroker import Admin, Consumer, Producer, aio
-from logbroker.errors import IllegalGenerationError, UnknownMemberIdError
+from logbroker.errors import IllegalGenerationError, LogbrokerError, UnknownMemberIdError
 
 GROUP_FAST = dict(session_timeout_ms=2_000, heartbeat_interval_ms=150,
                   auto_offset_reset="earliest", fetch_max_wait_ms=100, **FAST)
@@ -324,3 +324,44 @@ def test_a_pattern_subscription_picks_up_a_topic_created_later(gbroker):
         assert mb.consumer.subscription() == "pat-.*"
     finally:
         mb.consumer.close()
+
+
+def test_two_cli_consumers_of_one_group_split_the_partitions(gbroker):
+    from fixtures import LOGBROKER, cli_error, cli_ok, run_cli
+
+    b = gbroker.bootstrap
+    with Admin(b, **FAST) as admin:
+        admin.create_topic("cli4", 4)
+    produce(b, "cli4", 10, 4)
+    env = dict(os.environ, LOGBROKER_BOOTSTRAP=b)
+    procs = [subprocess.Popen([LOGBROKER, "consume", "cli4", "--group", "g-cli", "--follow"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for _ in range(2)]
+    try:
+        def split_and_read():
+            with Admin(b, **FAST) as admin:
+                try:
+                    d = admin.describe_groups(["g-cli"])["g-cli"]
+                except LogbrokerError:
+                    return None
+            ok = d.state == "Stable" and sorted(len(mb.partitions) for mb in d.members) == [2, 2]
+            return d if ok and len(d.partitions) == 4 and all(
+                p.lag == 0 for p in d.partitions) else None
+
+        desc = wait_until(split_and_read, 30, "two CLI members with 2 partitions each, caught up")
+        table = cli_ok(run_cli("groups", "describe", "g-cli", bootstrap=b))
+        assert "state Stable" in table and "cli4[" in table and "cooperative-sticky" in table
+        cli_error(run_cli("groups", "delete", "g-cli", bootstrap=b), "NON_EMPTY_GROUP")
+    finally:
+        outs = []
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            out, _ = proc.communicate(timeout=30)
+            outs.append(out.decode().split())
+    owned = [{tp[1] for tp in mb.partitions} for mb in desc.members]
+    printed = [{int(v.split("-")[0]) for v in out} for out in outs]
+    assert sorted(map(sorted, printed)) == sorted(map(sorted, owned))  # each its own partitions
+    assert sorted(outs[0] + outs[1]) == sorted(f"{p}-{i}" for p in range(4) for i in range(10))
+    cli_ok(run_cli("groups", "delete", "g-cli", bootstrap=b))  # empty once both left
+    cli_error(run_cli("groups", "describe", "g-cli", bootstrap=b), "GROUP_ID_NOT_FOUND")

@@ -11,6 +11,12 @@ started; with it, it waits for new records until interrupted or
 ``--max-messages``. With ``--group`` it commits the offsets after what it
 printed (when it stops, and after each poll with ``--follow``). An unknown
 topic is ``UNKNOWN_TOPIC_OR_PARTITION``.
+
+``--group`` without ``--partition`` and ``--offset`` joins the group as a
+member: the group's members share the topic's partitions (two ``consume
+--group g --follow`` processes split them), each printing what it is
+assigned; a partition taken away is committed before it goes. With
+``--partition`` or ``--offset`` the group only stores offsets (no membership).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..limits import check_group_name, check_offset, check_partition, check_time
 
 _AGE = re.compile(r"^-(\d{1,12})(s|m|h|d)$")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+JOIN_WAIT_S = 30.0  # a one-shot member waits this long for its first assignment
 OFFSET_FORMS = "N, earliest, latest, @TIMESTAMP_MS or @-AGE (e.g. @-30s, @-15m, @-1h, @-2d)"
 
 
@@ -55,7 +62,9 @@ def parse_offset(text: "str | None", now_ms: "int | None" = None):
 @click.option("-o", "--offset", default=None, help=f"Where to start: {OFFSET_FORMS}.")
 @click.option("-p", "--partition", type=int, default=None,
               help="Only this partition (default: all).")
-@click.option("-g", "--group", default=None, help="Start from and commit to this group.")
+@click.option("-g", "--group", default=None,
+              help="Join this consumer group (share the partitions with its other members) "
+                   "and commit to it; with -p/-o it only stores offsets.")
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), default=None)
 @click.option("-f", "--follow", is_flag=True, help="Wait for new records instead of exiting.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -83,12 +92,19 @@ def consume(topic, conn, offset, partition, group, max_messages, follow, fmt):
             starts = {tp: o.offset for tp, o in admin.list_offsets(parts, "earliest").items()}
             _check_in_range(start, parts, starts, ends)
     reset = "latest" if follow and start is None and group is None else "earliest"
-    with Consumer(**conn, group=group, auto_offset_reset=reset) as consumer:
-        consumer.assign(parts)
-        _seek(consumer, start, group)
+    member = group is not None and partition is None and start is None
+    done: dict = {}  # (topic, partition) -> the offset after the last record printed
+    with Consumer(**conn, group=group, auto_offset_reset=reset,
+                  enable_auto_commit=False) as consumer:
+        if member:
+            consumer.subscribe([topic], on_revoke=lambda ps: _commit_revoked(consumer, done, ps))
+        else:
+            consumer.assign(parts)
+            _seek(consumer, start, group)
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            printed = _loop(consumer, parts, ends, follow, max_messages, fmt, group)
+            printed = _loop(consumer, parts if not member else None, ends, follow, max_messages,
+                            fmt, group, done)
         finally:
             signal.signal(signal.SIGTERM, previous)
     click.echo(f"consumed {printed} record(s)", err=True)
@@ -119,11 +135,32 @@ def _seek(consumer, start, group) -> None:
             consumer.seek(t, p, start)
 
 
-def _loop(consumer, parts, ends, follow, max_messages, fmt, group) -> int:
-    printed, done, out = 0, {}, sys.stdout.buffer
+def _commit_revoked(consumer, done: dict, partitions) -> None:
+    """A member's partitions go to another member: commit what was printed of them."""
+    mine = {tp: done.pop(tp) for tp in partitions if tp in done}
+    if mine:
+        consumer.commit(mine)
+
+
+def _at_end(consumer, parts, ends: dict, joined_by: float) -> bool:
+    """Without --follow: every partition read (``parts`` None: the member's
+    assignment, once it has one; INVALID_REQUEST if it got none in time)."""
+    if parts is None:
+        parts = consumer.assignment()
+        if not parts:
+            if time.monotonic() > joined_by:
+                raise InvalidRequestError("the group assigned this consumer no partition within "
+                                          f"{JOIN_WAIT_S:.0f} s (more members than partitions?)")
+            return False
+    return all(consumer.position(t, p) >= ends[(t, p)] for t, p in parts)
+
+
+def _loop(consumer, parts, ends, follow, max_messages, fmt, group, done) -> int:
+    printed, out = 0, sys.stdout.buffer
+    joined_by = time.monotonic() + JOIN_WAIT_S
     try:
         while True:
-            if not follow and all(consumer.position(t, p) >= ends[(t, p)] for t, p in parts):
+            if not follow and _at_end(consumer, parts, ends, joined_by):
                 break
             for rec in consumer.poll(timeout=0.5):
                 if not follow and rec.offset >= ends[(rec.topic, rec.partition)]:
@@ -139,12 +176,14 @@ def _loop(consumer, parts, ends, follow, max_messages, fmt, group) -> int:
             sys.stdout.flush()
             out.flush()
             if follow and group and done:
-                consumer.commit(dict(done))
+                consumer.commit({tp: off for tp, off in done.items()
+                                 if parts is not None or tp in consumer.assignment()})
     except KeyboardInterrupt:
         pass
     finally:
         sys.stdout.flush()
         out.flush()
         if group and done:
-            consumer.commit(dict(done))
+            consumer.commit({tp: off for tp, off in done.items()
+                             if parts is not None or tp in consumer.assignment()})
     return printed

@@ -1,4 +1,4 @@
-"""``logbroker groups list|describe|reset-offsets``: consumer lag at a glance."""
+"""``logbroker groups list|describe|delete|reset-offsets``: members and lag at a glance."""
 
 from __future__ import annotations
 
@@ -35,17 +35,59 @@ def list_(conn, as_json):
 @bootstrap_option
 @json_option
 def describe(names, conn, as_json):
-    """Per partition: committed offset, log end, lag in records and in time."""
+    """State, generation, assignor and members (client id, host, assigned
+    partitions), then per partition: committed offset, log end, lag in
+    records and in time."""
     from .. import Admin
 
     with Admin(**conn) as admin:
         found = admin.describe_groups(names)
-    rows = [(g, p.topic, p.partition, p.committed, p.log_end, p.lag, _age(p.lag_ms))
-            for g in names for p in found[g].partitions]
     if as_json:
-        emit_json([{"group": g, **p._asdict()} for g in names for p in found[g].partitions])
-    else:
-        table(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "LAG-TIME"], rows)
+        emit_json([_group_json(found[g]) for g in names])
+        return
+    for i, g in enumerate(names):
+        d = found[g]
+        if i:
+            click.echo()
+        click.echo(f"group {g}: state {d.state}, generation {d.generation}, "
+                   f"assignor {d.protocol or '-'}, {len(d.members)} member(s)")
+        if d.members:
+            table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"],
+                  [(mb.member_id, mb.group_instance_id or "-", mb.client_id or "-", mb.host,
+                    _partitions(mb.partitions)) for mb in d.members])
+            click.echo()
+        table(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "LAG-TIME"],
+              [(g, p.topic, p.partition, p.committed, p.log_end, p.lag, _age(p.lag_ms))
+               for p in d.partitions])
+
+
+def _group_json(d) -> dict:
+    return {"group": d.group, "state": d.state, "generation": d.generation,
+            "assignor": d.protocol,
+            "members": [{**mb._asdict(), "partitions": [list(tp) for tp in mb.partitions]}
+                        for mb in d.members],
+            "partitions": [{"group": d.group, **p._asdict()} for p in d.partitions]}
+
+
+def _partitions(tps) -> str:
+    """``t[0,1] u[3]``: a member's assignment, compactly."""
+    by_topic: dict = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(str(p))
+    return " ".join(f"{t}[{','.join(ps)}]" for t, ps in by_topic.items()) or "-"
+
+
+@groups.command()
+@click.argument("names", nargs=-1, required=True)
+@bootstrap_option
+def delete(names, conn):
+    """Forget groups and their committed offsets (NON_EMPTY_GROUP while a
+    group has members)."""
+    from .. import Admin
+
+    with Admin(**conn) as admin:
+        admin.delete_groups(names)
+    click.echo(f"deleted {len(names)} group(s)", err=True)
 
 
 def _age(ms: int) -> str:
