@@ -226,7 +226,7 @@ def groups_args(draw, world: World):
             args.append(_pick(draw, sane, ISO))
     elif sub in ("describe", "delete"):
         args = [*draw(st.lists(GROUP[0] if sane else st.one_of(*GROUP), max_size=2)),
-                *_options(draw, sane, {"--json": None} if sub == "describe" else {})]
+                *(_options(draw, sane, {"--json": None}) if sub == "describe" else [])]
     else:
         args = _options(draw, sane, {"--json": None})
     return ["groups", sub, *args, *draw(connection(world, sane))], None
