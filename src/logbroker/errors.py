@@ -254,3 +254,81 @@ class ClusterUnavailableError(LogbrokerError):
     """The broker cannot reach etcd (cluster metadata) right now."""
 
     code, name, retriable = 1005, "CLUSTER_UNAVAILABLE", True
+
+
+# -- consumer groups (membership) ---------------------------------------------------
+
+
+@register
+class CoordinatorLoadInProgressError(LogbrokerError):
+    """The coordinator is rebuilding the group's state from its offsets log."""
+
+    code, name, retriable = 14, "COORDINATOR_LOAD_IN_PROGRESS", True
+
+
+@register
+class CoordinatorNotAvailableError(LogbrokerError):
+    """No broker coordinates the group right now (its offsets partition has no leader)."""
+
+    code, name, retriable = 15, "COORDINATOR_NOT_AVAILABLE", True
+
+
+@register
+class NotCoordinatorError(LogbrokerError):
+    """This broker does not coordinate the group: find the coordinator again."""
+
+    code, name, retriable = 16, "NOT_COORDINATOR", True
+
+
+@register
+class IllegalGenerationError(LogbrokerError):
+    """The request names a generation other than the group's current one
+    (a stale member: it must rejoin; its commit was not applied)."""
+
+    code, name = 22, "ILLEGAL_GENERATION"
+
+
+@register
+class InconsistentGroupProtocolError(LogbrokerError):
+    """The member supports none of the assignors the group uses."""
+
+    code, name = 23, "INCONSISTENT_GROUP_PROTOCOL"
+
+
+@register
+class UnknownMemberIdError(LogbrokerError):
+    """The coordinator does not know this member (it left or was expired): rejoin."""
+
+    code, name = 25, "UNKNOWN_MEMBER_ID"
+
+
+@register
+class InvalidSessionTimeoutError(LogbrokerError):
+    code, name = 26, "INVALID_SESSION_TIMEOUT"
+
+
+@register
+class RebalanceInProgressError(LogbrokerError):
+    """The group is rebalancing: rejoin (the member's partitions are not lost)."""
+
+    code, name, retriable = 27, "REBALANCE_IN_PROGRESS", True
+
+
+@register
+class NonEmptyGroupError(LogbrokerError):
+    """The group has active members (delete refused)."""
+
+    code, name = 68, "NON_EMPTY_GROUP"
+
+
+@register
+class GroupMaxSizeReachedError(LogbrokerError):
+    code, name = 81, "GROUP_MAX_SIZE_REACHED"
+
+
+@register
+class FencedInstanceIdError(LogbrokerError):
+    """Another member joined with this ``group_instance_id`` (static membership)."""
+
+    code, name = 82, "FENCED_INSTANCE_ID"
+

@@ -21,9 +21,8 @@ from ..protocol import messages as m
 from ..cluster.node import ClusterNode
 from ..cluster.placement import assign, preferred
 from ..cluster.state import PartitionState, TopicState, default_min_isr, partition_value, topic_value
-from .cluster_offsets import ClusterOffsets
 from .durability import DataNotifier
-from .edge import check_partition_key
+from .edge import check_partition_key, listed
 from .topics_view import partition_row
 
 log = logging.getLogger("logbroker.broker")
@@ -34,17 +33,39 @@ TXN_OPS = 100  # etcd's default limit is 128 operations per transaction
 class ClusterHandlers:
     def __init__(self, node: ClusterNode, config, appended: DataNotifier) -> None:
         self.node, self.config, self.appended = node, config, appended
-        self.offsets = ClusterOffsets(node)
         self.table = {
             m.Metadata: self.metadata, m.CreateTopics: self.create_topics,
             m.DeleteTopics: self.delete_topics, m.DescribeTopics: self.describe_topics,
             m.DescribeCluster: self.describe_cluster,
             m.ElectLeaders: self.elect_leaders, m.ReplicaFetch: self.replica_fetch,
             m.OffsetForLeaderEpoch: self.offset_for_leader_epoch,
-            m.CommitOffsets: self.offsets.commit, m.FetchOffsets: self.offsets.fetch,
-            m.ListGroups: self.offsets.list_groups, m.DescribeGroups: self.offsets.describe,
-            m.DeleteGroups: self.offsets.delete, m.InitProducerId: self.init_producer_id,
+            m.InitProducerId: self.init_producer_id,
         }
+
+    def known(self, topic: str) -> None:
+        """The topic is in etcd (else UNKNOWN_TOPIC_OR_PARTITION)."""
+        if topic not in self.node.view.topics:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+
+    def leader_append(self, commit, topic: str, partition: int, data, acks: int):
+        """Append as the leader in its epoch (NOT_LEADER, NOT_ENOUGH_REPLICAS
+        refuse first, nothing written) -> (future or None, log, AppendInfo):
+        the future of acks=all completes when the ISR has the records (the
+        HW covers them), that of acks=1 when they are durable here."""
+        check_partition_key(topic, partition)
+        self.known(topic)
+        replicas = self.node.replicas
+        r = replicas.leader_for_produce((topic, partition), acks)
+        lg = r.log
+        info = lg.append(data, r.epoch, sync=False)
+        self.appended.notify(lg)
+        end = info.last_offset + 1
+        local = commit.request(lg, end)
+        if acks != -1:
+            return local, lg, info
+        if local is not None:
+            local.add_done_callback(_consume)  # a failed fsync shows as a HW that never moves
+        return replicas.committed(r, end), lg, info
 
     # -- metadata ---------------------------------------------------------------------
     async def metadata(self, req: m.Metadata) -> m.MetadataResponse:
@@ -52,7 +73,7 @@ class ClusterHandlers:
         # name itself leader): CLUSTER_UNAVAILABLE sends the client elsewhere
         self.node.check_available()
         view = self.node.view
-        names = req.topics if req.topics is not None else sorted(view.topics)
+        names = req.topics if req.topics is not None else listed(view.topics)
         topics, parts = [], []
         for name in names:
             try:
@@ -107,6 +128,12 @@ class ClusterHandlers:
                 out.append((name, *_err(exc)))
         return m.CreateTopicsResponse(topics=tuple(out))
 
+    async def create_internal(self, name: str, partitions: int, configs: dict, rf: int) -> None:
+        """Create an internal topic (the offsets topic) with replication
+        factor ``rf``, or the live brokers' count if fewer are live."""
+        await self._create(name, partitions, {**configs, "replication_factor":
+                                              max(1, min(rf, len(self.node.view.live)))})
+
     async def _create(self, name: str, partitions: int, configs: dict) -> None:
         node = self.node
         node.check_available()
@@ -146,7 +173,7 @@ class ClusterHandlers:
         has the authoritative HW: clients ask each leader for its own
         partitions), or NOT_LEADER_OR_FOLLOWER for one hosted elsewhere."""
         view = self.node.view
-        names = req.topics if req.topics is not None else sorted(view.topics)
+        names = req.topics if req.topics is not None else listed(view.topics)
         out = []
         for name in names:
             try:
@@ -278,3 +305,8 @@ class ClusterHandlers:
             except LogbrokerError as exc:
                 out.append((topic, partition, *_err(exc), -1, -1))
         return m.OffsetForLeaderEpochResponse(parts=tuple(out))
+
+
+def _consume(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -69,6 +69,15 @@ class BrokerConfig:
     replica_timeout_ms: int = 5_000
     replica_fetch_max_bytes: int = 8 << 20
     etcd_timeout_ms: int = 5_000
+    # -- consumer groups (docs/groups.md) ------------------------------------------------
+    offsets_topic_num_partitions: int = 16
+    offsets_topic_replication_factor: int = 3  # at most the live brokers when created
+    offsets_topic_segment_bytes: int = 100 << 20
+    offsets_commit_timeout_ms: int = 5_000
+    group_min_session_timeout_ms: int = 1_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 1_000
+    group_initial_rebalance_delay_ms: int = 1_000
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -92,10 +101,27 @@ class BrokerConfig:
         for name in ("max_connections", "max_frame_bytes", "max_inflight_bytes", "idle_timeout_ms",
                      "frame_timeout_ms", "default_partitions", "housekeeping_ms",
                      "session_timeout_ms", "replica_lag_time_max_ms", "replica_timeout_ms",
-                     "replica_fetch_max_bytes", "etcd_timeout_ms"):
+                     "replica_fetch_max_bytes", "etcd_timeout_ms", "offsets_topic_num_partitions",
+                     "offsets_topic_replication_factor", "offsets_topic_segment_bytes",
+                     "offsets_commit_timeout_ms", "group_min_session_timeout_ms",
+                     "group_max_session_timeout_ms", "group_max_size"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")
+        if type(self.group_initial_rebalance_delay_ms) is not int \
+                or self.group_initial_rebalance_delay_ms < 0:
+            raise InvalidConfigError("group_initial_rebalance_delay_ms must be >= 0")
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise InvalidConfigError("group_min_session_timeout_ms exceeds "
+                                     "group_max_session_timeout_ms")
+        if self.offsets_topic_num_partitions > 1000:
+            raise InvalidConfigError("offsets_topic_num_partitions must be 1..1000")
+
+    def group_limits(self):
+        from ..coordinator.group import GroupLimits
+
+        return GroupLimits(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
+                           self.group_max_size, self.group_initial_rebalance_delay_ms)
 
     @classmethod
     def load(cls, path: "str | None" = None, **overrides: Any) -> "BrokerConfig":

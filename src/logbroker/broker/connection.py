@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
+from ..coordinator.requests import PEER
 from ..storage.results import FileSlice
 from .handlers import CLOSE_CONNECTION
 
@@ -170,6 +171,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             code = exc.cause.code if exc.cause is not None else exc.code
             cls = m.RESPONSES.get(exc.api, m.HandshakeResponse)
             return exc.cid, cls(error=code, message=exc.message), size
+        PEER.set(self.peer)  # this task's context: a JoinGroup records the member's host
         return env.cid, await self.broker.dispatch(env.message), size
 
     async def _write_responses(self) -> None:

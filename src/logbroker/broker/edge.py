@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import limits
+from ..coordinator.records import TOPIC as INTERNAL_TOPIC
+from ..errors import InvalidTopicError
 from ..protocol import messages as m
 
 
@@ -25,6 +27,24 @@ def check_partition_key(topic: object, partition: object) -> None:
 def _produce(req: m.Produce) -> None:
     limits.check_int(req.acks, "acks (-1 all, 0 or 1)", -1, 1)
     limits.check_int(req.timeout_ms, "timeout_ms", 0, limits.MAX_TIMEOUT_MS)
+    _not_internal(topic for topic, _, _ in req.parts)
+
+
+def _not_internal(names) -> None:
+    """Clients read the offsets topic but never write, create or delete it."""
+    if INTERNAL_TOPIC in names:
+        raise InvalidTopicError(f"{INTERNAL_TOPIC} is the brokers' internal offsets topic: "
+                                "clients may only read it")
+
+
+def listed(names) -> list[str]:
+    """Topic names for an answer about "every topic": sorted, without the
+    internal offsets topic (named explicitly, it is answered like any other)."""
+    return sorted(n for n in names if n != INTERNAL_TOPIC)
+
+
+def _topic_admin(req) -> None:
+    _not_internal(t if isinstance(t, str) else t[0] for t in req.topics)
 
 
 def _fetch(req: m.Fetch) -> None:
@@ -52,7 +72,10 @@ def _topics(req) -> None:
 
 
 _CHECKS: dict[type, Callable] = {m.Produce: _produce, m.Fetch: _fetch,
+                                 m.CreateTopics: _topic_admin, m.DeleteTopics: _topic_admin,
                                  m.CommitOffsets: _group, m.FetchOffsets: _group,
+                                 m.JoinGroup: _group, m.SyncGroup: _group, m.Heartbeat: _group,
+                                 m.LeaveGroup: _group, m.FindCoordinator: _group,
                                  m.ReplicaFetch: _replica_fetch, m.OffsetForLeaderEpoch: _replica,
                                  m.DescribeCluster: _topics, m.ElectLeaders: _topics}
 

@@ -17,18 +17,16 @@ import time
 from typing import Callable
 
 from .. import limits
-from ..errors import (GroupNotFoundError, InvalidRequestError, LeaderNotAvailableError,
+from ..errors import (InvalidRequestError, LeaderNotAvailableError,
                       LogbrokerError, NotLeaderError, RequestTimedOutError,
                       UnknownError, UnknownTopicOrPartitionError, UnsupportedVersionError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from ..storage.groups import CommittedOffset
 from ..storage.log import Log
 from ..storage.store import Store
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
-from .edge import check_partition_key, check_request
-from .groups_view import describe_group, fetch_offsets
+from .edge import check_partition_key, check_request, listed
 from .topics_view import create_topics, delete_topics, describe_topics
 
 
@@ -38,8 +36,9 @@ CLOSE_CONNECTION = object()  # dispatch's answer meaning: answer nothing, close 
 
 class Handlers:
     def __init__(self, store: Store, config: BrokerConfig, commit: GroupCommit,
-                 notifier: DataNotifier, *, port: int, cluster=None) -> None:
-        """``cluster``: the ClusterHandlers of cluster mode (None: a single node)."""
+                 notifier: DataNotifier, *, port: int, cluster=None, groups=None) -> None:
+        """``cluster``: the ClusterHandlers of cluster mode (None: a single node);
+        ``groups``: the coordinator's GroupRequests (the group requests go there)."""
         self.store, self.config, self.commit, self.notifier = store, config, commit, notifier
         self.port = port  # the bound port (metadata answers with it)
         self.cluster = cluster
@@ -50,16 +49,16 @@ class Handlers:
             m.CreateTopics: lambda r: create_topics(self.store, r),
             m.DeleteTopics: lambda r: delete_topics(self.store, r),
             m.DescribeTopics: lambda r: describe_topics(self.store, r),
-            m.ListOffsets: self.list_offsets, m.CommitOffsets: self.commit_offsets,
-            m.FetchOffsets: lambda r: fetch_offsets(self.store, r),
-            m.ListGroups: lambda r: m.ListGroupsResponse(groups=tuple(self.store.groups.groups())),
-            m.DescribeGroups: lambda r: m.DescribeGroupsResponse(
-                groups=tuple(describe_group(self.store, g) for g in r.groups)),
-            m.DeleteGroups: self.delete_groups, m.InitProducerId: self.init_producer_id,
+            m.ListOffsets: self.list_offsets, m.InitProducerId: self.init_producer_id,
             m.DescribeCluster: self.describe_cluster, m.ElectLeaders: self.elect_leaders,
         }
         if cluster is not None:
             self.table.update(cluster.table)
+        if groups is not None:
+            from .group_host import find_coordinator
+
+            self.table.update(groups.table)
+            self.table[m.FindCoordinator] = lambda r: find_coordinator(self, r)
 
     async def dispatch(self, msg: m.Message) -> "m.Message | None":
         """The response to request ``msg`` (None for an acks=0 produce); never
@@ -101,9 +100,7 @@ class Handlers:
         return self.store.get_log(topic, partition)
 
     def _known(self, topic: str) -> None:
-        """Cluster mode: the topic is in etcd (UNKNOWN_TOPIC_OR_PARTITION)."""
-        if topic not in self.cluster.node.view.topics:
-            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        self.cluster.known(topic)
 
     # -- simple requests ------------------------------------------------------------
     def handshake(self, req: m.Handshake) -> m.HandshakeResponse:
@@ -115,7 +112,8 @@ class Handlers:
         return m.HandshakeResponse(broker_id=self.config.broker_id, server=f"logbroker {__version__}")
 
     def metadata(self, req: m.Metadata) -> m.MetadataResponse:
-        names = req.topics if req.topics is not None else [t.name for t in self.store.topics.list()]
+        names = req.topics if req.topics is not None \
+            else listed(t.name for t in self.store.topics.list())
         topics = []
         for name in names:
             try:
@@ -151,17 +149,6 @@ class Handlers:
         self._next_producer_id += 1
         return m.InitProducerIdResponse(producer_id=self._next_producer_id, producer_epoch=0)
 
-    def delete_groups(self, req: m.DeleteGroups) -> m.DeleteGroupsResponse:
-        out = []
-        for g in req.groups:
-            try:
-                if not self.store.groups.delete(limits.check_group_name(g)):
-                    raise GroupNotFoundError(f"unknown group {g!r}")
-                out.append((g, 0, ""))
-            except LogbrokerError as exc:
-                out.append((g, *_err(exc)))
-        return m.DeleteGroupsResponse(groups=tuple(out))
-
     def list_offsets(self, req: m.ListOffsets) -> m.ListOffsetsResponse:
         out = []
         for topic, partition, spec in req.parts:
@@ -184,23 +171,6 @@ class Handlers:
                 out.append((topic, partition, *_err(exc), -1, -1))
         return m.ListOffsetsResponse(parts=tuple(out))
 
-    def commit_offsets(self, req: m.CommitOffsets) -> m.CommitOffsetsResponse:
-        good, out = {}, []
-        for topic, partition, offset, meta in req.offsets:
-            try:
-                self.log_for(topic, partition)
-                limits.check_offset(offset)
-                if len(meta) > limits.MAX_COMMIT_METADATA:
-                    raise InvalidRequestError(f"metadata of {len(meta)} characters (limit "
-                                              f"{limits.MAX_COMMIT_METADATA})")
-                good[(topic, partition)] = CommittedOffset(offset, meta)
-                out.append((topic, partition, 0, ""))
-            except LogbrokerError as exc:
-                out.append((topic, partition, *_err(exc)))
-        if good:
-            self.store.groups.commit(req.group, good)
-        return m.CommitOffsetsResponse(parts=tuple(out))
-
     # -- produce -------------------------------------------------------------------
     async def produce(self, req: m.Produce) -> "m.ProduceResponse | None":
         """``acks`` and ``timeout_ms`` were checked at the edge (edge.py)."""
@@ -208,7 +178,8 @@ class Handlers:
         for (topic, partition, _), data in zip(req.parts, req.payload):
             try:
                 if self.replicas is not None:
-                    fut, lg, info = self._replicated_append(topic, partition, data, req.acks)
+                    fut, lg, info = self.cluster.leader_append(self.commit, topic, partition,
+                                                               data, req.acks)
                 else:
                     lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
                     info = lg.append(data, sync=False)  # whole part checked, then written
@@ -237,25 +208,6 @@ class Handlers:
                         for r in results)
             return CLOSE_CONNECTION if moved else None
         return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
-
-    def _replicated_append(self, topic: str, partition: int, data, acks: int):
-        """Cluster mode: append as the leader in its epoch (NOT_LEADER,
-        NOT_ENOUGH_REPLICAS refuse first, nothing written); the future of
-        acks=all completes when the ISR has the records (the HW covers
-        them), that of acks=1 when they are durable here."""
-        check_partition_key(topic, partition)
-        self._known(topic)
-        r = self.replicas.leader_for_produce((topic, partition), acks)
-        lg = r.log
-        info = lg.append(data, r.epoch, sync=False)
-        self.cluster.appended.notify(lg)
-        end = info.last_offset + 1
-        local = self.commit.request(lg, end)
-        if acks != -1:
-            return local, lg, info
-        if local is not None:
-            local.add_done_callback(_consume)  # a failed fsync shows as a HW that never moves
-        return self.replicas.committed(r, end), lg, info
 
     # -- fetch ----------------------------------------------------------------------
     async def fetch(self, req: m.Fetch) -> m.FetchResponse:

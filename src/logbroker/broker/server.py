@@ -72,14 +72,29 @@ class Broker:
             cluster = await self._join_cluster()
         self.commit = GroupCommit(self.executor, self.notifier,
                                   on_durable=cluster.node.replicas.on_durable if cluster else None)
+        self.coordinator, groups = self._group_coordinator(cluster)
         self.handlers = Handlers(self.store, self.config, self.commit, self.notifier, port=self.port,
-                                 cluster=cluster)
+                                 cluster=cluster, groups=groups)
+        self.coordinator.start()
         await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
         log.info("listening on %s:%d data_dir=%s partitions=%d %s", self.config.host, self.port,
                  self.config.data_dir, len(self.store.logs()),
                  "fresh data dir" if fresh else f"clean_start={self.store.was_clean}")
+
+    def _group_coordinator(self, cluster):
+        """The consumer groups' coordinator over the offsets topic
+        (docs/groups.md), and the handlers of its requests."""
+        from ..coordinator.manager import Coordinator
+        from ..coordinator.requests import GroupRequests
+        from .group_host import ClusterHost, LocalHost
+
+        host = ClusterHost(cluster, self.commit, self.config) if cluster is not None \
+            else LocalHost(self.store, self.commit, self.config)
+        coordinator = Coordinator(host, self.config.group_limits(),
+                                  self.config.offsets_commit_timeout_ms)
+        return coordinator, GroupRequests(coordinator)
 
     async def _join_cluster(self):
         """Cluster mode: register in etcd (advertising ``advertised_address``
@@ -113,6 +128,7 @@ class Broker:
             # in-sync followers at once), then drain: a long poll being drained
             # must not keep us leading while our followers cannot fetch
             await self.node.leave()
+        await self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         self.server.close()
         loop = asyncio.get_running_loop()
         for conn in list(self.connections):

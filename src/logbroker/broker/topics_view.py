@@ -6,6 +6,7 @@ from .. import limits
 from ..errors import InvalidReplicationFactorError, LogbrokerError, UnknownTopicOrPartitionError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from .edge import listed
 from ..storage.store import Store
 
 
@@ -43,7 +44,7 @@ def describe_topics(store: Store, req: m.DescribeTopics) -> m.DescribeTopicsResp
     """Per topic its effective settings and per partition its offsets, size
     and segments; an offline or missing partition carries its error and
     reason (PARTITION_OFFLINE with the damage it found, ...)."""
-    names = req.topics if req.topics is not None else [t.name for t in store.topics.list()]
+    names = req.topics if req.topics is not None else listed(t.name for t in store.topics.list())
     out = []
     for name in names:
         try:

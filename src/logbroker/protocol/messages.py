@@ -230,11 +230,19 @@ class ListOffsetsResponse(Response):
 @_register
 @dataclass(frozen=True)
 class CommitOffsets(Message):
-    """offsets: (topic, partition, offset, metadata); offset = next to read."""
+    """offsets: (topic, partition, offset, metadata); offset = next to read.
+    A member of the group names its generation and member id (the commit is
+    refused unless they are current); generation -1 with member_id "": a
+    commit without membership (``assign()``), accepted only while the group
+    has no members."""
 
-    API, SCHEMA = 8, {"group": str, "offsets": [(str, int, int, str)]}
+    API, SCHEMA = 8, {"group": str, "generation": int, "member_id": str,
+                      "group_instance_id": Opt(str), "offsets": [(str, int, int, str)]}
     group: str = ""
     offsets: tuple = ()
+    generation: int = -1
+    member_id: str = ""
+    group_instance_id: "str | None" = None
 
 
 @_register
@@ -294,12 +302,17 @@ class DescribeGroups(Message):
 @_register
 @dataclass(frozen=True)
 class DescribeGroupsResponse(Response):
-    """groups: (group, error, message, parts); parts: (topic, partition,
-    committed, log_end, lag, commit_ms, lag_ms) — lag_ms: how old the next
-    record to read is (-1 when caught up or unknown). An unknown group has
-    error GROUP_ID_NOT_FOUND and no parts."""
+    """groups: (group, error, message, parts, state, protocol, generation,
+    members); parts: (topic, partition, committed, log_end, lag, commit_ms,
+    lag_ms) — lag_ms: how old the next record to read is (-1 when caught up
+    or unknown); state: "Empty", "PreparingRebalance", "CompletingRebalance"
+    or "Stable"; protocol: the assignor of the generation ("" without one);
+    members: (member_id, group_instance_id, client_id, host, assignment) —
+    the assignment as the leader encoded it (client/assignors.py). An
+    unknown group has error GROUP_ID_NOT_FOUND and nothing else."""
 
-    API, SCHEMA = 11, {**_RESP, "groups": [(str, int, str, [(str, int, int, int, int, int, int)])]}
+    API, SCHEMA = 11, {**_RESP, "groups": [(str, int, str, [(str, int, int, int, int, int, int)],
+                                            str, str, int, [(str, Opt(str), str, str, bytes)])]}
     error: int = 0
     message: str = ""
     groups: tuple = ()
@@ -343,3 +356,6 @@ class DeleteGroupsResponse(Response):
 from .cluster_messages import (DescribeCluster, DescribeClusterResponse,  # noqa: E402,F401
                                ElectLeaders, ElectLeadersResponse, OffsetForLeaderEpoch,
                                OffsetForLeaderEpochResponse, ReplicaFetch, ReplicaFetchResponse)
+from .group_messages import (FindCoordinator, FindCoordinatorResponse, Heartbeat,  # noqa: E402,F401
+                             HeartbeatResponse, JoinGroup, JoinGroupResponse, LeaveGroup,
+                             LeaveGroupResponse, SyncGroup, SyncGroupResponse)

@@ -1,0 +1,147 @@
+"""Protocol messages of consumer-group membership (Kafka's classic group
+protocol, KIP-429's cooperative variant included).
+
+Registered in the same tables as messages.py (which re-exports them):
+
+- ``FindCoordinator``: which broker coordinates a group (the leader of the
+  group's partition of the internal offsets topic).
+- ``JoinGroup``: a member (re)joins; the coordinator waits until every known
+  member has rejoined (or its rebalance timeout passed), then answers all of
+  them with the new generation; the leader's answer lists every member with
+  its protocol metadata (its subscription), so the leader runs the assignor.
+- ``SyncGroup``: the leader sends each member's assignment; every member's
+  answer is its own assignment.
+- ``Heartbeat``: a member is alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+- ``LeaveGroup``: members leave at once (no wait for their session timeout).
+
+Protocol metadata and assignments are opaque bytes here (the client's
+assignors encode them); the coordinator bounds their sizes, never decodes
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .messages import _RESP, Message, Response, _register
+from .schema import Opt
+
+
+@_register
+@dataclass(frozen=True)
+class FindCoordinator(Message):
+    API, SCHEMA = 18, {"group": str}
+    group: str = ""
+
+
+@_register
+@dataclass(frozen=True)
+class FindCoordinatorResponse(Response):
+    """The coordinator's broker id, host and port (error COORDINATOR_NOT_AVAILABLE
+    while the group's offsets partition has no leader)."""
+
+    API, SCHEMA = 18, {**_RESP, "broker_id": int, "host": str, "port": int}
+    error: int = 0
+    message: str = ""
+    broker_id: int = -1
+    host: str = ""
+    port: int = 0
+
+
+@_register
+@dataclass(frozen=True)
+class JoinGroup(Message):
+    """member_id "" for a new member (the coordinator assigns one);
+    protocols: (assignor name, metadata) in the member's preference order."""
+
+    API, SCHEMA = 19, {"group": str, "session_timeout_ms": int, "rebalance_timeout_ms": int,
+                       "member_id": str, "group_instance_id": Opt(str), "protocol_type": str,
+                       "protocols": [(str, bytes)], "client_id": str}
+    group: str = ""
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+    member_id: str = ""
+    group_instance_id: "str | None" = None
+    protocol_type: str = "consumer"
+    protocols: tuple = ()
+    client_id: str = ""  # shown by DescribeGroups
+
+
+@_register
+@dataclass(frozen=True)
+class JoinGroupResponse(Response):
+    """members (for the leader only): (member_id, group_instance_id, metadata)
+    of every member of the generation, metadata for the chosen protocol."""
+
+    API, SCHEMA = 19, {**_RESP, "generation": int, "protocol": str, "leader": str,
+                       "member_id": str, "members": [(str, Opt(str), bytes)]}
+    error: int = 0
+    message: str = ""
+    generation: int = -1
+    protocol: str = ""
+    leader: str = ""
+    member_id: str = ""
+    members: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class SyncGroup(Message):
+    """assignments (from the leader only): (member_id, assignment bytes)."""
+
+    API, SCHEMA = 20, {"group": str, "generation": int, "member_id": str,
+                       "group_instance_id": Opt(str), "assignments": [(str, bytes)]}
+    group: str = ""
+    generation: int = -1
+    member_id: str = ""
+    group_instance_id: "str | None" = None
+    assignments: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class SyncGroupResponse(Response):
+    API, SCHEMA = 20, {**_RESP, "assignment": bytes}
+    error: int = 0
+    message: str = ""
+    assignment: bytes = b""
+
+
+@_register
+@dataclass(frozen=True)
+class Heartbeat(Message):
+    API, SCHEMA = 21, {"group": str, "generation": int, "member_id": str,
+                       "group_instance_id": Opt(str)}
+    group: str = ""
+    generation: int = -1
+    member_id: str = ""
+    group_instance_id: "str | None" = None
+
+
+@_register
+@dataclass(frozen=True)
+class HeartbeatResponse(Response):
+    API, SCHEMA = 21, {**_RESP}
+    error: int = 0
+    message: str = ""
+
+
+@_register
+@dataclass(frozen=True)
+class LeaveGroup(Message):
+    """members: (member_id, group_instance_id)."""
+
+    API, SCHEMA = 22, {"group": str, "members": [(str, Opt(str))]}
+    group: str = ""
+    members: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class LeaveGroupResponse(Response):
+    """members: (member_id, error, message)."""
+
+    API, SCHEMA = 22, {**_RESP, "members": [(str, int, str)]}
+    error: int = 0
+    message: str = ""
+    members: tuple = ()
