@@ -162,7 +162,7 @@ class Broker:
 
     async def _housekeep(self) -> None:
         stats = await asyncio.get_running_loop().run_in_executor(self.executor, self.store.tick)
-        if stats["deleted_segments"] or stats["errors"]:
+        if stats["deleted_segments"] or stats["errors"] or stats.get("compacted_bytes"):
             log.info("housekeeping: %s", stats)
 
     async def _sweep(self) -> None:

@@ -229,7 +229,8 @@ class GroupMembership:
         msg = m.JoinGroup(group=self.group, session_timeout_ms=s.session_timeout_ms,
                           rebalance_timeout_ms=s.max_poll_interval_ms, member_id=self.member_id,
                           group_instance_id=s.group_instance_id, protocol_type="consumer",
-                          protocols=tuple((a.name, sub) for a in self.assignors))
+                          protocols=tuple((a.name, sub) for a in self.assignors),
+                          client_id=self.router.options.client_id[:255])
         resp = await self.coordinators.call(self.group, msg, purpose="join", retry=False,
                                             timeout=self._rebalance_timeout())
         self.member_id, self.generation, self.protocol = resp.member_id, resp.generation, \
