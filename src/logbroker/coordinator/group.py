@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..errors import (FencedInstanceIdError, GroupMaxSizeReachedError, IllegalGenerationError,
-                      InconsistentGroupProtocolError, InvalidRequestError,
+                      InconsistentGroupProtocolError,
                       InvalidSessionTimeoutError, RebalanceInProgressError, UnknownMemberIdError)
 from ..protocol import messages as m
 from ..storage.groups import CommittedOffset
@@ -112,9 +112,11 @@ class Group:
             raise InvalidSessionTimeoutError(
                 f"session_timeout_ms {req.session_timeout_ms} outside the broker's "
                 f"{lim.min_session_timeout_ms}..{lim.max_session_timeout_ms}")
-        if not 1 <= req.rebalance_timeout_ms <= 2**31 - 1:
-            raise InvalidRequestError(f"rebalance_timeout_ms {req.rebalance_timeout_ms} must be "
-                                      "positive")
+        if not 1 <= req.rebalance_timeout_ms <= lim.max_session_timeout_ms:
+            # a member's rebalance timeout holds every join of its group: bounded
+            raise InvalidSessionTimeoutError(
+                f"rebalance_timeout_ms (max_poll_interval_ms) {req.rebalance_timeout_ms} outside "
+                f"1..{lim.max_session_timeout_ms} (the broker's group_max_session_timeout_ms)")
         if not req.protocols or not req.protocol_type:
             raise InconsistentGroupProtocolError("a member must name a protocol type and at "
                                                  "least one protocol")
