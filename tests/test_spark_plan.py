@@ -100,10 +100,14 @@ def test_timestamp_options(data):
 def test_pattern_assign_and_errors(tmp_path, data):
     s = fill(tmp_path / "d2", topic="orders", partitions=1, batches=2)
     s.create_topic("payments", 1)
+    s.create_topic("__consumer_offsets", 2)
+    s.get_log("__consumer_offsets", 1).append(build_batch([(b"v", b"k")]))
     s.close()
     d2 = str(tmp_path / "d2")
     r = LogbrokerReader({"path": d2, "subscribePattern": "pay.*|ord.*"})
     assert {(p.split.topic, p.split.partition) for p in r.partitions()} == {("orders", 0)}
+    r = LogbrokerReader({"path": d2, "subscribePattern": ".*"})  # internal topics by name only
+    assert {p.split.topic for p in r.partitions()} == {"orders"}
     bad = [({"path": data}, "exactly one"),
            ({"path": data, "subscribe": "orders", "assign": '{"orders":[0]}'}, "exactly one"),
            ({"path": data, "subscribe": "nope"}, "unknown topic"),

@@ -189,8 +189,9 @@ def select(o: Options, available: dict[str, list[int]]) -> list[tuple[str, int]]
             raise SparkSourceError(f"unknown topic(s) {', '.join(missing)} in {o.data_dir} "
                                    f"(topics: {', '.join(available) or 'none'})")
         return [(t, p) for t in o.subscribe for p in available[t]]
-    if o.pattern is not None:
-        return [(t, p) for t, ps in available.items() if o.pattern.fullmatch(t) for p in ps]
+    if o.pattern is not None:  # internal topics (__consumer_offsets) only by name, as Kafka
+        return [(t, p) for t, ps in available.items()
+                if o.pattern.fullmatch(t) and not t.startswith("__") for p in ps]
     out = []
     for t, ps in o.assign.items():
         for p in ps:
