@@ -332,23 +332,25 @@ def test_two_cli_consumers_of_one_group_split_the_partitions(gbroker):
     b = gbroker.bootstrap
     with Admin(b, **FAST) as admin:
         admin.create_topic("cli4", 4)
-    produce(b, "cli4", 10, 4)
     env = dict(os.environ, LOGBROKER_BOOTSTRAP=b)
     procs = [subprocess.Popen([LOGBROKER, "consume", "cli4", "--group", "g-cli", "--follow"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
              for _ in range(2)]
     try:
-        def split_and_read():
+        def split(read: bool):
             with Admin(b, **FAST) as admin:
                 try:
                     d = admin.describe_groups(["g-cli"])["g-cli"]
                 except LogbrokerError:
                     return None
             ok = d.state == "Stable" and sorted(len(mb.partitions) for mb in d.members) == [2, 2]
-            return d if ok and len(d.partitions) == 4 and all(
-                p.lag == 0 for p in d.partitions) else None
+            return d if ok and (not read or len(d.partitions) == 4 and all(
+                p.lag == 0 and p.committed == 10 for p in d.partitions)) else None
 
-        desc = wait_until(split_and_read, 30, "two CLI members with 2 partitions each, caught up")
+        first = wait_until(lambda: split(False), 30, "two CLI members with 2 partitions each")
+        produce(b, "cli4", 10, 4)  # after the split: each member prints its own partitions
+        desc = wait_until(lambda: split(True), 30, "every record read and committed")
+        assert [mb.partitions for mb in desc.members] == [mb.partitions for mb in first.members]
         table = cli_ok(run_cli("groups", "describe", "g-cli", bootstrap=b))
         assert "state Stable" in table and "cli4[" in table and "cooperative-sticky" in table
         cli_error(run_cli("groups", "delete", "g-cli", bootstrap=b), "NON_EMPTY_GROUP")
