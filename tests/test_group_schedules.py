@@ -23,7 +23,10 @@ coordinator's. Checked on the way and at the end:
   it is killed.
 
 The seed comes from ``GROUP_SCHEDULE_SEED`` or is random; a failure names it
-and the schedule so far. ``-m long`` runs 60 rounds; the default suite 5.
+and the schedule so far. ``-m long`` runs 60 rounds with the cooperative-sticky
+assignor (the default), 60 with the eager range assignor, and 60 with static
+member processes (``group_instance_id``; one more action: kill -9 and start
+again at once with the same id); the default suite 5 (cooperative-sticky).
 """
 
 from __future__ import annotations
@@ -64,9 +67,10 @@ class ThreadMember:
     """An in-process sync consumer polled by its own thread; its callbacks'
     events as ``(kind, time, {(topic, partition)})``."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str) -> None:
-        self.client_id, self.killed_at = client_id, None
-        self.consumer = Consumer(bootstrap, group=group, client_id=client_id, **SETTINGS, **FAST)
+    def __init__(self, bootstrap: str, group: str, topic: str, client_id: str,
+                 settings: dict) -> None:
+        self.client_id = client_id
+        self.consumer = Consumer(bootstrap, group=group, client_id=client_id, **settings, **FAST)
         self._events: list = []
         self.error: "BaseException | None" = None
         self._stop = threading.Event()
@@ -110,26 +114,36 @@ class Schedule:
     """The group under test: its live and gone members, what the coordinator
     said per generation, and the actions so far (for the failure message)."""
 
-    def __init__(self, bootstrap: str, admin: Admin, workdir, seed: int, name: str) -> None:
+    def __init__(self, bootstrap: str, admin: Admin, workdir, seed: int, name: str,
+                 strategy: str, static: bool = False) -> None:
         self.bootstrap, self.admin, self.workdir = bootstrap, admin, workdir
+        self.settings = {**SETTINGS, "partition_assignment_strategy": [strategy]}
+        self.static = static  # member processes have a group_instance_id
         self.rng, self.seed = random.Random(seed), seed
         self.group = self.topic = name
         self.every = {(name, p) for p in range(PARTITIONS)}
         self.live: list = []
         self.gone: list = []
+        self.ended: dict = {}  # id(member) -> (time, "kill" | "leave")
         self.generations: dict = {}  # generation -> {client_id: partitions}
         self.history: list = []
         self._ids = itertools.count(1)
 
     # -- actions ------------------------------------------------------------------------------
-    def join(self, kind: str) -> None:
-        cid = f"{kind}{next(self._ids)}"
+    def join(self, kind: str, cid: "str | None" = None) -> None:
+        """A new member: a process or an in-process consumer (``cid``: a
+        static process's client id, which is also its group_instance_id)."""
+        cid = cid or f"{kind}{next(self._ids)}"
         if kind == "proc":
+            settings = dict(client_id=cid, **self.settings)
+            if self.static:
+                settings["group_instance_id"] = cid
             spec = dict(bootstrap=self.bootstrap, group=self.group, topics=[self.topic],
-                        settings=dict(client_id=cid, **SETTINGS), max_seconds=1_800)
+                        settings=settings, max_seconds=1_800)
             self.live.append(MemberProc(spec, os.path.join(self.workdir, f"{cid}.log")))
         else:
-            self.live.append(ThreadMember(self.bootstrap, self.group, self.topic, cid))
+            self.live.append(ThreadMember(self.bootstrap, self.group, self.topic, cid,
+                                          self.settings))
         self.history.append(f"join {cid}")
 
     def remove(self, member, how: str) -> None:
@@ -139,7 +153,15 @@ class Schedule:
             member.kill()
         else:
             member.close()
+        self.ended[id(member)] = (time.monotonic() if how == "leave" else member.killed_at, how)
         self.history.append(f"{how} {member.client_id}")
+
+    def restart(self, member) -> None:
+        """kill -9 a static member process and start it again at once (same
+        group_instance_id): it should get its partitions back."""
+        self.remove(member, "kill")
+        self.join("proc", member.client_id)
+        self.history[-2:] = [f"restart {member.client_id}"]
 
     def step(self) -> None:
         """1-3 random actions, 0-0.4 s apart (so the later ones fall in
@@ -152,9 +174,13 @@ class Schedule:
             options = ["join proc", "join thread"] if len(self.live) < MAX_LIVE else []
             if len(self.live) > 1:
                 options += ["leave"] + (["kill", "kill"] if procs else [])
+            if self.static and procs:
+                options += ["restart", "restart"]
             action = self.rng.choice(options)
             if action.startswith("join"):
                 self.join(action.split()[1])
+            elif action == "restart":
+                self.restart(self.rng.choice(procs))
             else:
                 pool = procs if action == "kill" else self.live
                 self.remove(self.rng.choice(pool), action)
@@ -208,9 +234,11 @@ class Schedule:
             assert mb.alive(), f"{mb.client_id} died"
 
     def check_views(self) -> None:
-        """No partition held by two members' own views at once (lost ones aside)."""
+        """No partition held by two members' own views at once (lost ones
+        aside). A member killed holds its partitions until then, a static
+        one closed until its close (it calls no on_revoke); a dynamic one
+        closed has revoked everything."""
         spans: dict = {tp: [] for tp in self.every}
-        now = time.monotonic()
         for mb in self.live + self.gone:
             held: dict = {}
             for kind, t, parts in mb.events():
@@ -219,7 +247,10 @@ class Schedule:
                         held[tp] = t
                     elif tp in held:
                         spans[tp].append((held.pop(tp), t, kind, mb.client_id))
-            end, how = (mb.killed_at, "kill") if mb.killed_at is not None else (now, "open")
+            end, how = self.ended.get(id(mb), (time.monotonic(), "open"))
+            static = self.static and isinstance(mb, MemberProc)
+            assert not (held and how == "leave" and not static), \
+                f"{mb.client_id} closed without revoking {sorted(held)}"
             for tp, t in held.items():
                 spans[tp].append((t, end, how, mb.client_id))
         for tp, held in spans.items():
@@ -232,12 +263,13 @@ class Schedule:
             mb.close()
 
 
-def run_schedule(sbroker, tmp_path, rounds: int, name: str) -> None:
+def run_schedule(sbroker, tmp_path, rounds: int, name: str,
+                 strategy: str = "cooperative-sticky", static: bool = False) -> None:
     seed = int(os.environ.get("GROUP_SCHEDULE_SEED") or random.randrange(1 << 32))
-    print(f"group schedule seed {seed} ({rounds} rounds)")
+    print(f"group schedule seed {seed} ({rounds} rounds, {strategy}, static {static})")
     with Admin(sbroker.bootstrap, **FAST) as admin:
         admin.create_topic(name, PARTITIONS)
-        sched = Schedule(sbroker.bootstrap, admin, str(tmp_path), seed, name)
+        sched = Schedule(sbroker.bootstrap, admin, str(tmp_path), seed, name, strategy, static)
         feeder = Feeder(sbroker.bootstrap, name, PARTITIONS, interval=0.02, max_seconds=1_800)
         feeder.start()
         started, done = time.monotonic(), 0
@@ -264,5 +296,7 @@ def test_random_schedule_short(sbroker, tmp_path):
 
 
 @pytest.mark.long
-def test_random_schedule_long(sbroker, tmp_path):
-    run_schedule(sbroker, tmp_path, 60, "sched-long")
+@pytest.mark.parametrize("strategy,static", [("cooperative-sticky", False), ("range", False),
+                                             ("cooperative-sticky", True)])
+def test_random_schedule_long(sbroker, tmp_path, strategy, static):
+    run_schedule(sbroker, tmp_path, 60, f"sched-long-{strategy}-{static}", strategy, static)
