@@ -291,7 +291,9 @@ def test_a_static_member_restarting_within_its_session_keeps_its_partitions(gbro
         with Admin(b, **FAST) as admin:
             before = admin.describe_groups(["g-static"])["g-static"]
         mine = a.owned()
-        a.consumer.close()  # a static member sends no LeaveGroup
+        old = a
+        a.consumer.close()  # a static member sends no LeaveGroup, but revokes locally
+        assert old.events[-1][0] == "revoke" and set(old.events[-1][1]) == mine
         a = Member(b, "g-static", ["static"], group_instance_id="a", **static)
         spin([a, c], lambda: a.owned(), 5, "the restarted static member's partitions")
         assert a.owned() == mine

@@ -182,7 +182,7 @@ class Consumer(AsyncShell):
         if settings.enable_auto_commit:
             await group.committing(group.positions(), "commit on close")
         owned = sorted(self._core.buffer.states)
-        if owned and settings.group_instance_id is None:
+        if owned:  # static members too (Kafka's onLeavePrepare)
             error = await _callback(group.listener.on_revoke, owned)
             if error is not None:
                 log.error("group %r: on_revoke while closing: %r", settings.group, error)

@@ -133,7 +133,7 @@ class Consumer(SyncShell):
                 self._run(group.committing(group.positions(), "commit on close"))
             owned = sorted(self._core.buffer.states)
             fn = group.listener.on_revoke
-            if owned and fn is not None and self.settings.group_instance_id is None:
+            if owned and fn is not None:  # static members too (Kafka's onLeavePrepare)
                 try:
                     fn(owned)
                 except Exception:  # noqa: BLE001 - closing goes on
