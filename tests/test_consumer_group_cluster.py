@@ -13,7 +13,7 @@ from fixtures_cluster import Cluster
 from logbroker import Admin, Producer
 from logbroker.coordinator.records import TOPIC, partition_for
 from logbroker.protocol import messages as m
-from test_consumer_group import Member, spin
+from test_consumer_group import Member, killed_member_resumes, spin
 
 TOPIC_NAME, PARTITIONS = "orders", 6
 
@@ -141,3 +141,7 @@ def test_no_acknowledged_commit_is_lost_when_the_coordinator_dies_mid_stream(gcl
         final = admin.fetch_offsets("stream")[(TOPIC_NAME, 0)].offset
     assert final >= acked[0]  # the last acknowledged commit survived (later ones may too)
     assert coordinator_of(c, "stream") != co
+
+
+def test_a_killed_member_resumes_from_its_last_commit_on_a_cluster(gcluster):
+    killed_member_resumes(gcluster.bootstrap)
