@@ -231,6 +231,9 @@ def test_client_api_fuzz(clients, actions):
 
 
 @pytest.mark.slow
+# a failing case is replayed with its arguments printed; a 2 MB repr must not
+# turn that report into a HypothesisWarning error that hides the failure
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
 @fuzz_settings(examples(5_000))
 @given(actions=st.lists(STEP, min_size=1, max_size=8))
 def test_client_api_fuzz_long(clients, actions):
