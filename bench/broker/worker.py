@@ -7,9 +7,13 @@ waits for a line on stdin, runs the timed section, prints one JSON line and
 exits. On error it prints ``{"error": ...}``. Modes (``spec["mode"]``):
 
 - ``produce``: ``logbroker.Producer`` (acks, linger_ms, batch_size from the
-  spec), ``records`` sends cycling over 1,021 distinct values and
-  ``distinct_keys`` keys, then ``flush()``; the timer stops when every record
-  is acknowledged.
+  spec; batch_size may be left out: the client's default), ``records`` sends
+  cycling over 1,021 distinct values and ``distinct_keys`` keys, then
+  ``flush()``; the timer stops when every record is acknowledged. With
+  ``window`` (N) it does not stream: it sends N records, calls ``result()``
+  on each of their N handles, then sends the next N; the result adds
+  ``windows`` and the per-window time ``window_p50_ms``/``window_p99_ms``/
+  ``window_max_ms`` (send of the first to ack of the last).
 - ``consume``: ``logbroker.Consumer``: ``assign`` + ``seek_to_beginning``,
   ``poll`` until ``records`` records came; every record's key and value is
   touched (their lengths summed, which also checks the byte count).
@@ -88,10 +92,12 @@ def produce(spec: dict):
     n, topic = spec["records"], spec["topic"]
     keys = make_keys(spec["distinct_keys"], spec["key_bytes"])
     values = make_values(spec["value_bytes"])
-    producer = Producer(spec["bootstrap"], acks=spec["acks"], linger_ms=spec["linger_ms"],
-                        batch_size=spec["batch_size"])
+    sizing = {"batch_size": spec["batch_size"]} if "batch_size" in spec else {}
+    producer = Producer(spec["bootstrap"], acks=spec["acks"], linger_ms=spec["linger_ms"], **sizing)
     producer.send(topic + "-warmup", b"warm-up").result(timeout=30)  # connect, producer id
     producer.partitions_for(topic)
+    if spec.get("window"):
+        return _windows(spec, producer, keys, values), producer.close
 
     def timed(deadline: Deadline) -> dict:
         """Sends in runs of ``sample_every`` (128); the last record of each run
@@ -117,6 +123,32 @@ def produce(spec: dict):
                 "bytes": n * (spec["value_bytes"] + spec["key_bytes"]), **acks}
 
     return timed, producer.close
+
+
+def _windows(spec: dict, producer, keys: list[bytes], values: list[bytes]):
+    """The timed section of ``produce`` with ``window``: send a window,
+    wait for every one of its handles, next; each window timed."""
+    n, topic, window = spec["records"], spec["topic"], spec["window"]
+
+    def timed(deadline: Deadline) -> dict:
+        send, clock, times, meta = producer.send, time.perf_counter_ns, [], None
+        pairs = zip(cycle(values), cycle(keys))
+        done = 0
+        for _ in range(-(-n // window)):
+            t = clock()
+            handles = [send(topic, value, key=key) for value, key in islice(pairs, min(window, n - done))]
+            for h in handles:
+                meta = h.result(timeout=max(deadline.at - time.perf_counter(), 0.001))
+            times.append(clock() - t)
+            done += len(handles)
+            deadline.check()
+        times.sort()
+        return {"records": done, "last_offset": meta.offset if meta else -1,
+                "bytes": done * (spec["value_bytes"] + spec["key_bytes"]), "windows": len(times),
+                "window_p50_ms": percentile_ms(times, 0.5), "window_p99_ms": percentile_ms(times, 0.99),
+                "window_max_ms": times[-1] / 1e6}
+
+    return timed
 
 
 def consume(spec: dict):

@@ -14,7 +14,11 @@ Workloads (``--quick``: 1 % of the counts, one run):
   W2     1,000,000 records x 100 B values, same keys
          each: one producer (timed until every record is acknowledged),
          then one consumer reading from the start (timed until it has all)
+  W1/W2 window  the same records to a fresh topic in windows of 1,000
+         (not scaled by --quick): send 1,000, wait until every one is
+         acknowledged, send the next; rec/s and window time p50/p99
   RT     10,000 awaited single-record sends (100 B): ack p50/p99
+  RT1k   10,000 awaited single-record sends (1,024 B): ack p50/p99
   scale  1,000 topics x 100 records of 100 B, round-robin, then one consumer
 
 Every client is a fresh subprocess bounded by a count and a deadline.
@@ -37,7 +41,8 @@ from pathlib import Path
 from bench import ROOT, harness
 from bench.peers.clients import client_main
 
-FULL = {"W1": (200_000, 1024), "W2": (1_000_000, 100), "RT": 10_000, "scale": (1000, 100)}
+FULL = {"W1": (200_000, 1024), "W2": (1_000_000, 100), "RT": 10_000, "RT1k": 10_000, "scale": (1000, 100),
+        "window": 1000}
 PIP = ["redis[hiredis]", "nats-py", "rstream", "matplotlib"]
 BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
 SECTION = "## Peers: logbroker beside Redis Streams, NATS JetStream and RabbitMQ Streams (issue 5)"
@@ -82,7 +87,8 @@ def versions() -> dict:
 def sizes_for(quick: bool) -> dict:
     f = 0.01 if quick else 1.0
     return {"W1": (int(FULL["W1"][0] * f), 1024), "W2": (int(FULL["W2"][0] * f), 100),
-            "RT": int(FULL["RT"] * f), "scale": (int(FULL["scale"][0] * f), FULL["scale"][1])}
+            "RT": int(FULL["RT"] * f), "RT1k": int(FULL["RT1k"] * f),
+            "scale": (int(FULL["scale"][0] * f), FULL["scale"][1]), "window": FULL["window"]}
 
 
 def write_docs(section: str, path: Path) -> None:

@@ -3,8 +3,11 @@ subprocess by ``run_client``, bounded by a count and a deadline.
 
 ``client_main(spec)`` prints one JSON line: the mode's result or
 ``{"error": "Type: message"}``. Modes ``produce``/``consume``/``roundtrip``
-are here; ``scale_produce``/``scale_consume`` (many topics, all four systems
-including logbroker) are in bench/peers/scale.py. The loops shared by both
+are here (``roundtrip``: awaited single sends of ``value_bytes``, default
+100); the loops of ``window`` (send ``window`` records, wait for every ack,
+next) are in bench/peers/windows.py; ``scale_produce``/``scale_consume``
+(many topics, all four systems including logbroker) are in
+bench/peers/scale.py. The loops shared by both
 (``redis_xadd_all``, ``nats_publish_all``, ``nats_read_ordered``,
 ``RabbitConfirms``) are here.
 
@@ -194,9 +197,12 @@ def redis_client(spec: dict) -> dict:
     r = redis.Redis(host="127.0.0.1", port=spec["port"], protocol=2)
     stream, mode, dl = spec["stream"], spec["mode"], Deadline(spec["deadline_s"])
     keys = make_keys()
-    if mode == "produce":
+    if mode in ("produce", "window"):
         n, values = spec["records"], make_values(spec["value_bytes"])
         items = ((stream, {b"k": keys[i % KEYS], b"v": values[i % VALUES]}) for i in range(n))
+        if mode == "window":
+            from bench.peers.windows import redis_window
+            return redis_window(r, spec, items, dl)
         t0, lat = time.perf_counter(), []
         done = redis_xadd_all(r, items, n, spec.get("pipeline", 1000), dl, lat)
         return {"records": done, "seconds": time.perf_counter() - t0, **ack_result(lat)}
@@ -216,7 +222,7 @@ def redis_client(spec: dict) -> dict:
             dl.check()
         return {"records": got, "bytes": nbytes, "seconds": time.perf_counter() - t0}
     if mode == "roundtrip":
-        value, key, lat = b"v" * 100, keys[0], []
+        value, key, lat = b"v" * spec.get("value_bytes", 100), keys[0], []
         for _ in range(100):
             r.xadd(stream + "-rt", {b"k": key, b"v": value})
         for _ in range(spec["sends"]):
@@ -239,10 +245,14 @@ async def nats_client_async(spec: dict) -> dict:
     try:
         with contextlib.suppress(nats.js.errors.BadRequestError):  # exists already
             await js.add_stream(name=stream, subjects=[f"{stream}.>"])
-        if mode == "produce":
+        if mode in ("produce", "window"):
             n, values = spec["records"], make_values(spec["value_bytes"])
+            items = ((subjects[i % KEYS], values[i % VALUES]) for i in range(n))
+            if mode == "window":
+                from bench.peers.windows import nats_window
+                return await nats_window(js, spec, items, dl)
             t0, lat = time.perf_counter(), []
-            n = await nats_publish_all(js, ((subjects[i % KEYS], values[i % VALUES]) for i in range(n)), dl, lat)
+            n = await nats_publish_all(js, items, dl, lat)
             return {"records": n, "seconds": time.perf_counter() - t0, **ack_result(lat)}
         if mode == "consume" and spec.get("consumer", "ordered") == "ordered":
             t0 = time.perf_counter()
@@ -264,7 +274,7 @@ async def nats_client_async(spec: dict) -> dict:
                 dl.check()
             return {"records": got, "bytes": nbytes, "seconds": time.perf_counter() - t0}
         if mode == "roundtrip":
-            value, subj, lat = b"v" * 100, f"{stream}-rt", []
+            value, subj, lat = b"v" * spec.get("value_bytes", 100), f"{stream}-rt", []
             with contextlib.suppress(nats.js.errors.BadRequestError):  # exists already
                 await js.add_stream(name=stream + "-rt", subjects=[subj])
             for _ in range(100):
@@ -285,10 +295,14 @@ async def rabbit_client_async(spec: dict) -> dict:
     stream, mode, dl = spec["stream"], spec["mode"], Deadline(spec["deadline_s"])
     keys = make_keys()
     auth = {"username": "guest", "password": "guest"}
-    if mode in ("produce", "roundtrip"):
+    if mode in ("produce", "roundtrip", "window"):
         producer = Producer("127.0.0.1", spec["port"], **auth)
         await producer.start()
         try:
+            if mode == "window":
+                from bench.peers.windows import rabbit_window
+                await producer.create_stream(stream, exists_ok=True)
+                return await rabbit_window(producer, spec, keys, make_values(spec["value_bytes"]), dl)
             if mode == "produce":
                 await producer.create_stream(stream, exists_ok=True)
                 n, values = spec["records"], make_values(spec["value_bytes"])
@@ -306,7 +320,7 @@ async def rabbit_client_async(spec: dict) -> dict:
                 ok = await confirms.wait(dl)
                 return {"records": ok, "seconds": time.perf_counter() - t0, **ack_result(confirms.lat)}
             await producer.create_stream(stream + "-rt", exists_ok=True)
-            body, lat = keys[0] + b"v" * 100, []
+            body, lat = keys[0] + b"v" * spec.get("value_bytes", 100), []
             for _ in range(100):
                 await producer.send_wait(stream + "-rt", RawMessage(body))
             for _ in range(spec["sends"]):

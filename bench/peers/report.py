@@ -6,7 +6,10 @@ renders the section written into docs/benchmarks.md. Ratios are
 logbroker / peer for throughput and peer / logbroker for latency, so > 1
 always means logbroker is better; each peer is compared with the logbroker
 mode of the same durability (fsync rows with ``logbroker``, the others with
-``logbroker-lazy``).
+``logbroker-lazy``). Beside the streaming tables: the windowed produce
+(``W1/window``, ``W2/window``: windows of 1,000, each waited for; its rate
+also ÷ the same run's streaming produce) and the round trip with 1 KiB
+values (``RT1k``) next to the 100 B one (``RT``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from bench.peers.run import SYSTEMS
 
 TPUT = (("W1", "produce"), ("W1", "consume"), ("W2", "produce"), ("W2", "consume"),
         ("scale", "produce"), ("scale", "consume"))
+WINDOWED = ("W1", "W2")
+ROUNDTRIPS = ("RT", "RT1k")
 
 
 def summary(values: list[float]) -> "dict | None":
@@ -37,7 +42,7 @@ def _payload(sizes: dict, wl: str) -> tuple[int, int]:
 def per_run(res: dict, sizes: dict) -> dict:
     """The figures of one run of one system: {name: value} (missing = failed)."""
     out: dict = {}
-    for wl, mode in TPUT:
+    for wl, mode in TPUT + tuple((wl, "window") for wl in WINDOWED):  # each window after its produce
         r = res.get(f"{wl}/{mode}") or {}
         n, nbytes = _payload(sizes, wl)
         if "error" in r or r.get("records") != n or not r.get("seconds"):
@@ -46,16 +51,21 @@ def per_run(res: dict, sizes: dict) -> dict:
         out[f"{wl} {mode} MB/s"] = nbytes / r["seconds"] / 1e6
         out[f"{wl} {mode} cpu s"] = r["cpu_s"]
         out[f"{wl} {mode} rss MiB"] = r["peak_rss_mib"]
-        if mode == "produce":
+        if mode == "window":
+            out[f"{wl} window p50 ms"], out[f"{wl} window p99 ms"] = r["window_p50_ms"], r["window_p99_ms"]
+            if f"{wl} produce rec/s" in out:  # this run's windowed ÷ its streaming produce
+                out[f"{wl} window / stream"] = out[f"{wl} window rec/s"] / out[f"{wl} produce rec/s"]
+        elif mode == "produce":
             out[f"{wl} disk/payload"] = (r["disk_bytes"] - r["disk_before"]) / nbytes
             if r.get("ack_p50_ms") is not None:
                 out[f"{wl} ack p50 ms"], out[f"{wl} ack p99 ms"] = r["ack_p50_ms"], r["ack_p99_ms"]
             if r.get("setup_seconds") is not None:
                 out[f"{wl} setup s"] = r["setup_seconds"]
-    rt = res.get("RT/roundtrip") or {}
-    if "error" not in rt and rt.get("p50_ms"):
-        out.update({"RT p50 ms": rt["p50_ms"], "RT p99 ms": rt["p99_ms"], "RT cpu s": rt["cpu_s"],
-                    "RT rss MiB": rt["peak_rss_mib"]})
+    for wl in ROUNDTRIPS:
+        rt = res.get(f"{wl}/roundtrip") or {}
+        if "error" not in rt and rt.get("p50_ms"):
+            out.update({f"{wl} p50 ms": rt["p50_ms"], f"{wl} p99 ms": rt["p99_ms"], f"{wl} cpu s": rt["cpu_s"],
+                        f"{wl} rss MiB": rt["peak_rss_mib"]})
     return out
 
 
@@ -132,10 +142,27 @@ def workload_table(figs: dict, systems: list[str], wl: str) -> str:
                    "logbroker ÷ this, produce", "logbroker ÷ this, consume"], rows)
 
 
-def roundtrip_table(figs: dict, systems: list[str]) -> str:
-    rows = [[s, SYSTEMS[s].durability, fmt(figs.get(s, {}).get("RT p50 ms"), 3),
-             fmt(figs.get(s, {}).get("RT p99 ms"), 3), fmt(figs.get(s, {}).get("RT cpu s"), 2),
-             fmt(figs.get(s, {}).get("RT rss MiB")), ratio(figs, s, "RT p50 ms", higher_is_better=False)]
+def window_table(figs: dict, systems: list[str]) -> str:
+    rows = []
+    for s in systems:
+        f = figs.get(s, {})
+        row = [s, SYSTEMS[s].durability]
+        for wl in WINDOWED:
+            row += [fmt(f.get(f"{wl} window rec/s")), fmt(f.get(f"{wl} window MB/s"), 1),
+                    fmt(f.get(f"{wl} window / stream"), 2),
+                    f"{fmt(f.get(f'{wl} window p50 ms'), 2)} / {fmt(f.get(f'{wl} window p99 ms'), 2)}"]
+        rows.append(row + [ratio(figs, s, f"{wl} window rec/s") for wl in WINDOWED])
+    header = ["system", "durability"]
+    for wl in WINDOWED:
+        header += [f"{wl} window rec/s", f"{wl} window MB/s", f"{wl} window ÷ own streaming {wl} produce",
+                   f"{wl} window time p50 / p99 ms"]
+    return _table(header + [f"logbroker ÷ this, {wl} window" for wl in WINDOWED], rows)
+
+
+def roundtrip_table(figs: dict, systems: list[str], wl: str = "RT") -> str:
+    rows = [[s, SYSTEMS[s].durability, fmt(figs.get(s, {}).get(f"{wl} p50 ms"), 3),
+             fmt(figs.get(s, {}).get(f"{wl} p99 ms"), 3), fmt(figs.get(s, {}).get(f"{wl} cpu s"), 2),
+             fmt(figs.get(s, {}).get(f"{wl} rss MiB")), ratio(figs, s, f"{wl} p50 ms", higher_is_better=False)]
             for s in systems]
     return _table(["system", "durability", "ack p50 ms", "ack p99 ms", "server CPU s", "server peak RSS MiB",
                    "this ÷ logbroker, p50"], rows)
@@ -200,6 +227,7 @@ def markdown(results: dict, charts: list[str]) -> str:
     figs, lims = figures(results), limit_figures(results)
     systems = [s for s in results["systems"] if s in SYSTEMS]
     sz, env = results["sizes"], results["environment"]
+    win, rt1k = sz.get("window", 1000), sz.get("RT1k", sz["RT"])
     n_runs = len(results["runs"])
     cell = (f"median (min–max) of {n_runs} runs (a cell from fewer runs, where some failed, says n=)"
             if n_runs > 1 else "one run" + (" (--quick)" if results["quick"] else ""))
@@ -210,7 +238,15 @@ def markdown(results: dict, charts: list[str]) -> str:
         "Versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + ".",
         f"Workloads: W1 {sz['W1'][0]:,} × {sz['W1'][1]} B values, W2 {sz['W2'][0]:,} × {sz['W2'][1]} B, "
         f"16-byte keys (1,024 distinct); one producer until every record is acknowledged, then one "
-        f"consumer from the start. RT: {sz['RT']:,} awaited single-record sends of 100 B. Scale: "
+        f"consumer from the start. Windows: the same records to a fresh topic, one producer sending "
+        f"{win:,} records, waiting until every one of the {win:,} is acknowledged, then the next {win:,} "
+        f"(logbroker: the sync Producer with its defaults, acks=all, linger_ms=0, {win:,} sends then "
+        f"`result()` of every handle; Redis: one non-transactional pipeline of {win:,} XADDs, "
+        f"`execute()` — its streaming produce is already this shape; NATS: {win:,} `publish_async`, "
+        f"then `publish_async_completed()`; RabbitMQ: one `send_batch` of {win:,}, then its {win:,} "
+        f"confirms), timed until the last is acknowledged; window time is the first send to the last "
+        f"ack of a window. RT: {sz['RT']:,} awaited single-record sends of 100 B; RT1k: {rt1k:,} "
+        f"of 1,024 B. Scale: "
         f"{sz['scale'][0]:,} topics × {sz['scale'][1]:,} records of 100 B, round-robin, then one consumer "
         f"of all topics. Each system starts fresh in its own temp dir on 127.0.0.1 for every run; the "
         f"runs interleave the systems. Server CPU is the server's process tree (utime + stime) during "
@@ -225,7 +261,10 @@ def markdown(results: dict, charts: list[str]) -> str:
             first_left=4),
         f"**W1: {sz['W1'][0]:,} × {sz['W1'][1]} B**\n\n" + workload_table(figs, systems, "W1"),
         f"**W2: {sz['W2'][0]:,} × {sz['W2'][1]} B**\n\n" + workload_table(figs, systems, "W2"),
+        f"**Windows of {win:,} (send {win:,}, wait for every ack, next)**\n\n" + window_table(figs, systems),
         f"**RT: single-record round trip ({sz['RT']:,} awaited sends)**\n\n" + roundtrip_table(figs, systems),
+        f"**RT1k: single-record round trip, 1 KiB values ({rt1k:,} awaited sends)**\n\n"
+        + roundtrip_table(figs, systems, "RT1k"),
         f"**Scale: {sz['scale'][0]:,} topics**\n\n" + scale_table(figs, systems),
         "**The machine's limits (same run)**\n\n" + limits_table(lims),
         "**logbroker against the limits** (fractions; 1.00 = at the limit)\n\n" + vs_limits_table(figs, lims),

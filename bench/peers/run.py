@@ -2,8 +2,14 @@
 client processes one after another, measure the server around each, stop it.
 
 ``run_system(name, work, sizes, deadline)`` returns ``{phase: result}`` with
-phases ``W1/produce``, ``W1/consume``, ``W2/produce``, ``W2/consume``,
-``RT/roundtrip``, ``scale/produce``, ``scale/consume``. A result is the
+phases ``W1/produce``, ``W1/consume``, ``W1/window``, ``W2/produce``,
+``W2/consume``, ``W2/window``, ``RT/roundtrip``, ``RT1k/roundtrip``,
+``scale/produce``, ``scale/consume``. ``W*/window`` is the same workload's
+records produced in windows of ``sizes["window"]`` (1,000: send them, wait
+for every ack, next; bench/peers/windows.py, and for logbroker the
+``window`` key of bench/broker/worker.py's ``produce`` with the Producer's
+defaults, acks="all", linger_ms=0) to a fresh topic / stream, after that
+workload's consumer. ``RT1k`` is ``RT`` with 1,024 B values. A result is the
 client's JSON (``records``, ``seconds``, ``p50_ms``...) plus the server's
 ``cpu_s``, ``peak_rss_mib``, ``disk_bytes`` and ``disk_before``
 (``metrics.Probe.around``), or ``{"error": ...}``. Every client is bounded by
@@ -40,8 +46,9 @@ SYSTEMS = {s.name: s for s in (
     System("nats", "JetStream file store default (no fsync per ack)", False, "nats-py"),
     System("rabbitmq", "RabbitMQ Streams default (no fsync per ack)", False, "rstream"),
 )}
-PHASES = ("W1/produce", "W1/consume", "W2/produce", "W2/consume", "RT/roundtrip",
-          "scale/produce", "scale/consume")
+PHASES = ("W1/produce", "W1/consume", "W1/window", "W2/produce", "W2/consume", "W2/window",
+          "RT/roundtrip", "RT1k/roundtrip", "scale/produce", "scale/consume")
+RT_VALUE = {"RT": 100, "RT1k": 1024}  # value bytes of the round-trip workloads
 
 
 class _Running:
@@ -96,10 +103,14 @@ def _logbroker_phase(r: _Running, phase: str, sizes: dict, deadline: float, logs
         spec = {**r.target, "topic": f"peers-{wl.lower()}", "records": n, "value_bytes": vb,
                 "key_bytes": KEY_BYTES, "distinct_keys": KEYS, "acks": "all", "linger_ms": 5,
                 "batch_size": 1 << 20, "deadline_s": deadline, "partitions": 1, "mode": mode}
+        if mode == "window":  # the Producer's defaults; a window at a time
+            del spec["batch_size"]
+            spec.update(topic=f"peers-{wl.lower()}-window", linger_ms=0, mode="produce",
+                        window=sizes.get("window", 1000))
         return lambda: _worker(spec, log_path, deadline + 30)
-    if wl == "RT":
-        spec = {**r.target, "topic": "peers-rt", "mode": "roundtrip", "value_bytes": 100,
-                "key_bytes": KEY_BYTES, "acks": "all", "sends": sizes["RT"], "warmup": 100,
+    if wl in RT_VALUE:
+        spec = {**r.target, "topic": f"peers-{wl.lower()}", "mode": "roundtrip", "value_bytes": RT_VALUE[wl],
+                "key_bytes": KEY_BYTES, "acks": "all", "sends": sizes[wl], "warmup": 100,
                 "deadline_s": deadline}
         return lambda: _worker(spec, log_path, deadline + 30)
     return _scale(r, "logbroker", mode, sizes, deadline)
@@ -119,10 +130,12 @@ def _peer_phase(r: _Running, phase: str, sizes: dict, deadline: float) -> Callab
         n, vb = sizes[wl]
         spec = {**r.target, "system": system, "stream": f"peers{wl.lower()}", "records": n,
                 "value_bytes": vb, "deadline_s": deadline, "mode": mode}
+        if mode == "window":
+            spec.update(stream=f"peers{wl.lower()}win", window=sizes.get("window", 1000))
         return lambda: run_client(spec, deadline + 30)
-    if wl == "RT":
-        spec = {**r.target, "system": system, "stream": "peersrt", "mode": "roundtrip",
-                "sends": sizes["RT"], "deadline_s": deadline}
+    if wl in RT_VALUE:
+        spec = {**r.target, "system": system, "stream": f"peers{wl.lower()}", "mode": "roundtrip",
+                "value_bytes": RT_VALUE[wl], "sends": sizes[wl], "deadline_s": deadline}
         return lambda: run_client(spec, deadline + 30)
     return _scale(r, system, mode, sizes, deadline)
 
