@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-cluster peer-servers etcd-server clean
+.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ bench-compaction: $(STAMP)
 # consumer groups: rebalance after kill -9 / clean leave, group vs single consumer (+ etcd + 3 brokers)
 bench-groups: $(STAMP) etcd-server
 	$(BIN)/python -m bench.groups
+
+# where a durable 1 KiB round trip's time goes: floors, broker, client library, syscalls (strace)
+bench-latency: $(STAMP)
+	$(BIN)/python -m bench.latency
 
 # etcd + 3 brokers on 127.0.0.1: RF=1 vs RF=3 throughput and latency, failover after kill -9
 bench-cluster: $(STAMP) etcd-server
