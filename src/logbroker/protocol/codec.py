@@ -29,7 +29,7 @@ import msgpack
 from ..errors import (FrameTooLargeError, InvalidRequestError, LogbrokerError,
                       UnsupportedVersionError)
 from .messages import PROTOCOL_VERSION, REQUESTS, RESPONSES, Message
-from .schema import check
+from .schema import Mismatch, check, compile_fields
 
 _U32 = struct.Struct(">I")
 _PREFIX = struct.Struct(">II")
@@ -270,9 +270,15 @@ def decode(frame) -> Envelope:
     if cls is None:
         raise DecodeError(f"unknown api {api}", cid, api=api)
     try:
-        body = check(header.get("body"), dict, "body")
-        fields = {name: check(body.get(name), spec, name) if name in body else _missing(name)
-                  for name, spec in cls.SCHEMA.items()}
+        body = header.get("body")
+        try:  # the fast path; a mismatch is checked again to say what is wrong
+            if body.__class__ is not dict:
+                raise Mismatch
+            fields = _fields_of(cls)(body)
+        except Mismatch:
+            body = check(body, dict, "body")
+            fields = {name: check(body.get(name), spec, name) if name in body else _missing(name)
+                      for name, spec in cls.SCHEMA.items()}
         if cls.HAS_PAYLOAD:
             fields["payload"] = _split_payload(fields["parts"], view[4 + hlen:])
         elif len(view) > 4 + hlen:
@@ -280,6 +286,17 @@ def decode(frame) -> Envelope:
     except InvalidRequestError as exc:
         raise DecodeError(f"{cls.__name__}: {exc.message}", cid, api=api) from None
     return Envelope(cid, cls(**fields))
+
+
+_FIELDS: dict = {}
+
+
+def _fields_of(cls):
+    """The compiled field checker of a message class (schema.compile_fields), cached."""
+    fn = _FIELDS.get(cls)
+    if fn is None:
+        fn = _FIELDS[cls] = compile_fields(cls.SCHEMA)
+    return fn
 
 
 def _missing(name: str):
