@@ -23,6 +23,7 @@ from ..cluster.placement import assign, preferred
 from ..cluster.state import PartitionState, TopicState, default_min_isr, partition_value, topic_value
 from .durability import DataNotifier
 from .edge import check_partition_key, listed
+from .produce import consume_outcome
 from .topics_view import partition_row
 
 log = logging.getLogger("logbroker.broker")
@@ -64,7 +65,7 @@ class ClusterHandlers:
         if acks != -1:
             return local, lg, info
         if local is not None:
-            local.add_done_callback(_consume)  # a failed fsync shows as a HW that never moves
+            local.add_done_callback(consume_outcome)  # a failed fsync shows as a HW that never moves
         return replicas.committed(r, end), lg, info
 
     # -- metadata ---------------------------------------------------------------------
@@ -305,8 +306,3 @@ class ClusterHandlers:
             except LogbrokerError as exc:
                 out.append((topic, partition, *_err(exc), -1, -1))
         return m.OffsetForLeaderEpochResponse(parts=tuple(out))
-
-
-def _consume(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()

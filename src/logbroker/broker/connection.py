@@ -2,6 +2,10 @@
 
 Requests are started as soon as they are read, in order (so the appends of
 pipelined produce requests share an fsync), and answered strictly in order.
+A produce runs in the loop turn that read it and is answered from its
+fsync's callback, without a task (produce.py); other requests run as tasks.
+Answers are written as soon as they and every earlier one are ready; only
+a sendfile or a full write buffer needs the writer task.
 Reading pauses while too many bytes or requests are unanswered
 (backpressure) and while the socket's write buffer is full.
 
@@ -17,6 +21,7 @@ The server uses only the public API: ``pause()`` (stop reading),
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 from collections import deque
@@ -27,7 +32,7 @@ from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
 from ..coordinator.requests import PEER
 from ..storage.results import FileSlice
-from .handlers import CLOSE_CONNECTION
+from .produce import CLOSE_CONNECTION, ProduceAnswer
 
 if TYPE_CHECKING:
     from .server import Broker
@@ -38,19 +43,20 @@ MAX_PENDING = 64
 
 class ClientConnection(asyncio.BufferedProtocol):
     __slots__ = ("broker", "reader", "transport", "pending", "inflight_bytes", "read_paused",
-                 "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since")
+                 "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle")
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.reader = FrameReader(max_frame_bytes=broker.config.max_frame_bytes,
                                   scratch=broker.scratch)
         self.transport: "asyncio.Transport | None" = None
-        self.pending: deque = deque()  # tasks answering the requests read, in order
+        self.pending: deque[_Answer] = deque()  # the requests read and not yet answered, in order
         self.inflight_bytes = 0
         self.read_paused = False  # reading is paused (backpressure or pause())
         self.paused = False  # pause() was called: reading stays paused
         self.can_write: "asyncio.Future | None" = None  # while the write buffer is full
-        self.writer: "asyncio.Task | None" = None
+        self.writer: "asyncio.Task | None" = None  # writing an answer that must wait
+        self.idle: "asyncio.Future | None" = None  # drain() waits for pending to empty
         self.peer = "?"
         self.last_frame_at = 0.0
         self.partial_since: "float | None" = None  # when the incomplete frame began
@@ -64,8 +70,11 @@ class ClientConnection(asyncio.BufferedProtocol):
     async def drain(self) -> None:
         """Return once every request read so far is answered (or the
         connection is gone); never raises."""
-        while self.writer is not None:
-            await asyncio.wait([self.writer])
+        while (self.pending or self.writer is not None) and self.transport is not None \
+                and not self.transport.is_closing():
+            if self.idle is None:
+                self.idle = asyncio.get_running_loop().create_future()
+            await self.idle
 
     def close(self, why: str) -> None:
         """Close after what is already written is sent."""
@@ -113,27 +122,31 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.close(f"{exc}")
             return
         now = loop.time()
+        tasks_ok = True
         while (frame := reader.next_frame()) is not None:
             self.last_frame_at = now
             self.inflight_bytes += len(frame)
-            self.pending.append(loop.create_task(self._handle(frame)))
+            answer = self._start(frame, loop, tasks_ok)
+            self.pending.append(answer)
+            if isinstance(answer.waiting, asyncio.Task):
+                tasks_ok = False
         if not reader.in_frame:
             self.partial_since = None
         elif self.partial_since is None or reader.frames_read != before:
             self.partial_since = now  # a new frame began in these bytes
-        if self.pending and self.writer is None:
-            self.writer = loop.create_task(self._write_responses())
-        self._flow()
+        self._pump()
 
     def eof_received(self) -> bool:
         return False
 
     def connection_lost(self, exc) -> None:
         self.broker.unregister(self)
-        for task in self.pending:
-            task.cancel()
+        for answer in self.pending:
+            if isinstance(answer.waiting, asyncio.Task):
+                answer.waiting.cancel()
         if self.writer is not None:
             self.writer.cancel()
+        self._set_idle()
         if self.can_write is not None and not self.can_write.done():
             self.can_write.cancel()
         log.debug("connection from %s closed", self.peer)
@@ -161,43 +174,104 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.partial_since = None if self.partial_since is None else \
                 asyncio.get_running_loop().time()  # the frame's clock stood still meanwhile
 
-    async def _handle(self, frame) -> "tuple[int, m.Message | None, int]":
+    def _start(self, frame, loop, tasks_ok: bool) -> "_Answer":
+        """Decode one request and start it: answered now, by a future (a
+        produce waiting for its fsync) or by a task. ``tasks_ok`` False: an
+        earlier request of this read became a task that has not started yet,
+        so this one must be a task too (requests start in the order read)."""
         size = len(frame)
         try:
             env = decode(frame)
         except DecodeError as exc:
             if exc.cid is None:
-                return -1, None, size
+                return _Answer(-1, size, None)
             code = exc.cause.code if exc.cause is not None else exc.code
             cls = m.RESPONSES.get(exc.api, m.HandshakeResponse)
-            return exc.cid, cls(error=code, message=exc.message), size
-        PEER.set(self.peer)  # this task's context: a JoinGroup records the member's host
-        return env.cid, await self.broker.dispatch(env.message), size
+            return _Answer(exc.cid, size, cls(error=code, message=exc.message))
+        if not tasks_ok:
+            return _Answer(env.cid, size, None, self._task(loop, self.broker.dispatch(env.message)))
+        out = self.broker.dispatch_now(env.message)
+        if asyncio.iscoroutine(out):
+            return _Answer(env.cid, size, None, self._task(loop, out))
+        if isinstance(out, ProduceAnswer):
+            return _Answer(env.cid, size, None, out)
+        return _Answer(env.cid, size, out)
 
-    async def _write_responses(self) -> None:
+    def _task(self, loop, coro) -> asyncio.Task:
+        ctx = contextvars.copy_context()
+        ctx.run(PEER.set, self.peer)  # a JoinGroup records the member's host
+        return loop.create_task(coro, context=ctx)
+
+    def _pump(self) -> None:
+        """Write every answer at the head of ``pending`` that is ready, in
+        order; a head still waiting calls back here when it is done. A
+        response with a file slice (sendfile) or a full write buffer hands
+        over to the writer task, which calls back here when it is through."""
+        if self.writer is not None:
+            return
+        pending, transport = self.pending, self.transport
         try:
-            while self.pending:
-                cid, response, size = await self.pending[0]
-                self.pending.popleft()
-                self.inflight_bytes -= size
-                self._flow()
-                if cid < 0:
+            while pending:
+                a = pending[0]
+                if a.waiting is not None:
+                    if not a.waiting.done():
+                        if not a.hooked:
+                            a.hooked = True
+                            a.waiting.add_done_callback(self._ready)
+                        return
+                    if a.waiting.cancelled():
+                        return  # the connection is going away
+                    a.response, a.waiting = a.waiting.result(), None
+                pending.popleft()
+                self.inflight_bytes -= a.size
+                if a.cid < 0:
                     self.close("unreadable request")
                     return
-                if response is CLOSE_CONNECTION:
+                if a.response is CLOSE_CONNECTION:
                     self.close("acks=0 produce to a partition this broker does not lead")
                     return
-                if response is not None and not self.transport.is_closing():
-                    await self._send(encode(response, cid))
+                if a.response is None or transport.is_closing():
+                    continue
+                buffers = encode(a.response, a.cid)
+                if self.can_write is not None or any(isinstance(b, FileSlice) for b in buffers):
+                    self.writer = asyncio.get_running_loop().create_task(self._write(buffers))
+                    return
+                for buf in buffers:
+                    transport.write(buf)
+        except Exception:  # noqa: BLE001 - a bug must not leave a callback exception behind
+            log.exception("answering %s failed", self.peer)
+            self.abort("internal error")
+        finally:
+            if self.writer is None:
+                self._flow()
+                if not pending:
+                    self._set_idle()
+
+    def _ready(self, _fut) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self._pump()
+
+    async def _write(self, buffers: list) -> None:
+        try:
+            await self._send(buffers)
         except (OSError, RuntimeError) as exc:  # the peer left mid-response (e.g. in a sendfile)
             self.abort(f"lost while answering: {exc!r}")
+            return
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a bug must not leave a task exception unretrieved
             log.exception("answering %s failed", self.peer)
             self.abort("internal error")
+            return
         finally:
             self.writer = None
+        self._ready(None)
+
+    def _set_idle(self) -> None:
+        if self.idle is not None:
+            if not self.idle.done():
+                self.idle.set_result(None)
+            self.idle = None
 
     async def _send(self, buffers: list) -> None:
         for buf in buffers:
@@ -214,3 +288,14 @@ class ClientConnection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         with part.fd() as fd, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
             await loop.sendfile(self.transport, fh, part.position, part.size)
+
+
+class _Answer:
+    """One request read, in order: its cid and frame size, and its response
+    (``waiting``: the task or ``ProduceAnswer`` that will give it)."""
+
+    __slots__ = ("cid", "size", "response", "waiting", "hooked")
+
+    def __init__(self, cid: int, size: int, response, waiting=None):
+        self.cid, self.size, self.response, self.waiting, self.hooked = \
+            cid, size, response, waiting, False

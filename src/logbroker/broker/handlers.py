@@ -17,8 +17,7 @@ import time
 from typing import Callable
 
 from .. import limits
-from ..errors import (InvalidRequestError, LeaderNotAvailableError,
-                      LogbrokerError, NotLeaderError, RequestTimedOutError,
+from ..errors import (InvalidRequestError, LogbrokerError,
                       UnknownError, UnknownTopicOrPartitionError, UnsupportedVersionError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
@@ -27,11 +26,11 @@ from ..storage.store import Store
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
 from .edge import check_partition_key, check_request, listed
+from .produce import ProduceAnswer, produce
 from .topics_view import create_topics, delete_topics, describe_topics
 
 
 log = logging.getLogger("logbroker.broker")
-CLOSE_CONNECTION = object()  # dispatch's answer meaning: answer nothing, close the connection
 
 
 class Handlers:
@@ -59,6 +58,23 @@ class Handlers:
 
             self.table.update(groups.table)
             self.table[m.FindCoordinator] = lambda r: find_coordinator(self, r)
+
+    def dispatch_now(self, msg: m.Message):
+        """``dispatch`` without a task where the request allows it: a Produce
+        is appended in the caller's loop turn and answered with its response
+        or a ``ProduceAnswer`` that completes with it (produce.py); any other request gets
+        the coroutine ``dispatch(msg)`` to run as a task. Never raises."""
+        if msg.__class__ is not m.Produce:
+            return self.dispatch(msg)
+        try:
+            check_request(msg)
+            return produce(self, msg)
+        except LogbrokerError as exc:
+            return m.ProduceResponse(error=exc.code, message=exc.message)
+        except Exception:  # noqa: BLE001 - a bug must not take the broker down
+            log.exception("handler for Produce failed")
+            return m.ProduceResponse(error=UnknownError.code,
+                                     message="internal error (see broker log)")
 
     async def dispatch(self, msg: m.Message) -> "m.Message | None":
         """The response to request ``msg`` (None for an acks=0 produce); never
@@ -173,41 +189,8 @@ class Handlers:
 
     # -- produce -------------------------------------------------------------------
     async def produce(self, req: m.Produce) -> "m.ProduceResponse | None":
-        """``acks`` and ``timeout_ms`` were checked at the edge (edge.py)."""
-        results, waits = [], []
-        for (topic, partition, _), data in zip(req.parts, req.payload):
-            try:
-                if self.replicas is not None:
-                    fut, lg, info = self.cluster.leader_append(self.commit, topic, partition,
-                                                               data, req.acks)
-                else:
-                    lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
-                    info = lg.append(data, sync=False)  # whole part checked, then written
-                    fut = self.commit.request(lg, info.last_offset + 1)
-                results.append([topic, partition, 0, "", info.first_offset, lg.log_start_offset])
-                if fut is not None:
-                    waits.append((len(results) - 1, fut))
-            except LogbrokerError as exc:
-                results.append([topic, partition, *_err(exc), -1, -1])
-        if req.acks == -1 and waits:
-            await asyncio.wait([f for _, f in waits], timeout=max(req.timeout_ms, 1) / 1000)
-            for i, fut in waits:
-                if not fut.done():
-                    fut.add_done_callback(_consume)
-                    results[i][2:4] = [RequestTimedOutError.code, "timed out waiting for the "
-                                       + ("in-sync replicas" if self.replicas else "fsync")]
-                elif fut.exception() is not None:
-                    results[i][2:4] = list(_err(fut.exception()))
-        else:
-            for _, fut in waits:
-                fut.add_done_callback(_consume)
-        if req.acks == 0:
-            # nobody hears an acks=0 error: a client sending to a broker that is not
-            # (or no longer) the leader learns it when the connection closes (Kafka)
-            moved = any(r[2] in (NotLeaderError.code, LeaderNotAvailableError.code)
-                        for r in results)
-            return CLOSE_CONNECTION if moved else None
-        return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
+        out = produce(self, req)
+        return await out if isinstance(out, ProduceAnswer) else out
 
     # -- fetch ----------------------------------------------------------------------
     async def fetch(self, req: m.Fetch) -> m.FetchResponse:
@@ -245,8 +228,3 @@ class Handlers:
                 parts.append((topic, partition, *_err(exc), hw, start, 0))
                 payload.append(b"")
         return parts, payload, total, logs, failed
-
-
-def _consume(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()

@@ -21,7 +21,7 @@ from ..storage.store import Store
 from . import malloc
 from .config import BrokerConfig
 from .connection import ClientConnection
-from .durability import DataNotifier, GroupCommit
+from .durability import FSYNC_THREADS, DataNotifier, GroupCommit
 from .handlers import Handlers
 
 log = logging.getLogger("logbroker.broker")
@@ -53,6 +53,10 @@ class Broker:
         """The response to ``msg`` (None for an acks=0 produce); never raises."""
         return await self.handlers.dispatch(msg)
 
+    def dispatch_now(self, msg: m.Message):
+        """The response to ``msg``, or a future or coroutine of it (Handlers.dispatch_now)."""
+        return self.handlers.dispatch_now(msg)
+
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -62,6 +66,9 @@ class Broker:
         clustered = self.config.etcd is not None
         self.store = Store.open(self.config.data_dir, self.config.storage, auto_hw=not clustered)
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
+        # fsyncs of many partitions at once overlap (docs/architecture.md 58)
+        self.fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS,
+                                             thread_name_prefix="logbroker-fsync")
         self.notifier = DataNotifier()
         self.server = await loop.create_server(lambda: ClientConnection(self), self.config.host,
                                                self.config.port, reuse_address=True, backlog=512,
@@ -70,7 +77,7 @@ class Broker:
         cluster = None
         if clustered:
             cluster = await self._join_cluster()
-        self.commit = GroupCommit(self.executor, self.notifier,
+        self.commit = GroupCommit(self.fsync_pool, self.notifier,
                                   on_durable=cluster.node.replicas.on_durable if cluster else None)
         self.coordinator, groups = self._group_coordinator(cluster)
         self.handlers = Handlers(self.store, self.config, self.commit, self.notifier, port=self.port,
@@ -146,6 +153,7 @@ class Broker:
         if self.node is not None:
             await self.node.close()
         self.executor.shutdown(wait=True)
+        self.fsync_pool.shutdown(wait=True)
         self.store.close()
         log.info("stopped cleanly")
 
