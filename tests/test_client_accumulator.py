@@ -20,7 +20,7 @@ from logbroker.errors import (BrokerUnavailableError, OutOfOrderSequenceError,
 def make_acc(**kw) -> tuple[Accumulator, list]:
     acc = Accumulator(ProducerSettings.make(**kw), ThreadSignal)
     wakes: list = []
-    acc.wake = lambda: wakes.append(1)
+    acc.wake = lambda seal_open: wakes.append(seal_open)
     return acc, wakes
 
 
@@ -33,7 +33,7 @@ def sender():
         acc, _ = make_acc(**kw)
         s = Sender(acc, Router(ClientOptions()), acc.settings, loop, in_loop=lambda: True,
                    threadsafe=False)
-        acc.wake = lambda: None  # drive the sender by hand: no drains, no tasks
+        acc.wake = lambda seal_open: None  # drive the sender by hand: no drains, no tasks
         made.append(s)
         return s
 
@@ -55,6 +55,25 @@ def test_a_batch_is_sealed_when_full_and_wakes_once_per_batch_not_per_record():
     assert len(queued) >= 5 and all(b.size <= 1000 for b in queued)
     assert sum(len(b) for b in queued) + len(acc.open[("t", 0)]) == 100
     assert len(wakes) == len(queued) + 1  # one per sealed batch + the first (idle) one
+
+
+def test_a_window_goes_out_in_max_in_flight_parts_while_slots_are_free():
+    """batch_size / max_in_flight (256 KiB here) fills a batch while a
+    request slot is free, so a 1 MiB window is on the wire before its last
+    record is appended; with every slot taken a batch grows to batch_size."""
+    acc, wakes = make_acc(batch_size=1 << 20, max_in_flight=4)
+    acc.idle, acc.inflight = False, 1  # the window's first record is in flight
+    value = b"v" * 1000
+    for _ in range(1000):
+        acc.append("t", 0, value, None, None, None)
+    sealed = list(acc.parts[("t", 0)].queue)
+    assert len(sealed) == 3 and all(250_000 < b.size <= 256 << 10 for b in sealed)
+    assert wakes == [False] * 3  # only sealed batches go: the open one keeps filling
+    acc.inflight = 4
+    for _ in range(700):
+        acc.append("t", 0, value, None, None, None)
+    assert len(acc.parts[("t", 0)].queue) == 3 and len(wakes) == 3
+    assert acc.open[("t", 0)].size > 900_000
 
 
 def test_no_wake_for_new_batches_while_the_sender_is_busy():

@@ -161,7 +161,7 @@ def routed():
         router.cache.update(meta([("t", 0, 0, 0), ("t", 1, 1, 0), ("t", 2, 0, 0)]))
         router.current = partial(StubConn, sent=sent)
         s = Sender(acc, router, acc.settings, loop, in_loop=lambda: False, threadsafe=False)
-        acc.wake = lambda: None
+        acc.wake = lambda seal_open: None
         s._need_pid, s.producer_id, s.producer_epoch = False, 9, 0
         return s
 

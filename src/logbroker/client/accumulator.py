@@ -9,6 +9,13 @@ from the per-partition queues and puts failed ones back in sequence order.
 Wake-ups are per batch, never per record: ``append`` calls ``wake()`` only
 when the sender is idle (nothing in flight, no timer armed) and a new batch
 appears, or when a batch fills while the sender could send more.
+
+A batch is full at ``batch_size``, or already at ``batch_size /
+max_in_flight`` (at least 16 KiB) while a request slot is free: a producer
+that sends a window of records and then waits for their acks gets them
+onto the wire, and the broker's disk, in up to ``max_in_flight`` requests
+while it is still appending, instead of one lone first record and then
+the rest after its ack (docs/client.md, "Windows").
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from .handles import RecordHandle
 from .settings import ProducerSettings
 
 _new_handle = tuple.__new__
+EAGER_MIN_BYTES = 16 << 10
 
 
 class PartitionQueue:
@@ -68,10 +76,14 @@ class Accumulator:
         self.buffered = 0  # bytes of sealed, unresolved batches
         self.idle = True  # set by the sender under the lock; cleared by append
         self.inflight = 0  # requests in flight (sender-owned; read here)
-        self.wake: Callable[[], None] = lambda: None
+        # wake(seal_open): a sealed batch can go (seal_open: and the new open one too)
+        self.wake: Callable[[bool], None] = lambda seal_open: None
         self._make_signal = make_signal
         self._order = count().__next__
         self._batch_size = settings.batch_size
+        # a batch this big goes at once while a request slot is free (docs/client.md)
+        self._eager = max(settings.batch_size // settings.max_in_flight, EAGER_MIN_BYTES)
+        self._max_in_flight = settings.max_in_flight
         self._max_record = settings.max_request_size - 200
         self._linger = settings.linger_ms / 1000
 
@@ -103,10 +115,11 @@ class Accumulator:
             ts = timestamp_ms
         else:
             ts = validate.timestamp(timestamp_ms, "timestamp_ms")
-        wake = False
+        wake = seal_open = False
         with self.lock:
             batch = self.open.get((topic, partition))
             if (batch is None or batch.size + size > self._batch_size
+                    or batch.size + size > self._eager and self.inflight < self._max_in_flight
                     or not I32_MIN <= ts - batch.timestamps[0] <= I32_MAX):  # timestamp_fits, inline
                 if batch is not None:
                     wake = self._seal(batch)
@@ -117,7 +130,7 @@ class Accumulator:
                         topic, partition, time.monotonic(), self._make_signal())
                     if self.idle:
                         self.idle = False
-                        wake = True
+                        wake = seal_open = True
             if batch is not None:
                 index = len(batch.timestamps)
                 batch.timestamps.append(ts)
@@ -127,7 +140,7 @@ class Accumulator:
                     batch.headers[index] = headers
                 batch.size += size
         if wake:
-            self.wake()
+            self.wake(seal_open)
         return None if batch is None else _new_handle(RecordHandle, (batch, index))
 
     def _seal(self, batch: ProducerBatch) -> bool:

@@ -73,13 +73,16 @@ class Sender:
         acc.wake = self.drain
 
     # -- draining --------------------------------------------------------------------------
-    def drain(self) -> None:
-        """Send what can be sent now (any thread)."""
+    def drain(self, seal_open: bool = True) -> None:
+        """Send what can be sent now (any thread). ``seal_open`` False (a
+        batch filled while records keep coming): only sealed batches go, the
+        open ones keep filling (with linger_ms=0 they go with the next
+        response or when the producer is idle)."""
         if self.delivery.closed:
             return
         with self._mutex:
             try:
-                need_loop = self._drain_locked(self._in_loop())
+                need_loop = self._drain_locked(self._in_loop(), seal_open)
             except Exception:  # noqa: BLE001 - a bug here must not escape into send()
                 log.exception("producer drain failed")
                 need_loop = False
@@ -103,7 +106,7 @@ class Sender:
             self._timer = None
         self.drain()
 
-    def _drain_locked(self, in_loop: bool) -> bool:
+    def _drain_locked(self, in_loop: bool, seal_open: bool = True) -> bool:
         """One drain pass (mutex held); True if the loop must run one too."""
         acc = self.acc
         if self._timer is None and self._task is None:
@@ -112,7 +115,9 @@ class Sender:
                     acc.idle = True  # nothing to send: the quick way out
                     return False
         now = time.monotonic()
-        linger_next = acc.seal_due(now, everything=self.settings.linger_ms == 0)
+        linger_next = None
+        if seal_open or self.settings.linger_ms > 0:
+            linger_next = acc.seal_due(now, everything=self.settings.linger_ms == 0)
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
