@@ -187,3 +187,28 @@ def test_a_full_buffer_blocks_send_then_times_out(broker):
         p.flush(30)
     assert all(h.exception() is None for h in handles)
     assert handles[-1].result().offset == len(handles) - 1  # in order, no duplicates
+
+
+def test_a_producer_starting_on_many_existing_topics_lists_them_once(broker):
+    """The first send to each of 60 existing topics needs its partition
+    count: one listing of every topic answers them all (it took one
+    Metadata round trip per topic); a topic the listing lacks is still
+    asked for, and auto-created."""
+    names = [f"many-{i:02d}" for i in range(60)]
+    with Admin(broker.bootstrap, **FAST) as admin:
+        admin.create_topics([(name, 2) for name in names])
+    with Producer(broker.bootstrap, linger_ms=5) as p:
+        handles = [p.send(name, b"v", key=name.encode()) for name in names]
+        assert all(h.result(10).offset == 0 for h in handles)
+        asked = p._core.router.metadata_requests
+        assert asked <= 3, asked
+        assert p.send("many-new", b"v").result(10).offset == 0  # not listed: asked for, created
+        assert p.partitions_for("many-00") == 2 and p.partitions_for("many-new") == 1
+    with Consumer(broker.bootstrap, auto_offset_reset="earliest", **FAST) as c:
+        c.assign([(name, p) for name in names for p in (0, 1)])
+        got = []
+        for _ in range(100):
+            got += c.poll(0.2)
+            if len(got) >= 60:
+                break
+    assert sorted(r.topic for r in got) == names

@@ -144,15 +144,19 @@ class MetadataCache:
                                                             tuple(p[5])))
         partitions, counts = dict(self.partitions), dict(self.counts)
         suspect = self._suspect
+        held: dict[str, list] = {}  # the partitions known of each topic (one pass, not one per topic)
+        for tp in partitions:
+            held.setdefault(tp[0], []).append(tp)
         for name, err, _, count in resp.topics:
             if err == _UNKNOWN_TOPIC or (not err and count == 0):
                 counts.pop(name, None)
-                for tp in [tp for tp in partitions if tp[0] == name]:
+                for tp in held.get(name, ()):
                     del partitions[tp]
             elif not err:
                 counts[name] = count
-                for tp in [tp for tp in partitions if tp[0] == name and tp[1] >= count]:
-                    del partitions[tp]
+                for tp in held.get(name, ()):
+                    if tp[1] >= count:
+                        del partitions[tp]
                 for pm in fresh.get(name, ()):
                     tp = (pm.topic, pm.partition)
                     old = partitions.get(tp)

@@ -13,6 +13,7 @@ import threading
 from typing import Callable, NamedTuple
 
 CALLBACK_LOCK = threading.Lock()  # batch callbacks: added by users, run by the I/O side
+_SIGNAL_LOCK = threading.Lock()  # a ThreadSignal's flag and its event, made on demand
 
 
 class RecordMetadata(NamedTuple):
@@ -25,18 +26,34 @@ class RecordMetadata(NamedTuple):
 
 
 class ThreadSignal:
-    """Completion signal of a batch for the sync producer (``threading.Event``)."""
+    """Completion signal of a batch for the sync producer: a flag, and a
+    ``threading.Event`` made only when a caller waits before it is set (a
+    producer spreading records over 1,000 partitions makes 1,000 batches a
+    round; most are never waited on one by one)."""
 
-    __slots__ = ("_event",)
+    __slots__ = ("_set", "_event")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._set = False
+        self._event: "threading.Event | None" = None
 
     def set(self) -> None:
-        self._event.set()
+        with _SIGNAL_LOCK:
+            self._set = True
+            event = self._event
+        if event is not None:
+            event.set()
 
     def wait(self, timeout: "float | None") -> bool:
-        return self._event.wait(timeout)
+        if self._set:
+            return True
+        with _SIGNAL_LOCK:
+            if self._set:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
 
     def future(self):
         raise RuntimeError("a sync producer's record handle is not awaitable; call result()")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..errors import ClientClosedError, RequestTimedOutError, UnknownTopicOrPartitionError
+from ..errors import (ClientClosedError, LogbrokerError, RequestTimedOutError,
+                      UnknownTopicOrPartitionError)
 from . import validate
 from .accumulator import Accumulator
 from .handles import RecordHandle
@@ -28,6 +29,7 @@ from .settings import ProducerSettings, client_options
 from .waiting import LoopWakeup
 
 _RECHECK_S = 0.5  # a space waiter looks again this often even without a wake-up
+LISTING_EVERY_S = 1.0  # a topic missing from the partition counts triggers a listing this old at most
 
 
 class ProducerCore:
@@ -47,6 +49,8 @@ class ProducerCore:
         self.closed = False
         self.acc: "Accumulator | None" = None
         self._rr = RoundRobin()
+        self._listed: "tuple[float, dict] | None" = None  # (when, partition counts of every topic)
+        self._listing_task: "asyncio.Future | None" = None
 
     def start(self, loop: asyncio.AbstractEventLoop, make_signal, in_loop,
               threadsafe: bool) -> None:
@@ -137,15 +141,44 @@ class ProducerCore:
                     pass
 
     async def partitions_for(self, topic: str) -> int:
-        """The topic's partition count: cached, else one Metadata request
-        (the topic is created if the broker auto-creates topics)."""
+        """The topic's partition count: cached; else from a listing of every
+        topic (one Metadata for all, at most every ``LISTING_EVERY_S``, so a
+        producer starting on 1,000 existing topics asks once, not 1,000
+        times); else one Metadata for it (the topic is created if the broker
+        auto-creates topics)."""
         count = self.counts.get(topic)
         if count is None:
             validate.topic(topic)
-            counts = await partition_counts(self.router, [topic], timeout=self.settings.max_block_ms
-                                            / 1000, auto_create=self.settings.auto_create_topics)
-            count = self.counts[topic] = counts[topic]
+            count = (await self._listing()).get(topic)
+            if count is None:
+                counts = await partition_counts(self.router, [topic], timeout=self.settings.
+                                                max_block_ms / 1000,
+                                                auto_create=self.settings.auto_create_topics)
+                count = counts[topic]
+            else:
+                self.router.track([topic])  # its leaders came with the listing
+            self.counts[topic] = count
         return count
+
+    async def _listing(self) -> dict:
+        """Partition counts of every topic, from a listing at most
+        ``LISTING_EVERY_S`` old (shared by concurrent callers); {} if the
+        listing fails (the caller then asks for its topic alone)."""
+        now = time.monotonic()
+        if self._listed is None or now - self._listed[0] > LISTING_EVERY_S:
+            if self._listing_task is None or self._listing_task.done():
+                self._listing_task = asyncio.ensure_future(self._list_topics())
+            try:
+                self._listed = (now, await asyncio.shield(self._listing_task))
+            except LogbrokerError:
+                return {}
+        return self._listed[1]
+
+    async def _list_topics(self) -> dict:
+        # one attempt: on any failure the caller's own Metadata reports it, within max_block_ms
+        resp = await self.router.metadata(None, timeout=self.settings.max_block_ms / 1000,
+                                          retry=False)
+        return {name: count for name, code, _, count in resp.topics if not code and count}
 
     # -- flushing and closing ---------------------------------------------------------------------
     def flush_start(self, timeout) -> list:

@@ -61,6 +61,7 @@ class Router:
                                min(options.reconnect_backoff_max, REFRESH_PACE_MAX))
         self._last_refresh = -1e9
         self.refreshes = 0
+        self.metadata_requests = 0  # Metadata requests sent (refreshes included)
 
     # -- addresses --------------------------------------------------------------------------
     def _control_addresses(self) -> list:
@@ -150,6 +151,7 @@ class Router:
         names = None if topics is None else tuple(topics)
         if names is not None:
             self.cache.track(names)
+        self.metadata_requests += 1
         resp = await self.control.call(m.Metadata(topics=names, auto_create=auto_create), timeout,
                                        retry=retry)
         self.cache.update(resp)
@@ -177,6 +179,7 @@ class Router:
             await asyncio.sleep(max(self._last_refresh + self._pacing.next() - now, 0))
         self._last_refresh = time.monotonic()
         self.refreshes += 1
+        self.metadata_requests += 1
         resp = await self.control.call(m.Metadata(topics=tuple(sorted(self.cache.tracked)),
                                                   auto_create=self.auto_create), retry=retry)
         self.cache.update(resp)
