@@ -212,3 +212,25 @@ def test_a_producer_starting_on_many_existing_topics_lists_them_once(broker):
             if len(got) >= 60:
                 break
     assert sorted(r.topic for r in got) == names
+
+
+def test_waiting_for_a_record_sends_its_open_batch_without_waiting_out_the_linger(broker):
+    """A caller blocked on ``result()`` (or awaiting the handle) wants the
+    record now: its open batch is sealed and sent, not held for linger_ms."""
+    from logbroker import aio
+
+    with Producer(broker.bootstrap, linger_ms=30_000) as p:
+        p.partitions_for("hurry")  # the topic exists: the send below is a plain append
+        first = p.send("hurry", b"a")
+        second = p.send("hurry", b"b")
+        start = time.monotonic()
+        assert second.result(timeout=5).offset == 1 and first.result(timeout=1).offset == 0
+        assert time.monotonic() - start < 3
+
+    async def aio_case():
+        async with aio.Producer(broker.bootstrap, linger_ms=30_000) as ap:
+            await ap.partitions_for("hurry")
+            handle = await ap.send("hurry", b"c")
+            return await asyncio.wait_for(handle, 5)
+
+    assert asyncio.run(aio_case()).offset == 2

@@ -127,7 +127,7 @@ class Accumulator:
                     batch = None
                 else:
                     batch = self.open[(topic, partition)] = ProducerBatch(
-                        topic, partition, time.monotonic(), self._make_signal())
+                        topic, partition, time.monotonic(), self._make_signal(), self)
                     if self.idle:
                         self.idle = False
                         wake = seal_open = True
@@ -142,6 +142,17 @@ class Accumulator:
         if wake:
             self.wake(seal_open)
         return None if batch is None else _new_handle(RecordHandle, (batch, index))
+
+    def hurry(self, batch: ProducerBatch) -> None:
+        """A caller waits for a record of ``batch`` (any thread): if it is
+        still open, seal it now instead of after ``linger_ms`` or the next
+        response, and wake the sender if a request slot is free."""
+        with self.lock:
+            if self.open.get((batch.topic, batch.partition)) is not batch:
+                return
+            wake = self._seal(batch)
+        if wake:
+            self.wake(False)
 
     def _seal(self, batch: ProducerBatch) -> bool:
         """Queue ``batch`` for sending (lock held); True if the sender should

@@ -33,9 +33,9 @@ class ProducerBatch:
     __slots__ = ("topic", "partition", "timestamps", "keys", "values", "headers", "size",
                  "created", "deadline", "order", "data", "producer_id", "producer_epoch",
                  "base_sequence", "attempts", "base_offset", "error", "done", "signal",
-                 "callbacks", "last_error")
+                 "callbacks", "last_error", "owner")
 
-    def __init__(self, topic: str, partition: int, created: float, signal) -> None:
+    def __init__(self, topic: str, partition: int, created: float, signal, owner=None) -> None:
         self.topic, self.partition = topic, partition
         self.timestamps: list[int] = []
         self.keys: list = []
@@ -54,6 +54,7 @@ class ProducerBatch:
         self.done = False
         self.signal = signal
         self.callbacks: "list[Callable] | None" = None
+        self.owner = owner  # the accumulator: hurry(batch) when a caller waits on it while open
 
     def __len__(self) -> int:
         return len(self.timestamps)

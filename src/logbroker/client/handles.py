@@ -93,6 +93,7 @@ class RecordHandle(tuple):
       and returns its metadata, or raises the batch's error (a
       ``LogbrokerError``). If ``timeout`` seconds pass first it raises the
       builtin ``TimeoutError`` and the record is still being delivered.
+      A batch still open (lingering) is sent as soon as someone waits on it.
     - ``await handle`` (asyncio producer) returns the metadata or raises.
     - ``done()``, ``exception(timeout)``, ``add_done_callback(fn)`` as on
       ``concurrent.futures.Future``; callbacks run on the I/O thread (sync
@@ -118,6 +119,8 @@ class RecordHandle(tuple):
 
     def result(self, timeout: "float | None" = None) -> RecordMetadata:
         batch = self[0]
+        if not batch.done and batch.order < 0 and batch.owner is not None:
+            batch.owner.hurry(batch)  # still open: waiting for it means sending it
         if not batch.done and not batch.signal.wait(timeout):
             raise TimeoutError(f"record to {batch.topic}[{batch.partition}] not acknowledged "
                                f"within {timeout} s")
@@ -145,6 +148,8 @@ class RecordHandle(tuple):
     def __await__(self):
         batch = self[0]
         if not batch.done:
+            if batch.order < 0 and batch.owner is not None:
+                batch.owner.hurry(batch)  # still open: waiting for it means sending it
             yield from batch.signal.future().__await__()
         return self._metadata()
 
