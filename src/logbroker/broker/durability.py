@@ -135,12 +135,7 @@ class GroupCommit:
         starting, self._starting = self._starting, []
         if len(starting) == 1 and not self._offloaded and self.fsync_seconds < INLINE_FSYNC_BELOW:
             lg, pending = starting[0]
-            try:
-                self._timed_flush(lg)
-            except Exception as exc:  # noqa: BLE001 - reported to the waiters
-                self._done(lg, pending, exc)
-            else:
-                self._done(lg, pending, None)
+            self._done(lg, pending, self._flush(lg))
             return
         loop = asyncio.get_running_loop()
         for lg, pending in starting:
@@ -151,11 +146,7 @@ class GroupCommit:
                 self._offloaded_done(lg, pending, exc)
 
     def _in_thread(self, loop: asyncio.AbstractEventLoop, lg: Log, pending: _Pending) -> None:
-        exc = None
-        try:
-            self._timed_flush(lg)
-        except Exception as e:  # noqa: BLE001 - reported to the waiters
-            exc = e
+        exc = self._flush(lg)
         try:
             loop.call_soon_threadsafe(self._offloaded_done, lg, pending, exc)
         except RuntimeError:  # the loop is closed: the broker is gone
@@ -164,6 +155,14 @@ class GroupCommit:
     def _offloaded_done(self, lg: Log, pending: _Pending, exc) -> None:
         self._offloaded -= 1
         self._done(lg, pending, exc)
+
+    def _flush(self, lg: Log) -> "Exception | None":
+        """One timed fsync of ``lg``; its error (reported to the waiters) or None."""
+        try:
+            self._timed_flush(lg)
+        except Exception as exc:  # noqa: BLE001 - reported to the waiters
+            return exc
+        return None
 
     def _timed_flush(self, lg: Log) -> None:
         start = time.perf_counter()
