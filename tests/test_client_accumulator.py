@@ -95,6 +95,27 @@ def test_linger_seals_only_expired_batches_and_reports_the_next_deadline():
     assert not acc.open and len(acc.parts[("a", 0)].queue) == 1
 
 
+
+def test_a_due_batch_keeps_filling_while_its_leader_has_no_request_slot(sender):
+    """Linger expired but every request slot to the leader taken: the batch
+    stays open and takes the records that come meanwhile (one batch, not
+    one per linger); a free slot seals it."""
+    s = sender(linger_ms=5, max_in_flight=2)
+    acc = s.acc
+    s.router.cache.leaders.update({("a", 0): 0, ("b", 0): 1})
+    acc.append("a", 0, b"v", None, None, None)
+    acc.append("b", 0, b"v", None, None, None)
+    later = acc.open[("a", 0)].created + 1.0
+    s._inflight[0] = 2  # broker 0 (a's leader) is busy, broker 1 is not
+    assert acc.seal_due(later, False, s._slot_free) is None  # no timer for a held batch
+    assert ("a", 0) in acc.open and ("b", 0) not in acc.open
+    for _ in range(9):
+        acc.append("a", 0, b"v", None, None, None)
+    assert len(acc.open[("a", 0)]) == 10 and not acc.parts.get(("a", 0))
+    s._inflight[0] = 1  # a response came back
+    acc.seal_due(later, False, s._slot_free)
+    assert not acc.open and [len(b) for b in acc.parts[("a", 0)].queue] == [10]
+
 def test_buffer_memory_full_makes_append_return_none_until_space_frees():
     acc, _ = make_acc(batch_size=200, buffer_memory=300)  # 2 records of 53 B per batch
     handles = [acc.append("t", 0, b"x" * 40, None, None, None) for _ in range(4)]

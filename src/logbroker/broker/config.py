@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..storage.config import LogConfig, StorageConfig
+from .fdlimit import segment_file_budget
 from ..errors import InvalidConfigError
 
 LEVELS = ("debug", "info", "warning", "error")
@@ -140,6 +141,10 @@ class BrokerConfig:
         unknown = set(data) - known
         if unknown:
             raise InvalidConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
+        if "max_open_files" not in storage:  # sized from the open-file limit (fdlimit.py)
+            conns = data.get("max_connections", cls.__dataclass_fields__["max_connections"].default)
+            if isinstance(conns, int):
+                storage["max_open_files"] = segment_file_budget(conns)
         try:
             storage_cfg = StorageConfig(log=LogConfig.from_dict(log), **storage)
             return cls(storage=storage_cfg, **data)

@@ -10,6 +10,7 @@ import sys
 import click
 
 from ..broker.config import LEVELS, BrokerConfig
+from ..broker.fdlimit import raise_open_file_limit
 
 
 @click.command()
@@ -33,6 +34,7 @@ from ..broker.config import LEVELS, BrokerConfig
 def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
           advertised_address, cluster_name) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
+    raise_open_file_limit()  # before the config sizes the segment descriptor cache from it
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
                                log_level=log_level, broker_id=broker_id, etcd=etcd,
                                advertised_address=advertised_address, cluster_name=cluster_name)

@@ -169,15 +169,26 @@ class Accumulator:
         self.buffered += batch.size
         return self.inflight < self.settings.max_in_flight
 
-    def seal_due(self, now: float, everything: bool = False) -> "float | None":
+    def seal_due(self, now: float, everything: bool = False,
+                 can_send: "Callable[[tuple[str, int]], bool] | None" = None) -> "float | None":
         """Seal open batches whose linger expired (all with ``everything``);
-        returns the earliest linger deadline still open, or None."""
+        returns the earliest linger deadline still open, or None.
+
+        ``can_send(tp)`` False (the partition's leader has no request slot
+        free): a due batch stays open and keeps filling until a response
+        frees a slot (that response drains again), as Kafka's accumulator
+        appends to a ready batch until the sender takes it. Sealed at once,
+        it would leave as one small batch per request while later records
+        started more small batches behind it: 1,000 partitions fed
+        round-robin made ~5 records per batch, and the broker paid one
+        append and one fsync per batch."""
         nxt = None
         with self.lock:
-            for batch in list(self.open.values()):
+            for tp, batch in list(self.open.items()):
                 due = batch.created + self._linger
                 if everything or due <= now:
-                    self._seal(batch)
+                    if can_send is None or can_send(tp):
+                        self._seal(batch)
                 elif nxt is None or due < nxt:
                     nxt = due
         return nxt

@@ -117,7 +117,7 @@ class Sender:
         now = time.monotonic()
         linger_next = None
         if seal_open or self.settings.linger_ms > 0:
-            linger_next = acc.seal_due(now, everything=self.settings.linger_ms == 0)
+            linger_next = acc.seal_due(now, self.settings.linger_ms == 0, self._slot_free)
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
@@ -145,6 +145,11 @@ class Sender:
                 return True
             acc.idle = True
         return False
+
+    def _slot_free(self, tp: "tuple[str, int]") -> bool:
+        """Whether ``tp``'s leader (if known) takes another request now."""
+        bid = self.router.cache.leaders.get(tp)
+        return bid is None or self._inflight.get(bid, 0) < self.settings.max_in_flight
 
     def _arm(self, *deadlines) -> None:
         """Timer for the earliest deadline (loop.time() is time.monotonic())."""
