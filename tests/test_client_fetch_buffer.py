@@ -145,3 +145,39 @@ def test_partition_errors_and_unassigned_data():
     buf.absorb([("t", 2, 0, "", 1, 0, 5)], [0], [batch_at(0, 1)])  # no longer assigned
     assert buf.take(10) == []
     assert list(buf.states) == [("t", 3)]
+
+
+def test_small_takes_walk_chunks_of_several_partitions_in_order():
+    """Chunks are decoded a few batches at a time (as many as the take
+    wants): every record comes once, in order per partition, whatever the
+    take size, and positions follow."""
+    other = ("u", 0)
+    for size in (1, 2, 3, 7, 100):
+        buf = ready()
+        buf.assign([TP, other])
+        buf.seek(*other, 10)
+        fetched(buf, b"".join(batch_at(b, 3) for b in (0, 3, 6)))
+        gen = buf.states[other].gen
+        buf.absorb([(*other, 0, "", 100, 0, 0)], [gen], [b""])
+        data = batch_at(10, 2) + batch_at(12, 4)
+        buf.absorb([(*other, 0, "", 100, 0, len(data))], [gen], [data])
+        got = []
+        while records := buf.take(size):
+            assert len(records) <= size
+            got += records
+        assert [(r.topic, r.offset) for r in got] == \
+            [("t", i) for i in range(9)] + [("u", i) for i in range(10, 16)]
+        assert buf.states[TP].position == 9 and buf.states[other].position == 16
+        assert buf.buffered == 0
+
+
+def test_a_bad_crc_deep_in_a_chunk_comes_after_every_record_before_it():
+    buf = ready()
+    bad = bytearray(batch_at(6, 2))
+    bad[-1] ^= 0xFF
+    fetched(buf, batch_at(0, 3) + batch_at(3, 3) + bytes(bad) + batch_at(8, 1))
+    assert values(buf.take(4)) == [b"v0", b"v1", b"v2", b"v3"]
+    assert values(buf.take(10)) == [b"v4", b"v5"]  # the error waits for the next take
+    with pytest.raises(CorruptRecordError, match=r"t\[2\] offset 6: CRC mismatch"):
+        buf.take(10)
+    assert buf.states[TP].position == 6 and buf.take(10) == []

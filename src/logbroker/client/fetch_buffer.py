@@ -24,8 +24,8 @@ import threading
 from collections import deque
 
 from ..errors import CorruptRecordError, LogbrokerError
-from ..records import decode_batch, scan_batches
-from .records import ConsumerRecord, batch_records
+from ..records import format as fmt
+from .records import ConsumerRecord, records_into
 
 
 class PartitionState:
@@ -50,11 +50,15 @@ class PartitionState:
 
 
 class _Chunk:
-    __slots__ = ("state", "gen", "data", "batches", "next", "error", "nbytes")
+    """One partition's data of one fetch answer: ``batches`` lists the whole
+    batches as ``(position, header fields)``; ``next`` the first not decoded
+    yet; ``error`` is raised after them (a bad header ended the walk)."""
+
+    __slots__ = ("state", "gen", "data", "bytes", "batches", "next", "error", "nbytes")
 
     def __init__(self, state, gen, data, batches, error, nbytes) -> None:
         self.state, self.gen, self.data, self.batches = state, gen, data, batches
-        self.next, self.error, self.nbytes = 0, error, nbytes
+        self.next, self.error, self.nbytes, self.bytes = 0, error, nbytes, None
 
 
 class FetchBuffer:
@@ -117,15 +121,11 @@ class FetchBuffer:
         return failed
 
     def _add(self, st: PartitionState, data: memoryview, nbytes: int) -> None:
-        batches, error, offset = [], None, st.fetch_pos
-        try:  # a slice may end inside its last batch: the walk stops before it
-            for pos, header in scan_batches(data, 0, nbytes, verify=False):
-                batches.append((pos, header.size, header.base_offset, header.next_offset))
-                offset = header.next_offset
-        except CorruptRecordError as exc:
-            error = _corrupt(st, offset, exc)
-        if not batches and error is None:
-            error = _corrupt(st, offset, CorruptRecordError(
+        batches, offset, error = _walk(data, nbytes)
+        if error is not None:
+            error = _corrupt(st, st.fetch_pos if offset is None else offset, error)
+        elif not batches:
+            error = _corrupt(st, st.fetch_pos, CorruptRecordError(
                 f"the broker returned {nbytes} bytes without a whole batch"))
         if batches:
             st.fetch_pos = offset
@@ -143,17 +143,15 @@ class FetchBuffer:
         out: list = []
         while len(out) < max_records:
             cur = self._current
-            if cur is not None:
-                st, gen, records, i = cur
-                if st.gen == gen and i < len(records):
-                    piece = records[i:i + max_records - len(out)]
-                    out += piece
-                    self._current = (st, gen, records, i + len(piece))
-                    st.position = piece[-1].offset + 1
-                    continue
-                self._current = None
+            if cur is not None and cur[0].gen == cur[1] and cur[3] < len(cur[2]):
+                st, gen, records, i, error = cur
+                piece = records[i:i + max_records - len(out)]
+                out += piece
+                self._current = (st, gen, records, i + len(piece), error)
+                st.position = piece[-1].offset + 1
+                continue
             try:
-                if not self._next_batch(check_crcs):
+                if not self._next_records(max_records - len(out), check_crcs):
                     break
             except CorruptRecordError as exc:
                 if not out:
@@ -163,35 +161,61 @@ class FetchBuffer:
                 break
         return out
 
-    def _next_batch(self, check_crcs: bool) -> bool:
-        """Decode the next buffered batch into ``_current``; False when none."""
+    def _next_records(self, want: int, check_crcs: bool) -> bool:
+        """Decode buffered batches (at least ``want`` records unless a chunk
+        ends first) into ``_current``; False when nothing is buffered. Raises
+        the error of a chunk whose records before the damage were taken."""
+        cur, self._current = self._current, None
+        if cur is not None and cur[4] is not None:
+            with self.lock:
+                if cur[0].gen == cur[1]:
+                    self._raise_at(cur[0], cur[4])
         while True:
             with self.lock:
                 if not self._chunks:
                     return False
                 chunk = self._chunks[0]
                 st = chunk.state
-                if st.gen != chunk.gen or chunk.next >= len(chunk.batches):
-                    if st.gen == chunk.gen and chunk.error is not None:
-                        self._raise_at(st, chunk.error)
+                done = st.gen != chunk.gen or chunk.next >= len(chunk.batches)
+                if done:
                     self._chunks.popleft()
                     self.buffered -= chunk.nbytes
-                    continue
-                pos, size, base, next_offset = chunk.batches[chunk.next]
-                chunk.next += 1
+                    if st.gen != chunk.gen or chunk.error is None:
+                        continue
                 start = st.position
+            records, error = ([], chunk.error) if done else self._decode(chunk, start, want,
+                                                                          check_crcs)
+            if records or error is not None:
+                self._current = (st, chunk.gen, records, 0, error)
+                if records:
+                    return True
+                with self.lock:
+                    self._current = None
+                    if st.gen == chunk.gen:
+                        self._raise_at(st, error)
+
+    @staticmethod
+    def _decode(chunk: _Chunk, start: int, want: int, check_crcs: bool) -> tuple:
+        """(records from ``chunk``'s next batches with offset >= ``start``,
+        at least ``want`` unless the chunk ends; the error to raise after
+        them: a damaged batch's, else at the chunk's end its walk's)."""
+        st, batches, out = chunk.state, chunk.batches, []
+        if chunk.bytes is None:
+            chunk.bytes = bytes(chunk.data)  # one copy; the records are slices of it
+        data = chunk.bytes
+        while chunk.next < len(batches) and len(out) < want:
+            pos, fields = batches[chunk.next]
+            chunk.next += 1
+            base = fields[fmt.F_BASE_OFFSET]
+            next_offset = base + fields[fmt.F_LAST_OFFSET_DELTA] + 1
             if next_offset <= start:
                 continue  # records before the position (a seek inside a batch)
             try:
-                batch = decode_batch(chunk.data[pos:pos + size], verify=check_crcs)
-                records = batch_records(batch, st.topic, st.partition, start)
+                records_into(out, data, pos, fields, st.topic, st.partition, start, check_crcs)
             except CorruptRecordError as exc:
-                with self.lock:
-                    if st.gen == chunk.gen:
-                        self._raise_at(st, _corrupt(st, max(base, start), exc, next_offset))
-                continue
-            self._current = (st, chunk.gen, records, 0)
-            return True
+                chunk.next = len(batches)
+                return out, _corrupt(st, max(base, start), exc, next_offset)
+        return out, chunk.error if chunk.next >= len(batches) else None
 
     def _raise_at(self, st: PartitionState, error: CorruptRecordError) -> None:
         """Refetch from the position next time (lock held), then raise."""
@@ -221,3 +245,23 @@ def _corrupt(st: PartitionState, offset, exc: CorruptRecordError,
     err = CorruptRecordError(f"{st.topic}[{st.partition}] offset {offset}: {exc.message}{resume}")
     err.topic, err.partition, err.offset, err.next_offset = st.topic, st.partition, offset, next_offset
     return err
+
+
+def _walk(data, nbytes: int) -> tuple:
+    """(``(position, header fields)`` of the whole batches at the start of
+    ``data[:nbytes]``, the offset after the last one (None: no batch), the
+    ``CorruptRecordError`` of a bad header that ended the walk or None).
+    An incomplete trailing batch ends the walk silently (walker.py's rule)."""
+    batches, pos, offset = [], 0, None
+    try:
+        while nbytes - pos >= fmt.HEADER_SIZE:
+            fields = fmt.read_fields(data, pos)
+            size = fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD
+            if nbytes - pos < size:
+                break
+            batches.append((pos, fields))
+            offset = fields[fmt.F_BASE_OFFSET] + fields[fmt.F_LAST_OFFSET_DELTA] + 1
+            pos += size
+    except CorruptRecordError as exc:
+        return batches, offset, exc
+    return batches, offset, None

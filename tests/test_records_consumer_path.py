@@ -1,0 +1,125 @@
+"""The consumer's decoding path (``format.read_fields``, ``records_into``)
+against the reference path (``read_header``, ``decode_batch`` +
+``batch_records``): the same records, and the same errors for damaged
+bytes (pure, no broker)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from logbroker.client.records import batch_records, records_into
+from logbroker.errors import CorruptRecordError
+from logbroker.records import decode_batch, format as fmt, read_header, stamp
+from logbroker.records.encoder import encode_batch
+
+
+def _column(rnd: random.Random, n: int, mode: str) -> list:
+    if mode == "none":
+        return [None] * n
+    if mode == "fixed":
+        size = rnd.choice([0, 1, 16, 100])
+        return [rnd.randbytes(size) for _ in range(n)]
+    if mode == "varied":
+        return [rnd.randbytes(rnd.randint(0, 9)) for _ in range(n)]
+    return [rnd.choice([None, rnd.randbytes(rnd.randint(0, 5))]) for _ in range(n)]
+
+
+def _batch(rnd: random.Random, base: int = 500) -> bytes:
+    n = rnd.choice([1, 2, 7, rnd.randint(1, 60)])
+    first = rnd.randint(0, 10**12)
+    ts = [first] + [first + rnd.randint(-5000, 5000) for _ in range(n - 1)]
+    keys = _column(rnd, n, rnd.choice(["none", "fixed", "varied", "nulls"]))
+    values = _column(rnd, n, rnd.choice(["none", "fixed", "fixed", "varied", "nulls"]))
+    headers = {i: (("h", b"x"),) for i in range(n) if rnd.random() < 0.1}
+    raw = encode_batch(ts, keys, values, headers)
+    return stamp(raw, base, 3) + raw[16:]
+
+
+def _reference(data: bytes, start: int, verify: bool = True):
+    """batch_records(decode_batch(...)), or the CorruptRecordError's message."""
+    try:
+        return batch_records(decode_batch(data, verify=verify), "t", 4, start)
+    except CorruptRecordError as exc:
+        return exc.message
+
+
+def _consumer_path(data: bytes, start: int, verify: bool = True):
+    out = ["before"]
+    try:
+        fields = fmt.read_fields(data, 0)
+        records_into(out, data, 0, fields, "t", 4, start, verify)
+    except CorruptRecordError as exc:
+        assert out == ["before"]  # nothing appended on an error
+        return exc.message
+    return out[1:]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_records_into_gives_what_batch_records_gives(seed):
+    rnd = random.Random(seed)
+    data = _batch(rnd)
+    n = read_header(data).record_count
+    for start in (0, 500, 500 + rnd.randint(0, n)):
+        assert _consumer_path(data, start) == _reference(data, start)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_damaged_records_sections_fail_or_decode_alike(seed):
+    """Bytes of the records section changed (CRC not checked, as with
+    ``check_crcs=False``): both paths raise the same error or give the same
+    records, e.g. offsets that no longer describe the layout."""
+    rnd = random.Random(10_000 + seed)
+    data = bytearray(_batch(rnd))
+    for _ in range(rnd.randint(1, 3)):
+        pos = rnd.randrange(fmt.HEADER_SIZE, len(data))
+        data[pos] = rnd.choice([0, 1, 0xFF, data[pos] ^ (1 << rnd.randrange(8))])
+    data = bytes(data)
+    assert _consumer_path(data, 0, verify=False) == _reference(data, 0, verify=False)
+
+
+def test_equal_sized_entries_that_are_not_aligned_are_split_by_their_offsets():
+    """Lengths 15 + 17 add up like two 16-byte keys: the offsets decide."""
+    keys, values = [b"a" * 15, b"b" * 17], [b"x" * 16, b"y" * 16]
+    raw = encode_batch([1, 2], keys, values, {})
+    out = []
+    records_into(out, raw, 0, fmt.read_fields(raw, 0), "t", 0)
+    assert [r.key for r in out] == keys and [r.value for r in out] == values
+
+
+def test_a_crc_mismatch_is_reported_as_check_crc_reports_it():
+    rnd = random.Random(7)
+    data = bytearray(_batch(rnd))
+    data[-1] ^= 0x40
+    data = bytes(data)
+    assert "CRC mismatch" in _consumer_path(data, 0)
+    assert _consumer_path(data, 0) == _reference(data, 0)
+    assert _consumer_path(data, 0, verify=False) == _reference(data, 0, verify=False)
+
+
+def test_a_batch_longer_than_its_buffer_is_refused():
+    data = _batch(random.Random(3))
+    fields = fmt.read_fields(data, 0)
+    with pytest.raises(CorruptRecordError, match="announces"):
+        records_into([], data[:-1], 0, fields, "t", 0)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_read_fields_accepts_and_refuses_what_read_header_does(seed):
+    rnd = random.Random(seed)
+    data = bytearray(_batch(rnd, base=rnd.choice([0, 7, fmt.MAX_OFFSET - 3])))
+    for _ in range(rnd.randint(0, 2)):
+        pos = rnd.randrange(fmt.HEADER_SIZE)
+        data[pos] = rnd.choice([0, 1, 3, 0xFF, data[pos] ^ (1 << rnd.randrange(8))])
+    try:
+        expected = dataclasses.astuple(read_header(data, 0))
+    except CorruptRecordError as exc:
+        with pytest.raises(CorruptRecordError) as info:
+            fmt.read_fields(data, 0)
+        assert info.value.message == exc.message
+    else:
+        assert fmt.read_fields(data, 0) == expected
+    with pytest.raises(CorruptRecordError, match="needs 61 bytes"):
+        fmt.read_fields(data[:60], 0)
