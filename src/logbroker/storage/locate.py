@@ -51,6 +51,11 @@ class Locator:
         batch holding it, or the next one after a gap), or None when nothing
         lies below the limit (``upto``, at most the log end) yet. Raises
         OffsetOutOfRangeError below the log start or past the log end."""
+        start = self._start(offset, upto)
+        return None if start is None else start[:3]
+
+    def _start(self, offset: int, upto: "int | None"):
+        """``start_of_read`` plus the header of the batch found there."""
         segs = self.segments
         if offset < segs.log_start or offset > segs.log_end:
             raise OffsetOutOfRangeError(f"{self.name}: offset {offset} is outside "
@@ -59,7 +64,7 @@ class Locator:
         if offset >= limit:
             return None
         seg, pos, header = self.find(offset)
-        return None if header is None else (seg, pos, limit)
+        return None if header is None else (seg, pos, limit, header)
 
     def find(self, offset: int) -> tuple[Segment, int, "fmt.BatchHeader | None"]:
         """(segment, position, header) of the first batch with last offset
@@ -79,7 +84,8 @@ class Locator:
         >= ``offset``; ``(seg.size, None)`` when none is and ``seg`` is sealed
         (a gap that compaction left at its end, or an emptied segment) or
         ``offset`` is the log end."""
-        hint = self.index.lookup(offset)
+        # at or below the segment's base the walk starts at byte 0 anyway: no index lookup
+        hint = self.index.lookup(offset) if offset > seg.base_offset else None
         found = None
         if hint is not None and hint[1] == seg.base_offset and hint[2] > 0:
             try:
@@ -132,21 +138,24 @@ class Locator:
             raise self._damage(seg, pos + end, exc.message) from None
         return buf if end == len(buf) else buf[:end]
 
-    def slice_from(self, seg: Segment, pos: int, max_bytes: int, limit: int) -> int:
-        """Bytes to send from ``pos``: up to ``max_bytes`` but never past the
-        batch at ``limit``, and at least the first batch. May end inside a
-        batch (readers drop an incomplete trailing batch, as Kafka's do)."""
+    def slice(self, offset: int, max_bytes: int,
+              upto: "int | None") -> "tuple[Segment, int, int] | None":
+        """(segment, position, size) of the bytes a fetch at ``offset`` sends
+        (``start_of_read``'s start and contract): up to ``max_bytes`` but
+        never past the batch at the limit, and at least the first batch;
+        None when there is nothing to send yet. May end inside a batch
+        (readers drop an incomplete trailing batch, as Kafka's do)."""
+        start = self._start(offset, upto)
+        if start is None:
+            return None
+        seg, pos, limit, first = start
+        if first.next_offset > limit:
+            return None
         if limit >= self.segments.segment_end(seg):
             end = seg.size
         else:
             end, _ = self.locate(seg, limit)  # the segment's size when ``limit`` is in a gap
-        try:
-            first = fmt.read_header(seg.read(pos, fmt.HEADER_SIZE), 0)
-        except CorruptRecordError as exc:
-            raise self._damage(seg, pos, exc.message) from None
-        if first.next_offset > limit:
-            return 0
-        return min(end - pos, max(max_bytes, first.size))
+        return seg, pos, min(end - pos, max(max_bytes, first.size))
 
     def offset_for_timestamp(self, ts: int) -> "tuple[int, int] | None":
         """(offset, timestamp) of the earliest record with timestamp >= ``ts``."""

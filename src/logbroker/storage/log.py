@@ -357,12 +357,8 @@ class Log(ReplicaSupport, CompactionSupport):
         (a reader drops an incomplete trailing batch and fetches again)."""
         with self._lock:
             self._check_online()
-            start = self._located(self._locator.start_of_read, offset, upto)
-            if start is None:
-                return None
-            seg, pos, limit = start
-            size = self._located(self._locator.slice_from, seg, pos, max_bytes, limit)
-            return FileSlice(seg, pos, size) if size else None
+            found = self._located(self._locator.slice, offset, max_bytes, upto)
+            return None if found is None else FileSlice(*found)
 
     def offset_for_timestamp(self, timestamp: int) -> "TimestampOffset | None":
         """The earliest record with timestamp >= ``timestamp`` (and its own)."""
