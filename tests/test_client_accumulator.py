@@ -96,25 +96,26 @@ def test_linger_seals_only_expired_batches_and_reports_the_next_deadline():
 
 
 
-def test_a_due_batch_keeps_filling_while_its_leader_has_no_request_slot(sender):
-    """Linger expired but every request slot to the leader taken: the batch
+def test_a_due_batch_keeps_filling_while_its_leader_has_a_request_in_flight(sender):
+    """Linger expired but a request to the leader in flight: the batch
     stays open and takes the records that come meanwhile (one batch, not
-    one per linger); a free slot seals it."""
+    one per linger), as with linger_ms=0; the response seals it."""
     s = sender(linger_ms=5, max_in_flight=2)
     acc = s.acc
     s.router.cache.leaders.update({("a", 0): 0, ("b", 0): 1})
     acc.append("a", 0, b"v", None, None, None)
     acc.append("b", 0, b"v", None, None, None)
     later = acc.open[("a", 0)].created + 1.0
-    s._inflight[0] = 2  # broker 0 (a's leader) is busy, broker 1 is not
-    assert acc.seal_due(later, False, s._slot_free) is None  # no timer for a held batch
+    s._inflight.update({0: 1, 1: 0})  # broker 0 (a's leader) has a slot free but is busy
+    assert acc.seal_due(later, False, s._leader_idle) is None  # no timer for a held batch
     assert ("a", 0) in acc.open and ("b", 0) not in acc.open
     for _ in range(9):
         acc.append("a", 0, b"v", None, None, None)
     assert len(acc.open[("a", 0)]) == 10 and not acc.parts.get(("a", 0))
-    s._inflight[0] = 1  # a response came back
-    acc.seal_due(later, False, s._slot_free)
+    s._inflight[0] = 0  # the response came back
+    acc.seal_due(later, False, s._leader_idle)
     assert not acc.open and [len(b) for b in acc.parts[("a", 0)].queue] == [10]
+
 
 def test_buffer_memory_full_makes_append_return_none_until_space_frees():
     acc, _ = make_acc(batch_size=200, buffer_memory=300)  # 2 records of 53 B per batch

@@ -174,14 +174,14 @@ class Accumulator:
         """Seal open batches whose linger expired (all with ``everything``);
         returns the earliest linger deadline still open, or None.
 
-        ``can_send(tp)`` False (the partition's leader has no request slot
-        free): a due batch stays open and keeps filling until a response
-        frees a slot (that response drains again), as Kafka's accumulator
-        appends to a ready batch until the sender takes it. Sealed at once,
-        it would leave as one small batch per request while later records
-        started more small batches behind it: 1,000 partitions fed
-        round-robin made ~5 records per batch, and the broker paid one
-        append and one fsync per batch."""
+        ``can_send(tp)`` False (the sender keeps such batches while the
+        partition's leader has a request in flight): a due batch stays open
+        and keeps filling until the response (which drains again), as
+        Kafka's accumulator appends to a ready batch until the sender takes
+        it. Sealed at once, it would leave as one small batch per request
+        while later records started more small batches behind it: 1,000
+        partitions fed round-robin made ~5 records per batch, and the broker
+        paid one append and one fsync per batch."""
         nxt = None
         with self.lock:
             for tp, batch in list(self.open.items()):

@@ -117,7 +117,9 @@ class Sender:
         now = time.monotonic()
         linger_next = None
         if seal_open or self.settings.linger_ms > 0:
-            linger_next = acc.seal_due(now, self.settings.linger_ms == 0, self._slot_free)
+            lingering = self.settings.linger_ms > 0
+            linger_next = acc.seal_due(now, not lingering,
+                                       self._leader_idle if lingering else self._slot_free)
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
@@ -147,9 +149,17 @@ class Sender:
         return False
 
     def _slot_free(self, tp: "tuple[str, int]") -> bool:
-        """Whether ``tp``'s leader (if known) takes another request now."""
+        """Whether ``tp``'s leader (if known) takes another request now
+        (linger_ms=0: an open batch leaves whenever a slot is free)."""
         bid = self.router.cache.leaders.get(tp)
         return bid is None or self._inflight.get(bid, 0) < self.settings.max_in_flight
+
+    def _leader_idle(self, tp: "tuple[str, int]") -> bool:
+        """Whether ``tp``'s leader (if known) has no request of ours in
+        flight: only then does a batch whose linger expired leave (else it
+        waits, still filling, for the response: docs/client.md)."""
+        bid = self.router.cache.leaders.get(tp)
+        return bid is None or not self._inflight.get(bid, 0)
 
     def _arm(self, *deadlines) -> None:
         """Timer for the earliest deadline (loop.time() is time.monotonic())."""
