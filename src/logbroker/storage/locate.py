@@ -108,7 +108,18 @@ class Locator:
     def _walk(self, seg: Segment, pos: int, offset: int,
               expect: "int | None") -> tuple[int, "fmt.BatchHeader | None"]:
         """Walk from ``pos``, where a batch of offset ``expect`` must start
-        (None: the segment's start, where a gap may come first)."""
+        (None: the segment's start, where a gap may come first). The batch
+        at ``pos`` is checked alone first: a read at a batch's start (a
+        consumer going on where its last fetch ended, a log's first read)
+        needs no window and no walk."""
+        first = _header_at(seg, pos)
+        if first is not None and first.next_offset > offset:
+            if first.base_offset != expect if expect is not None \
+                    else first.base_offset < seg.base_offset:
+                raise _Stale(f"byte {pos}: expected a batch at offset "
+                             f"{seg.base_offset if expect is None else expect}, found "
+                             f"{first.base_offset}")
+            return pos, first
         for bpos, header, _ in scan_file(seg.read, pos, seg.size, window=WINDOW):
             if bpos == pos and (header.base_offset != expect if expect is not None
                                 else header.base_offset < seg.base_offset):
@@ -195,6 +206,22 @@ class Locator:
             "; nothing after it in this segment is readable"
         what = f" (looking for offset {looking_for})" if looking_for is not None else ""
         return CorruptRecordError(f"{seg.path} byte {position}: {why}{what}{nxt}", position=position)
+
+
+def _header_at(seg: Segment, pos: int) -> "fmt.BatchHeader | None":
+    """The checked header of the whole batch at ``pos`` of ``seg``, or None
+    where ``scan_file`` would find no whole batch (a torn tail); raises
+    ``CorruptRecordError`` with the position as ``scan_file`` does."""
+    if seg.size - pos < fmt.HEADER_SIZE:
+        return None
+    raw = seg.read(pos, fmt.HEADER_SIZE)
+    if len(raw) < fmt.HEADER_SIZE:
+        return None
+    try:
+        header = fmt.read_header(raw, 0)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.message.replace(" at position 0", ""), position=pos) from None
+    return header if header.size <= seg.size - pos else None
 
 
 def rebuild_index(index: PartitionIndex, segments) -> None:
