@@ -9,6 +9,14 @@ the caller's thread; ``schedule(fn, *args)`` (given by the shell) gets the
 fetch loop poked from there. ``poll`` decodes in the caller's thread: the
 shell calls ``poll_start`` once, then ``poll_step`` until it returns records,
 waiting on its wake-up in between.
+
+Positions are resolved lazily, as Kafka does: ``assign``, ``seek`` and
+``seek_to_beginning`` / ``seek_to_end`` only change the client's state, and
+the fetch loop starts with the first ``poll`` (or ``subscribe``), which
+resolves every unknown position (committed offset, else the pending reset
+or ``auto_offset_reset``) in one ListOffsets per leader; ``position()``
+resolves one partition at once. After that, a change of assignment or
+position wakes the running loop (abandoning a long poll in flight).
 """
 
 from __future__ import annotations
@@ -60,15 +68,19 @@ class ConsumerCore:
                                    wakeup.notify, schedule)
         self._schedule = schedule
         self.closed = False
+        self.started = False  # the fetch loop runs: a poll or subscribe started it
+
+    def _poke(self, restart: bool = True) -> None:
+        """Wake the fetch loop if it runs (a poll started it); ``restart``
+        abandons a long poll in flight (after assign/seek, so the new
+        positions are fetched at once). Before the first poll nothing is
+        fetched: that poll starts the loop with the state as it is then."""
+        if self.started:
+            self._schedule(self.fetcher.poke, restart)
 
     def check_open(self) -> None:
         if self.closed:
             raise ClientClosedError("the consumer is closed")
-
-    def _poke(self, restart: bool = True) -> None:
-        """Wake the fetch loop; ``restart`` abandons a long poll in flight
-        (after assign/seek, so the new positions are fetched at once)."""
-        self._schedule(self.fetcher.poke, restart)
 
     # -- assignment -------------------------------------------------------------------------------
     def assign(self, partitions: Iterable) -> None:
@@ -115,6 +127,7 @@ class ConsumerCore:
                 self.buffer.assign([])  # a manual assignment ends: the group decides
             await self.fetcher.subscribe(topic_filter, managed=True)
             self.group.subscribe(topic_filter, listener)
+        self.started = True
         self.fetcher.poke(True)
 
     def subscription(self) -> "tuple | str":
@@ -154,21 +167,32 @@ class ConsumerCore:
             found.update(await self.fetcher.list_offsets({tp: m.LATEST for tp in ends}))
         for (topic, partition), (offset, _) in found.items():
             self.buffer.seek(topic, partition, offset)
-        self.fetcher.poke(True)
+        if self.started:
+            self.fetcher.poke(True)
+
+    def _reset_to(self, partitions, policy: str) -> None:
+        self.buffer.reset(self._targets(partitions), policy)
+        if self.started:
+            self.fetcher.poke(True)
 
     async def seek_to_beginning(self, partitions: "Iterable | None" = None) -> None:
-        """Seek (all assigned, or the given) partitions to their log start.
-        Blocks for one ListOffsets request."""
-        await self._seek_to({tp: m.EARLIEST for tp in self._targets(partitions)})
+        """Seek (all assigned, or the given) partitions to their log start,
+        lazily (Kafka's rule): no request here; the next ``poll`` or
+        ``position()`` asks the leaders (one ListOffsets per leader for
+        every partition to resolve)."""
+        self._reset_to(partitions, "earliest")
 
     async def seek_to_end(self, partitions: "Iterable | None" = None) -> None:
-        """Seek to the high watermark: only records produced later are read."""
-        await self._seek_to({tp: m.LATEST for tp in self._targets(partitions)})
+        """Seek to the high watermark as of the next ``poll`` or
+        ``position()`` (lazily, as ``seek_to_beginning``): records produced
+        after that are read."""
+        self._reset_to(partitions, "latest")
 
     async def seek_to_timestamp(self, timestamp_ms: int,
                                 partitions: "Iterable | None" = None) -> None:
         """Seek to the earliest record with timestamp >= ``timestamp_ms``, or
-        to the end where there is none."""
+        to the end where there is none. Blocks for one ListOffsets request
+        per leader (two where some partition has no record that late)."""
         ts = validate.timestamp(timestamp_ms, "timestamp_ms")
         await self._seek_to({tp: ts for tp in self._targets(partitions)})
 
@@ -225,6 +249,7 @@ class ConsumerCore:
         limit = self.settings.max_poll_records if max_records is None \
             else validate.count(max_records, "max_records")
         self.group.polled()
+        self.started = True
         if self.fetcher.waiting:
             self._poke(False)
         return PollCall(limit, time.monotonic() + (wait or 0.0))

@@ -92,6 +92,16 @@ class FetchBuffer:
         with self.lock:
             self.state(topic, partition).seek(offset)
 
+    def reset(self, tps, policy: str) -> None:
+        """Forget the positions of ``tps`` (assigned pairs) and resolve them
+        by ``policy`` ("earliest" / "latest") when the fetch loop or
+        ``position()`` next resolves positions, skipping committed offsets."""
+        with self.lock:
+            for tp in tps:
+                st = self.states[tp]
+                st.seek(None)
+                st.reset = policy
+
     # -- I/O side -----------------------------------------------------------------------------------
     def plan(self, max_partition_bytes: int) -> list:
         """Fetch parts ``(topic, partition, offset, max_bytes)`` and their

@@ -34,6 +34,7 @@ class FetchSession:
         the task, close its connection (a long poll would delay the next
         request on it), release its partitions (loop)."""
         f = self.fetcher
+        f.abandoned += 1
         self.task.cancel()
         f.router.drop(self.broker, "fetch")
         if f.sessions.get(self.broker) is self:

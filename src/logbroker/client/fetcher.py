@@ -58,6 +58,8 @@ class Fetcher:
         self.offsets: "Coordinators | None" = None  # set by the core: committed offsets' route
         self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
         self.owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
+        self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
+        self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
         self._topics_seen: dict[str, int] = {}
         self._next_metadata = 0.0
         self._wakeup = asyncio.Event()
@@ -155,15 +157,43 @@ class Fetcher:
     # -- positions --------------------------------------------------------------------------------
     async def resolve_positions(self, only: "list[PartitionState] | None" = None,
                                 retry: bool = False) -> None:
-        """Give every assigned partition without a position one: the group's
-        committed offset, else ``auto_offset_reset``. Raises connection and
+        """Give every assigned partition (or those in ``only``) without a
+        position one: the group's committed offset, else its pending reset
+        (``seek_to_beginning`` / ``seek_to_end``) or ``auto_offset_reset``.
+        A partition another caller is resolving already (the fetch loop and
+        ``position()``) is not asked for twice: this waits for that answer,
+        and asks itself only if it did not come. Raises connection and
         routing errors: of one attempt (the fetch loop tries again), or with
         ``retry`` after ``request_timeout`` (a caller that blocks)."""
-        with self.buffer.lock:
-            todo = [(st, st.gen) for st in (only or self.buffer.states.values())
-                    if st.position is None and st.error is None]
-        if not todo:
-            return
+        while True:
+            with self.buffer.lock:
+                todo = [(st, st.gen) for st in (only or self.buffer.states.values())
+                        if st.position is None and st.error is None]
+            if not todo:
+                return
+            resolving = self._resolving
+            theirs = {resolving[st][1] for st, gen in todo
+                      if st in resolving and resolving[st][0] == gen}
+            mine = [(st, gen) for st, gen in todo
+                    if st not in resolving or resolving[st][0] != gen]
+            if mine:
+                done = asyncio.get_running_loop().create_future()
+                for st, gen in mine:
+                    resolving[st] = (gen, done)
+                try:
+                    await self._resolve(mine, retry)
+                finally:
+                    for st, _ in mine:
+                        if resolving.get(st, (0, None))[1] is done:
+                            del resolving[st]
+                    done.set_result(None)
+            if not theirs:
+                return
+            await asyncio.wait(theirs)  # then whatever they left unresolved is ours
+
+    async def _resolve(self, todo: list, retry: bool) -> None:
+        """Resolve ``[(state, gen)]`` (see ``resolve_positions``); a state
+        seeked meanwhile (another gen) keeps its new position."""
         committed = {}
         if self.settings.group is not None:
             wanted = [st for st, _ in todo if st.reset is None]

@@ -20,7 +20,9 @@ incident are paced by exponential backoff (the first at once, then 50 ms
 doubling to ``REFRESH_PACE_MAX`` = 0.4 s, jittered), so a client waiting out
 an election asks a few times a second at most and learns the new leader
 within ~0.4 s of its election (1 s added ~0.5 s to the median failover). ``refreshes`` counts the requests sent, and
-``cache.version`` changes with the leaders: tests observe both.
+``cache.version`` changes with the leaders: tests observe both, and
+``sent`` (requests sent through ``call``/``by_leader``, by message type:
+``sent["ListOffsets"]``).
 
 ``by_leader()`` sends a partitioned request (ListOffsets) as one request per
 leader, concurrently, and sends again what a routing error, a missing leader
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from typing import Callable, Iterable
 
 from ..errors import (LeaderNotAvailableError, LogbrokerError, UnknownTopicOrPartitionError,
@@ -62,6 +65,7 @@ class Router:
         self._last_refresh = -1e9
         self.refreshes = 0
         self.metadata_requests = 0  # Metadata requests sent (refreshes included)
+        self.sent: Counter = Counter()  # requests sent by call(), by message type name
 
     # -- addresses --------------------------------------------------------------------------
     def _control_addresses(self) -> list:
@@ -122,6 +126,7 @@ class Router:
         """One request to ``broker_id`` (no retry); raises the response's
         top-level error, ``BrokerUnavailableError``, ``RequestTimedOutError``."""
         timeout = self.options.request_timeout if timeout is None else timeout
+        self.sent[type(message).__name__] += 1
         conn = self.current(broker_id)
         if conn is None:
             return await self.link(broker_id).call(message, timeout, retry=False)
