@@ -70,8 +70,8 @@ class BrokerConnection:
         sock = None
         try:
             async with asyncio.timeout(timeout):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-                family, type_, proto, _, addr = infos[0]
+                family, type_, proto, addr = _numeric(host, port) or \
+                    _first(await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
                 sock = socket.socket(family, type_, proto)
                 sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
@@ -268,6 +268,25 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return os.strerror(exc.errno).lower()
     return str(exc) or type(exc).__name__
+
+
+def _numeric(host: str, port: int) -> "tuple | None":
+    """(family, type, proto, address) of an IP address literal, else None:
+    no ``getaddrinfo`` (asyncio runs it on a thread pool, whose first use
+    costs ~3 ms of a client's first connection)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except (OSError, ValueError, TypeError):
+            continue
+        addr = (host, port) if family == socket.AF_INET else (host, port, 0, 0)
+        return family, socket.SOCK_STREAM, socket.IPPROTO_TCP, addr
+    return None
+
+
+def _first(infos: list) -> tuple:
+    family, type_, proto, _, addr = infos[0]
+    return family, type_, proto, addr
 
 
 def _skip(bufs: list, sent: int) -> list:
