@@ -117,6 +117,25 @@ def test_a_due_batch_keeps_filling_while_its_leader_has_a_request_in_flight(send
     assert not acc.open and [len(b) for b in acc.parts[("a", 0)].queue] == [10]
 
 
+def test_waiting_on_a_sealed_batch_seals_its_partitions_open_one():
+    """A caller that waits for a record of a batch already sent has stopped
+    appending: the partition's open batch (the window's last records) is
+    sealed and the sender woken, not left for the acks of the parts before."""
+    acc, wakes = make_acc(batch_size=1 << 20, max_in_flight=4)
+    acc.idle, acc.inflight = False, 1
+    for _ in range(300):  # one eager part of 256 KiB sealed, the rest open
+        acc.append("t", 0, b"v" * 1000, None, None, None)
+    acc.append("u", 0, b"v", None, None, None)
+    sent = acc.parts[("t", 0)].queue[0]
+    tail = acc.open[("t", 0)]
+    wakes.clear()
+    acc.hurry(sent)
+    assert ("t", 0) not in acc.open and acc.parts[("t", 0)].queue[-1] is tail
+    assert ("u", 0) in acc.open and wakes == [False]  # other partitions keep filling
+    acc.hurry(sent)  # nothing open any more: no-op
+    assert wakes == [False]
+
+
 def test_buffer_memory_full_makes_append_return_none_until_space_frees():
     acc, _ = make_acc(batch_size=200, buffer_memory=300)  # 2 records of 53 B per batch
     handles = [acc.append("t", 0, b"x" * 40, None, None, None) for _ in range(4)]

@@ -144,13 +144,18 @@ class Accumulator:
         return None if batch is None else _new_handle(RecordHandle, (batch, index))
 
     def hurry(self, batch: ProducerBatch) -> None:
-        """A caller waits for a record of ``batch`` (any thread): if it is
-        still open, seal it now instead of after ``linger_ms`` or the next
-        response, and wake the sender if a request slot is free."""
+        """A caller waits for a record of ``batch`` (any thread): the open
+        batch of its partition, ``batch`` itself or a younger one, is sealed
+        now instead of after ``linger_ms`` or the next response, and the
+        sender woken if a request slot is free. A producer that sent a window
+        and waits for its first record has stopped appending: the window's
+        last records leave at once, not after the acks of the parts before
+        them (a 2-record straggler cost a window ~0.7 ms of 7)."""
         with self.lock:
-            if self.open.get((batch.topic, batch.partition)) is not batch:
+            current = self.open.get((batch.topic, batch.partition))
+            if current is None:
                 return
-            wake = self._seal(batch)
+            wake = self._seal(current)
         if wake:
             self.wake(False)
 

@@ -119,8 +119,8 @@ class RecordHandle(tuple):
 
     def result(self, timeout: "float | None" = None) -> RecordMetadata:
         batch = self[0]
-        if not batch.done and batch.order < 0 and batch.owner is not None:
-            batch.owner.hurry(batch)  # still open: waiting for it means sending it
+        if not batch.done and batch.owner is not None:
+            batch.owner.hurry(batch)  # a caller that waits sends its partition's open batch
         if not batch.done and not batch.signal.wait(timeout):
             raise TimeoutError(f"record to {batch.topic}[{batch.partition}] not acknowledged "
                                f"within {timeout} s")
@@ -148,8 +148,8 @@ class RecordHandle(tuple):
     def __await__(self):
         batch = self[0]
         if not batch.done:
-            if batch.order < 0 and batch.owner is not None:
-                batch.owner.hurry(batch)  # still open: waiting for it means sending it
+            if batch.owner is not None:
+                batch.owner.hurry(batch)  # a caller that waits sends its partition's open batch
             yield from batch.signal.future().__await__()
         return self._metadata()
 
