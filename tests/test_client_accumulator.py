@@ -4,6 +4,7 @@ memory, wake-ups, sequence numbers, retry order and error handling."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
 
@@ -107,13 +108,13 @@ def test_a_due_batch_keeps_filling_while_its_leader_has_a_request_in_flight(send
     acc.append("b", 0, b"v", None, None, None)
     later = acc.open[("a", 0)].created + 1.0
     s._inflight.update({0: 1, 1: 0})  # broker 0 (a's leader) has a slot free but is busy
-    assert acc.seal_due(later, False, s._leader_idle) is None  # no timer for a held batch
+    assert acc.seal_due(later, False, partial(s._leader_below, 1)) is None  # no timer for a held batch
     assert ("a", 0) in acc.open and ("b", 0) not in acc.open
     for _ in range(9):
         acc.append("a", 0, b"v", None, None, None)
     assert len(acc.open[("a", 0)]) == 10 and not acc.parts.get(("a", 0))
     s._inflight[0] = 0  # the response came back
-    acc.seal_due(later, False, s._leader_idle)
+    acc.seal_due(later, False, partial(s._leader_below, 1))
     assert not acc.open and [len(b) for b in acc.parts[("a", 0)].queue] == [10]
 
 

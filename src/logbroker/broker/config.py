@@ -25,9 +25,9 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidConfigError
 from ..storage.config import LogConfig, StorageConfig
 from .fdlimit import segment_file_budget
-from ..errors import InvalidConfigError
 
 LEVELS = ("debug", "info", "warning", "error")
 

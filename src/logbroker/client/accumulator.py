@@ -172,7 +172,7 @@ class Accumulator:
         part.queue.append(batch)
         self.incomplete[batch] = None
         self.buffered += batch.size
-        return self.inflight < self.settings.max_in_flight
+        return self.inflight < self._max_in_flight
 
     def seal_due(self, now: float, everything: bool = False,
                  can_send: "Callable[[tuple[str, int]], bool] | None" = None) -> "float | None":

@@ -54,7 +54,7 @@ class ProducerBatch:
         self.done = False
         self.signal = signal
         self.callbacks: "list[Callable] | None" = None
-        self.owner = owner  # the accumulator: hurry(batch) when a caller waits on it while open
+        self.owner = owner  # the accumulator: hurry(batch) when a caller waits on one of its records
 
     def __len__(self) -> int:
         return len(self.timestamps)

@@ -26,6 +26,7 @@ from collections import deque
 
 from ..errors import CorruptRecordError, LogbrokerError
 from ..records import format as fmt
+from ..records.walker import scan_fields
 from .records import ConsumerRecord, records_into
 
 
@@ -279,17 +280,14 @@ def _walk(data, nbytes: int) -> tuple:
     """(``(position, header fields)`` of the whole batches at the start of
     ``data[:nbytes]``, the offset after the last one (None: no batch), the
     ``CorruptRecordError`` of a bad header that ended the walk or None).
-    An incomplete trailing batch ends the walk silently (walker.py's rule)."""
-    batches, pos, offset = [], 0, None
+    An incomplete trailing batch ends the walk silently (``walker.scan_fields``)."""
+    batches: list = []
     try:
-        while nbytes - pos >= fmt.HEADER_SIZE:
-            fields = fmt.read_fields(data, pos)
-            size = fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD
-            if nbytes - pos < size:
-                break
-            batches.append((pos, fields))
-            offset = fields[fmt.F_BASE_OFFSET] + fields[fmt.F_LAST_OFFSET_DELTA] + 1
-            pos += size
+        batches.extend(scan_fields(data, 0, nbytes))
+        error = None
     except CorruptRecordError as exc:
-        return batches, offset, exc
-    return batches, offset, None
+        error = exc
+    if not batches:
+        return batches, None, error
+    fields = batches[-1][1]
+    return batches, fields[fmt.F_BASE_OFFSET] + fields[fmt.F_LAST_OFFSET_DELTA] + 1, error

@@ -93,7 +93,7 @@ class RecordHandle(tuple):
       and returns its metadata, or raises the batch's error (a
       ``LogbrokerError``). If ``timeout`` seconds pass first it raises the
       builtin ``TimeoutError`` and the record is still being delivered.
-      A batch still open (lingering) is sent as soon as someone waits on it.
+      Waiting sends the partition's open batch at once (no linger for it).
     - ``await handle`` (asyncio producer) returns the metadata or raises.
     - ``done()``, ``exception(timeout)``, ``add_done_callback(fn)`` as on
       ``concurrent.futures.Future``; callbacks run on the I/O thread (sync

@@ -28,8 +28,6 @@ from itertools import repeat
 from operator import add, getitem
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from ..errors import CorruptRecordError
 from ..records import format as fmt
 from ..records.decoder import Column, RecordBatch, decode_batch
@@ -178,7 +176,7 @@ def records_into(out: list, data: bytes, pos: int, fields: tuple, topic: str, pa
     end = pos + fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD
     if end > len(data):
         raise CorruptRecordError(f"batch announces {end - pos} bytes, buffer holds {len(data) - pos}")
-    if verify and crc32c(data[pos + fmt.CRC_START:end]) != fields[fmt.F_CRC]:
+    if verify and fmt.compute_crc(data, pos, end - pos) != fields[fmt.F_CRC]:
         fmt.check_crc(data, pos, fmt.BatchHeader(*fields))  # raises with the message
     deltas = pos + fmt.HEADER_SIZE
     if fields[fmt.F_ATTRIBUTES] & _LAYOUT == _DENSE and start_offset <= base \

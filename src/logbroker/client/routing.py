@@ -21,7 +21,7 @@ doubling to ``REFRESH_PACE_MAX`` = 0.4 s, jittered), so a client waiting out
 an election asks a few times a second at most and learns the new leader
 within ~0.4 s of its election (1 s added ~0.5 s to the median failover). ``refreshes`` counts the requests sent, and
 ``cache.version`` changes with the leaders: tests observe both, and
-``sent`` (requests sent through ``call``/``by_leader``, by message type:
+``sent`` (requests sent through ``call``/``by_leader`` and Metadata, by message type:
 ``sent["ListOffsets"]``).
 
 ``by_leader()`` sends a partitioned request (ListOffsets) as one request per
@@ -64,8 +64,12 @@ class Router:
                                min(options.reconnect_backoff_max, REFRESH_PACE_MAX))
         self._last_refresh = -1e9
         self.refreshes = 0
-        self.metadata_requests = 0  # Metadata requests sent (refreshes included)
-        self.sent: Counter = Counter()  # requests sent by call(), by message type name
+        self.sent: Counter = Counter()  # requests sent by call() and Metadata, by message type name
+
+    @property
+    def metadata_requests(self) -> int:
+        """Metadata requests sent (refreshes included)."""
+        return self.sent["Metadata"]
 
     # -- addresses --------------------------------------------------------------------------
     def _control_addresses(self) -> list:
@@ -156,7 +160,7 @@ class Router:
         names = None if topics is None else tuple(topics)
         if names is not None:
             self.cache.track(names)
-        self.metadata_requests += 1
+        self.sent["Metadata"] += 1
         resp = await self.control.call(m.Metadata(topics=names, auto_create=auto_create), timeout,
                                        retry=retry)
         self.cache.update(resp)
@@ -184,7 +188,7 @@ class Router:
             await asyncio.sleep(max(self._last_refresh + self._pacing.next() - now, 0))
         self._last_refresh = time.monotonic()
         self.refreshes += 1
-        self.metadata_requests += 1
+        self.sent["Metadata"] += 1
         resp = await self.control.call(m.Metadata(topics=tuple(sorted(self.cache.tracked)),
                                                   auto_create=self.auto_create), retry=retry)
         self.cache.update(resp)

@@ -116,10 +116,13 @@ class Sender:
                     return False
         now = time.monotonic()
         linger_next = None
-        if seal_open or self.settings.linger_ms > 0:
-            lingering = self.settings.linger_ms > 0
-            linger_next = acc.seal_due(now, not lingering,
-                                       self._leader_idle if lingering else self._slot_free)
+        lingering = self.settings.linger_ms > 0
+        if seal_open or lingering:
+            # linger_ms=0: an open batch leaves whenever its leader has a slot free;
+            # a lingered one only when its leader has nothing of ours in flight
+            # (else it waits, still filling, for the response: docs/client.md)
+            linger_next = acc.seal_due(now, not lingering, partial(
+                self._leader_below, 1 if lingering else self.settings.max_in_flight))
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
@@ -148,18 +151,11 @@ class Sender:
             acc.idle = True
         return False
 
-    def _slot_free(self, tp: "tuple[str, int]") -> bool:
-        """Whether ``tp``'s leader (if known) takes another request now
-        (linger_ms=0: an open batch leaves whenever a slot is free)."""
+    def _leader_below(self, limit: int, tp: "tuple[str, int]") -> bool:
+        """Whether ``tp``'s leader is unknown or has fewer than ``limit`` of
+        our requests in flight."""
         bid = self.router.cache.leaders.get(tp)
-        return bid is None or self._inflight.get(bid, 0) < self.settings.max_in_flight
-
-    def _leader_idle(self, tp: "tuple[str, int]") -> bool:
-        """Whether ``tp``'s leader (if known) has no request of ours in
-        flight: only then does a batch whose linger expired leave (else it
-        waits, still filling, for the response: docs/client.md)."""
-        bid = self.router.cache.leaders.get(tp)
-        return bid is None or not self._inflight.get(bid, 0)
+        return bid is None or self._inflight.get(bid, 0) < limit
 
     def _arm(self, *deadlines) -> None:
         """Timer for the earliest deadline (loop.time() is time.monotonic())."""

@@ -26,18 +26,27 @@ from .decoder import decode_batch
 WINDOW = 4 << 20
 
 
+def scan_fields(buf, start: int = 0, end: "int | None" = None) -> Iterator[tuple[int, tuple]]:
+    """``(position, header fields)`` (``format.read_fields``: checked, no
+    object) of each whole batch in ``buf[start:end]``; no CRC check."""
+    pos, end = start, len(buf) if end is None else end
+    while end - pos >= fmt.HEADER_SIZE:
+        fields = fmt.read_fields(buf, pos)
+        size = fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD
+        if end - pos < size:
+            return
+        yield pos, fields
+        pos += size
+
+
 def scan_batches(buf, start: int = 0, end: "int | None" = None, *,
                  verify: bool = True) -> Iterator[tuple[int, fmt.BatchHeader]]:
     """``(position, header)`` of each whole batch in ``buf[start:end]``."""
-    pos, end = start, len(buf) if end is None else end
-    while end - pos >= fmt.HEADER_SIZE:
-        header = fmt.read_header(buf, pos)
-        if end - pos < header.size:
-            return
+    for pos, fields in scan_fields(buf, start, end):
+        header = fmt.BatchHeader(*fields)
         if verify:
             fmt.check_crc(buf, pos, header)
         yield pos, header
-        pos += header.size
 
 
 def split_batches(buf) -> list[tuple[memoryview, fmt.BatchHeader]]:
