@@ -68,6 +68,9 @@ class Options:
     ending: "str | dict" = "latest"
     starting_ts: "int | None" = None
     ending_ts: "int | None" = None
+    starting_by_ts: "dict | None" = None  # {topic: {partition: timestamp ms}}
+    ending_by_ts: "dict | None" = None
+    streaming: bool = False
     fail_on_data_loss: bool = True
     include_headers: bool = False
     min_partitions: int = 0
@@ -110,8 +113,27 @@ def _offsets(opts: dict, name: str, default: str) -> "str | dict":
                                f'{{"topic":{{"0":23,"1":-2}}}}, got {raw!r}') from None
 
 
-def parse_options(raw: dict) -> Options:
-    """Spark's options (case-insensitive keys) as ``Options``; clear errors."""
+def _by_timestamp(opts: dict, name: str) -> "dict | None":
+    """``{"topic": {"0": ts_ms}}`` -> ``{topic: {0: ts}}`` (Kafka's
+    ``startingOffsetsByTimestamp`` shape)."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        spec = json.loads(str(raw))
+        out = {str(t): {int(p): int(ts) for p, ts in parts.items()} for t, parts in spec.items()}
+    except (ValueError, AttributeError, TypeError):
+        out = None
+    if not out or any(ts < 0 for parts in out.values() for ts in parts.values()):
+        raise SparkSourceError(f'option {name} must be JSON like {{"orders":{{"0":1700000000000}}}} '
+                               f"(ms since the epoch, >= 0), got {raw!r}")
+    return out
+
+
+def parse_options(raw: dict, streaming: bool = False) -> Options:
+    """Spark's options (case-insensitive keys) as ``Options``; clear errors.
+    ``streaming``: for ``readStream`` — ``startingOffsets`` defaults to
+    latest (as Spark's Kafka source) and ending options are refused."""
     opts = {str(k).lower(): v for k, v in raw.items()}
     path = opts.get("path")
     if not path:
@@ -139,11 +161,20 @@ def parse_options(raw: dict) -> Options:
         except (ValueError, AttributeError, TypeError):
             raise SparkSourceError('option assign must be JSON like {"orders":[0,1]}, '
                                    f"got {opts['assign']!r}") from None
-    o.starting = _offsets(opts, "startingOffsets", "earliest")
-    o.ending = _offsets(opts, "endingOffsets", "latest")
+    o.streaming = streaming
+    o.starting = _offsets(opts, "startingOffsets", "latest" if streaming else "earliest")
     o.starting_ts = _int(opts, "startingTimestamp", None)
-    o.ending_ts = _int(opts, "endingTimestamp", None)
-    if o.starting == "latest" or (isinstance(o.ending, str) and o.ending == "earliest"):
+    o.starting_by_ts = _by_timestamp(opts, "startingOffsetsByTimestamp")
+    if streaming:
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if name.lower() in opts:
+                raise SparkSourceError(f"option {name} is for batch queries; a stream has no end")
+    else:
+        o.ending = _offsets(opts, "endingOffsets", "latest")
+        o.ending_ts = _int(opts, "endingTimestamp", None)
+        o.ending_by_ts = _by_timestamp(opts, "endingOffsetsByTimestamp")
+    if not streaming and (o.starting == "latest" or
+                          (isinstance(o.ending, str) and o.ending == "earliest")):
         raise SparkSourceError("a batch query needs startingOffsets != latest and "
                                "endingOffsets != earliest")
     o.fail_on_data_loss = _bool(opts, "failOnDataLoss", True)
@@ -183,8 +214,12 @@ def _size(path: str) -> int:
 
 
 def select(o: Options, available: dict[str, list[int]]) -> list[tuple[str, int]]:
+    """The partitions the query reads. A batch query refuses unknown topics
+    and partitions; a stream skips them (they may be created later)."""
     if o.subscribe is not None:
         missing = [t for t in o.subscribe if t not in available]
+        if missing and o.streaming:
+            return [(t, p) for t in o.subscribe for p in available.get(t, ())]
         if missing:
             raise SparkSourceError(f"unknown topic(s) {', '.join(missing)} in {o.data_dir} "
                                    f"(topics: {', '.join(available) or 'none'})")
@@ -196,6 +231,8 @@ def select(o: Options, available: dict[str, list[int]]) -> list[tuple[str, int]]
     for t, ps in o.assign.items():
         for p in ps:
             if p not in available.get(t, ()):
+                if o.streaming:
+                    continue
                 raise SparkSourceError(f"unknown partition {t}-{p} in {o.data_dir}")
             out.append((t, p))
     return out
@@ -237,24 +274,42 @@ class Planner:
 
     def plan_partition(self, topic: str, partition: int) -> list[Split]:
         o = self.o
-        pid, lso, hw = self.bounds(topic, partition)
-        directory = os.path.join(o.data_dir, f"{topic}-{partition}")
-        start = _spec(o.starting, topic, partition, EARLIEST)
-        end = _spec(o.ending, topic, partition, LATEST)
-        if o.starting_ts is not None:
-            start = self.offset_for_timestamp(directory, pid, lso, hw, o.starting_ts)
-        if o.ending_ts is not None:
-            end = self.offset_for_timestamp(directory, pid, lso, hw, o.ending_ts)
-        start = lso if start == EARLIEST else hw if start == LATEST else start
-        end = hw if end == LATEST else lso if end == EARLIEST else min(end, hw)
+        bounds = self.bounds(topic, partition)
+        start = self.resolve(topic, partition, o.starting, o.starting_ts, o.starting_by_ts,
+                             EARLIEST, bounds)
+        end = self.resolve(topic, partition, o.ending, o.ending_ts, o.ending_by_ts, LATEST, bounds)
+        return self.plan_range(topic, partition, start, min(end, bounds[2]), bounds)
+
+    def resolve(self, topic: str, partition: int, spec: "str | dict", ts: "int | None",
+                by_ts: "dict | None", default: int, bounds: tuple[int, int, int]) -> int:
+        """One side of a query's range as an offset: per-partition timestamps
+        (``...ByTimestamp``) over one timestamp over the offsets option; a
+        partition the option leaves out gets ``default`` (EARLIEST/LATEST)."""
+        pid, lso, hw = bounds
+        if by_ts is not None and partition in by_ts.get(topic, {}):
+            ts = by_ts[topic][partition]
+        if ts is not None:
+            directory = os.path.join(self.o.data_dir, f"{topic}-{partition}")
+            return self.offset_for_timestamp(directory, pid, lso, hw, ts)
+        offset = _spec(spec, topic, partition, default)
+        return lso if offset == EARLIEST else hw if offset == LATEST else offset
+
+    def plan_range(self, topic: str, partition: int, start: int, end: int,
+                   bounds: "tuple[int, int, int] | None" = None) -> list[Split]:
+        """Splits of records [start, end) (``end`` at most the checkpointed
+        high watermark); a start below the log start offset is data loss:
+        an error, or (failOnDataLoss=false) a warning and the rest."""
+        pid, lso, hw = bounds or self.bounds(topic, partition)
         if start < lso:
             lost = f"{topic}-{partition} offsets [{start}, {lso}) were deleted by retention"
-            if o.fail_on_data_loss:
+            if self.o.fail_on_data_loss:
                 raise SparkSourceError(f"{lost}; set failOnDataLoss=false to skip them")
             log.warning("%s; skipping them (failOnDataLoss=false)", lost)
             start = lso
+        end = min(end, hw)
         if start >= end:
             return []
+        directory = os.path.join(self.o.data_dir, f"{topic}-{partition}")
         return self._split(topic, partition, pid, directory, start, end)
 
     def _entries(self, pid: int) -> list[tuple[int, int, int]]:
@@ -334,13 +389,3 @@ class Planner:
                                                              want=lambda h: h.max_timestamp >= ts))
         hit = first_at_or_after(batches, ts, start, hw)
         return hw if hit is None else hit[0]
-        hint = PartitionIndex(self.meta, pid).lookup(start) if pid >= 0 and self.meta.has("oidx") \
-            else None
-        split = Split(self.o.data_dir, "", 0, start, hw, *(hint[1:] if hint else (-1, 0)),
-                      fail_on_data_loss=self.o.fail_on_data_loss)
-        for header, batch in iter_batches(split, directory, want=lambda h: h.max_timestamp >= ts):
-            for i, t in enumerate(batch.timestamps()):
-                off = header.base_offset + i
-                if t >= ts and start <= off < hw:
-                    return off
-        return hw

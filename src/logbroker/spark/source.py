@@ -3,7 +3,7 @@
     spark.read.format("logbroker").option("path", DATA_DIR)
          .option("subscribe", "orders").load()
 
-The reader plans in ``partitions()`` (on the driver; LMDB opened read-only
+``spark.readStream`` with the same options streams (stream.py). The reader plans in ``partitions()`` (on the driver; LMDB opened read-only
 and closed again) and returns picklable ``LogbrokerPartition``s; ``read()``
 (on an executor) opens the segment files and yields Arrow record batches.
 """
@@ -98,3 +98,9 @@ class LogbrokerDataSource(DataSource):
 
     def reader(self, schema: StructType) -> LogbrokerReader:
         return LogbrokerReader(dict(self.options), schema)
+
+    def streamReader(self, schema: StructType):
+        """``spark.readStream.format("logbroker")``: stream.py."""
+        from .stream import LogbrokerStreamReader
+
+        return LogbrokerStreamReader(dict(self.options), pick_columns(schema))
