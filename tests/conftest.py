@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from fixtures import (OPEN, BrokerProcess, Cluster, EtcdProcess, Store, TcpProxy, open_store,
@@ -77,3 +80,20 @@ def cluster(tmp_path, etcd):
         yield c.start()
     finally:
         c.close()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local[2] SparkSession of a test run (Spark tests are marked
+    ``spark``), stopped at the end; its Python workers run this interpreter."""
+    pytest.importorskip("pyspark")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

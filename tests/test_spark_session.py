@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import threading
 import time
 
@@ -22,20 +21,6 @@ from fixtures import T0, fill  # noqa: E402
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
                                  reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
