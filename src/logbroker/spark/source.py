@@ -99,6 +99,18 @@ class LogbrokerDataSource(DataSource):
     def reader(self, schema: StructType) -> LogbrokerReader:
         return LogbrokerReader(dict(self.options), schema)
 
+    def writer(self, schema: StructType, overwrite: bool):
+        """``df.write.format("logbroker")``: rows into topics through the Producer (sink.py)."""
+        from .sink import LogbrokerWriter
+
+        return LogbrokerWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        """``df.writeStream.format("logbroker")`` (sink.py)."""
+        from .sink import LogbrokerStreamWriter
+
+        return LogbrokerStreamWriter(dict(self.options), schema)
+
     def streamReader(self, schema: StructType):
         """``spark.readStream.format("logbroker")``: stream.py."""
         from .stream import LogbrokerStreamReader
