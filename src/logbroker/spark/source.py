@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
 
-from .plan import Planner, SparkSourceError, Split, parse_options
+from .plan import SparkSourceError, Split, make_planner, parse_options
 from .scan import read_split
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()),
@@ -74,7 +74,7 @@ class LogbrokerReader(DataSourceReader):
             self.options.include_headers = "headers" in columns
 
     def partitions(self) -> list[LogbrokerPartition]:
-        planner = Planner(self.options)
+        planner = make_planner(self.options)
         try:
             splits = planner.plan()
         finally:

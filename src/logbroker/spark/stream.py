@@ -41,8 +41,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
 from . import offsets as lo
-from .plan import (EARLIEST, Options, Planner, SparkSourceError, list_partitions, parse_options,
-                   select)
+from ..protocol.messages import EARLIEST
+from .plan import Options, PlannerBase, SparkSourceError, make_planner, parse_options, select
 from .scan import read_split
 
 log = logging.getLogger(__name__)
@@ -108,12 +108,13 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._last_batch = time.monotonic()
 
     # -- offsets ------------------------------------------------------------------------------
-    def _planner(self) -> Planner:
-        return Planner(self.options)
+    def _planner(self) -> PlannerBase:
+        return make_planner(self.options)
 
-    def _bounds(self, planner: Planner) -> dict:
+    def _bounds(self, planner: PlannerBase) -> dict:
         """``{(topic, p): (pid, log start, high watermark)}`` of what the options select now."""
-        tps = select(self.options, list_partitions(self.options.data_dir))
+        tps = select(self.options, planner.available())
+        planner.prefetch(tps)
         return {tp: planner.bounds(*tp) for tp in tps}
 
     def initialOffset(self) -> dict:
@@ -185,6 +186,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         planner = self._planner()
         try:
             splits = []
+            planner.prefetch(sorted(stop))
             for tp, last in sorted(stop.items()):
                 bounds = planner.bounds(*tp)
                 first = begin.get(tp, bounds[1])
