@@ -1,4 +1,5 @@
-"""Smoke test of the Spark benchmark (``python -m bench.spark --quick --json``)."""
+"""Smoke test of the Spark benchmark (``python -m bench.spark --quick --json``):
+every format, the no-work source included, answers every query it runs, checked."""
 
 from __future__ import annotations
 
@@ -34,10 +35,16 @@ def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
     assert data["records"] == out["params"]["records"] > 0
     assert data["segment_bytes_on_disk"] > 0 and data["parquet_bytes"] > 0 and data["json_bytes"] > 0
     cases = {(r["query"], r["format"]) for r in out["queries"]}
+    floors = ("floor", "floor_kv")  # the no-work source: no offset range
     assert cases == {(q, f) for q in ("count", "scan", "groupby", "range")
-                     for f in ("logbroker", "logbroker_kv", "parquet", "json")}
+                     for f in ("logbroker", "logbroker_kv", "parquet", "json") + floors
+                     if not (q == "range" and f in floors)}
     for row in out["queries"]:
         assert row["seconds"]["median"] > 0 and row["mb_per_s"]["median"] > 0
-    assert {r["query"] for r in out["ratios"]} == {"count", "scan", "groupby", "range"}
+    ratios = {(r["query"], r["format"]): r for r in out["ratios"]}
+    assert set(ratios) == {(q, f) for q in ("count", "scan", "groupby", "range")
+                           for f in ("logbroker", "logbroker_kv")}
+    assert ratios[("scan", "logbroker_kv")]["vs_floor"] > 0 and ratios[("range", "logbroker")]["vs_floor"] is None
     assert len(out["targets"]) == 2 and all(isinstance(t["met"], bool) for t in out["targets"])
+    assert all("no-work" in t["target"] for t in out["targets"])
     assert list(tmp_path.iterdir()) == []  # the work dir was removed

@@ -1,8 +1,13 @@
-"""A do-nothing Python data source for the Spark benchmark (``python -m
-bench.spark --profile``): each task yields one prebuilt Arrow batch of the logbroker schema
-(16-byte keys, 200-byte values; only the columns of a given schema) over and over, so a query over it costs only
-what Spark's Python data source path costs (Python worker, Arrow to the JVM,
-rows). It is the ceiling any Python data source can reach on this machine.
+"""The no-work Python data source of the Spark benchmark (``python -m
+bench.spark``), format ``logbroker_bench_floor``: what any Python data source
+costs at least on this machine (Spark's Python worker, Arrow to the JVM, rows).
+
+It yields the rows the benchmark's data dir holds, with nothing read or
+decoded: ``records`` rows over ``parts`` tasks (as the data's partitions),
+the logbroker schema's columns (or those of a given schema, in its order),
+keys of ``KEY_BYTES`` among ``DISTINCT_KEYS`` and values of ``VALUE_BYTES``
+(bench/spark/data.py), from one prebuilt Arrow batch of ``rows`` rows (the
+reader's default ``maxRecordsPerBatch``) yielded over and over.
 
 The Python workers import this module as ``bench.spark.floor``: the bench
 puts the checkout on ``PYTHONPATH`` before Spark starts.
@@ -14,6 +19,24 @@ import os
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from bench.spark.data import DISTINCT_KEYS, KEYS, T0, TOPIC, VALUE_BYTES
+
+SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
+          "timestamp timestamp, timestampType int")
+
+
+def prebuilt(n: int, partition: int, columns: list) -> pa.RecordBatch:
+    """``n`` rows of the data's shape, only ``columns``, in that order."""
+    ends = pa.array(range(0, n * VALUE_BYTES + 1, VALUE_BYTES), pa.int32()).buffers()[1]
+    cols = {"key": pa.array([KEYS[i % DISTINCT_KEYS] for i in range(n)], pa.binary()),
+            "value": pa.Array.from_buffers(pa.binary(), n, [None, ends, pa.py_buffer(os.urandom(n * VALUE_BYTES))]),
+            "topic": pa.array([TOPIC] * n, pa.string()),
+            "partition": pa.array([partition] * n, pa.int32()),
+            "offset": pa.array(range(n), pa.int64()),
+            "timestamp": pa.array([T0 * 1000] * n, pa.timestamp("us", tz="UTC")),
+            "timestampType": pa.array([0] * n, pa.int32())}
+    return pa.RecordBatch.from_arrays([cols[c] for c in columns], names=columns)
 
 
 class FloorReader(DataSourceReader):
@@ -28,18 +51,11 @@ class FloorReader(DataSourceReader):
 
     def read(self, partition: InputPartition):
         per_task = self.records // self.parts + (partition.value < self.records % self.parts)
-        n = min(self.rows, max(1, per_task))
-        offsets = pa.array(range(0, n * 200 + 1, 200), pa.int32()).buffers()[1]
-        value = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(os.urandom(n * 200))])
-        key = pa.array([b"key-%012d" % (i % 1024) for i in range(n)], pa.binary())
-        cols = {"key": key, "value": value, "topic": pa.array(["bench"] * n),
-                "partition": pa.array([partition.value] * n, pa.int32()), "offset": pa.array(range(n), pa.int64()),
-                "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")), "timestampType": pa.array([0] * n, pa.int32())}
-        batch = pa.RecordBatch.from_arrays([cols[c] for c in self.columns], names=self.columns)
+        batch = prebuilt(min(self.rows, max(1, per_task)), partition.value, self.columns)
         left = per_task
         while left > 0:
-            yield batch if left >= n else batch.slice(0, left)
-            left -= n
+            yield batch if left >= batch.num_rows else batch.slice(0, left)
+            left -= batch.num_rows
 
 
 class FloorSource(DataSource):
@@ -48,8 +64,7 @@ class FloorSource(DataSource):
         return "logbroker_bench_floor"
 
     def schema(self) -> str:
-        return ("key binary, value binary, topic string, partition int, offset long, "
-                "timestamp timestamp, timestampType int")
+        return SCHEMA
 
     def reader(self, schema) -> FloorReader:
         return FloorReader(dict(self.options), [f.name for f in schema.fields])

@@ -1,13 +1,18 @@
 """Record batches as Arrow arrays, without a per-record Python loop.
 
 Needs pyarrow (the ``spark`` or ``dev`` extra). Column buffers are wrapped,
-not copied: ``pa.BinaryArray.from_buffers`` over the batch's own bytes.
+not copied: ``pa.BinaryArray.from_buffers`` over the batch's own bytes. The
+``pieces_*`` builders make one column of several batches' record ranges
+(``Piece``): one piece still shares its batch's bytes, several are copied
+once, straight into buffers of the final size (never built, then combined).
 Types are the ones Spark's Kafka source uses: binary (not large_binary),
 int64 offsets, timestamp[us, UTC], and for headers
 list<struct<key: string, value: binary>>.
 """
 
 from __future__ import annotations
+
+from typing import Callable, NamedTuple, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +25,7 @@ _arange = pa.array(range(1024), pa.int64())
 
 
 _THOUSAND = pa.scalar(1000, pa.int64())
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 def _i64(value: int) -> pa.Scalar:
@@ -53,18 +59,12 @@ def binary_array(col: Column, type_: pa.DataType = pa.binary()) -> pa.Array:
 
 
 def offsets_array(batch: RecordBatch) -> pa.Array:
-    return pc.add(_range(len(batch)), _i64(batch.header.base_offset))
+    return offsets_from(batch.header.base_offset, len(batch))
 
 
 def timestamps_array(batch: RecordBatch) -> pa.Array:
     """Record timestamps as timestamp[us, UTC]."""
-    deltas = pa.Array.from_buffers(pa.int32(), len(batch), [None, _buf(batch.ts_deltas)])
-    try:  # checked: an overflow must not wrap into a wrong timestamp
-        ms = pc.add_checked(deltas.cast(pa.int64()), _i64(batch.header.first_timestamp))
-        us = pc.multiply_checked(ms, _THOUSAND)
-    except pa.ArrowInvalid as exc:
-        raise CorruptRecordError(f"timestamp out of range for timestamp[us]: {exc}") from None
-    return us.cast(pa.timestamp("us", tz="UTC"))
+    return pieces_timestamps((Piece(batch, 0, len(batch)),))
 
 
 def headers_array(batch: RecordBatch) -> pa.Array:
@@ -103,3 +103,104 @@ def to_arrow(batch: RecordBatch, *, include_headers: bool = False) -> pa.RecordB
     if include_headers:
         cols["headers"] = headers_array(batch)
     return pa.RecordBatch.from_pydict(cols)
+
+
+# -- pieces: records [lo, hi) of decoded batches, as columns at their final size --
+
+class Piece(NamedTuple):
+    """Records ``[lo, hi)`` (indexes in the batch) of one decoded batch."""
+
+    batch: RecordBatch
+    lo: int
+    hi: int
+
+    @property
+    def first_offset(self) -> int:
+        return self.batch.header.base_offset + self.lo
+
+
+def _joined(parts: list) -> pa.Array:
+    """One part as it is (zero copy); several copied once into one array of
+    the final size (``concat_arrays`` sizes its buffers before copying)."""
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def _cut(arr: pa.Array, p: Piece) -> pa.Array:
+    n = len(p.batch)
+    return arr if p.lo == 0 and p.hi == n else arr.slice(p.lo, p.hi - p.lo)
+
+
+def pieces_binary(pieces: Sequence[Piece], column: Callable[[RecordBatch], Column]) -> pa.Array:
+    """Binary column ``column(batch)`` of the pieces: one piece shares the
+    batch's bytes; several are copied once, into the final buffers."""
+    return _joined([_cut(binary_array(column(p.batch)), p) for p in pieces])
+
+
+def pieces_offsets(pieces: Sequence[Piece]) -> pa.Array:
+    """Record offsets of the pieces: a slice of one cached run of offsets
+    while they follow each other (a compacted topic's gaps fall between
+    batches: then one run a piece, copied once)."""
+    first = pieces[0].first_offset
+    total = 0
+    for p in pieces:
+        if p.first_offset != first + total:
+            return _joined([offsets_from(p.first_offset, p.hi - p.lo) for p in pieces])
+        total += p.hi - p.lo
+    return offsets_from(first, total)
+
+
+_RUN = 1 << 16
+_run: "tuple[int, pa.Array]" = (0, pa.array([], pa.int64()))
+
+
+def offsets_from(first: int, n: int) -> pa.Array:
+    """int64 ``first .. first + n - 1``: a slice of the last run built (runs
+    of at least 65,536 offsets), so consecutive batches cost no arithmetic."""
+    global _run
+    base, run = _run
+    if not (base <= first and first + n <= base + len(run)):
+        base, run = first, pc.add(_range(max(n, _RUN)), _i64(first))
+        _run = (base, run)
+    return run.slice(first - base, n)
+
+
+def pieces_timestamps(pieces: Sequence[Piece]) -> pa.Array:
+    """Record timestamps of the pieces as timestamp[us, UTC] (checked: an
+    overflow is a CorruptRecordError, never a wrapped timestamp)."""
+    try:
+        ms = [pc.add_checked(pa.Array.from_buffers(pa.int32(), p.hi - p.lo, [None, _buf(p.batch.ts_deltas)], 0,
+                                                   p.lo), _i64(p.batch.header.first_timestamp))
+              for p in pieces]  # int32 deltas + int64 first: int64, no separate cast
+        us = pc.multiply_checked(_joined(ms), _THOUSAND)
+    except pa.ArrowInvalid as exc:
+        raise CorruptRecordError(f"timestamp out of range for timestamp[us]: {exc}") from None
+    return us.view(_TIMESTAMP)  # same layout: no copy
+
+
+def pieces_headers(pieces: Sequence[Piece]) -> pa.Array:
+    return _joined([_cut(headers_array(p.batch), p) for p in pieces])
+
+
+def pieces_timestamp_types(pieces: Sequence[Piece]) -> pa.Array:
+    """int32 0 (create time) or 1 (log append time) per record."""
+    kinds = {p.batch.header.timestamp_type for p in pieces}
+    if len(kinds) == 1:
+        return repeated(kinds.pop(), pa.int32(), sum(p.hi - p.lo for p in pieces))
+    return _joined([repeated(p.batch.header.timestamp_type, pa.int32(), p.hi - p.lo) for p in pieces])
+
+
+_repeats: "dict[tuple, pa.Array]" = {}
+_REPEATS_KEPT = 16
+
+
+def repeated(value, type_: pa.DataType, n: int) -> pa.Array:
+    """``value`` n times: a slice of a cached array (no per-call build); the
+    cache keeps the last ``_REPEATS_KEPT`` values, each grown by doubling."""
+    key = (value, str(type_))
+    arr = _repeats.get(key)
+    if arr is None or len(arr) < n:
+        if arr is None and len(_repeats) >= _REPEATS_KEPT:
+            del _repeats[next(iter(_repeats))]
+        arr = pa.repeat(pa.scalar(value, type_), max(n, 2 * len(arr) if arr is not None else 1024))
+        _repeats[key] = arr
+    return arr.slice(0, n)

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Iterator
+from operator import attrgetter
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
 from ..errors import CorruptRecordError
 from ..records import format as fmt
-from ..records.arrow import (HEADERS_TYPE, binary_array, headers_array, offsets_array,
-                             timestamps_array)
+from ..records.arrow import (HEADERS_TYPE, Piece, pieces_binary, pieces_headers, pieces_offsets,
+                             pieces_timestamp_types, pieces_timestamps, repeated)
 from ..records.decoder import RecordBatch, decode_batch
 from ..records.walker import scan_file
 from .plan import SparkSourceError, Split, list_segments
 
 log = logging.getLogger(__name__)
-WINDOW = 8 << 20
+WINDOW = 2 << 20  # preads of 2 MiB: faster than 8 MiB here (the CRC reads it while cached)
 
 SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
@@ -37,18 +38,21 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return HEADERS_SCHEMA if include_headers else SCHEMA
 
 
-# One builder per column: a Split asking for fewer columns (a user-given
-# schema) costs neither the building nor the shipping of the others.
-_COLUMNS: dict[str, Callable[[Split, RecordBatch], pa.Array]] = {
-    "key": lambda s, b: binary_array(b.keys),
-    "value": lambda s, b: binary_array(b.values),
-    "topic": lambda s, b: pa.repeat(pa.scalar(s.topic, pa.string()), len(b)),
-    "partition": lambda s, b: pa.repeat(pa.scalar(s.partition, pa.int32()), len(b)),
-    "offset": lambda s, b: offsets_array(b),
-    "timestamp": lambda s, b: timestamps_array(b),
-    "timestampType": lambda s, b: pa.repeat(pa.scalar(b.header.timestamp_type, pa.int32()), len(b)),
-    "headers": lambda s, b: headers_array(b),
+# One builder per column, over the pieces of one Arrow batch: a Split asking
+# for fewer columns (a user-given schema) costs neither the building nor the
+# shipping of the others.
+_COLUMNS: dict[str, Callable[[Split, Sequence[Piece], int], pa.Array]] = {
+    "key": lambda s, ps, n: pieces_binary(ps, _KEYS),
+    "value": lambda s, ps, n: pieces_binary(ps, _VALUES),
+    "topic": lambda s, ps, n: repeated(s.topic, pa.string(), n),
+    "partition": lambda s, ps, n: repeated(s.partition, pa.int32(), n),
+    "offset": lambda s, ps, n: pieces_offsets(ps),
+    "timestamp": lambda s, ps, n: pieces_timestamps(ps),
+    "timestampType": lambda s, ps, n: pieces_timestamp_types(ps),
+    "headers": lambda s, ps, n: pieces_headers(ps),
 }
+_KEYS = attrgetter("keys")
+_VALUES = attrgetter("values")
 _schemas: dict[tuple, pa.Schema] = {}
 
 
@@ -139,45 +143,63 @@ def iter_batches(split: Split, directory: "str | None" = None,
         _lost(split, expect, split.end, "are missing from the segment files")
 
 
-def _arrow(split: Split, batch: RecordBatch) -> pa.RecordBatch:
-    schema = split_schema(split)
-    rb = pa.RecordBatch.from_arrays([_COLUMNS[name](split, batch) for name in schema.names],
-                                    schema=schema)
-    lo = max(0, split.start - batch.header.base_offset)
-    hi = min(len(batch), split.end - batch.header.base_offset)
-    return rb.slice(lo, hi - lo) if lo or hi < len(batch) else rb
+# A batch whose in-range records hold at least this many bytes (or half
+# ``max_rows`` records) is big enough to be an Arrow batch of its own, sharing
+# the read buffer's bytes; smaller ones are grouped and copied once into
+# batches of about ``max_rows`` / ``max_bytes`` (docs/spark.md, batch sizing).
+ALONE_BYTES = 128 << 10
+
+
+def _build(split: Split, schema: pa.Schema, pieces: Sequence[Piece], rows: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([_COLUMNS[name](split, pieces, rows) for name in schema.names],
+                                      schema=schema)
+
+
+def _parts(split: Split, schema: pa.Schema, piece: Piece, size: int) -> Iterator[pa.RecordBatch]:
+    """One big piece as Arrow batches sharing its bytes: whole, or cut into
+    zero-copy slices of at most ``max_rows`` rows and about ``max_bytes``."""
+    rows = piece.hi - piece.lo
+    rb = _build(split, schema, (piece,), rows)
+    if rows <= split.max_rows and size <= split.max_bytes:
+        yield rb
+        return
+    step = min(split.max_rows, max(1, split.max_bytes // max(1, size // rows)))
+    for at in range(0, rows, step):
+        yield rb.slice(at, step)
 
 
 def read_split(split: Split) -> Iterator[pa.RecordBatch]:
-    """Arrow record batches of the split, each at most ``max_rows`` rows and
-    (unless one record alone is bigger) about ``max_bytes`` bytes."""
-    pending: list[pa.RecordBatch] = []
+    """Arrow record batches of the split's records, in offset order, each at
+    most ``max_rows`` rows and (unless one record alone is bigger) about
+    ``max_bytes`` bytes, counted as the records' share of their batch's
+    encoded bytes. Every batch is CRC-checked before any of its records is
+    returned. A batch with at least ``ALONE_BYTES`` (or ``max_rows // 2``
+    records) in range is yielded alone (sliced to the split's range, cut at
+    the caps), its columns sharing the bytes read; runs of smaller ones are
+    built into one Arrow batch at its final size (one copy). Nothing is
+    yielded for an empty range."""
+    schema = split_schema(split)
+    alone_rows, alone_bytes = max(1, split.max_rows // 2), min(ALONE_BYTES, split.max_bytes)
+    group: list[Piece] = []
     rows = nbytes = 0
-
-    def flush() -> "pa.RecordBatch":
-        nonlocal pending, rows, nbytes
-        out = pa.Table.from_batches(pending).combine_chunks().to_batches()[0] \
-            if len(pending) > 1 else pending[0]
-        pending, rows, nbytes = [], 0, 0
-        return out
-
     for _, batch in iter_batches(split):
-        rb = _arrow(split, batch)
-        while rb.num_rows:
-            room = split.max_rows - rows
-            size = rb.nbytes
-            if size and nbytes + size > split.max_bytes:  # cap bytes by rows, proportionally
-                per_row = max(1, size // rb.num_rows)
-                room = min(room, max(0 if pending else 1, (split.max_bytes - nbytes) // per_row))
-            if room <= 0:
-                yield flush()
-                continue
-            take = rb.slice(0, room)
-            pending.append(take)
-            rows += take.num_rows
-            nbytes += take.nbytes
-            rb = rb.slice(room)
-            if rows >= split.max_rows or nbytes >= split.max_bytes:
-                yield flush()
-    if pending:
-        yield flush()
+        base, count = batch.header.base_offset, len(batch)
+        lo, hi = max(0, split.start - base), min(count, split.end - base)
+        if hi <= lo:
+            continue
+        n = hi - lo
+        size = batch.header.size if n == count else batch.header.size * n // count
+        if n >= alone_rows or size >= alone_bytes:
+            if group:
+                yield _build(split, schema, group, rows)
+                group, rows, nbytes = [], 0, 0
+            yield from _parts(split, schema, Piece(batch, lo, hi), size)
+            continue
+        if group and (rows + n > split.max_rows or nbytes + size > split.max_bytes):
+            yield _build(split, schema, group, rows)
+            group, rows, nbytes = [], 0, 0
+        group.append(Piece(batch, lo, hi))
+        rows += n
+        nbytes += size
+    if group:
+        yield _build(split, schema, group, rows)
