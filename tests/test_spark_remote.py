@@ -99,3 +99,31 @@ def test_leader_killed_mid_read_the_read_completes_with_the_right_records(cluste
     assert after_kill >= 10  # the batches after the first came from the new leader
     assert cluster.state("orders", 0)[0] not in (leader, -1)
     assert got == [(i, b"v-0-%d" % i) for i in range(400)]
+
+
+@pytest.mark.spark
+def test_spark_reads_a_cluster_topic_the_same_by_bootstrap_and_by_path(spark, cluster):
+    cluster.create("orders", 2, replication_factor=3, min_insync_replicas=2)
+    _produce(cluster.bootstrap, "orders", 2, 120, batch=40)
+    cols = "partition, offset, key, value, headers, timestamp"
+
+    def rows(**options):
+        df = spark.read.format("logbroker").options(subscribe="orders", includeHeaders="true",
+                                                    **options).load()
+        return sorted(tuple(r) for r in df.selectExpr(*cols.split(", ")).collect())
+
+    remote_rows = rows(bootstrap=cluster.bootstrap)
+    streamed = spark.readStream.format("logbroker").options(
+        bootstrap=cluster.bootstrap, subscribe="orders", startingOffsets="earliest").load()
+    query = streamed.writeStream.format("memory").queryName("cluster_stream") \
+        .trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(120), "the AvailableNow query did not end within 120 s"
+        stream_count = spark.sql("select count(*) as n from cluster_stream").first().n
+    finally:
+        query.stop()
+    leader = cluster.state("orders", 0)[0]
+    assert cluster.brokers[leader].stop() == 0  # a clean stop checkpoints its high watermark
+    local_rows = rows(path=cluster.brokers[leader].data_dir)
+    assert len(remote_rows) == 240 and stream_count == 240
+    assert remote_rows == local_rows

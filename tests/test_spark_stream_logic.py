@@ -89,6 +89,7 @@ def test_starting_offsets_default_latest_then_batches_see_only_new_records(tmp_p
     assert start == {"orders": {"0": 30, "1": 30}}
     assert r.latestOffset(start, r.getDefaultReadLimit()) == start  # nothing new
     _append(tmp_path, "orders", 1, 4)
+    assert r.initialOffset() == start  # Spark asks again when it plans batch 0: "latest" stays put
     end = r.latestOffset(start, r.getDefaultReadLimit())
     assert end == {"orders": {"0": 30, "1": 34}}
     assert _rows(r, start, end) == [(1, 30 + i, b"v%d" % (1000 + i)) for i in range(4)]

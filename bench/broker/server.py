@@ -117,8 +117,9 @@ def reset_peak(pid: int) -> bool:
 class BrokerServer:
     """``logbroker serve --host 127.0.0.1 --port 0 --data-dir DIR [--flush ...]``."""
 
-    def __init__(self, data_dir: str, flush: str = "fsync") -> None:
-        self.data_dir, self.flush = data_dir, flush
+    def __init__(self, data_dir: str, flush: str = "fsync", extra_args: tuple = ()) -> None:
+        """``extra_args``: more ``logbroker serve`` arguments (e.g. ``--config FILE``)."""
+        self.data_dir, self.flush, self.extra_args = data_dir, flush, tuple(extra_args)
         self.log_path = data_dir + ".log"
         self.proc: "subprocess.Popen | None" = None
         self.port = 0
@@ -137,6 +138,7 @@ class BrokerServer:
                 "--port", "0", "--log-level", "warning"]
         if self.flush != "fsync":
             args += ["--flush", self.flush]
+        args += list(self.extra_args)
         with open(self.log_path, "ab") as log:
             self.proc = spawn(args, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                               text=True)

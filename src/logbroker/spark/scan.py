@@ -82,6 +82,16 @@ def _batches_in(fd: int, size: int, pos: int,
         raise CorruptRecordError(f"{path} byte {exc.position}: {exc.message}") from None
 
 
+def split_batches(split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]:
+    """The CRC-checked batches of a split: from the segment files, or (a
+    ``bootstrap`` split) fetched from the partition's leader (remote.py)."""
+    if split.bootstrap:
+        from .remote import fetch_batches
+
+        return fetch_batches(split)
+    return iter_batches(split)
+
+
 def iter_batches(split: Split, directory: "str | None" = None,
                  want: "Callable[[fmt.BatchHeader], bool] | None" = None
                  ) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]:
@@ -182,7 +192,7 @@ def read_split(split: Split) -> Iterator[pa.RecordBatch]:
     alone_rows, alone_bytes = max(1, split.max_rows // 2), min(ALONE_BYTES, split.max_bytes)
     group: list[Piece] = []
     rows = nbytes = 0
-    for _, batch in iter_batches(split):
+    for _, batch in split_batches(split):
         base, count = batch.header.base_offset, len(batch)
         lo, hi = max(0, split.start - base), min(count, split.end - base)
         if hi <= lo:

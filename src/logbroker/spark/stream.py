@@ -105,6 +105,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self.options.include_headers = "headers" in columns
         self.limits = TriggerLimits.parse(options)
         self._target: "dict | None" = None  # Trigger.AvailableNow: read no further
+        self._initial: "dict | None" = None
         self._last_batch = time.monotonic()
 
     # -- offsets ------------------------------------------------------------------------------
@@ -119,7 +120,14 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def initialOffset(self) -> dict:
         """Where a new query starts: ``startingOffsets`` (default latest),
-        ``startingTimestamp`` or ``startingOffsetsByTimestamp``."""
+        ``startingTimestamp`` or ``startingOffsetsByTimestamp``; resolved at
+        the first call and the same at every later one (Spark asks again
+        when it plans the first micro-batch: "latest" must not move on)."""
+        if self._initial is None:
+            self._initial = self._resolve_initial()
+        return self._initial
+
+    def _resolve_initial(self) -> dict:
         o = self.options
         planner = self._planner()
         try:

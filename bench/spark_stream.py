@@ -1,0 +1,259 @@
+"""Spark streaming and reads over the protocol (issue 13): one broker, one
+local[2] SparkSession, one run.
+
+    python -m bench.spark_stream            # ~2 minutes here
+    python -m bench.spark_stream --quick    # smoke test
+    python -m bench.spark_stream --json     # JSON on stdout, tables on stderr
+
+- Data: a fresh ``logbroker serve`` (fsync, checkpoints every 100 ms so a
+  data-dir reader sees its high watermark promptly) on 127.0.0.1; the sync
+  Producer writes ``--records`` records (16-byte keys among 1,024, 200-byte
+  values) to topic ``bench`` with 2 partitions, then the bench waits until
+  the checkpoint covers all of them.
+- ``scan``: ``sum(length(key)) + sum(length(value))`` over a fresh
+  ``load()`` in ``path`` mode (the broker's data dir) and in ``bootstrap``
+  mode (Fetch from the leader), ``--repeats`` timed runs each after one
+  warm-up, alternating the modes. Target: bootstrap >= 0.7x path.
+- ``stream``: the same records through ``readStream`` (startingOffsets
+  earliest, Trigger.AvailableNow, 4 micro-batches by maxOffsetsPerTrigger)
+  into Spark's ``noop`` sink, timed from ``start()`` to the end, in both
+  modes, against the batch scan of the same mode. Target: >= 0.5x.
+- ``latency``: a query (bootstrap mode, startingOffsets latest, 1 s
+  processing-time trigger, ``foreachBatch`` in this process) while a
+  producer thread sends one record every 5 ms for ``--latency-seconds``;
+  each record's end-to-end delay is the time its micro-batch reached
+  ``foreachBatch`` minus its timestamp (set by the Producer at send()).
+  Target: p50 <= 2 s.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from bench import ROOT, harness
+from bench.broker.server import BrokerServer
+from bench.environment import environment
+from bench.harness import fmt_s, table, targets_table
+from bench.stats import summary
+
+TOPIC, KEY_BYTES, VALUE_BYTES = "bench", 16, 200
+SCAN = "sum(length(key)) + sum(length(value)) as n"
+
+
+def parse_args(argv):
+    ap = harness.parser("spark_stream", __doc__, "tiny data, one repeat, a short latency run")
+    ap.add_argument("--records", type=int, help="records written (default 1,000,000; quick 20,000)")
+    ap.add_argument("--repeats", type=int, help="timed repeats per case (default 3; quick 1)")
+    ap.add_argument("--latency-seconds", type=float, help="length of the latency run (default 20; quick 4)")
+    return harness.parse(ap, argv)
+
+
+def start_broker(workdir: str) -> BrokerServer:
+    config = os.path.join(workdir, "broker.toml")
+    with open(config, "w") as fh:
+        fh.write("housekeeping_ms = 50\n[storage]\ncheckpoint_interval_ms = 100\n")
+    return BrokerServer(os.path.join(workdir, "data"), "fsync", ("--config", config)).start()
+
+
+def produce(bootstrap: str, records: int, log) -> None:
+    from logbroker import Admin, Producer
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(TOPIC, 2, exist_ok=True)
+    keys = [(b"key-%d-" % i).ljust(KEY_BYTES, b".") for i in range(1024)]
+    values = [os.urandom(VALUE_BYTES) for _ in range(64)]
+    t = time.perf_counter()
+    with Producer(bootstrap) as p:
+        for i in range(records):
+            p.send(TOPIC, values[i & 63], key=keys[i & 1023])
+        p.flush()
+    log(f"produced {records:,} records in {time.perf_counter() - t:.1f} s")
+
+
+def wait_checkpointed(data_dir: str, records: int, timeout: float = 60.0) -> None:
+    """Until the data dir's checkpoints cover every record (bounded)."""
+    from logbroker.spark.options import Options
+    from logbroker.spark.plan import Planner
+
+    deadline = time.monotonic() + timeout
+    while True:
+        planner = Planner(Options(data_dir=data_dir))
+        try:
+            seen = sum(planner.bounds(TOPIC, p)[2] for p in range(2))
+        finally:
+            planner.close()
+        if seen >= records:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the checkpoint covers {seen} of {records} records after {timeout} s")
+        time.sleep(0.1)
+
+
+def make_spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("logbroker-bench-stream")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    import logbroker.spark
+
+    logbroker.spark.register(spark)
+    return spark
+
+
+def source(mode: str, data_dir: str, bootstrap: str) -> dict:
+    return {"path": data_dir} if mode == "path" else {"bootstrap": bootstrap}
+
+
+def scan_seconds(spark, opts: dict, expect: int) -> float:
+    t = time.perf_counter()
+    n = spark.read.format("logbroker").options(subscribe=TOPIC, **opts).load().selectExpr(SCAN).first().n
+    took = time.perf_counter() - t
+    if n != expect:
+        raise AssertionError(f"scan of {opts} counted {n} bytes, expected {expect}")
+    return took
+
+
+def stream_seconds(spark, opts: dict, records: int, checkpoint: str) -> float:
+    df = (spark.readStream.format("logbroker").options(subscribe=TOPIC, startingOffsets="earliest",
+                                                        maxOffsetsPerTrigger=str(-(-records // 4)), **opts)
+          .load())
+    t = time.perf_counter()
+    query = (df.writeStream.format("noop").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    if not query.awaitTermination(600):
+        query.stop()
+        raise RuntimeError("the AvailableNow stream did not end within 600 s")
+    took = time.perf_counter() - t
+    read = sum(p["numInputRows"] for p in query.recentProgress)
+    if read != records:
+        raise AssertionError(f"the stream read {read} records, expected {records}")
+    return took
+
+
+def latency(spark, bootstrap: str, seconds: float, checkpoint: str, log) -> dict:
+    """End-to-end delays (ms) of records sent one every 5 ms, through a 1 s trigger."""
+    from logbroker import Admin, Producer
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic("latency", 1, exist_ok=True)
+    delays: list[float] = []
+
+    def on_batch(batch_df, batch_id: int) -> None:
+        now_ms = time.time() * 1000
+        delays.extend(now_ms - r.ms for r in batch_df.selectExpr("unix_millis(timestamp) as ms").collect())
+
+    df = spark.readStream.format("logbroker").options(bootstrap=bootstrap, subscribe="latency",
+                                                      startingOffsets="latest").load()
+    query = (df.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="1 second").start())
+    sent = 0
+    try:
+        with Producer(bootstrap) as p:
+            p.send("latency", b"warm-up").result(timeout=30)  # the first batch starts workers
+            end = time.monotonic() + 120
+            while not delays and time.monotonic() < end and query.isActive:
+                time.sleep(0.1)
+            delays.clear()
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and sent < seconds * 400:
+                p.send("latency", b"x" * 100)
+                sent += 1
+                time.sleep(0.005)  # the offered load: one record every 5 ms
+            p.flush()
+        end = time.monotonic() + 30
+        while len(delays) < sent and time.monotonic() < end and query.isActive:
+            time.sleep(0.1)
+        if query.exception():
+            raise RuntimeError(f"the latency query failed: {query.exception()}")
+    finally:
+        query.stop()
+    delays.sort()
+    log(f"latency: {len(delays)} of {sent} records seen")
+    pick = lambda q: delays[min(len(delays) - 1, int(q * len(delays)))] if delays else float("nan")  # noqa: E731
+    return {"sent": sent, "seen": len(delays), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+            "max_ms": delays[-1] if delays else float("nan")}
+
+
+def run(args, workdir: str, err) -> dict:
+    log = harness.progress_log()
+    records = args.records or (20_000 if args.quick else 1_000_000)
+    repeats = args.repeats or (1 if args.quick else 3)
+    seconds = args.latency_seconds or (4.0 if args.quick else 20.0)
+    results = {"environment": environment(workdir), "records": records, "repeats": repeats}
+    server = start_broker(workdir)
+    try:
+        produce(server.bootstrap, records, log)
+        data_dir = os.path.join(workdir, "data")
+        wait_checkpointed(data_dir, records)
+        spark = make_spark()
+        try:
+            payload = records * (KEY_BYTES + VALUE_BYTES)
+            modes = {m: source(m, data_dir, server.bootstrap) for m in ("path", "bootstrap")}
+            for opts in modes.values():  # warm-up
+                scan_seconds(spark, opts, payload)
+            scans = {m: [] for m in modes}
+            streams = {m: [] for m in modes}
+            for i in range(repeats):
+                for m, opts in (modes.items() if i % 2 == 0 else reversed(modes.items())):
+                    scans[m].append(scan_seconds(spark, opts, payload))
+                    streams[m].append(stream_seconds(spark, opts, records,
+                                                     os.path.join(workdir, f"ck-{m}-{i}")))
+                    log(f"round {i + 1}: {m} scan {scans[m][-1]:.2f} s, stream {streams[m][-1]:.2f} s")
+            results["scan_s"] = {m: summary(v) for m, v in scans.items()}
+            results["stream_s"] = {m: summary(v) for m, v in streams.items()}
+            results["latency"] = latency(spark, server.bootstrap, seconds,
+                                         os.path.join(workdir, "ck-latency"), log)
+        finally:
+            spark.stop()
+    finally:
+        server.stop()
+    return results
+
+
+def tables(results: dict) -> list:
+    n = results["records"]
+    rows = []
+    for m in ("path", "bootstrap"):
+        scan, stream = results["scan_s"][m], results["stream_s"][m]
+        rows.append((m, fmt_s(scan, 3), f"{n / scan['median']:,.0f}", fmt_s(stream, 3),
+                     f"{n / stream['median']:,.0f}", f"{scan['median'] / stream['median']:.2f}"))
+    lat = results["latency"]
+    boot = results["scan_s"]["path"]["median"] / results["scan_s"]["bootstrap"]["median"]
+    stream_ratio = {m: results["scan_s"][m]["median"] / results["stream_s"][m]["median"]
+                    for m in ("path", "bootstrap")}
+    targets = [
+        {"target": "bootstrap batch scan >= 0.7x path", "measured": f"{boot:.2f}x", "met": boot >= 0.7},
+        {"target": "streaming read >= 0.5x batch scan (path)", "measured": f"{stream_ratio['path']:.2f}x",
+         "met": stream_ratio["path"] >= 0.5},
+        {"target": "streaming read >= 0.5x batch scan (bootstrap)",
+         "measured": f"{stream_ratio['bootstrap']:.2f}x", "met": stream_ratio["bootstrap"] >= 0.5},
+        {"target": "end-to-end p50 <= 2 s, 1 s trigger", "measured": f"{lat['p50_ms'] / 1000:.2f} s",
+         "met": lat["p50_ms"] <= 2000},
+    ]
+    return [
+        table(f"Reads of {n:,} records (median (min–max) s of {results['repeats']})",
+              ("mode", "batch scan s", "scan rec/s", "stream (AvailableNow) s", "stream rec/s",
+               "stream ÷ scan"), rows),
+        table("End to end: produce -> foreachBatch, 1 s trigger, bootstrap mode",
+              ("records sent", "seen", "p50 ms", "p99 ms", "max ms"),
+              [(f"{lat['sent']:,}", f"{lat['seen']:,}", f"{lat['p50_ms']:,.0f}", f"{lat['p99_ms']:,.0f}",
+                f"{lat['max_ms']:,.0f}")]),
+        targets_table(targets),
+    ]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    return harness.main(args, "spark_stream", run, tables)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
