@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 RESULT_COLUMNS = ["minute", "key", "records", "bytes"]
 
@@ -86,20 +85,11 @@ def write_batch(args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from logbroker.spark import register
+    from logbroker.spark.jobs import session
 
-    builder = SparkSession.builder.appName("logbroker-pipeline") \
-        .config("spark.ui.showConsoleProgress", "false") \
-        .config("spark.sql.session.timeZone", "UTC")
-    if args.master:
-        builder = builder.master(args.master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-        builder = builder.master("local[*]")
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = session(args, "logbroker-pipeline")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")  # minutes as UTC in the JSON rows
     register(spark)
     try:
         reader = spark.readStream.format("logbroker").option("subscribe", args.topic) \
