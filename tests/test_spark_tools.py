@@ -55,3 +55,42 @@ def test_top_keys_via_spark_submit(data, tmp_path):
     # 800 records, key k<i%3> per partition of 400: k0 134, k1 133, k2 133 each
     assert [(r["key"], int(r["records"]), int(r["rank"])) for r in rows] == [("k0", 268, 1),
                                                                             ("k1", 266, 2)]
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
+                    reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
+def test_pipeline_writes_per_minute_rows_to_a_topic_and_parquet(broker, tmp_path):
+    import json
+
+    import pyarrow.dataset as ds
+
+    from fixtures import FAST, T0, consume
+    from logbroker import Consumer, Producer
+
+    base = T0 // 60_000 * 60_000  # a minute boundary
+    want = {}
+    with Producer(broker.bootstrap, **FAST) as p:
+        for minute in range(4):
+            for k, key in enumerate(("a", "b", "c")):
+                n = (minute + 1) * (k + 1)
+                for i in range(n):
+                    p.send("clicks", b"v" * 10, key=key.encode(), timestamp_ms=base + minute * 60_000 + i)
+                want[(minute, key)] = (n, n * 11)
+        # ten minutes later: moves the watermark past minute 3; its own window stays open
+        p.send("clicks", b"late", key=b"z", timestamp_ms=base + 10 * 60_000).result(timeout=30)
+    out, parquet = str(tmp_path / "out"), str(tmp_path / "parquet")
+    r = run([SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+             os.path.join(TOOLS, "pipeline.py"), "--bootstrap", broker.bootstrap, "--topic", "clicks",
+             "--out-topic", "clicks-per-minute", "--parquet", parquet,
+             "--checkpoint", os.path.join(out, "checkpoint"), "--available-now"], timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    table = ds.dataset(parquet, format="parquet", partitioning="hive").to_table().to_pylist()
+    got = {((row["minute"].timestamp() * 1000 - base) // 60_000, bytes(row["key"]).decode()):
+           (row["records"], row["bytes"]) for row in table}
+    assert got == want and len(table) == len(want)
+    with Consumer(broker.bootstrap, auto_offset_reset="earliest", **FAST) as c:
+        c.assign([("clicks-per-minute", 0)])
+        rows = [json.loads(rec.value) for rec in consume(c, len(want))]
+    assert sorted((row["key"], row["records"], row["bytes"]) for row in rows) == \
+        sorted((key, n, b) for (_, key), (n, b) in want.items())
