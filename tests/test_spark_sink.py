@@ -394,3 +394,13 @@ def test_errors_name_the_column_option_or_topic_partition(spark, sink_broker, er
     with pytest.raises(Exception) as e:  # Spark wraps it: the Python error is in the message
         writer(df, sink_broker.bootstrap, **options).save()
     assert message in str(e.value), str(e.value)[-3000:]
+
+
+@pytest.mark.spark
+@NEEDS_JAVA
+def test_overwrite_mode_is_refused(spark, sink_broker, err_topic):
+    df = spark.createDataFrame([(b"v",)], "value binary")
+    with pytest.raises(Exception) as e:
+        (df.write.format("logbroker").option("bootstrap", sink_broker.bootstrap)
+         .option("topic", err_topic).mode("overwrite").save())
+    assert 'only appends to topics: use mode("append")' in str(e.value), str(e.value)[-3000:]

@@ -1,6 +1,8 @@
 """Spark integration: the ``logbroker`` PySpark data source (extra ``spark``).
 
-Imports only the records and storage layers (never the client or asyncio).
+Reading a data dir imports only the records and storage layers; reading
+over the protocol (remote.py) and the sink (sink.py) import the client,
+lazily, when a query uses them.
 """
 
 from __future__ import annotations

@@ -100,9 +100,14 @@ class LogbrokerDataSource(DataSource):
         return LogbrokerReader(dict(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool):
-        """``df.write.format("logbroker")``: rows into topics through the Producer (sink.py)."""
-        from .sink import LogbrokerWriter
+        """``df.write.format("logbroker")``: rows into topics through the
+        Producer (sink.py). A topic is appended to: ``mode("overwrite")`` is
+        refused, as by Spark's Kafka sink."""
+        from .sink import LogbrokerWriter, SparkSinkError
 
+        if overwrite:
+            raise SparkSinkError('the logbroker sink only appends to topics: use mode("append"), '
+                                 'not mode("overwrite")')
         return LogbrokerWriter(dict(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
