@@ -127,3 +127,28 @@ def test_spark_reads_a_cluster_topic_the_same_by_bootstrap_and_by_path(spark, cl
     local_rows = rows(path=cluster.brokers[leader].data_dir)
     assert len(remote_rows) == 240 and stream_count == 240
     assert remote_rows == local_rows
+
+
+def test_a_bootstrap_stream_keeps_one_client_and_pickles_without_it(broker):
+    import pickle
+
+    from logbroker.spark.stream import LogbrokerStreamReader
+
+    _produce(broker.bootstrap, "orders", 2, 10)
+    r = LogbrokerStreamReader({"bootstrap": broker.bootstrap, "subscribe": "orders",
+                               "startingOffsets": "earliest"})
+    start = r.initialOffset()
+    assert start == {"orders": {"0": 0, "1": 0}}
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    assert end == {"orders": {"0": 10, "1": 10}}
+    client = r._remote.admin
+    _produce(broker.bootstrap, "orders", 2, 5)  # live high watermarks: no checkpoint to wait for
+    later = r.latestOffset(end, r.getDefaultReadLimit())
+    assert later == {"orders": {"0": 15, "1": 15}} and r._remote.admin is client
+    splits = [p.split for p in r.partitions(end, later)]
+    assert [(s.partition, s.start, s.end) for s in splits] == [(0, 10, 15), (1, 10, 15)]
+    task_copy = pickle.loads(pickle.dumps(r))
+    assert task_copy._remote is None and task_copy.options.bootstrap == broker.bootstrap
+    assert len(_records(splits)) == 10
+    r.stop()
+    assert r._remote is None

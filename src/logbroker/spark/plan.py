@@ -118,6 +118,9 @@ class PlannerBase:
     def prefetch(self, tps: list) -> None:
         """A hint: ``bounds`` of these partitions come next (fetch them at once)."""
 
+    def forget(self) -> None:
+        """Drop what was cached (bounds): the next calls look again."""
+
     def plan(self) -> list[Split]:
         splits: list[Split] = []
         tps = select(self.o, self.available())

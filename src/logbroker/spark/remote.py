@@ -66,6 +66,10 @@ class RemotePlanner(PlannerBase):
     def close(self) -> None:
         self.admin.close()
 
+    def forget(self) -> None:
+        """Drop the partition bounds seen so far (a stream's next trigger)."""
+        self._bounds.clear()
+
     def available(self) -> dict[str, list[int]]:
         counts = self._call("list the topics", self.admin.list_topics)
         return {t: list(range(n)) for t, n in sorted(counts.items())}

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -106,11 +107,34 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.limits = TriggerLimits.parse(options)
         self._target: "dict | None" = None  # Trigger.AvailableNow: read no further
         self._initial: "dict | None" = None
+        self._remote: "PlannerBase | None" = None  # bootstrap: kept open between triggers
         self._last_batch = time.monotonic()
 
     # -- offsets ------------------------------------------------------------------------------
-    def _planner(self) -> PlannerBase:
-        return make_planner(self.options)
+    @contextmanager
+    def _planning(self) -> Iterator[PlannerBase]:
+        """A planner for one call: a data dir's is opened and closed again;
+        the remote one (an ``Admin`` client) is kept for the query's life,
+        its bounds forgotten each time (every trigger asks afresh)."""
+        if not self.options.bootstrap:
+            planner = make_planner(self.options)
+            try:
+                yield planner
+            finally:
+                planner.close()
+            return
+        if self._remote is None:
+            self._remote = make_planner(self.options)
+        self._remote.forget()
+        yield self._remote
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_remote": None}  # tasks get no client
+
+    def stop(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None
 
     def _bounds(self, planner: PlannerBase) -> dict:
         """``{(topic, p): (pid, log start, high watermark)}`` of what the options select now."""
@@ -129,21 +153,15 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _resolve_initial(self) -> dict:
         o = self.options
-        planner = self._planner()
-        try:
+        with self._planning() as planner:
             start = {tp: planner.resolve(*tp, o.starting, o.starting_ts, o.starting_by_ts,
                                          EARLIEST, b)
                      for tp, b in self._bounds(planner).items()}
-        finally:
-            planner.close()
         return lo.to_json(start)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        planner = self._planner()
-        try:
+        with self._planning() as planner:
             self._target = {tp: b[2] for tp, b in self._bounds(planner).items()}
-        finally:
-            planner.close()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.limits.max_offsets is not None:
@@ -157,11 +175,8 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         AvailableNow's target and ``limit``); ``start`` itself when
         ``minOffsetsPerTrigger`` holds the batch back."""
         begin = lo.from_json(start, "the stream's start offsets")
-        planner = self._planner()
-        try:
+        with self._planning() as planner:
             bounds = self._bounds(planner)
-        finally:
-            planner.close()
         latest = {tp: b[2] for tp, b in bounds.items()}
         if self._target is not None:
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items()
@@ -191,8 +206,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
         begin = lo.from_json(start, "the micro-batch's start offsets")
         stop = lo.from_json(end, "the micro-batch's end offsets")
-        planner = self._planner()
-        try:
+        with self._planning() as planner:
             splits = []
             planner.prefetch(sorted(stop))
             for tp, last in sorted(stop.items()):
@@ -204,8 +218,6 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     continue
                 if first < last:
                     splits.extend(planner.plan_range(*tp, first, last, bounds))
-        finally:
-            planner.close()
         return [LogbrokerPartition(s) for s in splits]
 
     def _lost(self, what: str) -> None:
