@@ -83,7 +83,8 @@ def test_pipeline_writes_per_minute_rows_to_a_topic_and_parquet(broker, tmp_path
     r = run([SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
              os.path.join(TOOLS, "pipeline.py"), "--bootstrap", broker.bootstrap, "--topic", "clicks",
              "--out-topic", "clicks-per-minute", "--parquet", parquet,
-             "--checkpoint", os.path.join(out, "checkpoint"), "--available-now"], timeout=300)
+             "--checkpoint", os.path.join(out, "checkpoint"), "--available-now",
+             "--state-partitions", "2"], timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     table = ds.dataset(parquet, format="parquet", partitioning="hive").to_table().to_pylist()
     got = {((row["minute"].timestamp() * 1000 - base) // 60_000, bytes(row["key"]).decode()):
@@ -94,3 +95,15 @@ def test_pipeline_writes_per_minute_rows_to_a_topic_and_parquet(broker, tmp_path
         rows = [json.loads(rec.value) for rec in consume(c, len(want))]
     assert sorted((row["key"], row["records"], row["bytes"]) for row in rows) == \
         sorted((key, n, b) for (_, key), (n, b) in want.items())
+
+
+def test_pipeline_arguments_fail_clearly(tmp_path):
+    base = [sys.executable, os.path.join(TOOLS, "pipeline.py"), "--bootstrap", "127.0.0.1:1",
+            "--topic", "t", "--out-topic", "o", "--parquet", str(tmp_path / "p"),
+            "--checkpoint", str(tmp_path / "c")]
+    r = run(base + ["--state-partitions", "0"])
+    assert r.returncode == 2 and "--state-partitions must be in 1..10000" in r.stderr, r.stderr
+    r = run(base + ["--data-dir", str(tmp_path / "nope")])
+    assert r.returncode == 2 and "is not a directory" in r.stderr, r.stderr
+    r = run(base + ["--trigger", "1 second", "--available-now"])
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr, r.stderr

@@ -43,8 +43,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="process what the topic holds now, then exit")
     p.add_argument("--starting-offsets", default="earliest",
                    help="where a new job starts: earliest (default), latest or JSON")
+    p.add_argument("--state-partitions", type=int, default=4,
+                   help="partitions of the windowed counts (Spark's shuffle partitions; default 4: "
+                        "Spark's own 200 make a small stream slow). Fixed by a job's first run")
     p.add_argument("--master", default=None, help="Spark master when not set by spark-submit")
     args = p.parse_args(argv)
+    if not 1 <= args.state_partitions <= 10_000:
+        p.error("--state-partitions must be in 1..10000")
     if args.data_dir is not None and not os.path.isdir(args.data_dir):
         p.error(f"--data-dir {args.data_dir!r} is not a directory")
     return args
@@ -90,6 +95,7 @@ def main(argv=None) -> int:
 
     spark = session(args, "logbroker-pipeline")
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # minutes as UTC in the JSON rows
+    spark.conf.set("spark.sql.shuffle.partitions", str(args.state_partitions))
     register(spark)
     try:
         reader = spark.readStream.format("logbroker").option("subscribe", args.topic) \
