@@ -41,6 +41,7 @@ def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
                      if not (q == "range" and f in floors)}
     for row in out["queries"]:
         assert row["seconds"]["median"] > 0 and row["mb_per_s"]["median"] > 0
+        assert row["cpu_seconds"]["median"] >= 0  # driver + JVM + Python workers
     ratios = {(r["query"], r["format"]): r for r in out["ratios"]}
     assert set(ratios) == {(q, f) for q in ("count", "scan", "groupby", "range")
                            for f in ("logbroker", "logbroker_kv")}

@@ -133,11 +133,11 @@ def test_big_batches_are_yielded_alone_without_a_copy(log_dir, monkeypatch):
 
 def test_a_batch_of_many_bytes_goes_alone(tmp_path, monkeypatch):
     os.makedirs(tmp_path / "d" / "t-3")
-    with open(tmp_path / "d" / "t-3" / segment_name(0), "wb") as fh:  # 160 kB >= ALONE_BYTES
+    with open(tmp_path / "d" / "t-3" / segment_name(0), "wb") as fh:  # 160 kB >= half of max_bytes
         fh.write(build_batch([(b"a" * 80_000, b"k", (), T0), (b"b" * 80_000, None, (), T0 + 1)]))
     joins = []
     monkeypatch.setattr(pa, "concat_arrays", lambda *a, **k: joins.append(1))
-    got = read(split(str(tmp_path / "d"), 0, 2, max_rows=10_000))
+    got = read(split(str(tmp_path / "d"), 0, 2, max_rows=10_000, max_bytes=300_000))
     assert len(got) == 1 and joins == []
     assert got[0].column("value").to_pylist() == [b"a" * 80_000, b"b" * 80_000]
     assert got[0].column("key").to_pylist() == [b"k", None]

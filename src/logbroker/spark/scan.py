@@ -153,11 +153,13 @@ def iter_batches(split: Split, directory: "str | None" = None,
         _lost(split, expect, split.end, "are missing from the segment files")
 
 
-# A batch whose in-range records hold at least this many bytes (or half
-# ``max_rows`` records) is big enough to be an Arrow batch of its own, sharing
-# the read buffer's bytes; smaller ones are grouped and copied once into
-# batches of about ``max_rows`` / ``max_bytes`` (docs/spark.md, batch sizing).
-ALONE_BYTES = 128 << 10
+# A batch with at least half of either cap (``max_rows`` records, ``max_bytes``
+# bytes) in range is big enough to be an Arrow batch of its own, sharing the
+# read buffer's bytes; smaller ones are grouped and copied once into batches
+# of about the caps. Measured (docs/benchmarks.md, issue 13): yielding
+# 1,000-record batches alone cost Spark as much CPU as grouping them ten at
+# a time with the copy, or up to ~10% more (docs/spark.md, batch sizing).
+ALONE_SHARE = 2
 
 
 def _build(split: Split, schema: pa.Schema, pieces: Sequence[Piece], rows: int) -> pa.RecordBatch:
@@ -183,13 +185,13 @@ def read_split(split: Split) -> Iterator[pa.RecordBatch]:
     most ``max_rows`` rows and (unless one record alone is bigger) about
     ``max_bytes`` bytes, counted as the records' share of their batch's
     encoded bytes. Every batch is CRC-checked before any of its records is
-    returned. A batch with at least ``ALONE_BYTES`` (or ``max_rows // 2``
-    records) in range is yielded alone (sliced to the split's range, cut at
-    the caps), its columns sharing the bytes read; runs of smaller ones are
-    built into one Arrow batch at its final size (one copy). Nothing is
-    yielded for an empty range."""
+    returned. A batch with at least half of either cap in range is yielded
+    alone (sliced to the split's range, cut at the caps), its columns sharing
+    the bytes read; runs of smaller ones are built into one Arrow batch at
+    its final size (one copy). Nothing is yielded for an empty range."""
     schema = split_schema(split)
-    alone_rows, alone_bytes = max(1, split.max_rows // 2), min(ALONE_BYTES, split.max_bytes)
+    alone_rows = max(1, split.max_rows // ALONE_SHARE)
+    alone_bytes = max(1, split.max_bytes // ALONE_SHARE)
     group: list[Piece] = []
     rows = nbytes = 0
     for _, batch in split_batches(split):
