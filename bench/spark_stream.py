@@ -15,10 +15,12 @@ local[2] SparkSession, one run.
   mode (Fetch from the leader), ``--repeats`` timed runs each after one
   warm-up, alternating the modes. Target: bootstrap >= 0.7x path.
 - ``stream``: the same records through ``readStream`` (startingOffsets
-  earliest, Trigger.AvailableNow, 4 micro-batches by maxOffsetsPerTrigger)
-  into Spark's ``noop`` sink, timed from ``start()`` to the end, in both
-  modes, against the batch scan of the same mode. Target: >= 0.5x.
-- ``latency``: a query (bootstrap mode, startingOffsets latest, 1 s
+  earliest, Trigger.AvailableNow, micro-batches of a quarter and of half
+  the records by maxOffsetsPerTrigger) into Spark's ``noop`` sink, in both
+  modes: wall time from ``start()`` to the end, and sustained time (the
+  summed ``triggerExecution`` of the micro-batches, without the query's
+  start-up), against the batch scan of the same mode. Target: >= 0.5x.
+- ``latency``: a query (bootstrap mode, a fresh topic from its start, 1 s
   processing-time trigger, ``foreachBatch`` in this process) while a
   producer thread sends one record every 5 ms for ``--latency-seconds``;
   each record's end-to-end delay is the time its micro-batch reached
@@ -121,9 +123,14 @@ def scan_seconds(spark, opts: dict, expect: int) -> float:
     return took
 
 
-def stream_seconds(spark, opts: dict, records: int, checkpoint: str) -> float:
+def stream_seconds(spark, opts: dict, records: int, per_trigger: int, checkpoint: str) -> tuple:
+    """``(wall s from start() to the end, sustained s)`` of an AvailableNow
+    stream of every record into the ``noop`` sink in micro-batches of
+    ``per_trigger``; sustained = the summed trigger times of the batches that
+    carried records (Spark's ``triggerExecution``: without the query's
+    start-up, which a long-running stream pays once)."""
     df = (spark.readStream.format("logbroker").options(subscribe=TOPIC, startingOffsets="earliest",
-                                                        maxOffsetsPerTrigger=str(-(-records // 4)), **opts)
+                                                        maxOffsetsPerTrigger=str(per_trigger), **opts)
           .load())
     t = time.perf_counter()
     query = (df.writeStream.format("noop").option("checkpointLocation", checkpoint)
@@ -132,10 +139,11 @@ def stream_seconds(spark, opts: dict, records: int, checkpoint: str) -> float:
         query.stop()
         raise RuntimeError("the AvailableNow stream did not end within 600 s")
     took = time.perf_counter() - t
-    read = sum(p["numInputRows"] for p in query.recentProgress)
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    read = sum(p["numInputRows"] for p in progress)
     if read != records:
         raise AssertionError(f"the stream read {read} records, expected {records}")
-    return took
+    return took, sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
 
 
 def latency(spark, bootstrap: str, seconds: float, checkpoint: str, log) -> dict:
@@ -151,7 +159,7 @@ def latency(spark, bootstrap: str, seconds: float, checkpoint: str, log) -> dict
         delays.extend(now_ms - r.ms for r in batch_df.selectExpr("unix_millis(timestamp) as ms").collect())
 
     df = spark.readStream.format("logbroker").options(bootstrap=bootstrap, subscribe="latency",
-                                                      startingOffsets="latest").load()
+                                                      startingOffsets="earliest").load()
     query = (df.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint)
              .trigger(processingTime="1 second").start())
     sent = 0
@@ -199,16 +207,23 @@ def run(args, workdir: str, err) -> dict:
             modes = {m: source(m, data_dir, server.bootstrap) for m in ("path", "bootstrap")}
             for opts in modes.values():  # warm-up
                 scan_seconds(spark, opts, payload)
+            sizes = (records // 4, records // 2)  # records per micro-batch (maxOffsetsPerTrigger)
             scans = {m: [] for m in modes}
-            streams = {m: [] for m in modes}
+            streams = {(m, n): [] for m in modes for n in sizes}
             for i in range(repeats):
                 for m, opts in (modes.items() if i % 2 == 0 else reversed(modes.items())):
                     scans[m].append(scan_seconds(spark, opts, payload))
-                    streams[m].append(stream_seconds(spark, opts, records,
-                                                     os.path.join(workdir, f"ck-{m}-{i}")))
-                    log(f"round {i + 1}: {m} scan {scans[m][-1]:.2f} s, stream {streams[m][-1]:.2f} s")
+                    for n in sizes:
+                        streams[(m, n)].append(stream_seconds(
+                            spark, opts, records, n, os.path.join(workdir, f"ck-{m}-{n}-{i}")))
+                    log(f"round {i + 1}: {m} scan {scans[m][-1]:.2f} s, streams (wall, sustained) "
+                        + ", ".join(f"{streams[(m, n)][-1][0]:.2f}/{streams[(m, n)][-1][1]:.2f} s"
+                                    for n in sizes))
             results["scan_s"] = {m: summary(v) for m, v in scans.items()}
-            results["stream_s"] = {m: summary(v) for m, v in streams.items()}
+            results["streams"] = [{"mode": m, "per_trigger": n,
+                                   "wall_s": summary([w for w, _ in v]),
+                                   "sustained_s": summary([t for _, t in v])}
+                                  for (m, n), v in streams.items()]
             results["latency"] = latency(spark, server.bootstrap, seconds,
                                          os.path.join(workdir, "ck-latency"), log)
         finally:
@@ -220,28 +235,30 @@ def run(args, workdir: str, err) -> dict:
 
 def tables(results: dict) -> list:
     n = results["records"]
-    rows = []
-    for m in ("path", "bootstrap"):
-        scan, stream = results["scan_s"][m], results["stream_s"][m]
-        rows.append((m, fmt_s(scan, 3), f"{n / scan['median']:,.0f}", fmt_s(stream, 3),
-                     f"{n / stream['median']:,.0f}", f"{scan['median'] / stream['median']:.2f}"))
+    scan = results["scan_s"]
+    scans = [(m, fmt_s(scan[m], 3), f"{n / scan[m]['median']:,.0f}") for m in ("path", "bootstrap")]
+    rows, targets = [], []
+    boot = scan["path"]["median"] / scan["bootstrap"]["median"]
+    targets.append({"target": "bootstrap batch scan >= 0.7x path", "measured": f"{boot:.2f}x",
+                    "met": boot >= 0.7})
+    for st in results["streams"]:
+        m, per = st["mode"], st["per_trigger"]
+        sustained = scan[m]["median"] / st["sustained_s"]["median"]
+        rows.append((m, f"{per:,}", fmt_s(st["wall_s"], 3), f"{n / st['wall_s']['median']:,.0f}",
+                     fmt_s(st["sustained_s"], 3), f"{n / st['sustained_s']['median']:,.0f}",
+                     f"{sustained:.2f}"))
+        targets.append({"target": f"streaming read >= 0.5x batch scan ({m}, {per:,} per trigger, "
+                                  "sustained)", "measured": f"{sustained:.2f}x", "met": sustained >= 0.5})
     lat = results["latency"]
-    boot = results["scan_s"]["path"]["median"] / results["scan_s"]["bootstrap"]["median"]
-    stream_ratio = {m: results["scan_s"][m]["median"] / results["stream_s"][m]["median"]
-                    for m in ("path", "bootstrap")}
-    targets = [
-        {"target": "bootstrap batch scan >= 0.7x path", "measured": f"{boot:.2f}x", "met": boot >= 0.7},
-        {"target": "streaming read >= 0.5x batch scan (path)", "measured": f"{stream_ratio['path']:.2f}x",
-         "met": stream_ratio["path"] >= 0.5},
-        {"target": "streaming read >= 0.5x batch scan (bootstrap)",
-         "measured": f"{stream_ratio['bootstrap']:.2f}x", "met": stream_ratio["bootstrap"] >= 0.5},
-        {"target": "end-to-end p50 <= 2 s, 1 s trigger", "measured": f"{lat['p50_ms'] / 1000:.2f} s",
-         "met": lat["p50_ms"] <= 2000},
-    ]
+    targets.append({"target": "end-to-end p50 <= 2 s, 1 s trigger",
+                    "measured": f"{lat['p50_ms'] / 1000:.2f} s", "met": lat["p50_ms"] <= 2000})
     return [
-        table(f"Reads of {n:,} records (median (min–max) s of {results['repeats']})",
-              ("mode", "batch scan s", "scan rec/s", "stream (AvailableNow) s", "stream rec/s",
-               "stream ÷ scan"), rows),
+        table(f"Batch scans of {n:,} records (median (min–max) s of {results['repeats']})",
+              ("mode", "scan s", "scan rec/s"), scans),
+        table("The same records as an AvailableNow stream into noop (sustained: the summed trigger "
+              "times of the micro-batches, without the query's start-up)",
+              ("mode", "records per trigger", "wall s", "wall rec/s", "sustained s", "sustained rec/s",
+               "sustained ÷ scan"), rows),
         table("End to end: produce -> foreachBatch, 1 s trigger, bootstrap mode",
               ("records sent", "seen", "p50 ms", "p99 ms", "max ms"),
               [(f"{lat['sent']:,}", f"{lat['seen']:,}", f"{lat['p50_ms']:,.0f}", f"{lat['p99_ms']:,.0f}",
