@@ -31,7 +31,6 @@ local[2] SparkSession, one run.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 
@@ -39,6 +38,7 @@ from bench import ROOT, harness
 from bench.broker.server import BrokerServer
 from bench.environment import environment
 from bench.harness import fmt_s, table, targets_table
+from bench.spark.session import local_session
 from bench.stats import summary
 
 TOPIC, KEY_BYTES, VALUE_BYTES = "bench", 16, 200
@@ -95,19 +95,7 @@ def wait_checkpointed(data_dir: str, records: int, timeout: float = 60.0) -> Non
 
 
 def make_spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("logbroker-bench-stream")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    import logbroker.spark
-
-    logbroker.spark.register(spark)
-    return spark
+    return local_session("logbroker-bench-stream")
 
 
 def source(mode: str, data_dir: str, bootstrap: str) -> dict:

@@ -58,6 +58,7 @@ from bench import ROOT, harness
 from bench.environment import environment
 from bench.harness import fmt_s, table, targets_table
 from bench.spark.cputime import tree_cpu_seconds
+from bench.spark.session import local_session
 from bench.spark.data import KEY_BYTES, TOPIC, VALUE_BYTES, fmt_mib, write_json, write_parquet, write_store
 from bench.stats import MiB, summary, timed
 
@@ -77,20 +78,9 @@ def parse_args(argv):
 
 
 def make_spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(  # workers import bench.spark.floor
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("logbroker-bench")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    import logbroker.spark
-
-    logbroker.spark.register(spark)
+    spark = local_session("logbroker-bench")
     from bench.spark.floor import FloorSource
 
     spark.dataSource.register(FloorSource)
