@@ -111,6 +111,9 @@ def test_starting_from_json_and_timestamps(tmp_path):
         _reader(tmp_path, subscribe="orders", endingOffsets="latest")
     with pytest.raises(SparkSourceError, match="startingOffsetsByTimestamp"):
         _reader(tmp_path, subscribe="orders", startingOffsetsByTimestamp="[1]")
+    for bad in ('{"orders":{"0":-5}}', '{"orders":{"-1":3}}', '{"orders":[1]}', "[]", "soon"):
+        with pytest.raises(SparkSourceError, match="option startingOffsets must be earliest, latest"):
+            _reader(tmp_path, subscribe="orders", startingOffsets=bad)
 
 
 def test_max_offsets_per_trigger_caps_each_batch_and_covers_everything(tmp_path):
@@ -179,3 +182,59 @@ def test_data_loss_is_an_error_unless_allowed(tmp_path):
         r.partitions({"orders": {"0": 25, "1": 0}}, end)
     lenient = _reader(tmp_path, subscribe="orders", failOnDataLoss="false")
     assert len(_rows(lenient, {"orders": {"0": 25, "1": 0}}, end)) == 20
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 1 << 40) | st.floats(allow_nan=False)
+                     | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4),
+                                                                                 inner, max_size=3),
+                     max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_offsets_from_json_takes_any_json_or_names_the_problem(spec):
+    try:
+        got = lo.from_json(spec, "offsets")
+    except SparkSourceError as exc:
+        assert "offsets" in exc.message
+    else:
+        assert all(p >= 0 and o >= 0 for (_, p), o in got.items())
+        assert lo.from_json(lo.to_json(got)) == got
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.tuples(st.sampled_from("abc"), st.integers(0, 3)),
+                       st.tuples(st.integers(0, 1000), st.integers(0, 1000)), max_size=8),
+       st.integers(1, 2000))
+def test_rate_limit_never_passes_latest_nor_goes_back(ranges, limit):
+    start = {tp: min(a, b) for tp, (a, b) in ranges.items()}
+    latest = {tp: max(a, b) for tp, (a, b) in ranges.items()}
+    capped = lo.rate_limit(start, latest, limit)
+    assert set(capped) == set(latest)
+    assert all(start[tp] <= capped[tp] <= latest[tp] for tp in latest)
+    waiting = [tp for tp in latest if latest[tp] > start[tp]]
+    assert lo.pending(start, capped) <= limit + len(waiting)  # shares below one round up
+    assert all(capped[tp] > start[tp] for tp in waiting)  # every backlog moves
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["startingOffsets", "startingOffsetsByTimestamp",
+                                        "startingTimestamp", "maxOffsetsPerTrigger",
+                                        "minOffsetsPerTrigger", "maxTriggerDelay",
+                                        "failOnDataLoss", "endingOffsets"]),
+                       st.text(max_size=12), max_size=4))
+def test_stream_options_fail_only_with_named_errors(tmp_path_factory, options):
+    data = tmp_path_factory.getbasetemp() / "fuzz-data"
+    if not data.exists():
+        fill(data, batches=1, per=2).close()
+    try:
+        r = _reader(data, subscribe="orders", **options)
+        start = r.initialOffset()
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        r.partitions(start, end)
+    except SparkSourceError as exc:
+        assert exc.message  # a named option or value, never a traceback of another type

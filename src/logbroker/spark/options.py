@@ -96,10 +96,14 @@ def _offsets(opts: dict, name: str, default: str) -> "str | dict":
         return raw.lower()
     try:
         spec = json.loads(raw)
-        return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in spec.items()}
+        out = {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in spec.items()}
     except (ValueError, AttributeError, TypeError):
+        out = None
+    if out is None or any(p < 0 or o < -2 for parts in out.values() for p, o in parts.items()):
         raise SparkSourceError(f"option {name} must be earliest, latest or JSON like "
-                               f'{{"topic":{{"0":23,"1":-2}}}}, got {raw!r}') from None
+                               f'{{"topic":{{"0":23,"1":-2}}}} (an offset >= 0, -2 earliest, '
+                               f"-1 latest; partitions >= 0), got {raw!r}")
+    return out
 
 
 def _by_timestamp(opts: dict, name: str) -> "dict | None":
