@@ -238,3 +238,12 @@ def test_stream_options_fail_only_with_named_errors(tmp_path_factory, options):
         r.partitions(start, end)
     except SparkSourceError as exc:
         assert exc.message  # a named option or value, never a traceback of another type
+
+
+def test_a_micro_batch_covers_its_whole_range_even_above_the_high_watermark_seen_now(tmp_path):
+    fill(tmp_path, batches=2, per=10).close()  # high watermarks 20
+    r = _reader(tmp_path, subscribe="orders")
+    splits = [p.split for p in r.partitions({"orders": {"0": 10}}, {"orders": {"0": 25}})]
+    assert [(s.start, s.end) for s in splits] == [(10, 25)]  # not silently cut at 20
+    with pytest.raises(SparkSourceError, match=r"offsets \[20, 25\) are missing"):
+        [rb for s in splits for rb in read_split(s)]

@@ -210,8 +210,11 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             splits = []
             planner.prefetch(sorted(stop))
             for tp, last in sorted(stop.items()):
-                bounds = planner.bounds(*tp)
-                first = begin.get(tp, bounds[1])
+                pid, lso, hw = planner.bounds(*tp)
+                # the whole journaled range, even above a high watermark seen now (a new
+                # leader's may lag for a moment): capped, the next batch would skip the rest
+                bounds = (pid, lso, max(hw, last))
+                first = begin.get(tp, lso)
                 if last < first:
                     self._lost(f"{tp[0]}-{tp[1]}: offsets went back from {first} to {last} "
                                "(was the topic deleted and created again?)")
