@@ -247,3 +247,17 @@ def test_a_micro_batch_covers_its_whole_range_even_above_the_high_watermark_seen
     assert [(s.start, s.end) for s in splits] == [(10, 25)]  # not silently cut at 20
     with pytest.raises(SparkSourceError, match=r"offsets \[20, 25\) are missing"):
         [rb for s in splits for rb in read_split(s)]
+
+
+def test_a_high_watermark_behind_the_stream_is_waited_out_then_reported(tmp_path, monkeypatch):
+    from logbroker.spark import stream
+
+    fill(tmp_path, batches=2, per=10).close()  # high watermarks 20
+    r = _reader(tmp_path, subscribe="orders")
+    ahead = {"orders": {"0": 25, "1": 20}}  # as after a failover to a leader that lags
+    assert r.latestOffset(ahead, ReadAllAvailable()) == ahead  # held: no batch, no error
+    monkeypatch.setattr(stream, "BEHIND_GRACE_S", 0.0)
+    end = r.latestOffset(ahead, ReadAllAvailable())
+    assert end == {"orders": {"0": 20, "1": 20}}
+    with pytest.raises(SparkSourceError, match="went back from 25 to 20"):
+        r.partitions(ahead, end)

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 _UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
              "d": 86_400_000}
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+BEHIND_GRACE_S = 30.0  # a high watermark below the stream's position is waited out this long
 
 
 def duration_ms(raw: str, name: str) -> int:
@@ -107,6 +108,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.limits = TriggerLimits.parse(options)
         self._target: "dict | None" = None  # Trigger.AvailableNow: read no further
         self._initial: "dict | None" = None
+        self._behind: dict = {}  # (topic, p) -> since when its high watermark is below our position
         self._remote: "PlannerBase | None" = None  # bootstrap: kept open between triggers
         self._last_batch = time.monotonic()
 
@@ -177,7 +179,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         begin = lo.from_json(start, "the stream's start offsets")
         with self._planning() as planner:
             bounds = self._bounds(planner)
-        latest = {tp: b[2] for tp, b in bounds.items()}
+        latest = self._not_behind(begin, {tp: b[2] for tp, b in bounds.items()})
         if self._target is not None:
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items()
                       if tp in self._target}
@@ -198,6 +200,24 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if waiting:
             self._last_batch = time.monotonic()
         return lo.to_json(end)
+
+    def _not_behind(self, begin: dict, latest: dict) -> dict:
+        """``latest`` with a high watermark below where the stream already is
+        held at that point for up to ``BEHIND_GRACE_S`` (a new leader's lags
+        for a moment after a failover); still behind after that, it is let
+        through and ``partitions`` reports the offsets as gone backwards."""
+        now, out = time.monotonic(), dict(latest)
+        for tp, hw in latest.items():
+            at = begin.get(tp)
+            if at is None or hw >= at:
+                self._behind.pop(tp, None)
+                continue
+            since = self._behind.setdefault(tp, now)
+            if now - since < BEHIND_GRACE_S:
+                log.warning("%s-%d: high watermark %d is below the stream's position %d; "
+                            "waiting (a leader change?)", tp[0], tp[1], hw, at)
+                out[tp] = at
+        return out
 
     # -- micro-batches --------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list:
