@@ -15,7 +15,7 @@ as a string -> next offset). In Python it is ``{(topic, partition): offset}``.
 
 from __future__ import annotations
 
-from .plan import SparkSourceError
+from .options import SparkSourceError
 
 TopicPartition = tuple[str, int]
 

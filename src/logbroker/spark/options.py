@@ -9,6 +9,7 @@ task. No pyspark, no I/O beyond checking that a ``path`` is a data dir.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from ..errors import LogbrokerError
 from ..storage.metastore import FILENAME
 
+log = logging.getLogger("logbroker.spark")
 DEFAULT_SPLIT_BYTES = 128 << 20
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_MAX_BYTES = 16 << 20
@@ -23,6 +25,14 @@ DEFAULT_MAX_BYTES = 16 << 20
 
 class SparkSourceError(LogbrokerError, ValueError):
     """A wrong option, path or topic, or (failOnDataLoss) a lost range."""
+
+
+def data_loss(fail: bool, what: str) -> None:
+    """The one failOnDataLoss rule: ``what`` (offsets that cannot be read)
+    raises ``SparkSourceError`` when ``fail``, else is logged as skipped."""
+    if fail:
+        raise SparkSourceError(f"{what}; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipping them (failOnDataLoss=false)", what)
 
 
 @dataclass(frozen=True)
@@ -123,10 +133,12 @@ def _by_timestamp(opts: dict, name: str) -> "dict | None":
     return out
 
 
-def parse_options(raw: dict, streaming: bool = False) -> Options:
+def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Options:
     """Spark's options (case-insensitive keys) as ``Options``; clear errors.
     ``streaming``: for ``readStream`` — ``startingOffsets`` defaults to
-    latest (as Spark's Kafka source) and ending options are refused."""
+    latest (as Spark's Kafka source) and ending options are refused.
+    ``columns``: the names a user-given schema picked (() = all); naming
+    ``headers`` reads headers."""
     opts = {str(k).lower(): v for k, v in raw.items()}
     path, bootstrap = opts.get("path"), str(opts.get("bootstrap") or "").strip()
     if bool(path) == bool(bootstrap):
@@ -178,4 +190,6 @@ def parse_options(raw: dict, streaming: bool = False) -> Options:
     o.split_bytes = _int(opts, "splitBytes", DEFAULT_SPLIT_BYTES, minimum=1)
     o.max_rows = _int(opts, "maxRecordsPerBatch", DEFAULT_MAX_ROWS, minimum=1)
     o.max_bytes = _int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES, minimum=1)
+    if columns:
+        o.columns, o.include_headers = tuple(columns), "headers" in columns
     return o

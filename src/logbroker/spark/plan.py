@@ -12,7 +12,6 @@ where to start), so a query is repeatable while a broker appends.
 from __future__ import annotations
 
 import bisect
-import logging
 import os
 
 from ..protocol.messages import EARLIEST, LATEST
@@ -26,9 +25,7 @@ from ..storage.segment import parse_segment_name
 from ..storage.store import parse_partition_dir
 from ..storage.topics import TopicStore
 from .options import (DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_SPLIT_BYTES,  # noqa: F401
-                      Options, SparkSourceError, Split, parse_options)
-
-log = logging.getLogger(__name__)
+                      Options, SparkSourceError, Split, data_loss, parse_options)
 
 def list_partitions(data_dir: str) -> dict[str, list[int]]:
     """Topic -> sorted partitions, from the partition directories."""
@@ -121,17 +118,22 @@ class PlannerBase:
     def forget(self) -> None:
         """Drop what was cached (bounds): the next calls look again."""
 
-    def plan(self) -> list[Split]:
-        splits: list[Split] = []
+    def selected(self) -> dict:
+        """``{(topic, p): bounds}`` of the partitions the options select now."""
         tps = select(self.o, self.available())
         self.prefetch(tps)
-        for topic, partition in tps:
-            splits.extend(self.plan_partition(topic, partition))
+        return {tp: self.bounds(*tp) for tp in tps}
+
+    def plan(self) -> list[Split]:
+        splits: list[Split] = []
+        for (topic, partition), bounds in self.selected().items():
+            splits.extend(self.plan_partition(topic, partition, bounds))
         return self._min_partitions(splits)
 
-    def plan_partition(self, topic: str, partition: int) -> list[Split]:
+    def plan_partition(self, topic: str, partition: int,
+                       bounds: "tuple[int, int, int] | None" = None) -> list[Split]:
         o = self.o
-        bounds = self.bounds(topic, partition)
+        bounds = bounds or self.bounds(topic, partition)
         start = self.resolve(topic, partition, o.starting, o.starting_ts, o.starting_by_ts,
                              EARLIEST, bounds)
         end = self.resolve(topic, partition, o.ending, o.ending_ts, o.ending_by_ts, LATEST, bounds)
@@ -157,10 +159,8 @@ class PlannerBase:
         error, or (failOnDataLoss=false) a warning and the rest."""
         pid, lso, hw = bounds or self.bounds(topic, partition)
         if start < lso:
-            lost = f"{topic}-{partition} offsets [{start}, {lso}) were deleted by retention"
-            if self.o.fail_on_data_loss:
-                raise SparkSourceError(f"{lost}; set failOnDataLoss=false to skip them")
-            log.warning("%s; skipping them (failOnDataLoss=false)", lost)
+            data_loss(self.o.fail_on_data_loss,
+                      f"{topic}-{partition} offsets [{start}, {lso}) were deleted by retention")
             start = lso
         end = min(end, hw)
         if start >= end:

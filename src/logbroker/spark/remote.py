@@ -25,19 +25,21 @@ record from beyond the planned range.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Iterator
 
+from ..client.admin import Admin
+from ..client.cluster_meta import reroutes
+from ..client.routing import Router
+from ..client.settings import client_options
 from ..errors import LogbrokerError, OffsetOutOfRangeError, for_code
 from ..protocol import messages as m
 from ..records import format as fmt
 from ..records.decoder import RecordBatch, decode_batch
 from ..records.walker import scan_batches
-from .options import Options, SparkSourceError, Split
+from .options import Options, SparkSourceError, Split, data_loss
 from .plan import PlannerBase
 
-log = logging.getLogger(__name__)
 FETCH_BYTES = 8 << 20  # per Fetch; doubled (to MAX_FETCH_BYTES) for a batch bigger than that
 MAX_FETCH_BYTES = 64 << 20
 REQUEST_TIMEOUT_MS = 30_000
@@ -45,19 +47,14 @@ ATTEMPT_S = 3.0  # s for one Fetch attempt (connecting included)
 RETRY_PAUSE = 0.05  # s between attempts while a partition has no leader (doubling to 1 s)
 
 
-def _client_kwargs() -> dict:
-    return {"client_id": "logbroker-spark", "request_timeout_ms": REQUEST_TIMEOUT_MS}
-
-
 class RemotePlanner(PlannerBase):
     """Plans over running brokers through the sync ``Admin`` client."""
 
     def __init__(self, o: Options) -> None:
-        from ..client.admin import Admin
-
         super().__init__(o)
         try:
-            self.admin = Admin(o.bootstrap, **_client_kwargs())
+            self.admin = Admin(o.bootstrap, client_id="logbroker-spark",
+                               request_timeout_ms=REQUEST_TIMEOUT_MS)
         except (LogbrokerError, ValueError) as exc:
             raise SparkSourceError(f"option bootstrap {o.bootstrap!r}: {exc}") from None
         self._bounds: dict[tuple[str, int], tuple[int, int, int]] = {}
@@ -116,16 +113,13 @@ class _SplitFetcher:
     """Fetches of one split from its partition's leader, on a private loop."""
 
     def __init__(self, split: Split) -> None:
-        from ..client.routing import Router
-        from ..client.settings import client_options
-
         self.split, self.tp = split, (split.topic, split.partition)
         self.loop = asyncio.new_event_loop()
         opts = client_options(split.bootstrap, "logbroker-spark", REQUEST_TIMEOUT_MS, 5_000)
-        self.router = self.loop.run_until_complete(self._router(Router, opts))
+        self.router = self.loop.run_until_complete(self._router(opts))
 
-    async def _router(self, cls, opts):
-        router = cls(opts)
+    async def _router(self, opts) -> Router:
+        router = Router(opts)
         router.track([self.split.topic])
         return router
 
@@ -140,8 +134,6 @@ class _SplitFetcher:
         return self.loop.run_until_complete(self._fetch(offset, max_bytes))
 
     async def _fetch(self, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
-        from ..client.cluster_meta import reroutes
-
         topic, partition = self.tp
         deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
         pause, last, stale = RETRY_PAUSE, None, False
@@ -185,17 +177,17 @@ def fetch_batches(split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]
 
 
 def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]:
-    name = f"{split.topic}-{split.partition}"
+    name, fail = f"{split.topic}-{split.partition}", split.fail_on_data_loss
     expect, max_bytes = split.start, FETCH_BYTES
     stalled_since = None
     while expect < split.end:
         try:
             data, hw, lso = fetcher.fetch(expect, max_bytes)
         except OffsetOutOfRangeError as exc:
-            _lost(split, f"{name} offsets from {expect} are gone ({exc.message})")
+            data_loss(fail, f"{name} offsets from {expect} are gone ({exc.message})")
             return
         if expect < lso:
-            _lost(split, f"{name} offsets [{expect}, {lso}) were deleted by retention")
+            data_loss(fail, f"{name} offsets [{expect}, {lso}) were deleted by retention")
             expect = lso
             continue
         moved = False
@@ -206,7 +198,7 @@ def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeade
             if header.base_offset >= split.end:
                 return
             if header.base_offset > expect and not split.compacted:
-                _lost(split, f"{name} offsets [{expect}, {header.base_offset}) are missing")
+                data_loss(fail, f"{name} offsets [{expect}, {header.base_offset}) are missing")
             batch = decode_batch(view[pos:pos + header.size], verify=True)
             yield header, batch
             expect, moved = header.next_offset, True
@@ -226,9 +218,3 @@ def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeade
                                    f"{REQUEST_TIMEOUT_MS / 1000:.0f} s (its high watermark: {hw}, "
                                    f"planned end {split.end})")
         time.sleep(RETRY_PAUSE)
-
-
-def _lost(split: Split, what: str) -> None:
-    if split.fail_on_data_loss:
-        raise SparkSourceError(f"{what}; set failOnDataLoss=false to skip them")
-    log.warning("%s; skipping them (failOnDataLoss=false)", what)

@@ -8,7 +8,6 @@ fixed at planning time, so torn or uncommitted tail bytes are never reached.
 
 from __future__ import annotations
 
-import logging
 import os
 from operator import attrgetter
 from typing import Callable, Iterator, Sequence
@@ -21,9 +20,9 @@ from ..records.arrow import (HEADERS_TYPE, Piece, pieces_binary, pieces_headers,
                              pieces_timestamp_types, pieces_timestamps, repeated)
 from ..records.decoder import RecordBatch, decode_batch
 from ..records.walker import scan_file
-from .plan import SparkSourceError, Split, list_segments
+from .options import data_loss
+from .plan import Split, list_segments
 
-log = logging.getLogger(__name__)
 WINDOW = 2 << 20  # preads of 2 MiB: faster than 8 MiB here (the CRC reads it while cached)
 
 SCHEMA = pa.schema([
@@ -67,10 +66,8 @@ def split_schema(split: Split) -> pa.Schema:
 
 
 def _lost(split: Split, lo: int, hi: int, why: str) -> None:
-    msg = f"{split.topic}-{split.partition} offsets [{lo}, {hi}) {why}"
-    if split.fail_on_data_loss:
-        raise SparkSourceError(f"{msg}; set failOnDataLoss=false to skip them")
-    log.warning("%s; skipping them (failOnDataLoss=false)", msg)
+    data_loss(split.fail_on_data_loss,
+              f"{split.topic}-{split.partition} offsets [{lo}, {hi}) {why}")
 
 
 def _batches_in(fd: int, size: int, pos: int,

@@ -67,11 +67,7 @@ def pick_columns(schema: "StructType | None") -> tuple:
 
 class LogbrokerReader(DataSourceReader):
     def __init__(self, options: dict, schema: "StructType | None" = None) -> None:
-        self.options = parse_options(options)
-        columns = pick_columns(schema)
-        if columns:
-            self.options.columns = columns
-            self.options.include_headers = "headers" in columns
+        self.options = parse_options(options, columns=pick_columns(schema))
 
     def partitions(self) -> list[LogbrokerPartition]:
         planner = make_planner(self.options)

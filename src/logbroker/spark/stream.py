@@ -43,7 +43,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from . import offsets as lo
 from ..protocol.messages import EARLIEST
-from .plan import Options, PlannerBase, SparkSourceError, make_planner, parse_options, select
+from .options import Options, SparkSourceError, data_loss, parse_options
+from .plan import PlannerBase, make_planner
 from .scan import read_split
 
 log = logging.getLogger(__name__)
@@ -101,10 +102,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     handle between calls (it is pickled into the tasks)."""
 
     def __init__(self, options: dict, columns: tuple = ()) -> None:
-        self.options: Options = parse_options(options, streaming=True)
-        if columns:
-            self.options.columns = columns
-            self.options.include_headers = "headers" in columns
+        self.options: Options = parse_options(options, streaming=True, columns=columns)
         self.limits = TriggerLimits.parse(options)
         self._target: "dict | None" = None  # Trigger.AvailableNow: read no further
         self._initial: "dict | None" = None
@@ -138,12 +136,6 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._remote.close()
             self._remote = None
 
-    def _bounds(self, planner: PlannerBase) -> dict:
-        """``{(topic, p): (pid, log start, high watermark)}`` of what the options select now."""
-        tps = select(self.options, planner.available())
-        planner.prefetch(tps)
-        return {tp: planner.bounds(*tp) for tp in tps}
-
     def initialOffset(self) -> dict:
         """Where a new query starts: ``startingOffsets`` (default latest),
         ``startingTimestamp`` or ``startingOffsetsByTimestamp``; resolved at
@@ -158,12 +150,12 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         with self._planning() as planner:
             start = {tp: planner.resolve(*tp, o.starting, o.starting_ts, o.starting_by_ts,
                                          EARLIEST, b)
-                     for tp, b in self._bounds(planner).items()}
+                     for tp, b in planner.selected().items()}
         return lo.to_json(start)
 
     def prepareForTriggerAvailableNow(self) -> None:
         with self._planning() as planner:
-            self._target = {tp: b[2] for tp, b in self._bounds(planner).items()}
+            self._target = {tp: b[2] for tp, b in planner.selected().items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.limits.max_offsets is not None:
@@ -178,7 +170,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ``minOffsetsPerTrigger`` holds the batch back."""
         begin = lo.from_json(start, "the stream's start offsets")
         with self._planning() as planner:
-            bounds = self._bounds(planner)
+            bounds = planner.selected()
         latest = self._not_behind(begin, {tp: b[2] for tp, b in bounds.items()})
         if self._target is not None:
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items()
@@ -236,17 +228,13 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 bounds = (pid, lso, max(hw, last))
                 first = begin.get(tp, lso)
                 if last < first:
-                    self._lost(f"{tp[0]}-{tp[1]}: offsets went back from {first} to {last} "
-                               "(was the topic deleted and created again?)")
+                    data_loss(self.options.fail_on_data_loss,
+                              f"{tp[0]}-{tp[1]}: offsets went back from {first} to {last} "
+                              "(was the topic deleted and created again?)")
                     continue
                 if first < last:
                     splits.extend(planner.plan_range(*tp, first, last, bounds))
         return [LogbrokerPartition(s) for s in splits]
-
-    def _lost(self, what: str) -> None:
-        if self.options.fail_on_data_loss:
-            raise SparkSourceError(f"{what}; set failOnDataLoss=false to go on")
-        log.warning("%s; going on (failOnDataLoss=false)", what)
 
     def read(self, partition) -> Iterator[pa.RecordBatch]:
         yield from read_split(partition.split)
