@@ -15,7 +15,7 @@ from fixtures import RECORDS, T0
 from logbroker.errors import CorruptRecordError  # noqa: E402
 from logbroker.records import HEADER_SIZE, build_batch, decode_batch, stamp  # noqa: E402
 from logbroker.records import format as fmt  # noqa: E402
-from logbroker.records.arrow import HEADERS_TYPE, to_arrow  # noqa: E402
+from logbroker.records.arrow import HEADERS_TYPE, Piece, pieces_timestamps, to_arrow  # noqa: E402
 
 SCHEMA = [
     ("key", pa.binary()),
@@ -132,6 +132,26 @@ def test_timestamp_not_representable_in_microseconds():
     assert batch.records()[0].timestamp == 1 << 62
     with pytest.raises(CorruptRecordError, match="timestamp"):
         to_arrow(batch)
+
+
+def test_timestamps_of_several_pieces_are_each_batchs_own():
+    """Several batches' ranges in one column: each record keeps its own
+    batch's first timestamp plus its delta (run-end spread, not the first
+    batch's base for all)."""
+    a = decode_batch(build_batch([(b"v", None, (), 1_000 + i) for i in range(5)]))
+    b = decode_batch(build_batch([(b"v", None, (), 9_000_000 - i) for i in range(4)]))
+    c = decode_batch(build_batch([(b"v", None, (), 42)]))
+    pieces = [Piece(a, 1, 4), Piece(b, 0, 4), Piece(c, 0, 1), Piece(a, 4, 5)]
+    want = [1_001, 1_002, 1_003, 9_000_000, 8_999_999, 8_999_998, 8_999_997, 42, 1_004]
+    assert [ms(t) for t in pieces_timestamps(pieces).to_pylist()] == want
+    assert [ms(t) for t in pieces_timestamps([Piece(b, 2, 4)]).to_pylist()] == want[5:7]
+
+
+def test_timestamp_overflow_in_a_later_piece_is_corrupt():
+    ok = decode_batch(build_batch([(b"v", None, (), 5)]))
+    big = decode_batch(build_batch([(b"v", None, (), 1 << 62)]))
+    with pytest.raises(CorruptRecordError, match="timestamp"):
+        pieces_timestamps([Piece(ok, 0, 1), Piece(big, 0, 1)])
 
 
 def test_corrupt_offsets_raise_corrupt_record_error():

@@ -160,15 +160,18 @@ class _Cursor:
         return Column(n, validity, offsets, self.take(last, what))
 
 
-def decode_batch(buf, pos: int = 0, *, verify: bool = True) -> RecordBatch:
+def decode_batch(buf, pos: int = 0, *, verify: bool = True,
+                 header: "fmt.BatchHeader | None" = None) -> RecordBatch:
     """Decode the batch at ``buf[pos:]``, which must hold exactly one batch.
 
     Checks header, CRC (``verify=True``) and the section layout; raises
     ``CorruptRecordError`` and nothing else on any malformed input, including
-    trailing bytes after the batch.
+    trailing bytes after the batch. ``header``, when given, must be what
+    ``fmt.read_header(buf, pos)`` returned (a walker's): it is not read again.
     """
     mv = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf.cast("B")
-    header = fmt.read_header(mv, pos)
+    if header is None:
+        header = fmt.read_header(mv, pos)
     end = pos + header.size
     if end != len(mv):
         raise CorruptRecordError(f"batch announces {header.size} bytes, buffer holds {len(mv) - pos}")

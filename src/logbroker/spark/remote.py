@@ -199,7 +199,7 @@ def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeade
                 return
             if header.base_offset > expect and not split.compacted:
                 data_loss(fail, f"{name} offsets [{expect}, {header.base_offset}) are missing")
-            batch = decode_batch(view[pos:pos + header.size], verify=True)
+            batch = decode_batch(view[pos:pos + header.size], verify=True, header=header)
             yield header, batch
             expect, moved = header.next_offset, True
             if expect >= split.end:

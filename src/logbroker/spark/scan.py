@@ -138,7 +138,7 @@ def iter_batches(split: Split, directory: "str | None" = None,
                     expect = header.next_offset
                     continue
                 try:
-                    batch = decode_batch(data, verify=True)
+                    batch = decode_batch(data, verify=True, header=header)
                 except CorruptRecordError as exc:
                     raise CorruptRecordError(f"{path} byte {bpos} (offset {header.base_offset}): "
                                              f"{exc.message}") from None
