@@ -113,11 +113,12 @@ def test_reader_byte_by_byte():
     assert [bytes(f) for f in frames] == FRAMES
 
 
+@pytest.mark.parametrize("trusted", [False, True])
 @pytest.mark.parametrize("scratch", [8, 13, 64, 256, 1 << 18])
-def test_reader_random_splits(scratch):
+def test_reader_random_splits(scratch, trusted):
     rng = random.Random(scratch)
     for _ in range(20):
-        r, frames, pos = FrameReader(scratch_bytes=scratch), [], 0
+        r, frames, pos = FrameReader(scratch_bytes=scratch, trusted=trusted), [], 0
         while pos < len(WIRE):
             n = rng.randint(1, 300)
             r.receive_data(memoryview(WIRE)[pos:pos + n])
@@ -127,9 +128,10 @@ def test_reader_random_splits(scratch):
         assert r.buffered_bytes == 0
 
 
-def test_reader_through_get_buffer_with_short_writes():
+@pytest.mark.parametrize("trusted", [False, True])
+def test_reader_through_get_buffer_with_short_writes(trusted):
     rng = random.Random(1)
-    r, frames, pos = FrameReader(scratch_bytes=100), [], 0
+    r, frames, pos = FrameReader(scratch_bytes=100, trusted=trusted), [], 0
     while pos < len(WIRE):
         buf = r.get_buffer(-1)
         assert len(buf) > 0
@@ -171,6 +173,51 @@ def test_a_long_frame_gets_its_own_buffer_once_a_quarter_of_it_came():
     assert bytes(decode(frame).message.payload[0]) == big
     r.receive_data(small)  # the scratch buffer is used again afterwards
     assert bytes(r.next_frame()) == small[4:]
+
+
+def _long_frame(cid: int, fill: bytes, size: int) -> bytes:
+    return encode_bytes(m.Produce(parts=(("t", 0, size),), payload=(fill * size,)), cid)
+
+
+def _receive(r: FrameReader, data: bytes, step: int) -> list:
+    pos = 0
+    while pos < len(data):
+        buf = r.get_buffer()
+        n = min(len(buf), step, len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        r.buffer_updated(n)
+        pos += n
+    return drain(r)
+
+
+def test_a_trusted_reader_receives_a_long_frame_in_place_from_its_prefix():
+    a = _long_frame(1, b"a", 300 << 10)
+    r = FrameReader(trusted=True)
+    r.receive_data(a[:4])
+    buf = r.get_buffer()
+    assert len(buf) == len(a) - 4  # the whole frame's room at once, no chunks
+    (frame,) = _receive(r, a[4:], 64 << 10)
+    assert frame == a[4:] and len(frame) == len(a) - 4 and not r.in_frame
+
+
+def test_a_trusted_reader_reuses_a_buffer_only_when_no_frame_holds_it():
+    """A later frame is written into the last one's buffer only once that
+    frame, and every view of it, is gone: what a caller still holds never
+    changes under it."""
+    a, b, c = (_long_frame(i, fill, (300 - 10 * i) << 10) for i, fill in enumerate((b"a", b"b", b"c")))
+    r = FrameReader(trusted=True)
+    (fa,) = _receive(r, a, 40_000)
+    payload = decode(fa).message.payload[0]
+    id_a = id(fa.obj)  # ids, not references: holding a buffer would keep it from reuse
+    del fa
+    (fb,) = _receive(r, b, 40_000)  # the payload view still holds a's buffer
+    assert id(fb.obj) != id_a and payload.tobytes() == b"a" * (300 << 10)
+    assert fb == b[4:]
+    id_b = id(fb.obj)
+    del fb
+    (fc,) = _receive(r, c, 40_000)  # nothing holds b's buffer: reused, shorter view
+    assert id(fc.obj) == id_b and fc == c[4:] and len(fc) == len(c) - 4
+    assert bytes(decode(fc).message.payload[0]) == b"c" * (280 << 10)
 
 
 def traced(work) -> int:

@@ -49,7 +49,7 @@ class BrokerConnection:
                  max_frame_bytes: int) -> None:
         self.loop, self.address, self._sock = loop, address, sock
         self._fd = sock.fileno()
-        self._reader = FrameReader(max_frame_bytes=max_frame_bytes)
+        self._reader = FrameReader(max_frame_bytes=max_frame_bytes, trusted=True)  # answers we asked for
         self._pending: dict[int, tuple] = {}  # cid -> (callback, deadline), in send order
         self._next_cid = 1
         self._wlock = threading.Lock()

@@ -21,6 +21,7 @@ Every malformed input raises a ``LogbrokerError``; nothing else escapes.
 from __future__ import annotations
 
 import struct
+import sys
 from collections import deque
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ _U32 = struct.Struct(">I")
 _PREFIX = struct.Struct(">II")
 NEED_DATA = None  # next_frame() result when no whole frame is buffered
 MAX_HEADER = 16 << 20
+SPARES = 2  # a trusted reader's long-frame buffers kept for reuse ...
+SPARE_MAX_BYTES = 16 << 20  # ... each at most this long (a Consumer's default fetch_max_bytes)
 SCRATCH_BYTES = 256 << 10  # receive buffer; longer frames are mostly received in place
 
 
@@ -62,11 +65,21 @@ class FrameReader:
     of it is there; then it gets a buffer of its full length and the rest is
     written in place. Memory held is at most four times the bytes received
     (nothing for a length prefix alone).
+
+    ``trusted=True`` (a client reading its broker's answers, whose sizes its
+    own requests bound, and ``max_frame_bytes`` still caps): a long frame is
+    received in place from its first byte, into the buffer of the last long
+    frame (or the one before) when nothing else holds it any more (then a
+    frame is a ``memoryview``; at most ``SPARES`` buffers of up to
+    ``SPARE_MAX_BYTES`` are kept), so a stream of big answers is neither copied nor
+    zero-filled again. A frame is returned only once all of it has arrived.
     """
 
     def __init__(self, max_frame_bytes: int = 64 << 20, scratch_bytes: int = SCRATCH_BYTES,
-                 scratch: "bytearray | None" = None) -> None:
+                 scratch: "bytearray | None" = None, trusted: bool = False) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self._trusted = trusted
+        self._spares: list = []  # trusted: buffers of past long frames, to reuse
         self._scratch = scratch
         self._scratch_bytes = len(scratch) if scratch is not None else max(scratch_bytes, 64)
         self._pending = bytearray()  # the start (prefix included) of an incomplete short frame
@@ -74,7 +87,7 @@ class FrameReader:
         self._chunks: list = []
         self._chunked = 0  # bytes in _chunks
         self._chunk: "bytearray | None" = None  # handed out by get_buffer() for the next chunk
-        self._big: "bytearray | None" = None  # a long frame's buffer, without its prefix
+        self._big: "bytearray | memoryview | None" = None  # a long frame's buffer, without its prefix
         self._big_filled = 0
         self._frames: deque = deque()
         self.frames_read = 0  # frames completed so far
@@ -150,6 +163,8 @@ class FrameReader:
             else:  # the start of a frame: its prefix first, then _fill_pending decides
                 self._pending += view[pos:min(end, pos + 4)]
                 pos = min(end, pos + 4)
+                if len(self._pending) == 4:  # decide now: the next read may go in place
+                    pos = self._fill_pending(view, pos)
 
     def _fill_pending(self, view: memoryview, pos: int) -> int:
         """Move bytes of ``view`` into the incomplete frame; returns the new position."""
@@ -162,7 +177,11 @@ class FrameReader:
                 return pos
         length = self._length_at(pending, 0)
         if 4 + length > self._scratch_bytes:  # decided as soon as the prefix is whole
-            self._length, self._pending = length, bytearray()
+            self._pending = bytearray()
+            if self._trusted:
+                self._big = self._buffer_for(length)
+            else:
+                self._length = length
             return pos
         take = min(4 + length - len(pending), len(view) - pos)
         pending += view[pos:pos + take]
@@ -186,6 +205,24 @@ class FrameReader:
         self._length, self._chunks, self._chunked = 0, [], 0
         self._big = big
         self._big_written(filled)
+
+    def _buffer_for(self, length: int) -> memoryview:
+        """``length`` writable bytes: a spare buffer big enough that only this
+        reader refers to (no frame or view of one is alive: CPython's count is
+        then the list's and the call's), else a new one, kept as a spare in
+        place of a busy or smaller one (two at most: a caller may still hold
+        the last frame while the next arrives)."""
+        spares = self._spares
+        for i in range(len(spares)):
+            if len(spares[i]) >= length and sys.getrefcount(spares[i]) == 2:
+                return memoryview(spares[i])[:length]
+        buf = bytearray(length)
+        if length > SPARE_MAX_BYTES:
+            return memoryview(buf)
+        if len(spares) >= SPARES:
+            spares.pop(min(range(len(spares)), key=lambda i: (sys.getrefcount(spares[i]) == 2, len(spares[i]))))
+        spares.append(buf)
+        return memoryview(buf)[:length]
 
     def _big_written(self, nbytes: int) -> None:
         self._big_filled += nbytes
