@@ -44,6 +44,10 @@ def test_rate_limit_shares_by_backlog_as_kafka_does():
     tiny = lo.rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 10_000, ("t", 1): 1}, 10)
     assert tiny == {("t", 0): 9, ("t", 1): 1}
     assert lo.rate_limit(start, latest, 10_000) == latest
+    # a partition behind its start (offsets gone back) is not hidden by the cap:
+    # partitions() must see it as without a limit, to report it
+    behind = lo.rate_limit({("t", 0): 0, ("t", 1): 500}, {("t", 0): 1_000, ("t", 1): 40}, 10)
+    assert behind == {("t", 0): 10, ("t", 1): 40}
 
 
 def test_durations_and_trigger_limits():

@@ -62,7 +62,9 @@ def rate_limit(start: dict[TopicPartition, int], latest: dict[TopicPartition, in
     """``latest`` capped so that about ``max_offsets`` offsets are read in all
     (Kafka's ``maxOffsetsPerTrigger``): each partition gets the share of the
     limit its waiting offsets are of the total; a partition with anything
-    waiting advances by at least one. Partitions not in ``start`` begin at 0."""
+    waiting advances by at least one; one with nothing waiting keeps
+    ``latest``, even below its start (offsets gone back are reported by the
+    micro-batch as without a limit). Partitions not in ``start`` begin at 0."""
     total = pending(start, latest)
     if total <= max_offsets:
         return dict(latest)
@@ -72,5 +74,5 @@ def rate_limit(start: dict[TopicPartition, int], latest: dict[TopicPartition, in
         size = max(0, end - begin)
         share = max_offsets * size / total
         step = -int(-share // 1) if share < 1 else int(share)  # ceil below 1, floor above
-        out[tp] = min(end, begin + step) if size else max(begin, end)
+        out[tp] = min(end, begin + step) if size else end  # behind: as without a limit
     return out
