@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import glob
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,11 +16,15 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from fixtures import fill  # noqa: E402
+from fixtures import T0, fill, open_store  # noqa: E402
+from logbroker.records import build_batch  # noqa: E402
+from logbroker.spark.charts import to_num  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
 SPARK_SUBMIT = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+needs_java = pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
+                                reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
 
 
 def run(args, timeout=180) -> subprocess.CompletedProcess:
@@ -41,20 +48,100 @@ def test_jobs_fail_clearly_on_a_wrong_path_or_topic(job, data, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
-                    reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
+@needs_java
 def test_top_keys_via_spark_submit(data, tmp_path):
     out = str(tmp_path / "out")
     r = run([SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
              os.path.join(TOOLS, "top_keys.py"), "--data-dir", data, "-n", "2", "--out", out])
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "orders  k0" in r.stdout  # the printed table
+    assert "orders  k0" in r.stdout and "33.5%" in r.stdout  # the printed table
     (path,) = glob.glob(os.path.join(out, "top_keys_csv", "part-*.csv"))
     with open(path) as fh:
         rows = list(csv.DictReader(fh))
     # 800 records, key k<i%3> per partition of 400: k0 134, k1 133, k2 133 each
     assert [(r["key"], int(r["records"]), int(r["rank"])) for r in rows] == [("k0", 268, 1),
                                                                             ("k1", 266, 2)]
+    assert [r["share"][:5] for r in rows] == ["0.335", "0.332"]
+    assert os.path.getsize(os.path.join(out, "top_keys.png")) > 0
+
+
+def tool(name: str):
+    """tools/<name>.py as a module (spark-submit runs it as a script)."""
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", os.path.join(TOOLS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def produce(path, topics: dict[str, int], span_ms: int) -> None:
+    """``n`` records per topic (one partition), keys k0-k3 in turn, the
+    producer's timestamps spread evenly from T0 to T0 + ``span_ms``."""
+    s = open_store(path)
+    for topic, n in topics.items():
+        s.create_topic(topic, 1)
+        recs = [(b"v" * 10, b"k%d" % (i % 4), (), T0 + span_ms * i // (n - 1)) for i in range(n)]
+        log = s.get_log(topic, 0)
+        for i in range(0, n, 2000):
+            log.append([build_batch(recs[i:i + 2000])])
+        log.set_high_watermark(log.log_end_offset)
+    s.close()
+
+
+def assert_charts(figures: dict, topics: dict[str, int], span_ms: int, unit: str) -> None:
+    """A panel per topic, x over the data's span (to within a bucket each
+    side), bars a bucket wide from y = 0, the unit in the y label, the
+    topic's records (or bytes: 12 a record) in its bars."""
+    first, last = T0 / 1000, (T0 + span_ms) / 1000
+    width = {"second": 1, "5 seconds": 5, "15 minutes": 900}[unit] / 86400
+    assert sorted(figures) == ["bytes_per_bucket.png", "records_per_bucket.png"]
+    for name, fig in figures.items():
+        assert [ax.get_title(loc="left").split(":")[0] for ax in fig.axes] == sorted(topics)
+        for ax, topic in zip(fig.axes, sorted(topics)):
+            left, right = ax.get_xlim()
+            assert left <= to_num(first) and to_num(last) <= right
+            assert right - left <= (last - first) / 86400 + 2 * width
+            (bars,) = ax.containers
+            assert all(b.get_width() == pytest.approx(width) for b in bars)
+            label, per = ax.get_ylabel().split(" ", 1)
+            assert ax.get_ylim()[0] == 0 and per == f"per {unit}"
+            total = sum(b.get_height() for b in bars)
+            if name == "records_per_bucket.png":
+                assert label == "records" and total == topics[topic]
+            else:
+                assert total * {"bytes": 1, "kB": 1000}[label] == pytest.approx(topics[topic] * 12)
+
+
+@pytest.mark.spark
+@needs_java
+def test_topic_stats_charts_each_topic_over_the_data_span(spark, tmp_path, capsys):
+    """The issue's case (two topics of 20,000 records within a second) through
+    the whole job, then 10 minutes and 3 days through its table and charts:
+    the charts alone tell which topic had how many records when. (top_keys'
+    chart: test_top_keys_via_spark_submit and tests/test_charts.py.)"""
+    pytest.importorskip("matplotlib")
+    stats = tool("topic_stats")
+    cases = [(950, "second", "0.95 s", {"clicks": 20_000, "orders": 20_000}),
+             (600_000, "5 seconds", "10 min", {"clicks": 1_000, "orders": 3_000}),
+             (3 * 86_400_000, "15 minutes", "3 d", {"clicks": 1_000, "orders": 3_000})]
+    for span_ms, unit, span, topics in cases:
+        data, out = str(tmp_path / f"data{span_ms}"), str(tmp_path / f"out{span_ms}")
+        produce(data, topics, span_ms)
+        args = argparse.Namespace(data_dir=data, out=out, topic=None, master=None)
+        if span_ms < 1000:  # the whole job once: table, files, charts
+            rows, figures = stats.run(spark, args, list(topics))
+            assert sorted(os.listdir(out)) == sorted([*figures, "topic_stats.parquet", "topic_stats_csv"])
+            assert re.search(r"^clicks +1 +20000 +240000 .* 0\.95 s +21,052\.63 *$",
+                             capsys.readouterr().out, re.M)
+        else:
+            df = stats.load(spark, args, list(topics))
+            rows = stats.collect(stats.stats(df))
+            figures = stats.charts(df, rows)
+        assert_charts(figures, topics, span_ms, unit)
+        summary = {r["topic"]: r for r in stats.per_topic(rows)}
+        for topic, n in topics.items():
+            rate = n / (span_ms / 1000)
+            assert (summary[topic]["records"], summary[topic]["span"], summary[topic]["records/s"]) == \
+                (n, span, f"{rate:,.2f}" if rate >= 1 else f"{rate:.3g}")
 
 
 @pytest.mark.spark

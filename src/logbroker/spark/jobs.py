@@ -67,6 +67,25 @@ def session(args, app: str):
     return spark
 
 
+def run_job(args, app: str, body) -> int:
+    """Check ``args`` (exits on a wrong path or topic), start a session named
+    ``app``, call ``body(spark, args, topics)`` and stop the session; 0."""
+    topics = check(args)
+    spark = session(args, app)
+    try:
+        body(spark, args, topics)
+    finally:
+        spark.stop()
+    return 0
+
+
+def record_bytes():
+    """A record's size as the jobs count it: key + value bytes, a null one 0."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+
+
 def load(spark, args, topics: list[str], **options):
     from . import register
 
