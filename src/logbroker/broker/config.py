@@ -11,6 +11,8 @@ TOML layout (every key optional)::
     idle_timeout_ms = 600000
     auto_create_topics = true
     default_partitions = 1
+    metrics_port = 9556        # Prometheus /metrics (off unless set)
+    tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
 
     [log]            # LogConfig defaults for every topic (topics may override)
     segment_bytes = 1073741824
@@ -79,6 +81,12 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 1_000
     group_initial_rebalance_delay_ms: int = 1_000
+    # -- security and observability (docs/security.md, docs/metrics.md) -----------------
+    metrics_port: "int | None" = None  # Prometheus /metrics on host:metrics_port; off when None
+    tls_cert: "str | None" = None  # PEM certificate chain: TLS on the listener when set
+    tls_key: "str | None" = None  # its PEM private key
+    tls_ca: "str | None" = None  # CA bundle: verifies client certs and, in a cluster, other brokers
+    tls_client_auth: bool = False  # mutual TLS: clients must present a cert signed by tls_ca
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -115,6 +123,13 @@ class BrokerConfig:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigError("group_min_session_timeout_ms exceeds "
                                      "group_max_session_timeout_ms")
+        if self.metrics_port is not None and (type(self.metrics_port) is not int
+                                              or not 0 <= self.metrics_port <= 65535):
+            raise InvalidConfigError(f"metrics_port must be 0..65535, got {self.metrics_port!r}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise InvalidConfigError("tls_cert and tls_key go together")
+        if self.tls_client_auth and (self.tls_cert is None or self.tls_ca is None):
+            raise InvalidConfigError("tls_client_auth needs tls_cert, tls_key and tls_ca")
         if self.offsets_topic_num_partitions > 1000:
             raise InvalidConfigError("offsets_topic_num_partitions must be 1..1000")
 

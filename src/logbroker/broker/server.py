@@ -83,6 +83,12 @@ class Broker:
         self.handlers = Handlers(self.store, self.config, self.commit, self.notifier, port=self.port,
                                  cluster=cluster, groups=groups)
         self.coordinator.start()
+        self.metrics = None
+        if self.config.metrics_port is not None:  # docs/metrics.md
+            from .metrics import BrokerMetrics
+
+            self.metrics = BrokerMetrics(self)
+            self.metrics.start()
         await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
@@ -154,6 +160,8 @@ class Broker:
             await self.node.close()
         self.executor.shutdown(wait=True)
         self.fsync_pool.shutdown(wait=True)
+        if self.metrics is not None:
+            self.metrics.close()
         self.store.close()
         log.info("stopped cleanly")
 

@@ -31,13 +31,25 @@ from ..broker.fdlimit import raise_open_file_limit
 @click.option("--advertised-address", default=None, metavar="HOST:PORT",
               help="Where clients and other brokers reach this broker [default: host:port].")
 @click.option("--cluster-name", default=None, help="The cluster's key prefix in etcd [default: logbroker].")
+@click.option("--metrics-port", default=None, type=click.IntRange(0, 65535),
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics [default: off].")
+@click.option("--tls-cert", default=None, type=click.Path(dir_okay=False),
+              help="PEM certificate chain: the listener speaks TLS (needs --tls-key).")
+@click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
+@click.option("--tls-ca", default=None, type=click.Path(dir_okay=False),
+              help="PEM CA bundle to verify client certificates and other brokers.")
+@click.option("--tls-client-auth", is_flag=True, default=None,
+              help="Mutual TLS: require a client certificate signed by --tls-ca.")
 def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
-          advertised_address, cluster_name) -> None:
+          advertised_address, cluster_name, metrics_port, tls_cert, tls_key, tls_ca,
+          tls_client_auth) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
     raise_open_file_limit()  # before the config sizes the segment descriptor cache from it
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
                                log_level=log_level, broker_id=broker_id, etcd=etcd,
-                               advertised_address=advertised_address, cluster_name=cluster_name)
+                               advertised_address=advertised_address, cluster_name=cluster_name,
+                               metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key,
+                               tls_ca=tls_ca, tls_client_auth=tls_client_auth)
     if flush is not None:
         from dataclasses import replace
 
