@@ -83,6 +83,7 @@ class GroupCommit:
         self._wake_pending = False  # a call_soon_threadsafe for them is under way
         self.fsyncs = 0
         self.fsync_seconds = 0.0  # moving average
+        self.stats = None  # CommitStats when metrics are on (metrics.py): fsync times, batch sizes
 
     def request(self, lg: Log, end: int) -> "asyncio.Future | None":
         """Start (or join) an fsync covering offsets < ``end``; a future that
@@ -186,7 +187,10 @@ class GroupCommit:
             lg.flush()
         finally:
             # moving average of fsync time; slow disks move work off the loop
-            self.fsync_seconds = 0.8 * self.fsync_seconds + 0.2 * (time.perf_counter() - start)
+            took = time.perf_counter() - start
+            self.fsync_seconds = 0.8 * self.fsync_seconds + 0.2 * took
+            if self.stats is not None:
+                self.stats.fsync.observe(took)
 
     def _done(self, lg: Log, pending: _Pending, exc: "BaseException | None") -> None:
         pending.running = False
@@ -205,6 +209,8 @@ class GroupCommit:
                 waiter.set_exception(exc)
             else:
                 waiter.set_result(None)
+        if self.stats is not None:  # the group commit's batch: waiters this fsync released
+            self.stats.batch.observe(len(pending.waiters) - len(left))
         pending.waiters = left
         if self._on_durable is not None:
             self._on_durable(lg)

@@ -26,6 +26,7 @@ from ..storage.store import Store
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
 from .edge import check_partition_key, check_request, listed
+from .metrics_stats import RequestStats, TrafficStats
 from .produce import ProduceAnswer, produce
 from .topics_view import create_topics, delete_topics, describe_topics
 
@@ -43,6 +44,9 @@ class Handlers:
         self.cluster = cluster
         self.replicas = cluster.node.replicas if cluster is not None else None
         self._next_producer_id = int(time.time() * 1000) << 8
+        # metrics (metrics.py sets them when metrics are on): None costs one check per request
+        self.requests: "RequestStats | None" = None
+        self.traffic: "TrafficStats | None" = None
         self.table: dict[type, Callable] = {
             m.Handshake: self.handshake, m.Metadata: self.metadata,
             m.CreateTopics: lambda r: create_topics(self.store, r),
@@ -66,6 +70,24 @@ class Handlers:
         the coroutine ``dispatch(msg)`` to run as a task. Never raises."""
         if msg.__class__ is not m.Produce:
             return self.dispatch(msg)
+        if self.requests is not None:
+            return self._produce_timed(msg, self.requests)
+        return self._produce_now(msg)
+
+    def _produce_timed(self, msg: m.Produce, stats: "RequestStats"):
+        """``_produce_now`` counted in the request metrics (its latency runs
+        until the answer is complete: a waiting produce's fsync included)."""
+        start = time.perf_counter()
+        out = self._produce_now(msg)
+        if isinstance(out, ProduceAnswer):
+            out.add_done_callback(lambda _a: stats.observe(m.Produce, time.perf_counter() - start))
+            return out
+        stats.observe(m.Produce, time.perf_counter() - start)
+        if out.__class__ is m.ProduceResponse and out.error:
+            stats.error(m.Produce)
+        return out
+
+    def _produce_now(self, msg: m.Produce):
         try:
             check_request(msg)
             return produce(self, msg)
@@ -78,25 +100,38 @@ class Handlers:
 
     async def dispatch(self, msg: m.Message) -> "m.Message | None":
         """The response to request ``msg`` (None for an acks=0 produce); never
-        raises: a refused request gets its error code, a bug UNKNOWN."""
+        raises: a refused request gets its error code, a bug UNKNOWN. With
+        metrics on, each call is counted with its latency (a long-poll fetch's
+        wait included) and a top-level error."""
+        stats = self.requests
+        start = time.perf_counter() if stats is not None else 0.0
         try:
             check_request(msg)
             if isinstance(msg, m.Produce):
-                return await self.produce(msg)
-            if isinstance(msg, m.Fetch):
-                return await self.fetch(msg)
-            handler = self.table.get(type(msg))
-            if handler is None:
-                raise InvalidRequestError(f"{type(msg).__name__} is not a request"
-                                          + (" of a single node" if msg.API in m.REQUESTS else ""))
-            out = handler(msg)
-            return await out if inspect.isawaitable(out) else out
+                out = await self.produce(msg)
+            elif isinstance(msg, m.Fetch):
+                out = await self.fetch(msg)
+            else:
+                handler = self.table.get(type(msg))
+                if handler is None:
+                    raise InvalidRequestError(f"{type(msg).__name__} is not a request"
+                                              + (" of a single node" if msg.API in m.REQUESTS else ""))
+                out = handler(msg)
+                if inspect.isawaitable(out):
+                    out = await out
         except LogbrokerError as exc:
-            return m.RESPONSES[msg.API](error=exc.code, message=exc.message)
+            out = m.RESPONSES[msg.API](error=exc.code, message=exc.message)
+            if stats is not None:
+                stats.error(msg.__class__)
         except Exception:  # noqa: BLE001 - a bug must not take the broker down
             log.exception("handler for %s failed", type(msg).__name__)
-            return m.RESPONSES[msg.API](error=UnknownError.code,
-                                        message="internal error (see broker log)")
+            out = m.RESPONSES[msg.API](error=UnknownError.code,
+                                       message="internal error (see broker log)")
+            if stats is not None:
+                stats.error(msg.__class__)
+        if stats is not None:
+            stats.observe(msg.__class__, time.perf_counter() - start)
+        return out
 
     # -- logs ------------------------------------------------------------------
     def log_for(self, topic: str, partition: int, *, create: bool = False) -> Log:
@@ -200,6 +235,11 @@ class Handlers:
             parts, payload, total, logs, failed = self._read(req)
             left = deadline - loop.time()
             if total >= req.min_bytes or left <= 0 or failed or not logs:
+                if total and self.traffic is not None:
+                    fetched = self.traffic.fetched
+                    for part in parts:
+                        if part[6]:
+                            fetched(part[0], part[1], part[6])
                 return m.FetchResponse(parts=tuple(parts), payload=tuple(payload))
             await self.notifier.wait(logs, left)
 

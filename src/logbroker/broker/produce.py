@@ -117,6 +117,7 @@ def produce(h, req: m.Produce):
     results, answer = [], None
     wait = req.acks == -1
     loop = asyncio.get_running_loop()
+    traffic = h.traffic  # metrics (None when off): bytes and records in, per part
     for (topic, partition, _), data in zip(req.parts, req.payload):
         try:
             if h.replicas is not None:
@@ -130,6 +131,8 @@ def produce(h, req: m.Produce):
             continue
         index = len(results)
         results.append([topic, partition, 0, "", info.first_offset, lg.log_start_offset])
+        if traffic is not None and info.batches:  # retried duplicates are not counted again
+            traffic.produced(topic, partition, info.size, info.last_offset - info.first_offset + 1)
         if h.replicas is None:
             if wait:
                 if answer is None:

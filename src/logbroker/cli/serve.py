@@ -70,5 +70,7 @@ async def _run(config: BrokerConfig) -> None:
     def ready(b: Broker) -> None:
         # One line on stdout that scripts and tests wait for.
         print(f"logbroker listening on {config.host}:{b.port}", flush=True)
+        if b.metrics is not None:  # a second line, only with metrics on (docs/metrics.md)
+            print(f"logbroker metrics on {b.metrics.url}", flush=True)
 
     await broker.run(ready)

@@ -54,6 +54,7 @@ class ClusterNode:
         self.replicas = ReplicaManager(self.me, config.replica_lag_time_max_ms / 1000, notify,
                                        self._propose_isr, _Fetchers(self))
         self.controller = Controller(self)
+        self.controller_changes = 0  # changes of the controller key this broker saw (metrics)
         self.session: "Session | None" = None
         self._tasks: list[asyncio.Task] = []
         self._pids: "list[int] | None" = None  # [next, end) of our producer id block
@@ -147,6 +148,8 @@ class ClusterNode:
                     for st in self.view.partitions_of(ident):
                         self._partition_changed(st.key)
             else:  # a broker came or went, or the controller changed
+                if kind == "controller":
+                    self.controller_changes += 1
                 self.controller.wake.set()
                 if kind == "broker" and ident == self.me:  # we registered (again), or lost it
                     for key in list(self.replicas.replicas):

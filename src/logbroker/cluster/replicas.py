@@ -83,6 +83,7 @@ class ReplicaManager:
         self.me, self.lag_max = me, lag_max_s
         self._notify, self._propose, self._followers = notify, propose_isr, followers
         self.replicas: dict[tuple[str, int], Replica] = {}
+        self.isr_shrinks = self.isr_expands = 0  # ISR changes this leader proposed (metrics)
         self.fenced = lambda: False
         self.registered = lambda: 0  # etcd revision of this broker's current registration
 
@@ -257,6 +258,7 @@ class ReplicaManager:
         if replica not in r.isr and not r.changing and offset >= r.log.high_watermark \
                 and offset >= self._epoch_start(r):
             r.isr = (*r.isr, replica)  # counts for the HW at once; etcd follows
+            self.isr_expands += 1
             self._change_isr(r, r.isr)
         return r
 
@@ -277,6 +279,7 @@ class ReplicaManager:
             if slow:
                 log.warning("%s: replica(s) %s lag more than %.1f s: leaving the ISR", r.log.name,
                             slow, self.lag_max)
+                self.isr_shrinks += 1
                 self._change_isr(r, tuple(b for b in r.isr if b not in slow))
 
     def _change_isr(self, r: Replica, isr: tuple[int, ...]) -> None:
