@@ -85,6 +85,10 @@ class Producer(AsyncShell):
         """The topic's partition count (one Metadata request on first use; cached)."""
         return await self._ensure().partitions_for(topic)
 
+    def metrics(self) -> dict:
+        """Counters of what this producer sent (plain, as the sync twin's)."""
+        return self._core.metrics()
+
     async def flush(self, timeout: "float | None" = None) -> None:
         """Send everything queued and wait for every outcome; raises
         ``TimeoutError`` after ``timeout`` s (delivery continues)."""

@@ -38,7 +38,7 @@ from .topic_filter import TopicFilter
 
 # The methods both Consumer shells expose as they are: plain ones, and
 # coroutines (run on the sync shell's I/O thread, awaited by the asyncio one).
-DIRECT = ("assign", "seek", "subscription", "assignment", "highwater")
+DIRECT = ("assign", "seek", "subscription", "assignment", "highwater", "metrics")
 REBALANCE = object()  # poll_step's answer: apply the group's changes (rebalance.py), then step again
 COROUTINES = ("subscribe", "seek_to_beginning", "seek_to_end", "seek_to_timestamp", "commit",
               "committed")
@@ -69,6 +69,7 @@ class ConsumerCore:
         self._schedule = schedule
         self.closed = False
         self.started = False  # the fetch loop runs: a poll or subscribe started it
+        self.polls = self.records_polled = 0  # metrics(): bumped once per poll step
 
     def _poke(self, restart: bool = True) -> None:
         """Wake the fetch loop if it runs (a poll started it); ``restart``
@@ -142,6 +143,23 @@ class ConsumerCore:
         """The high watermark the last fetch reported (None before one)."""
         hw = self.buffer.state(topic, partition).high_watermark
         return None if hw < 0 else hw
+
+    def metrics(self) -> dict:
+        """The consumer's counters (docs/metrics.md): ``records_consumed``
+        (returned by polls), ``polls`` (that returned records),
+        ``buffered_bytes`` (fetched, not yet polled), ``assigned`` (partitions),
+        ``lag`` ({(topic, partition): high watermark of the last fetch answer
+        minus the position}, for partitions with both known) and
+        ``lag_total``. A plain dict; never blocks, any thread."""
+        buffer = self.buffer
+        with buffer.lock:
+            states = list(buffer.states.values())
+            buffered = buffer.buffered
+        lag = {(st.topic, st.partition): max(st.high_watermark - st.position, 0) for st in states
+               if st.high_watermark >= 0 and st.position is not None}
+        return {"records_consumed": self.records_polled, "polls": self.polls,
+                "buffered_bytes": buffered, "assigned": len(states), "lag": lag,
+                "lag_total": sum(lag.values())}
 
     # -- positions --------------------------------------------------------------------------------
     def seek(self, topic: str, partition: int, offset: int) -> None:
@@ -271,6 +289,8 @@ class ConsumerCore:
             raise err
         records = self.buffer.take(call.limit, self.settings.check_crcs)
         if records:
+            self.polls += 1
+            self.records_polled += len(records)
             if fetcher.waiting and self.buffer.buffered < self.settings.prefetch_bytes:
                 self._poke(False)
             return records

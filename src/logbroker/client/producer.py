@@ -76,6 +76,11 @@ class Producer(SyncShell):
         """The topic's partition count (blocks on first use; cached)."""
         return self._core.counts.get(topic) or self._run(self._core.partitions_for(topic))
 
+    def metrics(self) -> dict:
+        """Counters of what this producer sent (``ProducerCore.metrics``;
+        docs/metrics.md): a plain dict, never blocks."""
+        return self._core.metrics()
+
     def flush(self, timeout: "float | None" = None) -> None:
         """Send every queued record now and wait until each is acknowledged or
         failed (failures are reported by the handles, not here). Raises

@@ -29,6 +29,8 @@ from .settings import ProducerSettings, client_options
 from .waiting import LoopWakeup
 
 _RECHECK_S = 0.5  # a space waiter looks again this often even without a wake-up
+PRODUCER_METRICS = ("records_sent", "batches_sent", "bytes_sent", "batch_size_mean",
+                    "requests_sent", "retries", "in_flight", "buffered_bytes")  # metrics() keys
 LISTING_EVERY_S = 1.0  # a topic missing from the partition counts triggers a listing this old at most
 
 
@@ -193,6 +195,23 @@ class ProducerCore:
 
     def flush_timed_out(self, timeout) -> TimeoutError:
         return TimeoutError(f"flush: records still unacknowledged after {timeout} s")
+
+    def metrics(self) -> dict:
+        """The producer's counters (docs/metrics.md): ``records_sent``,
+        ``batches_sent``, ``bytes_sent`` (first attempts: what the broker was
+        given), ``batch_size_mean`` (records per batch), ``requests_sent``,
+        ``retries`` (batches sent again), ``in_flight`` (requests awaiting an
+        answer) and ``buffered_bytes`` (sealed batches not yet resolved).
+        All 0 before the first send. Never blocks; any thread."""
+        sender, acc = getattr(self, "sender", None), self.acc
+        if sender is None or acc is None:
+            return dict.fromkeys(PRODUCER_METRICS, 0)
+        batches = sender.batches_sent
+        return {"records_sent": sender.records_sent, "batches_sent": batches,
+                "bytes_sent": sender.bytes_sent,
+                "batch_size_mean": sender.records_sent / batches if batches else 0.0,
+                "requests_sent": sender.requests_sent, "retries": sender.retries,
+                "in_flight": acc.inflight, "buffered_bytes": acc.buffered}
 
     async def shutdown(self) -> None:
         """After ``closed`` was set: stop the sender (undelivered records fail

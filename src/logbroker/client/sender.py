@@ -71,6 +71,10 @@ class Sender:
         self._loop_drain_pending = False
         self._schedule = loop.call_soon_threadsafe if threadsafe else loop.call_soon
         acc.wake = self.drain
+        # Producer.metrics(): requests, batches and their records and bytes sent (first
+        # attempts), retried batches; bumped per request and batch under the mutex
+        self.requests_sent = self.batches_sent = self.records_sent = self.bytes_sent = 0
+        self.retries = 0
 
     # -- draining --------------------------------------------------------------------------
     def drain(self, seal_open: bool = True) -> None:
@@ -269,8 +273,15 @@ class Sender:
                         producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                         parts=tuple((b.topic, b.partition, len(b.data)) for b in batches),
                         payload=tuple(b.data for b in batches))
+        self.requests_sent += 1
         for b in batches:
             b.attempts += 1
+            if b.attempts > 1:
+                self.retries += 1
+            else:
+                self.batches_sent += 1
+                self.records_sent += len(b.timestamps)
+                self.bytes_sent += len(b.data)
         if s.acks == 0:
             conn.send_only(msg)
             for b in batches:
