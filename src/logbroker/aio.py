@@ -29,7 +29,7 @@ from .client.handles import LoopSignal, RecordHandle, RecordMetadata
 from .client.routing import Router
 from .client.producer_core import ProducerCore
 from .client.records import ConsumerRecord
-from .client.settings import client_options
+from .client.settings import TlsSettings, client_options
 from .client.waiting import AsyncShell, IdleTimer, LoopWakeup, awaiting, direct, forward
 
 from .errors import LogbrokerError
@@ -217,9 +217,12 @@ class Admin(AsyncShell):
     """asyncio twin of ``logbroker.Admin``: the same methods, as coroutines."""
 
     def __init__(self, bootstrap="127.0.0.1:9555", *, client_id: str = "logbroker-admin",
-                 request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000) -> None:
+                 request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000,
+                 tls_ca: "str | None" = None, tls_cert: "str | None" = None,
+                 tls_key: "str | None" = None, tls_check_hostname: bool = True) -> None:
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
-                                      connect_timeout_ms)
+                                      connect_timeout_ms,
+                                      TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname))
         self._core = AdminCore(Router(self.options))
 
     async def close(self) -> None:

@@ -198,6 +198,15 @@ class ClientClosedError(LogbrokerError):
     code, name = 1004, "CLIENT_CLOSED"
 
 
+@register
+class TlsError(LogbrokerError):
+    """A TLS handshake or record failed (client side): the broker's
+    certificate is not trusted or not for its host name, the broker refused
+    ours, or the two sides share no protocol (docs/security.md)."""
+
+    code, name = 1006, "TLS_ERROR"
+
+
 # -- cluster (replication) ---------------------------------------------------------
 
 

@@ -5,7 +5,10 @@ pipelined produce requests share an fsync), and answered strictly in order.
 A produce runs in the loop turn that read it and is answered from its
 fsync's callback, without a task (produce.py); other requests run as tasks.
 Answers are written as soon as they and every earlier one are ready; only
-a sendfile or a full write buffer needs the writer task.
+a sendfile or a full write buffer needs the writer task. Over TLS
+(broker/tls.py) a fetch's file slices are read (``pread``, in the loop
+turn, as ``sendfile`` would read them) and written as bytes, unchanged:
+``sendfile`` would bypass the encryption.
 Reading pauses while too many bytes or requests are unanswered
 (backpressure) and while the socket's write buffer is full.
 
@@ -44,7 +47,8 @@ MAX_PENDING = 64
 
 class ClientConnection(asyncio.BufferedProtocol):
     __slots__ = ("broker", "reader", "transport", "pending", "inflight_bytes", "read_paused",
-                 "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle")
+                 "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle",
+                 "tls")
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -61,6 +65,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.last_frame_at = 0.0
         self.partial_since: "float | None" = None  # when the incomplete frame began
+        self.tls = False  # the transport is TLS: no sendfile
 
     # -- public API (the server's) ----------------------------------------------------
     def pause(self) -> None:
@@ -103,6 +108,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.tls = transport.get_extra_info("sslcontext") is not None
         self.last_frame_at = asyncio.get_running_loop().time()
         if not self.broker.register(self):
             log.warning("refused %s: max_connections %d reached", self.peer,
@@ -234,7 +240,13 @@ class ClientConnection(asyncio.BufferedProtocol):
                 if a.response is None or transport.is_closing():
                     continue
                 buffers = encode(a.response, a.cid)
-                if self.can_write is not None or any(isinstance(b, FileSlice) for b in buffers):
+                slices = any(isinstance(b, FileSlice) for b in buffers)
+                if slices and self.tls:
+                    buffers, slices = _read_slices(buffers), False
+                    if buffers is None:
+                        self.abort("a segment was shorter than its fetch slice")
+                        return
+                if self.can_write is not None or slices:
                     self.writer = asyncio.get_running_loop().create_task(self._write(buffers))
                     return
                 for buf in buffers:
@@ -322,6 +334,20 @@ class ClientConnection(asyncio.BufferedProtocol):
 
 
 _NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP)
+
+
+def _read_slices(buffers: list) -> "list | None":
+    """``buffers`` with each file slice read into bytes (a TLS answer);
+    None if a segment is shorter than its slice (the frame's length would
+    be wrong)."""
+    out = []
+    for buf in buffers:
+        if isinstance(buf, FileSlice):
+            size, buf = buf.size, buf.read()
+            if len(buf) != size:
+                return None
+        out.append(buf)
+    return out
 
 
 class _Answer:

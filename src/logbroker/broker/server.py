@@ -70,7 +70,7 @@ class Broker:
         self.fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS,
                                              thread_name_prefix="logbroker-fsync")
         self.notifier = DataNotifier()
-        self.server = await loop.create_server(lambda: ClientConnection(self), self.config.host,
+        self.server = await loop.create_server(self._protocol_factory(), self.config.host,
                                                self.config.port, reuse_address=True, backlog=512,
                                                start_serving=False)
         self.port = self.server.sockets[0].getsockname()[1]
@@ -95,6 +95,16 @@ class Broker:
         log.info("listening on %s:%d data_dir=%s partitions=%d %s", self.config.host, self.port,
                  self.config.data_dir, len(self.store.logs()),
                  "fresh data dir" if fresh else f"clean_start={self.store.was_clean}")
+
+    def _protocol_factory(self):
+        """Each accepted connection's protocol: a ``ClientConnection``, or
+        with ``tls_cert`` a TLS handshake that hands over to one (broker/tls.py)."""
+        from .tls import TlsListener, listener_context
+
+        context = listener_context(self.config)
+        if context is None:
+            return lambda: ClientConnection(self)
+        return TlsListener(self, context).protocol
 
     def _group_coordinator(self, cluster):
         """The consumer groups' coordinator over the offsets topic

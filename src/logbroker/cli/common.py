@@ -25,11 +25,11 @@ MAX_TIMEOUT_S = 86_400.0
 
 
 def bootstrap_option(fn):
-    """Adds ``-b/--bootstrap`` and ``--timeout``; the command gets ``conn``:
-    the keyword arguments of a client (bootstrap and timeouts). Checks both
-    (INVALID_CONFIG / INVALID_REQUEST before any I/O) and keeps the client's
-    log records off stderr: failures reach the user as the command's one
-    ``error:`` line."""
+    """Adds ``-b/--bootstrap``, ``--timeout`` and the TLS options; the command
+    gets ``conn``: the keyword arguments of a client (bootstrap, timeouts,
+    TLS). Checks them (INVALID_CONFIG / INVALID_REQUEST before any I/O) and
+    keeps the client's log records off stderr: failures reach the user as
+    the command's one ``error:`` line."""
 
     @click.option("-b", "--bootstrap", default="127.0.0.1:9555", envvar="LOGBROKER_BOOTSTRAP",
                   show_default=True,
@@ -39,9 +39,21 @@ def bootstrap_option(fn):
                   envvar="LOGBROKER_TIMEOUT",
                   help="Seconds to wait for the broker: to connect, per request, and for "
                        "each record's acknowledgement (0.1..86400).")
+    @click.option("--tls-ca", default=None, envvar="LOGBROKER_TLS_CA", metavar="PEM",
+                  help="Connect with TLS, trusting the CA bundle PEM (env LOGBROKER_TLS_CA).")
+    @click.option("--tls-cert", default=None, envvar="LOGBROKER_TLS_CERT", metavar="PEM",
+                  help="Client certificate for mutual TLS (env LOGBROKER_TLS_CERT).")
+    @click.option("--tls-key", default=None, envvar="LOGBROKER_TLS_KEY", metavar="PEM",
+                  help="Private key of --tls-cert (env LOGBROKER_TLS_KEY).")
+    @click.option("--no-tls-check-hostname", "tls_check_hostname", is_flag=True, default=True,
+                  flag_value=False,
+                  help="Accept a trusted broker certificate that does not name the host dialled.")
     @functools.wraps(fn)
-    def wrapper(*args, bootstrap: str, timeout: float, **kwargs):
-        return fn(*args, conn=client_conn(bootstrap, timeout), **kwargs)
+    def wrapper(*args, bootstrap: str, timeout: float, tls_ca, tls_cert, tls_key,
+                tls_check_hostname, **kwargs):
+        conn = client_conn(bootstrap, timeout)
+        conn.update(tls_conn(tls_ca, tls_cert, tls_key, tls_check_hostname))
+        return fn(*args, conn=conn, **kwargs)
 
     return wrapper
 
@@ -58,6 +70,18 @@ def client_conn(bootstrap: str, timeout: float) -> dict:
     quiet_client_logs()
     ms = int(timeout * 1000)
     return {"bootstrap": bootstrap, "request_timeout_ms": ms, "connect_timeout_ms": ms}
+
+
+def tls_conn(ca, cert, key, check_hostname: bool) -> dict:
+    """The clients' TLS keyword arguments for the TLS options (none when
+    TLS is off); the files are checked here, before any I/O (INVALID_CONFIG)."""
+    if ca is None and cert is None and key is None:
+        return {}
+    from ..client.settings import TlsSettings
+
+    tls = TlsSettings(ca, cert, key, check_hostname)
+    tls.tls_context()
+    return {"tls_ca": ca, "tls_cert": cert, "tls_key": key, "tls_check_hostname": check_hostname}
 
 
 def quiet_client_logs() -> None:

@@ -21,18 +21,23 @@ from __future__ import annotations
 from .admin_core import METHODS, AdminCore
 from .loop_thread import LoopThread
 from .routing import Router
-from .settings import client_options
+from .settings import TlsSettings, client_options
 from .waiting import SyncShell, blocking, forward
 
 
 class Admin(SyncShell):
     """``Admin(bootstrap="127.0.0.1:9555", request_timeout_ms=30000,
-    connect_timeout_ms=5000)``; a context manager. Thread-safe."""
+    connect_timeout_ms=5000)``; a context manager. Thread-safe. TLS:
+    ``tls_ca=``, ``tls_cert=``/``tls_key=``, ``tls_check_hostname=`` as
+    for every client (settings.TlsSettings, docs/security.md)."""
 
     def __init__(self, bootstrap="127.0.0.1:9555", *, client_id: str = "logbroker-admin",
-                 request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000) -> None:
+                 request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000,
+                 tls_ca: "str | None" = None, tls_cert: "str | None" = None,
+                 tls_key: "str | None" = None, tls_check_hostname: bool = True) -> None:
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
-                                      connect_timeout_ms)
+                                      connect_timeout_ms,
+                                      TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname))
         self._core = AdminCore(Router(self.options))
         self._timeout = self.options.request_timeout + self.options.connect_timeout + 1
         self._io = LoopThread("logbroker-admin-io")

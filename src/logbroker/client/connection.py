@@ -20,6 +20,10 @@ error: ``RequestTimedOutError`` for the one that timed out,
 closes the connection the same way. Timeouts are checked by a watchdog
 every ``WATCHDOG_S`` seconds (the oldest pending request first: the broker
 answers in order).
+
+TLS (``open(..., tls=context)``): the handshake runs on the non-blocking
+socket, then a ``TlsBrokerConnection`` (tls_connection.py) reads and writes
+through the ``ssl.SSLSocket``; this class's plaintext path is unchanged.
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ import socket
 import threading
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 from ..errors import BrokerUnavailableError, LogbrokerError, RequestTimedOutError
 from ..protocol.codec import FrameReader, decode, encode
 from ..protocol.messages import Message
+
+if TYPE_CHECKING:
+    import ssl
 
 log = logging.getLogger("logbroker.client")
 WATCHDOG_S = 0.1
@@ -61,11 +69,13 @@ class BrokerConnection:
         self._watchdog = loop.call_later(WATCHDOG_S, self._check_timeouts)
 
     @classmethod
-    async def open(cls, host: str, port: int, *, timeout: float,
-                   max_frame_bytes: int) -> "BrokerConnection":
-        """Connect within ``timeout`` s; raises ``BrokerUnavailableError``
-        whose message is the reason alone (``connection refused``, ``timed
-        out``, ...): the caller names the address."""
+    async def open(cls, host: str, port: int, *, timeout: float, max_frame_bytes: int,
+                   tls: "ssl.SSLContext | None" = None) -> "BrokerConnection":
+        """Connect (and with ``tls`` do the TLS handshake, ``host`` being the
+        name the broker's certificate must carry) within ``timeout`` s;
+        raises ``BrokerUnavailableError`` whose message is the reason alone
+        (``connection refused``, ``timed out``, ...): the caller names the
+        address; or ``TlsError`` (not retriable) naming the address."""
         loop = asyncio.get_running_loop()
         sock = None
         try:
@@ -75,7 +85,12 @@ class BrokerConnection:
                 sock = socket.socket(family, type_, proto)
                 sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if tls is not None:
+                    from .tls_connection import TlsBrokerConnection, handshake
+
+                    sock = await handshake(loop, sock, tls, host, f"{host}:{port}")
+                    return TlsBrokerConnection(loop, sock, f"{host}:{port}", max_frame_bytes)
         except BaseException as exc:  # cancelled too: the socket is never left open
             if sock is not None:
                 sock.close()
@@ -140,6 +155,10 @@ class BrokerConnection:
             bufs = _skip(bufs, sent)
             if not bufs:
                 return
+        self._queue(bufs)
+
+    def _queue(self, bufs: list) -> None:
+        """Queue ``bufs`` for the loop to write when the socket is writable (lock held)."""
         self._out.extend(bufs)
         if not self._writer_armed:
             self._writer_armed = True
@@ -189,8 +208,18 @@ class BrokerConnection:
             self.close(BrokerUnavailableError(f"connection to {self.address} lost: {exc}"))
             return
         if n == 0:
-            self.close(BrokerUnavailableError(f"connection to {self.address} closed by the broker"))
+            self._closed_by_broker()
             return
+        self._received(n)
+
+    def _closed_by_broker(self) -> None:
+        hint = "" if self._reader.frames_read else \
+            " before answering (is it a TLS listener? then pass tls_ca)"
+        self.close(BrokerUnavailableError(f"connection to {self.address} closed by the broker"
+                                          f"{hint}"))
+
+    def _received(self, n: int) -> None:
+        """``n`` bytes landed in the reader's buffer: dispatch the frames completed."""
         try:
             self._reader.buffer_updated(n)
             frame = self._reader.next_frame()

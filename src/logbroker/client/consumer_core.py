@@ -60,7 +60,7 @@ class ConsumerCore:
         check_names(ConsumerSettings, settings, "Consumer")
         self.settings = ConsumerSettings(group=group, **settings)
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
-                                      connect_timeout_ms)
+                                      connect_timeout_ms, self.settings)
         self.buffer = FetchBuffer(self.settings.prefetch_bytes)
         self.wakeup = wakeup
         self.fetcher = Fetcher(self.settings, self.buffer, Router(self.options), wakeup.notify)

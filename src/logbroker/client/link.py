@@ -19,12 +19,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import (BrokerUnavailableError, ClientClosedError, ClusterUnavailableError,
                       LogbrokerError, UnsupportedVersionError, for_code)
 from ..protocol import messages as m
 from .backoff import Backoff
 from .connection import BrokerConnection
+
+if TYPE_CHECKING:
+    import ssl
 
 
 async def cancel_and_wait(task: "asyncio.Future | None") -> None:
@@ -75,6 +79,7 @@ class ClientOptions:
     reconnect_backoff: float = 0.05
     reconnect_backoff_max: float = 1.0
     max_frame_bytes: int = 256 << 20
+    tls: "ssl.SSLContext | None" = None  # TLS to every broker (client_options' tls_* settings)
 
     @classmethod
     def make(cls, bootstrap, **kwargs) -> "ClientOptions":
@@ -172,7 +177,7 @@ class BrokerLink:
     async def _open(self, host: str, port: int) -> BrokerConnection:
         opts = self.options
         conn = await BrokerConnection.open(host, port, timeout=opts.connect_timeout,
-                                     max_frame_bytes=opts.max_frame_bytes)
+                                           max_frame_bytes=opts.max_frame_bytes, tls=opts.tls)
         try:
             resp = await conn.request(m.Handshake(client_id=opts.client_id), opts.connect_timeout)
         except BaseException:  # failed or cancelled (the client closing): not left open

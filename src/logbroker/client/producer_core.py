@@ -46,7 +46,7 @@ class ProducerCore:
                                               linger_ms=linger_ms, batch_size=batch_size,
                                               **settings)
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
-                                      connect_timeout_ms)
+                                      connect_timeout_ms, self.settings)
         self.counts: dict[str, int] = {}
         self.closed = False
         self.acc: "Accumulator | None" = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..errors import InvalidGroupError
+from ..errors import InvalidConfigError, InvalidGroupError
 from .assignors import DEFAULT as DEFAULT_ASSIGNOR, choose
 from .link import ClientOptions
 from .validate import MAX_INT32, group as check_group
@@ -21,7 +21,35 @@ MAX_BATCH = 1 << 30  # a batch column must stay below 2 GiB (int32 offsets, docs
 
 
 @dataclass(frozen=True)
-class ProducerSettings:
+class TlsSettings:
+    """TLS to the brokers (docs/security.md), a keyword of every client: on
+    when ``tls_ca`` (the CA bundle the brokers' certificates must chain to)
+    or ``tls_cert`` is given; ``tls_cert``/``tls_key`` are this client's
+    certificate and key for mutual TLS; ``tls_check_hostname=False`` accepts
+    a trusted certificate that does not name the host dialled."""
+
+    tls_ca: "str | None" = None
+    tls_cert: "str | None" = None
+    tls_key: "str | None" = None
+    tls_check_hostname: bool = True
+
+    def tls_context(self):
+        """The ``ssl.SSLContext`` for these settings, or None (plaintext);
+        raises ``InvalidConfigError`` for a file that is missing or not PEM."""
+        if self.tls_ca is None and self.tls_cert is None:
+            if self.tls_key is not None:
+                raise InvalidConfigError("tls_key needs tls_cert")
+            return None
+        from ..tls import client_context
+
+        return client_context(self.tls_ca, self.tls_cert, self.tls_key, self.tls_check_hostname)
+
+
+TLS_SETTINGS = tuple(f.name for f in fields(TlsSettings))
+
+
+@dataclass(frozen=True)
+class ProducerSettings(TlsSettings):
     """See ``Producer``'s docstring for the meaning of each field."""
 
     acks: int = -1
@@ -61,7 +89,7 @@ class ProducerSettings:
 
 
 @dataclass(frozen=True)
-class ConsumerSettings:
+class ConsumerSettings(TlsSettings):
     """See ``Consumer``'s docstring for the meaning of each field."""
 
     group: "str | None" = None
@@ -132,8 +160,9 @@ def assignor_names(names) -> tuple:
 
 
 def client_options(bootstrap, client_id: str, request_timeout_ms: int,
-                   connect_timeout_ms: int) -> ClientOptions:
-    """The connection options every client takes (ms in, seconds kept)."""
+                   connect_timeout_ms: int, tls: "TlsSettings | None" = None) -> ClientOptions:
+    """The connection options every client takes (ms in, seconds kept);
+    ``tls`` (the client's settings) builds the TLS context, once."""
     for name, value in (("request_timeout_ms", request_timeout_ms),
                         ("connect_timeout_ms", connect_timeout_ms)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
@@ -143,7 +172,8 @@ def client_options(bootstrap, client_id: str, request_timeout_ms: int,
         raise TypeError(f"client_id must be a str, not {type(client_id).__name__}")
     return ClientOptions.make(bootstrap, client_id=client_id,
                               request_timeout=request_timeout_ms / 1000,
-                              connect_timeout=connect_timeout_ms / 1000)
+                              connect_timeout=connect_timeout_ms / 1000,
+                              tls=None if tls is None else tls.tls_context())
 
 
 def _bounded(settings, name: str, low: int, high: int) -> None:

@@ -49,6 +49,9 @@ class ClusterNode:
         self.view = ClusterView(self.keys)
         self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000)
         self.request_timeout = config.replica_timeout_ms / 1000
+        from ..broker.tls import peer_context
+
+        self.peer_tls = peer_context(config)  # TLS to the other brokers when ours is on
         self.replica_fetch_bytes = config.replica_fetch_max_bytes
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.replicas = ReplicaManager(self.me, config.replica_lag_time_max_ms / 1000, notify,
@@ -247,7 +250,8 @@ class ClusterNode:
         if b is None:
             raise BrokerUnavailableError(f"broker {broker_id} is not registered")
         conn = await BrokerConnection.open(b.host, b.port, timeout=self.request_timeout,
-                                           max_frame_bytes=self.config.max_frame_bytes)
+                                           max_frame_bytes=self.config.max_frame_bytes,
+                                           tls=self.peer_tls)
         try:
             resp = await conn.request(m.Handshake(client_id=f"broker-{self.me}"),
                                       self.request_timeout)

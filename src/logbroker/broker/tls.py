@@ -1,0 +1,114 @@
+"""TLS on the broker's listener (docs/security.md).
+
+With ``tls_cert`` set, the listener accepts TCP connections and each one
+starts as a ``_Handshake``: it runs ``loop.start_tls`` (server side, bounded
+by ``frame_timeout_ms``), then hands the TLS transport to a
+``ClientConnection`` as if it had been accepted that way. A handshake that
+fails (a plaintext client, a client that does not trust our certificate, a
+missing or untrusted client certificate under ``tls_client_auth``, a peer
+that stalls) closes the connection and logs one line; it never reaches the
+broker's connection table, and the broker goes on serving the others.
+Handshakes in progress count toward ``max_connections``.
+
+(``create_server(ssl=...)`` would do the handshake too, but asyncio reports
+its failures only in debug mode.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from typing import TYPE_CHECKING
+
+from ..tls import client_context, reason, server_context
+from .connection import ClientConnection
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
+    from .server import Broker
+
+log = logging.getLogger("logbroker.tls")
+
+
+def listener_context(config: "BrokerConfig") -> "ssl.SSLContext | None":
+    """The listener's context (None without ``tls_cert``); raises
+    ``InvalidConfigError`` for a file that is missing or not PEM."""
+    if config.tls_cert is None:
+        return None
+    return server_context(config.tls_cert, config.tls_key, config.tls_ca, config.tls_client_auth)
+
+
+def peer_context(config: "BrokerConfig") -> "ssl.SSLContext | None":
+    """The context a broker dials its peers with (None without TLS): trusts
+    ``tls_ca`` and presents the broker's own certificate (for mutual TLS)."""
+    if config.tls_cert is None:
+        return None
+    return client_context(config.tls_ca, config.tls_cert, config.tls_key)
+
+
+class TlsListener:
+    """The protocol factory of a TLS listener: ``create_server(listener.protocol, ...)``."""
+
+    def __init__(self, broker: "Broker", context: ssl.SSLContext) -> None:
+        self.broker, self.context = broker, context
+        self.timeout = broker.config.frame_timeout_ms / 1000
+        self.handshakes: set[asyncio.Task] = set()
+
+    def protocol(self) -> "_Handshake":
+        return _Handshake(self)
+
+
+class _Handshake(asyncio.Protocol):
+    """One accepted connection until its TLS handshake is through."""
+
+    def __init__(self, listener: TlsListener) -> None:
+        self.listener = listener
+
+    def connection_made(self, transport) -> None:
+        lst, broker = self.listener, self.listener.broker
+        peer = transport.get_extra_info("peername")
+        peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if len(broker.connections) + len(lst.handshakes) >= broker.config.max_connections:
+            log.warning("refused %s: max_connections %d reached", peer,
+                        broker.config.max_connections)
+            transport.abort()
+            return
+        transport.pause_reading()  # start_tls takes the bytes from here on
+        task = asyncio.get_running_loop().create_task(self._handshake(transport, peer))
+        lst.handshakes.add(task)
+        task.add_done_callback(lst.handshakes.discard)
+
+    async def _handshake(self, transport, peer: str) -> None:
+        lst = self.listener
+        conn = ClientConnection(lst.broker)
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, conn, lst.context, server_side=True, ssl_handshake_timeout=lst.timeout)
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        except (OSError, ValueError, RuntimeError, asyncio.TimeoutError) as exc:
+            log.warning("TLS handshake with %s failed: %s", peer, _why(exc, lst.timeout))
+            transport.abort()
+            return
+        if tls is None:  # the peer closed the connection during the handshake
+            log.info("TLS handshake with %s failed: closed by the peer", peer)
+            transport.abort()
+            return
+        conn.connection_made(tls)
+
+    def data_received(self, data: bytes) -> None:  # reading is paused until start_tls
+        pass
+
+
+_PLAINTEXT = ("wrong version number", "http request", "unknown protocol")
+
+
+def _why(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, ConnectionAbortedError) and "taking longer" in str(exc):
+        return f"not completed within {timeout:g} s (frame_timeout_ms)"
+    if isinstance(exc, ssl.SSLError):
+        why = reason(exc)
+        return f"{why} (a plaintext client?)" if why in _PLAINTEXT else why
+    return str(exc) or type(exc).__name__
