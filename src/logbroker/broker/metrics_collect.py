@@ -61,7 +61,7 @@ def _cluster_numbers(node) -> dict:
             "under": sum(1 for r in leaders if len(r.state.isr) < len(r.state.replicas)),
             "shrinks": node.replicas.isr_shrinks, "expands": node.replicas.isr_expands,
             "controller_changes": node.controller_changes,
-            "controller": 1 if node.controller.active() else 0}
+            "controller": 1 if node.controller.active else 0}
 
 
 class BrokerCollector:
