@@ -95,7 +95,9 @@ def reason(exc: BaseException) -> str:
 
 def _verify_message(exc: ssl.SSLCertVerificationError) -> str:
     msg = (exc.verify_message or reason(ssl.SSLError(*exc.args[:2]))).rstrip(".")
-    return msg[0].lower() + msg[1:] if msg else "unknown reason"
+    if not msg:
+        return "unknown reason"
+    return msg if msg[:2].isupper() else msg[0].lower() + msg[1:]  # "IP address mismatch"
 
 
 def _load_chain(ctx: ssl.SSLContext, cert: str, key: "str | None") -> None:
