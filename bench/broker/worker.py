@@ -26,7 +26,8 @@ exits. On error it prints ``{"error": ...}``. Modes (``spec["mode"]``):
   ``min_seconds`` or ``max_passes``.
 - ``fetch_consumer``: the same range through ``logbroker.Consumer.poll``.
 
-Every loop is bounded by a count and by ``deadline_s``. With ``profile`` set,
+``spec["tls"]`` (optional): the clients' TLS keywords (``tls_ca``, ...;
+bench/tls_ab.py). Every loop is bounded by a count and by ``deadline_s``. With ``profile`` set,
 the timed section runs under cProfile (main thread only) and the stats are
 dumped to that path.
 """
@@ -81,7 +82,7 @@ def make_values(size: int, seed: int = 1) -> list[bytes]:
 
 
 def ensure_topic(spec: dict) -> None:
-    with Admin(spec["bootstrap"]) as admin:
+    with Admin(spec["bootstrap"], **spec.get("tls", {})) as admin:
         admin.create_topic(spec["topic"], spec.get("partitions", 1), spec.get("configs") or None,
                            exist_ok=True)
 
@@ -93,7 +94,8 @@ def produce(spec: dict):
     keys = make_keys(spec["distinct_keys"], spec["key_bytes"])
     values = make_values(spec["value_bytes"])
     sizing = {"batch_size": spec["batch_size"]} if "batch_size" in spec else {}
-    producer = Producer(spec["bootstrap"], acks=spec["acks"], linger_ms=spec["linger_ms"], **sizing)
+    producer = Producer(spec["bootstrap"], acks=spec["acks"], linger_ms=spec["linger_ms"], **sizing,
+                        **spec.get("tls", {}))
     producer.send(topic + "-warmup", b"warm-up").result(timeout=30)  # connect, producer id
     producer.partitions_for(topic)
     if spec.get("window"):
@@ -153,7 +155,7 @@ def _windows(spec: dict, producer, keys: list[bytes], values: list[bytes]):
 
 def consume(spec: dict):
     n, topic = spec["records"], spec["topic"]
-    consumer = Consumer(spec["bootstrap"], auto_offset_reset="earliest")
+    consumer = Consumer(spec["bootstrap"], auto_offset_reset="earliest", **spec.get("tls", {}))
     tps = [(topic, p) for p in range(spec.get("partitions", 1))]
 
     def timed(deadline: Deadline) -> dict:
