@@ -13,6 +13,9 @@ TOML layout (every key optional)::
     default_partitions = 1
     metrics_port = 9556        # Prometheus /metrics (off unless set)
     tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
+    auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
+    super_users = ["User:admin"]
+    console_port = 9557        # the read-only web console (off unless set)
 
     [log]            # LogConfig defaults for every topic (topics may override)
     segment_bytes = 1073741824
@@ -87,6 +90,9 @@ class BrokerConfig:
     tls_key: "str | None" = None  # its PEM private key
     tls_ca: "str | None" = None  # CA bundle: verifies client certs and, in a cluster, other brokers
     tls_client_auth: bool = False  # mutual TLS: clients must present a cert signed by tls_ca
+    auth_required: bool = False  # SCRAM-SHA-256: refuse anonymous requests (docs/security.md)
+    super_users: tuple = ()  # principals every ACL allows ("User:admin")
+    console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -126,6 +132,15 @@ class BrokerConfig:
         if self.metrics_port is not None and (type(self.metrics_port) is not int
                                               or not 0 <= self.metrics_port <= 65535):
             raise InvalidConfigError(f"metrics_port must be 0..65535, got {self.metrics_port!r}")
+        if self.console_port is not None and (type(self.console_port) is not int
+                                              or not 0 <= self.console_port <= 65535):
+            raise InvalidConfigError(f"console_port must be 0..65535, got {self.console_port!r}")
+        if isinstance(self.super_users, list):
+            object.__setattr__(self, "super_users", tuple(self.super_users))
+        if not all(isinstance(u, str) and u.startswith("User:") and len(u) > 5 for u in self.super_users):
+            raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
+        if type(self.auth_required) is not bool:
+            raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise InvalidConfigError("tls_cert and tls_key go together")
         if self.tls_client_auth and (self.tls_cert is None or self.tls_ca is None):

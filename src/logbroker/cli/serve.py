@@ -40,16 +40,21 @@ from ..broker.fdlimit import raise_open_file_limit
               help="PEM CA bundle to verify client certificates and other brokers.")
 @click.option("--tls-client-auth", is_flag=True, default=None,
               help="Mutual TLS: require a client certificate signed by --tls-ca.")
+@click.option("--auth-required", is_flag=True, default=None,
+              help="Refuse clients that have not authenticated (SCRAM-SHA-256).")
+@click.option("--console-port", default=None, type=click.IntRange(0, 65535),
+              help="Serve the read-only web console at http://HOST:PORT/ [default: off].")
 def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
           advertised_address, cluster_name, metrics_port, tls_cert, tls_key, tls_ca,
-          tls_client_auth) -> None:
+          tls_client_auth, auth_required, console_port) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
     raise_open_file_limit()  # before the config sizes the segment descriptor cache from it
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
                                log_level=log_level, broker_id=broker_id, etcd=etcd,
                                advertised_address=advertised_address, cluster_name=cluster_name,
                                metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key,
-                               tls_ca=tls_ca, tls_client_auth=tls_client_auth)
+                               tls_ca=tls_ca, tls_client_auth=tls_client_auth,
+                               auth_required=auth_required, console_port=console_port)
     if flush is not None:
         from dataclasses import replace
 
