@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server clean
+.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,11 @@ peer-servers:
 etcd-server:
 	bash tools/install-etcd.sh
 
-test: $(STAMP) peer-servers etcd-server
+# Debian's chromium + chromium-driver: the web console's headless browser tests
+chromium:
+	bash tools/install-chromium.sh
+
+test: $(STAMP) peer-servers etcd-server chromium
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP)
