@@ -276,3 +276,36 @@ def test_the_real_cli_fails_with_one_line_and_serve_refuses_bad_files(brokers, p
     err = result.stderr.decode()
     assert result.returncode != 0 and "Traceback" not in err
     assert "error: INVALID_CONFIG: tls_cert" in err and "tls_key does not match tls_cert" in err
+
+
+@pytest.mark.spark
+def test_spark_reads_a_tls_broker_by_bootstrap(spark, brokers, pki):
+    """Spark's bootstrap mode takes the clients' TLS options: the driver's
+    planning (Admin) and each task's fetches verify the broker against
+    ``tls_ca``; the rows are what was produced."""
+    pytest.importorskip("pyarrow")
+    tls = {"tls_ca": pki.ca}
+    with Producer(brokers.tls.bootstrap, **tls) as p:
+        for i in range(500):
+            p.send("spark-tls", b"v%d" % i, key=b"k%d" % (i % 7))
+        p.flush()
+    rows = (spark.read.format("logbroker").option("bootstrap", brokers.tls.bootstrap)
+            .options(subscribe="spark-tls", **tls).load()
+            .selectExpr("offset", "cast(value as string) as v").orderBy("offset").collect())
+    assert [(r.offset, r.v) for r in rows] == [(i, f"v{i}") for i in range(500)]
+
+
+def test_spark_tls_options_are_checked_at_planning(pki, tmp_path):
+    from logbroker.spark.options import SparkSourceError, parse_options
+
+    base = {"bootstrap": "127.0.0.1:1", "subscribe": "t"}
+    assert dict(parse_options({**base, "tls_CA": pki.ca}).client) == {"tls_ca": pki.ca}
+    assert dict(parse_options({**base, "tls_ca": pki.ca, "tls_check_hostname": "false"}).client) \
+        == {"tls_ca": pki.ca, "tls_check_hostname": False}
+    with pytest.raises(SparkSourceError, match="tls_ca"):
+        parse_options({**base, "tls_ca": str(tmp_path / "missing.pem")})
+    with pytest.raises(SparkSourceError, match="bootstrap mode"):
+        data = tmp_path / "d"
+        data.mkdir()
+        (data / "meta.lmdb").mkdir()
+        parse_options({"path": str(data), "subscribe": "t", "tls_ca": pki.ca})

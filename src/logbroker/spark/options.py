@@ -54,6 +54,7 @@ class Split:
     columns: tuple = ()  # output columns in order; () = the whole schema
     compacted: bool = False  # cleanup_policy has compact: offsets without a batch are gaps
     bootstrap: str = ""  # read from the partition's leader over the protocol (not data_dir)
+    client: tuple = ()  # (name, value) pairs of client keywords for bootstrap (tls_ca, ...)
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Options:
     max_rows: int = DEFAULT_MAX_ROWS
     max_bytes: int = DEFAULT_MAX_BYTES
     columns: tuple = ()
+    client: tuple = ()  # bootstrap: (name, value) client keywords, checked (CLIENT_OPTIONS)
     extra: dict = field(default_factory=dict)
 
 
@@ -131,6 +133,31 @@ def _by_timestamp(opts: dict, name: str) -> "dict | None":
         raise SparkSourceError(f'option {name} must be JSON like {{"orders":{{"0":1700000000000}}}} '
                                f"(ms since the epoch, >= 0), got {raw!r}")
     return out
+
+
+# Options passed to the clients of bootstrap mode, as the clients name them
+# (docs/security.md): TLS to the brokers.
+CLIENT_OPTIONS = ("tls_ca", "tls_cert", "tls_key", "tls_check_hostname")
+
+
+def _client(opts: dict, bootstrap: str) -> tuple:
+    """The client keywords among ``opts`` as sorted (name, value) pairs,
+    checked now (a missing or non-PEM file is named here, not in a task)."""
+    picked = {n: opts[n] for n in CLIENT_OPTIONS if opts.get(n) is not None}
+    if not picked:
+        return ()
+    if not bootstrap:
+        raise SparkSourceError(f"options {', '.join(sorted(picked))} are for bootstrap mode "
+                               "(a data dir is read directly)")
+    if "tls_check_hostname" in picked:
+        picked["tls_check_hostname"] = _bool(opts, "tls_check_hostname", True)
+    from ..client.settings import TlsSettings
+
+    try:
+        TlsSettings(**picked).tls_context()
+    except LogbrokerError as exc:
+        raise SparkSourceError(f"TLS options: {exc.message}") from None
+    return tuple(sorted(picked.items()))
 
 
 def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Options:
@@ -192,4 +219,5 @@ def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Op
     o.max_bytes = _int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES, minimum=1)
     if columns:
         o.columns, o.include_headers = tuple(columns), "headers" in columns
+    o.client = _client(opts, bootstrap)
     return o

@@ -170,7 +170,8 @@ class PlannerBase:
     def _make(self, topic, partition, lo, hi, seg=-1, pos=0, compacted=False) -> Split:
         o = self.o
         return Split(o.data_dir, topic, partition, lo, hi, seg, pos, o.fail_on_data_loss,
-                     o.include_headers, o.max_rows, o.max_bytes, o.columns, compacted, o.bootstrap)
+                     o.include_headers, o.max_rows, o.max_bytes, o.columns, compacted, o.bootstrap,
+                     o.client)
 
     def _min_partitions(self, splits: list[Split]) -> list[Split]:
         """Cut the widest ranges in halves (by offsets) until there are enough."""

@@ -31,7 +31,7 @@ from typing import Iterator
 from ..client.admin import Admin
 from ..client.cluster_meta import reroutes
 from ..client.routing import Router
-from ..client.settings import client_options
+from ..client.settings import TlsSettings, client_options
 from ..errors import LogbrokerError, OffsetOutOfRangeError, for_code
 from ..protocol import messages as m
 from ..records import format as fmt
@@ -54,7 +54,7 @@ class RemotePlanner(PlannerBase):
         super().__init__(o)
         try:
             self.admin = Admin(o.bootstrap, client_id="logbroker-spark",
-                               request_timeout_ms=REQUEST_TIMEOUT_MS)
+                               request_timeout_ms=REQUEST_TIMEOUT_MS, **dict(o.client))
         except (LogbrokerError, ValueError) as exc:
             raise SparkSourceError(f"option bootstrap {o.bootstrap!r}: {exc}") from None
         self._bounds: dict[tuple[str, int], tuple[int, int, int]] = {}
@@ -115,7 +115,8 @@ class _SplitFetcher:
     def __init__(self, split: Split) -> None:
         self.split, self.tp = split, (split.topic, split.partition)
         self.loop = asyncio.new_event_loop()
-        opts = client_options(split.bootstrap, "logbroker-spark", REQUEST_TIMEOUT_MS, 5_000)
+        opts = client_options(split.bootstrap, "logbroker-spark", REQUEST_TIMEOUT_MS, 5_000,
+                              tls=TlsSettings(**dict(split.client)))
         self.router = self.loop.run_until_complete(self._router(opts))
 
     async def _router(self, opts) -> Router:
