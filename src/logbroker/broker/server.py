@@ -89,6 +89,12 @@ class Broker:
 
             self.metrics = BrokerMetrics(self)
             self.metrics.start()
+        self.console = None
+        if self.config.console_port is not None:  # docs/console.md
+            from .console.app import Console
+
+            self.console = Console(self)
+            await self.console.start()
         await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
@@ -146,6 +152,8 @@ class Broker:
 
     async def shutdown(self) -> None:
         log.info("shutting down: %d connection(s)", len(self.connections))
+        if self.console is not None:
+            await self.console.close()
         if self.node is not None:
             # leave the cluster first (the controller hands our leaderships to
             # in-sync followers at once), then drain: a long poll being drained

@@ -77,5 +77,7 @@ async def _run(config: BrokerConfig) -> None:
         print(f"logbroker listening on {config.host}:{b.port}", flush=True)
         if b.metrics is not None:  # a second line, only with metrics on (docs/metrics.md)
             print(f"logbroker metrics on {b.metrics.url}", flush=True)
+        if b.console is not None:  # and with the console on (docs/console.md)
+            print(f"logbroker console on {b.console.url}", flush=True)
 
     await broker.run(ready)

@@ -1,0 +1,1 @@
+"""The read-only web console served by the broker (docs/console.md)."""

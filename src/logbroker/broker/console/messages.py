@@ -1,0 +1,125 @@
+"""The message browser: one bounded page of records, rendered for people.
+
+``read_page(lg, q)`` runs in the console's own reader thread (never on the
+broker's loop, never on the produce or fetch path: records are decoded only
+here). It reads through the Log's fetch API (``slice``: whole batches below
+the high watermark, at most ``PAGE_BYTES`` per page) and returns at most
+``q.limit`` (<= ``MAX_PAGE_RECORDS``) records:
+
+- from ``q.offset``: an offset before the log start is OFFSET_OUT_OF_RANGE;
+  at or past the high watermark the page is empty (``next_offset`` says
+  where the next records will be);
+- from ``q.time_ms``: the first record with a timestamp at or after it
+  (``Log.offset_for_timestamp``); none: an empty page at the high watermark;
+- a single batch larger than ``PAGE_BYTES`` is not loaded: the page shows a
+  ``skipped`` row for it and goes on after it next time.
+
+``render(data, fmt)`` shows a key, value or header as ``text`` (UTF-8, bad
+bytes escaped), ``json`` (pretty; text with ``"note"`` when it is not JSON)
+or ``hex`` (16 bytes a line); at most ``VALUE_CAP`` bytes, longer ones end
+with a visible truncation marker.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from ...errors import OffsetOutOfRangeError
+from ...records import decode_batch, read_header, scan_batches
+from ...records.format import HEADER_SIZE
+from .inputs import PAGE_BYTES, VALUE_CAP, MessageQuery
+
+
+def read_page(lg, q: MessageQuery) -> dict:
+    hw, start = lg.high_watermark, lg.log_start_offset
+    if q.offset is None:
+        hit = lg.offset_for_timestamp(q.time_ms)
+        begin = hw if hit is None or hit.offset >= hw else hit.offset
+    else:
+        begin = q.offset
+        if begin < start:
+            raise OffsetOutOfRangeError(f"offset {begin} is before the log start {start}")
+    records, used, nxt = [], 0, begin
+    while len(records) < q.limit and nxt < hw and used < PAGE_BYTES:
+        part = lg.slice(nxt, PAGE_BYTES - used, upto=hw)
+        if part is None:
+            break
+        data = part.read()
+        batches = list(scan_batches(data))
+        if not batches:
+            if used == 0 and len(data) >= HEADER_SIZE:  # one batch larger than a page
+                row, nxt = _skipped(data)
+                records.append(row)
+            break
+        for pos, header in batches:
+            used += header.size
+            for rec in decode_batch(data[pos:pos + header.size]).records():
+                if nxt <= rec.offset < hw and len(records) < q.limit:
+                    records.append(_record(rec, q.format))
+                    nxt = rec.offset + 1
+            if len(records) >= q.limit:
+                break
+            nxt = max(nxt, min(header.next_offset, hw))
+    return {"topic": q.topic, "partition": q.partition, "from": begin, "log_start": start,
+            "hw": hw, "next_offset": nxt, "format": q.format, "records": records,
+            "bytes_read": used}
+
+
+def _skipped(data: bytes) -> tuple[dict, int]:
+    """The row standing for a batch larger than a page, and the offset after it."""
+    header = read_header(data)
+    return ({"offset": header.base_offset, "skipped": f"batch {header.base_offset}.."
+             f"{header.last_offset} is {header.size} bytes, more than a page ({PAGE_BYTES})"},
+            header.next_offset)
+
+
+def _record(rec, fmt: str) -> dict:
+    return {"offset": rec.offset, "timestamp": rec.timestamp, "time": iso(rec.timestamp),
+            "key": render(rec.key, fmt), "value": render(rec.value, fmt),
+            "headers": [[name, render(value, fmt)] for name, value in rec.headers]}
+
+
+def iso(ms: int) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, ValueError, OSError):
+        return ""
+
+
+def render(data: "bytes | None", fmt: str) -> dict:
+    """{"size", "text", "format", "truncated"[, "note"]}; text None for a null."""
+    if data is None:
+        return {"size": None, "text": None, "format": fmt, "truncated": False}
+    size, shown = len(data), bytes(data[:VALUE_CAP])
+    out = {"size": size, "format": fmt, "truncated": size > VALUE_CAP}
+    if fmt == "hex":
+        out["text"] = hexdump(shown)
+    elif fmt == "json":
+        out.update(_json(data, shown, size))
+    else:
+        out["text"] = shown.decode("utf-8", "backslashreplace")
+    if out["truncated"]:
+        out["text"] += f"\n\u2026 [truncated: {VALUE_CAP} of {size} bytes shown]"
+    return out
+
+
+def _json(data: bytes, shown: bytes, size: int) -> dict:
+    if size > VALUE_CAP:
+        return {"text": shown.decode("utf-8", "backslashreplace"), "format": "text",
+                "note": "too large to parse as JSON"}
+    try:
+        return {"text": json.dumps(json.loads(bytes(data)), indent=2, ensure_ascii=False)}
+    except (ValueError, RecursionError):
+        return {"text": shown.decode("utf-8", "backslashreplace"), "format": "text",
+                "note": "not JSON"}
+
+
+def hexdump(data: bytes) -> str:
+    """16 bytes a line: offset, hex bytes, printable ASCII."""
+    lines = []
+    for i in range(0, len(data), 16):
+        chunk = data[i:i + 16]
+        ascii_ = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{i:06x}  {chunk.hex(' '):<47}  {ascii_}")
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""The broker's state as plain data for the console, taken on the broker's loop.
+
+``take(broker)`` must run on the broker's event loop (the console's aiohttp
+handlers and its sampler do): it iterates dicts the loop mutates, so it
+never runs in another thread. The per-partition numbers come from the
+metrics' ``Snapshot.take`` (metrics_collect.py), the one place that reads
+them; this adds topics, groups with their members, the cluster view and
+the traffic counters. Cheap: no I/O, one pass over logs and groups.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..metrics_collect import Snapshot
+
+
+@dataclass(frozen=True)
+class State:
+    broker_id: int
+    address: str  # host:port of this broker
+    taken_ms: int
+    connections: int
+    topics: dict  # name -> partition count
+    logs: dict  # (topic, partition) -> (log_start, hw, log_end, size_bytes, offline)
+    groups: list  # of dicts: name, state, protocol, generation, members, offsets
+    traffic: dict  # (topic, partition) -> (bytes_in, records_in, bytes_out)
+    cluster: "dict | None"  # None on a single node; see _cluster
+
+
+def take(broker, traffic=None) -> State:
+    """The state of ``broker`` now (on its loop); ``traffic``: the TrafficStats."""
+    snap = Snapshot.take(broker)
+    logs = {(t, p): (start, hw, end, size, down)
+            for _lg, t, p, end, hw, start, size, down in snap.logs}
+    node = broker.node
+    if node is None:
+        topics = {t.name: t.partitions for t in broker.store.topics.list()}
+    else:
+        topics = {name: t.partitions for name, t in list(node.view.topics.items())}
+    counts = {} if traffic is None else {tp: tuple(v) for tp, v in list(traffic.parts.items())}
+    return State(broker.config.broker_id, f"{broker.config.host}:{broker.port}",
+                 int(time.time() * 1000), snap.connections, topics, logs,
+                 [_group(g) for g in broker.coordinator.groups() if g.members or g.offsets],
+                 counts, None if node is None else _cluster(node, snap.cluster))
+
+
+def _group(g) -> dict:
+    return {"name": g.name, "state": g.state, "protocol": g.protocol, "generation": g.generation,
+            "members": [(mb.member_id, mb.instance_id, mb.client_id, mb.host, mb.assignment)
+                        for mb in list(g.members.values())],
+            "offsets": {tp: co.offset for tp, co in list(g.offsets.items())}}
+
+
+def _cluster(node, numbers: dict) -> dict:
+    view = node.view
+    return {"name": node.config.cluster_name, "controller": view.controller, "me": node.me,
+            "brokers": sorted((b.id, b.host, b.port) for b in list(view.brokers.values())),
+            "partitions": {key: (s.leader, tuple(s.replicas), tuple(s.isr), s.leader_epoch)
+                           for key, s in list(view.partitions.items())},
+            "replication": {name: t.replication_factor for name, t in list(view.topics.items())},
+            "under_replicated_led": numbers["under"], "leaders": numbers["leaders"]}
