@@ -238,7 +238,7 @@ class BrokerProcess:
         if not line.startswith("logbroker listening on "):
             self.kill()
             raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log()}")
-        self.port = int(line.rsplit(":", 1)[1])
+        self.port = int(line.split()[3].rsplit(":", 1)[1])  # "... on HOST:PORT[ (note)]"
         return self
 
     def log(self) -> str:

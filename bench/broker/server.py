@@ -146,7 +146,7 @@ class BrokerServer:
         if not line.startswith(READY):
             self.stop()
             raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log()[-2000:]}")
-        host, port = line[len(READY):].strip().rsplit(":", 1)
+        host, port = line[len(READY):].split()[0].rsplit(":", 1)  # "HOST:PORT[ (note)]"
         if host != "127.0.0.1":
             self.stop()
             raise RuntimeError(f"broker listens on {host}, not 127.0.0.1")

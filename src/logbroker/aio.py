@@ -219,10 +219,13 @@ class Admin(AsyncShell):
     def __init__(self, bootstrap="127.0.0.1:9555", *, client_id: str = "logbroker-admin",
                  request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000,
                  tls_ca: "str | None" = None, tls_cert: "str | None" = None,
-                 tls_key: "str | None" = None, tls_check_hostname: bool = True) -> None:
+                 tls_key: "str | None" = None, tls_check_hostname: bool = True,
+                 username: "str | None" = None, password: "str | None" = None,
+                 sasl_mechanism: str = "SCRAM-SHA-256") -> None:
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
                                       connect_timeout_ms,
-                                      TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname))
+                                      TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname,
+                                                  username, password, sasl_mechanism))
         self._core = AdminCore(Router(self.options))
 
     async def close(self) -> None:

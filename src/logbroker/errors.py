@@ -341,3 +341,45 @@ class FencedInstanceIdError(LogbrokerError):
 
     code, name = 82, "FENCED_INSTANCE_ID"
 
+
+
+# -- authentication (docs/security.md) ----------------------------------------------
+
+
+@register
+class ClusterAuthorizationFailedError(LogbrokerError):
+    """The connection may not administer users: it is not authenticated (and
+    the bootstrap rule does not apply), or not as a super user."""
+
+    code, name = 31, "CLUSTER_AUTHORIZATION_FAILED"
+
+
+@register
+class UnsupportedSaslMechanismError(LogbrokerError):
+    """The client asked for a SASL mechanism the broker does not offer."""
+
+    code, name = 33, "UNSUPPORTED_SASL_MECHANISM"
+
+
+@register
+class IllegalSaslStateError(LogbrokerError):
+    """A SASL request out of order (authenticate before the handshake, a
+    second handshake, a step after the exchange ended)."""
+
+    code, name = 34, "ILLEGAL_SASL_STATE"
+
+
+@register
+class SaslAuthenticationFailedError(LogbrokerError):
+    """Wrong user name or password, a malformed or replayed SCRAM message,
+    an exchange that took too long, or an anonymous request to a broker
+    with ``auth_required``. Not retriable: retrying cannot fix a password."""
+
+    code, name = 58, "SASL_AUTHENTICATION_FAILED"
+
+
+@register
+class ResourceNotFoundError(LogbrokerError):
+    """The named resource (a user) does not exist."""
+
+    code, name = 91, "RESOURCE_NOT_FOUND"

@@ -141,6 +141,9 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
+        if self.auth_required and self.etcd is not None:
+            raise InvalidConfigError("auth_required is not supported in cluster mode yet (users "
+                                     "are kept per broker; docs/security.md)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise InvalidConfigError("tls_cert and tls_key go together")
         if self.tls_client_auth and (self.tls_cert is None or self.tls_ca is None):

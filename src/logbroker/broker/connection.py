@@ -12,6 +12,11 @@ turn, as ``sendfile`` would read them) and written as bytes, unchanged:
 Reading pauses while too many bytes or requests are unanswered
 (backpressure) and while the socket's write buffer is full.
 
+Authentication (auth.py): each request passes the connection's
+``Session`` as it is read, in order; SASL steps and user administration
+are answered there, anonymous requests refused when ``auth_required``,
+and a failed authentication closes the connection once answered.
+
 Memory: an idle connection holds no buffer (the broker's readers share one
 receive buffer; a frame in progress holds only the bytes that arrived), and
 no task or future exists until there is a request to answer.
@@ -36,6 +41,7 @@ from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
 from ..coordinator.requests import PEER
 from ..storage.results import FileSlice
+from .auth import INTERCEPTED, Session
 from .produce import CLOSE_CONNECTION, ProduceAnswer
 
 if TYPE_CHECKING:
@@ -48,7 +54,7 @@ MAX_PENDING = 64
 class ClientConnection(asyncio.BufferedProtocol):
     __slots__ = ("broker", "reader", "transport", "pending", "inflight_bytes", "read_paused",
                  "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle",
-                 "tls")
+                 "tls", "session")
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -66,6 +72,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.last_frame_at = 0.0
         self.partial_since: "float | None" = None  # when the incomplete frame began
         self.tls = False  # the transport is TLS: no sendfile
+        self.session: "Session | None" = None  # authentication (auth.py), once connected
 
     # -- public API (the server's) ----------------------------------------------------
     def pause(self) -> None:
@@ -100,6 +107,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         cfg = self.broker.config
         if self.partial_since is not None and now - self.partial_since > cfg.frame_timeout_ms / 1000:
             self.close("request not completed within frame_timeout_ms")
+        elif self.session is not None and self.session.expired(now):
+            self.close("authentication not completed within frame_timeout_ms")
         elif not self.pending and now - self.last_frame_at > cfg.idle_timeout_ms / 1000:
             self.close("idle")
 
@@ -115,7 +124,13 @@ class ClientConnection(asyncio.BufferedProtocol):
                         self.broker.config.max_connections)
             transport.abort()
             return
+        self.session = Session(self.broker.handlers.auth, self.peer, self._auth_failed)
         log.debug("connection from %s", self.peer)
+
+    def _auth_failed(self) -> None:
+        metrics = self.broker.metrics
+        if metrics is not None:
+            metrics.auth_failed()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer(sizehint)
@@ -195,6 +210,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             code = exc.cause.code if exc.cause is not None else exc.code
             cls = m.RESPONSES.get(exc.api, m.HandshakeResponse)
             return _Answer(exc.cid, size, cls(error=code, message=exc.message))
+        msg = env.message
+        if self.session.gated or msg.__class__ in INTERCEPTED:
+            got = self.session.intercept(msg, loop.time())
+            if got is not None:  # answered here (auth.py): an exchange, users, or a refusal
+                answer = _Answer(env.cid, size, got[0])
+                answer.close_after = got[1]
+                return answer
         if not tasks_ok:
             return _Answer(env.cid, size, None, self._task(loop, self.broker.dispatch(env.message)))
         out = self.broker.dispatch_now(env.message)
@@ -233,6 +255,12 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self.inflight_bytes -= a.size
                 if a.cid < 0:
                     self.close("unreadable request")
+                    return
+                if a.close_after:  # a failed authentication: its answer, then close
+                    if a.response is not None:
+                        for buf in encode(a.response, a.cid):
+                            transport.write(buf)
+                    self.close("authentication failed")
                     return
                 if a.response is CLOSE_CONNECTION:
                     self.close("acks=0 produce to a partition this broker does not lead")
@@ -354,8 +382,9 @@ class _Answer:
     """One request read, in order: its cid and frame size, and its response
     (``waiting``: the task or ``ProduceAnswer`` that will give it)."""
 
-    __slots__ = ("cid", "size", "response", "waiting", "hooked")
+    __slots__ = ("cid", "size", "response", "waiting", "hooked", "close_after")
 
     def __init__(self, cid: int, size: int, response, waiting=None):
         self.cid, self.size, self.response, self.waiting, self.hooked = \
             cid, size, response, waiting, False
+        self.close_after = False  # close the connection once this is answered

@@ -23,6 +23,7 @@ from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..storage.log import Log
 from ..storage.store import Store
+from .auth import BrokerAuth
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
 from .edge import check_partition_key, check_request, listed
@@ -45,6 +46,7 @@ class Handlers:
         self.replicas = cluster.node.replicas if cluster is not None else None
         self._next_producer_id = int(time.time() * 1000) << 8
         # metrics (metrics.py sets them when metrics are on): None costs one check per request
+        self.auth = BrokerAuth(store.meta, config, clustered=cluster is not None)  # auth.py
         self.requests: "RequestStats | None" = None
         self.traffic: "TrafficStats | None" = None
         self.table: dict[type, Callable] = {

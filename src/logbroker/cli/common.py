@@ -25,9 +25,9 @@ MAX_TIMEOUT_S = 86_400.0
 
 
 def bootstrap_option(fn):
-    """Adds ``-b/--bootstrap``, ``--timeout`` and the TLS options; the command
-    gets ``conn``: the keyword arguments of a client (bootstrap, timeouts,
-    TLS). Checks them (INVALID_CONFIG / INVALID_REQUEST before any I/O) and
+    """Adds ``-b/--bootstrap``, ``--timeout``, the TLS options and
+    ``--username``/``--password-stdin``; the command gets ``conn``: the
+    keyword arguments of a client (bootstrap, timeouts, TLS, credentials). Checks them (INVALID_CONFIG / INVALID_REQUEST before any I/O) and
     keeps the client's log records off stderr: failures reach the user as
     the command's one ``error:`` line."""
 
@@ -48,11 +48,17 @@ def bootstrap_option(fn):
     @click.option("--no-tls-check-hostname", "tls_check_hostname", is_flag=True, default=True,
                   flag_value=False,
                   help="Accept a trusted broker certificate that does not name the host dialled.")
+    @click.option("--username", default=None, envvar="LOGBROKER_USERNAME", metavar="NAME",
+                  help="Authenticate as NAME (SCRAM-SHA-256; env LOGBROKER_USERNAME); the "
+                       "password from --password-stdin, env LOGBROKER_PASSWORD or a prompt.")
+    @click.option("--password-stdin", is_flag=True, default=False,
+                  help="Read the --username's password from the first line of stdin.")
     @functools.wraps(fn)
     def wrapper(*args, bootstrap: str, timeout: float, tls_ca, tls_cert, tls_key,
-                tls_check_hostname, **kwargs):
+                tls_check_hostname, username, password_stdin, **kwargs):
         conn = client_conn(bootstrap, timeout)
         conn.update(tls_conn(tls_ca, tls_cert, tls_key, tls_check_hostname))
+        conn.update(auth_conn(username, password_stdin))
         return fn(*args, conn=conn, **kwargs)
 
     return wrapper
@@ -82,6 +88,37 @@ def tls_conn(ca, cert, key, check_hostname: bool) -> dict:
     tls = TlsSettings(ca, cert, key, check_hostname)
     tls.tls_context()
     return {"tls_ca": ca, "tls_cert": cert, "tls_key": key, "tls_check_hostname": check_hostname}
+
+
+def auth_conn(username: "str | None", password_stdin: bool) -> dict:
+    """The clients' ``username``/``password`` (none without ``--username``).
+    The password: stdin's first line with ``--password-stdin``, else env
+    LOGBROKER_PASSWORD, else a prompt on a terminal; INVALID_CONFIG when
+    there is none (or a password without a user name)."""
+    import os
+
+    if username is None:
+        if password_stdin:
+            raise InvalidConfigError("--password-stdin needs --username")
+        return {}
+    from ..protocol.auth_messages import check_user_name
+
+    try:
+        check_user_name(username)
+    except InvalidRequestError as exc:
+        raise InvalidConfigError(f"--username: {exc.message}") from None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif os.environ.get("LOGBROKER_PASSWORD"):
+        password = os.environ["LOGBROKER_PASSWORD"]
+    elif sys.stdin.isatty():
+        password = click.prompt(f"Password for {username}", hide_input=True, err=True)
+    else:
+        password = ""
+    if not password:
+        raise InvalidConfigError(f"no password for --username {username}: use --password-stdin, "
+                                 "env LOGBROKER_PASSWORD or a terminal")
+    return {"username": username, "password": password}
 
 
 def quiet_client_logs() -> None:

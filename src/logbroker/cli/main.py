@@ -99,8 +99,9 @@ def _register_commands() -> None:
     from .produce import produce
     from .serve import serve
     from .topics import topics
+    from .users import users
 
-    for command in (serve, produce, consume, topics, groups, cluster, inspect):
+    for command in (serve, produce, consume, topics, groups, cluster, users, inspect):
         main.add_command(command)
 
 

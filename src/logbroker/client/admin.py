@@ -1,4 +1,4 @@
-"""The sync ``Admin`` client: topics, groups and offsets (used by the CLI).
+"""The sync ``Admin`` client: topics, groups, offsets and users (used by the CLI).
 
 Every method is one blocking request (``list_offsets`` by topic name and
 ``describe_topics``: two; ``list_offsets``: one per leader) with a deadline
@@ -29,15 +29,19 @@ class Admin(SyncShell):
     """``Admin(bootstrap="127.0.0.1:9555", request_timeout_ms=30000,
     connect_timeout_ms=5000)``; a context manager. Thread-safe. TLS:
     ``tls_ca=``, ``tls_cert=``/``tls_key=``, ``tls_check_hostname=`` as
-    for every client (settings.TlsSettings, docs/security.md)."""
+    for every client (settings.TlsSettings, docs/security.md); ``username=``
+    and ``password=`` authenticate (SCRAM-SHA-256)."""
 
     def __init__(self, bootstrap="127.0.0.1:9555", *, client_id: str = "logbroker-admin",
                  request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000,
                  tls_ca: "str | None" = None, tls_cert: "str | None" = None,
-                 tls_key: "str | None" = None, tls_check_hostname: bool = True) -> None:
+                 tls_key: "str | None" = None, tls_check_hostname: bool = True,
+                 username: "str | None" = None, password: "str | None" = None,
+                 sasl_mechanism: str = "SCRAM-SHA-256") -> None:
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
                                       connect_timeout_ms,
-                                      TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname))
+                                      TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname,
+                                                  username, password, sasl_mechanism))
         self._core = AdminCore(Router(self.options))
         self._timeout = self.options.request_timeout + self.options.connect_timeout + 1
         self._io = LoopThread("logbroker-admin-io")

@@ -31,7 +31,7 @@ from . import group_offsets
 from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                             GroupDescription, GroupPartition, MemberDescription, NewTopic,
                             OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
-                            TopicDescription)
+                            TopicDescription, UserInfo)
 from .assignors import Assignment
 from .coordinator import Coordinators
 from .metadata import list_offsets, part_error, partition_counts
@@ -39,13 +39,15 @@ from .routing import Router
 
 __all__ = ["METHODS", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterPartition",
            "ElectionResult", "GroupDescription", "GroupPartition", "MemberDescription", "NewTopic",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription"]
+           "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription",
+           "UserInfo"]
 
 # The coroutines both Admin shells expose as they are (create_topic is the
 # one more: it is written once below too).
 METHODS = ("create_topics", "create_topic", "delete_topics", "list_topics", "describe_topics",
            "describe_cluster", "elect_leaders", "list_groups", "describe_groups",
-           "delete_groups", "commit_offsets", "fetch_offsets", "list_offsets")
+           "delete_groups", "commit_offsets", "fetch_offsets", "list_offsets", "create_user",
+           "delete_user", "list_users")
 
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
@@ -341,6 +343,35 @@ class AdminCore:
         found = await list_offsets(self.router, specs, raise_errors=raise_errors)
         return {tp: v if isinstance(v, LogbrokerError) else OffsetAndTimestamp(*v)
                 for tp, v in found.items()}
+
+    # -- users (docs/security.md) ------------------------------------------------------------------
+    async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
+        """Create user ``name`` with ``password``, or change an existing
+        user's password; True if the user is new. Only the SCRAM-SHA-256
+        credentials derived here (salt, keys, ``iterations`` 4096..16384)
+        are sent and stored, never the password. Sent once.
+        ``ClusterAuthorizationFailedError`` if this client may not."""
+        from ..protocol.auth_messages import check_user_name
+        from .auth import user_credentials
+
+        check_user_name(name)
+        salt, stored, server, n = user_credentials(password, iterations)
+        resp = await self.router.call_any(m.CreateUser(name=name, salt=salt, stored_key=stored,
+                                                       server_key=server, iterations=n),
+                                          retry=False)
+        return resp.created
+
+    async def delete_user(self, name: str) -> None:
+        """Delete user ``name`` (its next connection fails to authenticate;
+        open ones stay); ``ResourceNotFoundError`` if there is none. Sent once."""
+        from ..protocol.auth_messages import check_user_name
+
+        await self.router.call_any(m.DeleteUser(name=check_user_name(name)), retry=False)
+
+    async def list_users(self) -> list:
+        """``UserInfo(name, mechanism, iterations)`` of every user, by name."""
+        resp = await self.router.call_any(m.ListUsers())
+        return [UserInfo(*row) for row in resp.users]
 
     async def aclose(self) -> None:
         self.closed = True

@@ -137,3 +137,11 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
+
+
+class UserInfo(NamedTuple):
+    """A user the broker knows (Admin.list_users): never its salt or keys."""
+
+    name: str
+    mechanism: str
+    iterations: int

@@ -9,7 +9,9 @@ gives a link to one broker that broker's address from the metadata, and the
 control link the live brokers it knows, then the bootstrap list. An address
 that failed us (``drop(avoid=True)``) is tried last in the next round.
 ``call()`` sends one request and raises the response's top-level error as
-the registered exception.
+the registered exception. With ``options.sasl`` every connection is
+authenticated (client/auth.py) before it is used; a refusal is not
+retriable and ends the attempt at once.
 
 Options (``ClientOptions``) are shared by Producer, Consumer and Admin.
 """
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 from ..errors import (BrokerUnavailableError, ClientClosedError, ClusterUnavailableError,
                       LogbrokerError, UnsupportedVersionError, for_code)
 from ..protocol import messages as m
+from .auth import SaslCredentials, authenticate
 from .backoff import Backoff
 from .connection import BrokerConnection
 
@@ -80,6 +83,7 @@ class ClientOptions:
     reconnect_backoff_max: float = 1.0
     max_frame_bytes: int = 256 << 20
     tls: "ssl.SSLContext | None" = None  # TLS to every broker (client_options' tls_* settings)
+    sasl: "SaslCredentials | None" = None  # authenticate every connection (client/auth.py)
 
     @classmethod
     def make(cls, bootstrap, **kwargs) -> "ClientOptions":
@@ -189,6 +193,12 @@ class BrokerLink:
             if isinstance(err, UnsupportedVersionError):
                 raise err
             raise BrokerUnavailableError(f"handshake with {host}:{port} refused: {err}")
+        if opts.sasl is not None:
+            try:
+                await authenticate(conn, opts.sasl, opts.connect_timeout)
+            except BaseException:
+                conn.close()
+                raise
         self.server, self.broker_id = resp.server, resp.broker_id
         return conn
 

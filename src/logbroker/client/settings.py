@@ -8,7 +8,7 @@ ever sent; the consumer's ``group`` is checked as the broker checks it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidConfigError, InvalidGroupError
 from .assignors import DEFAULT as DEFAULT_ASSIGNOR, choose
@@ -26,12 +26,23 @@ class TlsSettings:
     when ``tls_ca`` (the CA bundle the brokers' certificates must chain to)
     or ``tls_cert`` is given; ``tls_cert``/``tls_key`` are this client's
     certificate and key for mutual TLS; ``tls_check_hostname=False`` accepts
-    a trusted certificate that does not name the host dialled."""
+    a trusted certificate that does not name the host dialled. ``username``
+    and ``password`` authenticate every connection (SCRAM-SHA-256)."""
 
     tls_ca: "str | None" = None
     tls_cert: "str | None" = None
     tls_key: "str | None" = None
     tls_check_hostname: bool = True
+    # authentication (SCRAM-SHA-256, docs/security.md): every connection, when given
+    username: "str | None" = None
+    password: "str | None" = field(default=None, repr=False)
+    sasl_mechanism: str = "SCRAM-SHA-256"
+
+    def sasl_credentials(self):
+        """``SaslCredentials`` or None; ``ValueError`` for a half-given pair."""
+        from .auth import SaslCredentials
+
+        return SaslCredentials.make(self.username, self.password, self.sasl_mechanism)
 
     def tls_context(self):
         """The ``ssl.SSLContext`` for these settings, or None (plaintext);
@@ -173,7 +184,8 @@ def client_options(bootstrap, client_id: str, request_timeout_ms: int,
     return ClientOptions.make(bootstrap, client_id=client_id,
                               request_timeout=request_timeout_ms / 1000,
                               connect_timeout=connect_timeout_ms / 1000,
-                              tls=None if tls is None else tls.tls_context())
+                              tls=None if tls is None else tls.tls_context(),
+                              sasl=None if tls is None else tls.sasl_credentials())
 
 
 def _bounded(settings, name: str, low: int, high: int) -> None:

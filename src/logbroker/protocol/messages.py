@@ -359,3 +359,6 @@ from .cluster_messages import (DescribeCluster, DescribeClusterResponse,  # noqa
 from .group_messages import (FindCoordinator, FindCoordinatorResponse, Heartbeat,  # noqa: E402,F401
                              HeartbeatResponse, JoinGroup, JoinGroupResponse, LeaveGroup,
                              LeaveGroupResponse, SyncGroup, SyncGroupResponse)
+from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa: E402,F401
+                            DeleteUserResponse, ListUsers, ListUsersResponse, SaslAuthenticate,
+                            SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)

@@ -11,6 +11,7 @@ sync). Tables (named databases):
                                              epochs   leader-epoch history
                                              parts    partition name -> pid
                                              meta     counters
+                                             users    SCRAM credentials (broker/auth_store.py)
 
 Keys are fixed-width big-endian so they sort by (pid, offset). The hot
 append path never writes here: a Log buffers its index entries and writes
@@ -27,7 +28,7 @@ import lmdb
 
 from ..errors import StorageError
 
-TABLES = ("oidx", "tidx", "segs", "topics", "groups", "ckpt", "epochs", "parts", "meta")
+TABLES = ("oidx", "tidx", "segs", "topics", "groups", "ckpt", "epochs", "parts", "meta", "users")
 DERIVED = ("oidx", "tidx", "segs")
 PID = struct.Struct(">I")
 PID_U64 = struct.Struct(">IQ")

@@ -1,0 +1,228 @@
+"""Authentication on the broker: SCRAM-SHA-256 through ``scramp``, one
+``Session`` per connection (docs/security.md, "Authentication").
+
+A connection starts anonymous. ``Session.intercept(msg)`` runs for every
+request as it is read, in order, before dispatch; it returns None (the
+request goes on to the handlers) or ``(response, close)``: the answer,
+and whether to close the connection once it is written.
+
+- SaslHandshake, then two SaslAuthenticate steps (client-first ->
+  server-first, client-final -> server-final); anything else out of order
+  is ILLEGAL_SASL_STATE. A failed step is answered with
+  SASL_AUTHENTICATION_FAILED and the connection is closed; so is an
+  exchange not finished within ``frame_timeout_ms`` of its handshake
+  (``expired``). Each exchange has a fresh server nonce (scramp's, from
+  ``secrets``), so a client-final replayed on another connection fails.
+- An unknown user gets made-up credentials (a salt stable per name) and
+  fails at the proof, as a wrong password does: the answer does not tell
+  which names exist. The broker log does.
+- With ``auth_required``, an anonymous connection's requests other than
+  Handshake and the SASL ones are refused with SASL_AUTHENTICATION_FAILED
+  (an acks=0 produce, which gets no answer, closes the connection).
+- User administration (CreateUser, DeleteUser, ListUsers) is answered here,
+  so its check and its write happen in one loop turn. With
+  ``auth_required`` it needs an authenticated connection (a super user's
+  when ``super_users`` is set), or — the bootstrap rule — a connection
+  from a loopback address while no user exists.
+
+Metrics: each failed authentication calls the session's ``failed()``
+(the connection's: ``broker.metrics.auth_failed()`` with metrics on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+import secrets
+
+from scramp import ScramException, ScramMechanism
+
+from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, InvalidRequestError,
+                      LogbrokerError, ResourceNotFoundError, SaslAuthenticationFailedError,
+                      UnsupportedSaslMechanismError, code_and_message)
+from ..protocol import messages as m
+from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS, check_user_name
+from .auth_store import Credentials, UserStore
+
+log = logging.getLogger("logbroker.auth")
+SASL = (m.SaslHandshake, m.SaslAuthenticate)
+USER_ADMIN = (m.CreateUser, m.DeleteUser, m.ListUsers)
+INTERCEPTED = frozenset(SASL + USER_ADMIN)
+FAILED = "invalid user name or password"
+_NEW, _HANDSHAKEN, _FIRST, _DONE = range(4)
+
+
+class BrokerAuth:
+    """What every connection's session shares: the users, the settings,
+    the SCRAM mechanism and a per-process secret for unknown users' salts."""
+
+    def __init__(self, meta, config, clustered: bool) -> None:
+        self.config = config
+        self.required = config.auth_required
+        self.super_users = frozenset(config.super_users)
+        self.users = None if clustered else UserStore(meta)
+        self.mechanism = ScramMechanism(MECHANISM)
+        self._secret = secrets.token_bytes(32)
+
+    def credentials(self, name: str) -> tuple:
+        """``scramp``'s auth_fn: the user's (salt, stored key, server key,
+        iterations), made up (and never matching) for an unknown user."""
+        cred = self.users.get(name) if self.users is not None else None
+        if cred is None:
+            salt = hmac.new(self._secret, name.encode(), hashlib.sha256).digest()[:16]
+            return salt, secrets.token_bytes(32), secrets.token_bytes(32), DEFAULT_ITERATIONS
+        return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+
+class Session:
+    """One connection's authentication state (module docstring)."""
+
+    __slots__ = ("auth", "peer", "failed", "loopback", "principal", "gated", "state", "server",
+                 "user", "deadline")
+
+    def __init__(self, auth: BrokerAuth, peer: str, failed) -> None:
+        """``failed()``: called once per failed authentication (metrics)."""
+        self.auth, self.peer, self.failed = auth, peer, failed
+        self.loopback = _is_loopback(peer.rpartition(":")[0])
+        self.principal = ""  # "User:NAME" once authenticated
+        self.gated = auth.required  # anonymous requests are refused
+        self.state = _NEW
+        self.server = None
+        self.user = ""
+        self.deadline: "float | None" = None  # the exchange must end by then (loop time)
+
+    def intercept(self, msg: m.Message, now: float):
+        """None (dispatch ``msg``) or ``(response, close)`` (module docstring)."""
+        cls = msg.__class__
+        try:
+            if cls is m.SaslHandshake:
+                return self._handshake(msg, now), False
+            if cls is m.SaslAuthenticate:
+                return self._step(msg)
+            if cls in USER_ADMIN:
+                return self._user_admin(msg), False
+        except LogbrokerError as exc:
+            close = isinstance(exc, (SaslAuthenticationFailedError, IllegalSaslStateError,
+                                     UnsupportedSaslMechanismError))
+            if close:
+                self._fail(exc.message)
+            code, message = code_and_message(exc)
+            return m.RESPONSES[msg.API](error=code, message=message), close
+        if not self.gated or cls is m.Handshake:
+            return None
+        if cls is m.Produce and msg.acks == 0:
+            self.failed()
+            return None, True  # it gets no answer: the connection closes instead
+        self.failed()
+        return m.RESPONSES[msg.API](
+            error=SaslAuthenticationFailedError.code,
+            message=f"{cls.__name__} refused: this broker requires authentication "
+                    f"({MECHANISM}; give the client a username and password)"), False
+
+    def expired(self, now: float) -> bool:
+        """The exchange under way has outlived its bound (the caller closes)."""
+        if self.deadline is not None and now > self.deadline:
+            self.deadline = None
+            self._fail("not completed within frame_timeout_ms")
+            return True
+        return False
+
+    # -- the exchange ------------------------------------------------------------------------
+    def _handshake(self, msg: m.SaslHandshake, now: float) -> m.SaslHandshakeResponse:
+        if self.state != _NEW:
+            raise IllegalSaslStateError("one SaslHandshake per connection (re-authentication "
+                                        "is not supported)")
+        if msg.mechanism not in MECHANISMS:
+            raise UnsupportedSaslMechanismError(
+                f"mechanism {msg.mechanism[:40]!r} is not offered; use {', '.join(MECHANISMS)}")
+        if self.auth.users is None:
+            raise SaslAuthenticationFailedError("authentication is not supported in cluster "
+                                                "mode yet (docs/security.md)")
+        self.state = _HANDSHAKEN
+        self.server = self.auth.mechanism.make_server(self.auth.credentials)
+        self.deadline = now + self.auth.config.frame_timeout_ms / 1000
+        return m.SaslHandshakeResponse(mechanisms=MECHANISMS)
+
+    def _step(self, msg: m.SaslAuthenticate):
+        if self.state not in (_HANDSHAKEN, _FIRST):
+            raise IllegalSaslStateError("SaslAuthenticate " + (
+                "before SaslHandshake" if self.state == _NEW else "after the exchange ended"))
+        try:
+            text = msg.auth_bytes.decode("utf-8")
+            if self.state == _HANDSHAKEN:
+                self.server.set_client_first(text)
+                self.user = _user_of(text)
+                self.state = _FIRST
+                return m.SaslAuthenticateResponse(auth_bytes=self.server.get_server_first()
+                                                  .encode()), False
+            self.server.set_client_final(text)
+            final = self.server.get_server_final().encode()
+        except (ScramException, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
+            known = self.user and self.auth.users.get(self.user) is not None
+            log.warning("authentication from %s as %r failed: %s", self.peer, self.user[:60],
+                        exc if known or not self.user else "unknown user")
+            raise SaslAuthenticationFailedError(FAILED) from None
+        self.state, self.deadline, self.server = _DONE, None, None
+        self.principal, self.gated = f"User:{self.user}", False
+        log.info("%s authenticated as %s", self.peer, self.principal)
+        return m.SaslAuthenticateResponse(auth_bytes=final, principal=self.principal), False
+
+    def _fail(self, why: str) -> None:
+        self.state, self.deadline, self.server = _DONE, None, None
+        self.failed()
+        log.log(logging.DEBUG if why == FAILED else logging.WARNING,
+                "authentication from %s failed: %s", self.peer, why)
+
+    # -- users --------------------------------------------------------------------------------
+    def _user_admin(self, msg):
+        users = self.auth.users
+        if users is None:
+            raise InvalidRequestError("users are not supported in cluster mode yet "
+                                      "(docs/security.md)")
+        self._may_administer(users)
+        if msg.__class__ is m.ListUsers:
+            return m.ListUsersResponse(users=tuple(users.list()))
+        check_user_name(msg.name)
+        if msg.__class__ is m.DeleteUser:
+            if not users.delete(msg.name):
+                raise ResourceNotFoundError(f"no user {msg.name!r}")
+            log.info("%s deleted user %r", self.principal or self.peer, msg.name)
+            return m.DeleteUserResponse()
+        created = users.put(msg.name, Credentials(msg.mechanism, msg.salt, msg.stored_key,
+                                                  msg.server_key, msg.iterations))
+        log.info("%s %s user %r", self.principal or self.peer,
+                 "created" if created else "changed the password of", msg.name)
+        return m.CreateUserResponse(created=created)
+
+    def _may_administer(self, users: UserStore) -> None:
+        if not self.auth.required:
+            return
+        if self.principal:
+            if self.auth.super_users and self.principal not in self.auth.super_users:
+                raise ClusterAuthorizationFailedError(
+                    f"{self.principal} is not a super user (super_users)")
+            return
+        if self.loopback and users.empty():
+            return  # bootstrap: the first user, from the broker's own host
+        raise ClusterAuthorizationFailedError(
+            "user administration needs an authenticated connection" +
+            ("" if self.loopback else " (or, before the first user exists, one from a "
+             "loopback address)"))
+
+
+def _user_of(client_first: str) -> str:
+    """The ``n=`` attribute of a client-first message (for logs and the principal)."""
+    bare = client_first.split(",", 2)[2]
+    for attr in bare.split(","):
+        if attr.startswith("n="):
+            return attr[2:].replace("=2C", ",").replace("=3D", "=")
+    raise ValueError("no user name")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
