@@ -74,10 +74,30 @@ async def _run(config: BrokerConfig) -> None:
 
     def ready(b: Broker) -> None:
         # One line on stdout that scripts and tests wait for.
-        print(f"logbroker listening on {config.host}:{b.port}", flush=True)
+        # The zero-config single node is open on loopback and says so (docs/security.md).
+        print(f"logbroker listening on {config.host}:{b.port}{_open_note(config)}", flush=True)
         if b.metrics is not None:  # a second line, only with metrics on (docs/metrics.md)
             print(f"logbroker metrics on {b.metrics.url}", flush=True)
         if b.console is not None:  # and with the console on (docs/console.md)
             print(f"logbroker console on {b.console.url}", flush=True)
 
     await broker.run(ready)
+
+
+def _open_note(config: BrokerConfig) -> str:
+    """`` (open: ...)`` after the ready line's address when anyone who can
+    connect may do anything; a warning in the log off loopback."""
+    import ipaddress
+
+    if config.auth_required:
+        return ""
+    try:
+        loopback = ipaddress.ip_address(config.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = config.host == "localhost"
+    if loopback:  # a cluster's brokers on loopback are a test rig: no note (nor warning)
+        return "" if config.etcd is not None else " (open: no authentication, loopback only)"
+    logging.getLogger("logbroker.broker").warning(
+        "no authentication on %s: anyone who can connect may do anything (auth_required; "
+        "docs/security.md)", config.host)
+    return ""
