@@ -150,6 +150,16 @@ SAMPLES = [
     m.DeleteGroups(groups=("billing", "nope")),
     m.DeleteGroupsResponse(groups=(("billing", 0, ""), ("nope", 24, "unknown group 'nope'"))),
     m.FetchResponse(error=42, message="Fetch: parts: expected a list"),
+    m.SaslHandshake(mechanism="SCRAM-SHA-256"),
+    m.SaslHandshakeResponse(mechanisms=("SCRAM-SHA-256",)),
+    m.SaslAuthenticate(auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL"),
+    m.SaslAuthenticateResponse(auth_bytes=b"v=rmF9pqV8S7suAoZWja4dJRkFsKQ=", principal="User:alice"),
+    m.CreateUser(name="alice", salt=b"\x01" * 16, stored_key=b"\x02" * 32, server_key=b"\x03" * 32),
+    m.CreateUserResponse(created=True),
+    m.DeleteUser(name="alice"),
+    m.DeleteUserResponse(error=91, message="no user 'alice'"),
+    m.ListUsers(),
+    m.ListUsersResponse(users=(("alice", "SCRAM-SHA-256", 4096),)),
 ]
 
 
