@@ -43,7 +43,7 @@ async function api(path) {
 
 function show(...nodes) {
   const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.flat(Infinity).filter(n => n !== null && n !== undefined));
 }
 
 function failure(err) {
