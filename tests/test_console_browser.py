@@ -190,6 +190,8 @@ def test_throughput_page_charts_the_produced_topics(browser, console):
     _open(browser, console, "/throughput", "throughput")
     _wait(browser, lambda d: {p.get_attribute("data-series") for p in d.find_elements(
         By.CSS_SELECTOR, "svg.chart path[data-series]")} >= {"orders", "events"})
+    # two rates (three samples) make a line in the screenshot
+    _wait(browser, lambda d: "L" in d.find_element(By.CSS_SELECTOR, "svg.chart path").get_attribute("d"))
     _shot(browser, "throughput")
 
 

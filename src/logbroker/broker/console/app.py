@@ -37,6 +37,7 @@ from .state import take
 log = logging.getLogger("logbroker.console")
 STATIC = Path(__file__).parent / "static"
 CLOSE_TIMEOUT_S = 2.0
+CONSOLE = web.AppKey("console", object)
 HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
            "frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
@@ -101,7 +102,7 @@ class Console:
 
 def make_app(console: Console) -> web.Application:
     app = web.Application(middlewares=[_errors], client_max_size=4096)
-    app["console"] = console
+    app[CONSOLE] = console
     r = app.router
     r.add_get("/", _index)
     r.add_get("/api/overview", _api(lambda c, q: views.overview(c.state())))
@@ -121,13 +122,13 @@ def make_app(console: Console) -> web.Application:
 
 def _api(view):
     async def handler(request: web.Request) -> web.Response:
-        return web.json_response(view(request.app["console"], request.query))
+        return web.json_response(view(request.app[CONSOLE], request.query))
     return handler
 
 
 async def _messages(request: web.Request) -> web.Response:
     q = inputs.check_messages(request.query)
-    return web.json_response(await request.app["console"].read_messages(q))
+    return web.json_response(await request.app[CONSOLE].read_messages(q))
 
 
 async def _index(request: web.Request) -> web.FileResponse:

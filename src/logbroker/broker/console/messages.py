@@ -11,8 +11,9 @@ the high watermark, at most ``PAGE_BYTES`` per page) and returns at most
   where the next records will be);
 - from ``q.time_ms``: the first record with a timestamp at or after it
   (``Log.offset_for_timestamp``); none: an empty page at the high watermark;
-- a single batch larger than ``PAGE_BYTES`` is not loaded: the page shows a
-  ``skipped`` row for it and goes on after it next time.
+- a batch larger than what is left of ``PAGE_BYTES`` is not loaded (its
+  header is read alone first): the page ends before it, or, when it is the
+  page's first, shows a ``skipped`` row for it and goes on after it.
 
 ``render(data, fmt)`` shows a key, value or header as ``text`` (UTF-8, bad
 bytes escaped), ``json`` (pretty; text with ``"note"`` when it is not JSON)
@@ -23,6 +24,7 @@ with a visible truncation marker.
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 
 from ...errors import OffsetOutOfRangeError
@@ -45,12 +47,15 @@ def read_page(lg, q: MessageQuery) -> dict:
         part = lg.slice(nxt, PAGE_BYTES - used, upto=hw)
         if part is None:
             break
+        first = _first_header(part)
+        if first.size > PAGE_BYTES - used:  # the slice would be that whole batch: not loaded
+            if used == 0:
+                records.append(_skipped(first))
+                nxt = first.next_offset
+            break
         data = part.read()
         batches = list(scan_batches(data))
         if not batches:
-            if used == 0 and len(data) >= HEADER_SIZE:  # one batch larger than a page
-                row, nxt = _skipped(data)
-                records.append(row)
             break
         for pos, header in batches:
             used += header.size
@@ -66,12 +71,16 @@ def read_page(lg, q: MessageQuery) -> dict:
             "bytes_read": used}
 
 
-def _skipped(data: bytes) -> tuple[dict, int]:
-    """The row standing for a batch larger than a page, and the offset after it."""
-    header = read_header(data)
-    return ({"offset": header.base_offset, "skipped": f"batch {header.base_offset}.."
-             f"{header.last_offset} is {header.size} bytes, more than a page ({PAGE_BYTES})"},
-            header.next_offset)
+def _first_header(part):
+    """The header of the slice's first batch (one small read)."""
+    with part.fd() as fd:
+        return read_header(os.pread(fd, HEADER_SIZE, part.position))
+
+
+def _skipped(header) -> dict:
+    """The row standing for a batch larger than a page."""
+    return {"offset": header.base_offset, "skipped": f"batch {header.base_offset}.."
+            f"{header.last_offset} is {header.size} bytes, more than a page ({PAGE_BYTES})"}
 
 
 def _record(rec, fmt: str) -> dict:

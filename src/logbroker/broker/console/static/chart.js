@@ -39,8 +39,9 @@ function lineChart(series, options) {
   series.forEach((s, i) => {
     if (!s.points.length) return;
     const d = s.points.map((p, j) => `${j ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join("");
-    el("path", {d, fill: "none", stroke: CHART_COLORS[i % CHART_COLORS.length], "stroke-width": 2,
-                "data-series": s.name});
+    const color = CHART_COLORS[i % CHART_COLORS.length], last = s.points[s.points.length - 1];
+    el("path", {d, fill: "none", stroke: color, "stroke-width": 2, "data-series": s.name});
+    el("circle", {cx: x(last[0]), cy: y(last[1]), r: 3, fill: color});
   });
   return svg;
 }

@@ -159,7 +159,7 @@ const pages = {
     try { page = await api(`/api/messages?${params}`); }
     catch (err) { return [...out, failure(err)]; }
     const rows = page.records.map(r => r.skipped ? {offset: r.offset, time: "", key: "", value: h("span", {class: "null"}, r.skipped), headers: ""}
-      : {offset: r.offset, time: r.time, key: value(r.key), value: value(r.value),
+      : {offset: r.offset, time: r.time, key: value(r.key), value: value(r.value, true),
          headers: r.headers.length ? h("div", {}, r.headers.map(([k, v]) => h("div", {}, h("b", {}, k + ": "), value(v)))) : ""});
     const next = h("button", {type: "button", id: "next", onclick: () => go(form, {offset: page.next_offset, time: ""})}, "Next page");
     return [...out,
@@ -174,9 +174,9 @@ function field(name, value, label) {
   return h("label", {}, label || name, h("input", {name, id: name, value, size: name === "time" ? 24 : 10}));
 }
 
-function value(v) {
+function value(v, noted) {
   if (v.text === null) return h("span", {class: "null"}, "null");
-  return h("div", {}, v.note ? h("span", {class: "muted"}, `(${v.note}) `) : null, h("pre", {}, v.text));
+  return h("div", {}, noted && v.note ? h("span", {class: "muted"}, `(${v.note}) `) : null, h("pre", {}, v.text));
 }
 
 function go(form, override) {
