@@ -84,14 +84,19 @@ class Session:
 
     def __init__(self, auth: BrokerAuth, peer: str, failed) -> None:
         """``failed()``: called once per failed authentication (metrics)."""
-        self.auth, self.peer, self.failed = auth, peer, failed
-        self.loopback = _is_loopback(peer.rpartition(":")[0])
+        self.auth, self.failed = auth, failed
+        self.set_peer(peer)
         self.principal = ""  # "User:NAME" once authenticated
         self.gated = auth.required  # anonymous requests are refused
         self.state = _NEW
         self.server = None
         self.user = ""
         self.deadline: "float | None" = None  # the exchange must end by then (loop time)
+
+    def set_peer(self, peer: str) -> None:
+        """``HOST:PORT`` of the other end ("?" while unknown: not loopback)."""
+        self.peer = peer
+        self.loopback = _is_loopback(peer.rpartition(":")[0])
 
     def intercept(self, msg: m.Message, now: float):
         """None (dispatch ``msg``) or ``(response, close)`` (module docstring)."""

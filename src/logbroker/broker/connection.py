@@ -72,7 +72,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.last_frame_at = 0.0
         self.partial_since: "float | None" = None  # when the incomplete frame began
         self.tls = False  # the transport is TLS: no sendfile
-        self.session: "Session | None" = None  # authentication (auth.py), once connected
+        # authentication (auth.py); over TLS the first request may be read before
+        # connection_made names the peer (then it is not loopback: safe)
+        self.session = Session(broker.handlers.auth, "?", self._auth_failed)
 
     # -- public API (the server's) ----------------------------------------------------
     def pause(self) -> None:
@@ -107,7 +109,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         cfg = self.broker.config
         if self.partial_since is not None and now - self.partial_since > cfg.frame_timeout_ms / 1000:
             self.close("request not completed within frame_timeout_ms")
-        elif self.session is not None and self.session.expired(now):
+        elif self.session.expired(now):
             self.close("authentication not completed within frame_timeout_ms")
         elif not self.pending and now - self.last_frame_at > cfg.idle_timeout_ms / 1000:
             self.close("idle")
@@ -124,7 +126,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                         self.broker.config.max_connections)
             transport.abort()
             return
-        self.session = Session(self.broker.handlers.auth, self.peer, self._auth_failed)
+        self.session.set_peer(self.peer)
         log.debug("connection from %s", self.peer)
 
     def _auth_failed(self) -> None:
