@@ -37,6 +37,7 @@ import time
 import urllib.request
 
 from logbroker import Producer
+from logbroker.cli.serve import parse_ready
 
 LOGBROKER = os.path.join(os.path.dirname(sys.executable), "logbroker")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -49,10 +50,11 @@ class Broker:
                 "--log-level", "warning"] + (["--metrics-port", "0"] if metrics else [])
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
-        if not line.startswith("logbroker listening on "):
+        ready = parse_ready(line)
+        if ready is None:
             self.stop()
             raise RuntimeError(f"broker did not start: {line!r}")
-        self.bootstrap = line.rsplit(" ", 1)[1].strip()
+        self.bootstrap = "%s:%d" % ready
         self.url = self.proc.stdout.readline().rsplit(" ", 1)[1].strip() if metrics else None
 
     def cpu_seconds(self) -> float:

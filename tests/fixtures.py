@@ -19,6 +19,7 @@ import sys
 import time
 
 from logbroker.protocol import messages as m
+from logbroker.cli.serve import parse_ready
 from logbroker.protocol.codec import FrameReader, decode, encode_bytes
 from logbroker.records import build_batch
 from logbroker.storage.config import LogConfig, StorageConfig
@@ -245,10 +246,11 @@ class BrokerProcess:
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
         line = _readline(self.proc, timeout)
-        if not line.startswith("logbroker listening on "):
+        ready = parse_ready(line)
+        if ready is None:
             self.kill()
             raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log()}")
-        self.port = int(line.split()[3].rsplit(":", 1)[1])  # "... on HOST:PORT[ (note)]"
+        self.port = ready[1]
         return self
 
     def log(self) -> str:

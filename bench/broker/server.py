@@ -19,10 +19,10 @@ import sys
 import time
 
 from bench import ROOT
+from logbroker.cli.serve import parse_ready
 
 LOGBROKER = os.path.join(os.path.dirname(sys.executable), "logbroker")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-READY = "logbroker listening on "
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -143,14 +143,14 @@ class BrokerServer:
             self.proc = spawn(args, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                               text=True)
         line = read_line(self.proc, timeout)
-        if not line.startswith(READY):
+        ready = parse_ready(line)
+        if ready is None:
             self.stop()
             raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log()[-2000:]}")
-        host, port = line[len(READY):].split()[0].rsplit(":", 1)  # "HOST:PORT[ (note)]"
+        host, self.port = ready
         if host != "127.0.0.1":
             self.stop()
             raise RuntimeError(f"broker listens on {host}, not 127.0.0.1")
-        self.port = int(port)
         return self
 
     def log(self) -> str:

@@ -30,10 +30,10 @@ import sys
 import time
 
 from bench import ROOT
+from logbroker.cli.serve import parse_ready
 from bench.broker.server import (
     CLK_TCK,
     LOGBROKER,
-    READY,
     Worker,
     cpu_seconds,
     read_line,
@@ -241,11 +241,12 @@ class Broker:
         """Wait for the ``logbroker listening on`` line (a cluster broker prints
         it once registered in etcd)."""
         line = read_line(self.proc, timeout)
-        if not line.startswith(READY):
+        ready = parse_ready(line)
+        if ready is None:
             self.kill()
             raise RuntimeError(f"broker {self.id} did not start: {line!r}; {self.log_path}:\n"
                                f"{log_tail(self.log_path)}")
-        self.port = int(line.rsplit(":", 1)[1])
+        self.port = ready[1]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -75,13 +75,26 @@ async def _run(config: BrokerConfig) -> None:
     def ready(b: Broker) -> None:
         # One line on stdout that scripts and tests wait for.
         # The zero-config single node is open on loopback and says so (docs/security.md).
-        print(f"logbroker listening on {config.host}:{b.port}{_open_note(config)}", flush=True)
+        print(f"{READY}{config.host}:{b.port}{_open_note(config)}", flush=True)
         if b.metrics is not None:  # a second line, only with metrics on (docs/metrics.md)
             print(f"logbroker metrics on {b.metrics.url}", flush=True)
         if b.console is not None:  # and with the console on (docs/console.md)
             print(f"logbroker console on {b.console.url}", flush=True)
 
     await broker.run(ready)
+
+
+READY = "logbroker listening on "
+
+
+def parse_ready(line: str) -> "tuple[str, int] | None":
+    """``(host, port)`` of the broker's first stdout line
+    (``logbroker listening on HOST:PORT[ (note)]``), or None if ``line`` is
+    not that line: the one parser for tests, benches and tools."""
+    if not line.startswith(READY):
+        return None
+    host, sep, port = line[len(READY):].split(" ", 1)[0].strip().rpartition(":")
+    return (host, int(port)) if sep and port.isdigit() else None
 
 
 def _open_note(config: BrokerConfig) -> str:
