@@ -644,16 +644,18 @@ def test_schedule_is_seeded_and_never_hits_more_than_the_planned_brokers():
 
 def test_a_leader_keeps_its_lease_through_a_short_etcd_connection_reset(tmp_path, etcd):
     """A leader's etcd connection reset (RST, refused) for 0.3 s, far below
-    the 2 s session, five times: the leader must keep its lease and its
+    the 2 s session, three times: the leader must keep its lease and its
     leadership each time (same leader epoch 2.5 s after the heal). Found by
     the nemesis run: gRPC's default reconnect backoff (1 s, x1.6) made every
     lease refresh fail at once after a reset, costing the lease about every
-    second time; the broker's etcd channel now reconnects within 0.1-0.5 s."""
+    second time; the broker's etcd channel now reconnects within 0.1-0.5 s.
+    Three cuts here: at one lost lease in two cuts, a regression shows 7 runs in 8; the nemesis runs
+    (``slow``) cut many more times."""
     c = Cluster(tmp_path, etcd.url, proxied=True)
     try:
         c.start()
         c.create("lease", 1, replication_factor=3)
-        for k in range(5):
+        for k in range(3):
             c.wait_state("lease", 0, lambda ld, e, r, isr: ld > 0 and len(isr) == 3, 20,
                          "a leader and the full ISR")
             time.sleep(1.0)  # the lease refreshed at its pace before the cut
