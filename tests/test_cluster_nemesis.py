@@ -650,7 +650,7 @@ def test_a_leader_keeps_its_lease_through_a_short_etcd_connection_reset(tmp_path
     lease refresh fail at once after a reset, costing the lease about every
     second time; the broker's etcd channel now reconnects within 0.1-0.5 s.
     Three cuts here: at one lost lease in two cuts, a regression shows 7 runs in 8; the nemesis runs
-    (``slow``) cut many more times."""
+    (``long``) cut etcd links many more times."""
     c = Cluster(tmp_path, etcd.url, proxied=True)
     try:
         c.start()
