@@ -161,6 +161,12 @@ SAMPLES = [
     m.DeleteUserResponse(error=91, message="no user 'alice'"),
     m.ListUsers(),
     m.ListUsersResponse(users=(("alice", "SCRAM-SHA-256", 4096),)),
+    m.CreateAcls(acls=(("User:alice", "topic", "orders", "prefix", "read", "allow"),)),
+    m.CreateAclsResponse(created=1),
+    m.DeleteAcls(principal="User:alice", resource_type="topic"),
+    m.DeleteAclsResponse(acls=(("User:alice", "topic", "orders", "prefix", "read", "allow"),)),
+    m.DescribeAcls(),
+    m.DescribeAclsResponse(acls=(("User:*", "group", "g", "literal", "all", "deny"),)),
 ]
 
 

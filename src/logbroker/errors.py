@@ -343,13 +343,30 @@ class FencedInstanceIdError(LogbrokerError):
 
 
 
-# -- authentication (docs/security.md) ----------------------------------------------
+# -- authentication and authorization (docs/security.md) ----------------------------------------------
+
+
+@register
+class TopicAuthorizationFailedError(LogbrokerError):
+    """No ACL allows the principal this operation on the topic, or one
+    denies it (broker/acl.py, docs/security.md "Authorization")."""
+
+    code, name = 29, "TOPIC_AUTHORIZATION_FAILED"
+
+
+@register
+class GroupAuthorizationFailedError(LogbrokerError):
+    """No ACL allows the principal this operation on the consumer group, or
+    one denies it (broker/acl.py)."""
+
+    code, name = 30, "GROUP_AUTHORIZATION_FAILED"
 
 
 @register
 class ClusterAuthorizationFailedError(LogbrokerError):
-    """The connection may not administer users: it is not authenticated (and
-    the bootstrap rule does not apply), or not as a super user."""
+    """The connection may not do this cluster-level operation: administer
+    users or ACLs (not authenticated and the bootstrap rule does not apply,
+    or not a super user and no ACL allows it), or a cluster-wide request."""
 
     code, name = 31, "CLUSTER_AUTHORIZATION_FAILED"
 

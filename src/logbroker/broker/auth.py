@@ -24,9 +24,20 @@ and whether to close the connection once it is written.
   ``auth_required`` it needs an authenticated connection (a super user's
   when ``super_users`` is set), or — the bootstrap rule — a connection
   from a loopback address while no user exists.
+- ACL administration (CreateAcls, DeleteAcls, DescribeAcls) likewise,
+  without a bootstrap rule (docs/security.md, "Authorization").
+- Authorization: when ACLs are enforced (``auth_required`` with
+  ``super_users`` set: ``BrokerAuth.enforcing``), every other request of an
+  authenticated connection is checked against the ACLs (acl.py) by its
+  entry in acl_rules.py; a denied one is answered with its response class
+  and TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED (29/30/31) naming the
+  operation and the resource, and counted (``denied(cls)``). A Metadata or
+  DescribeTopics of every topic becomes one of the topics the principal may
+  describe: ``intercept`` returns that request, to dispatch instead.
 
 Metrics: each failed authentication calls the session's ``failed()``
-(the connection's: ``broker.metrics.auth_failed()`` with metrics on).
+(the connection's: ``broker.metrics.auth_failed()`` with metrics on),
+each authorization denial its ``denied(request class)``.
 """
 
 from __future__ import annotations
@@ -34,35 +45,48 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import dataclasses
 import logging
 import secrets
 
 from scramp import ScramException, ScramMechanism
 
+from .. import limits
 from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, InvalidRequestError,
                       LogbrokerError, ResourceNotFoundError, SaslAuthenticationFailedError,
                       UnsupportedSaslMechanismError, code_and_message)
 from ..protocol import messages as m
 from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS, check_user_name
+from .acl import CLUSTER, CLUSTER_NAME, TOPIC, AclBinding, Authorizer
+from .acl_rules import ERRORS, LISTING, RULES
+from .acl_store import AclStore
 from .auth_store import Credentials, UserStore
+from .edge import listed
 
 log = logging.getLogger("logbroker.auth")
 SASL = (m.SaslHandshake, m.SaslAuthenticate)
 USER_ADMIN = (m.CreateUser, m.DeleteUser, m.ListUsers)
-INTERCEPTED = frozenset(SASL + USER_ADMIN)
+ACL_ADMIN = (m.CreateAcls, m.DeleteAcls, m.DescribeAcls)
+INTERCEPTED = frozenset(SASL + USER_ADMIN + ACL_ADMIN)
 FAILED = "invalid user name or password"
 _NEW, _HANDSHAKEN, _FIRST, _DONE = range(4)
 
 
 class BrokerAuth:
-    """What every connection's session shares: the users, the settings,
-    the SCRAM mechanism and a per-process secret for unknown users' salts."""
+    """What every connection's session shares: the users, the ACLs, the
+    settings, the SCRAM mechanism and a per-process secret for unknown
+    users' salts. ``topics``: the store's topic table (``get``, ``list``)."""
 
-    def __init__(self, meta, config, clustered: bool) -> None:
+    def __init__(self, meta, config, clustered: bool, topics=None) -> None:
         self.config = config
         self.required = config.auth_required
         self.super_users = frozenset(config.super_users)
+        self.enforcing = self.required and bool(self.super_users)  # ACLs checked
+        self.topics = topics
         self.users = None if clustered else UserStore(meta)
+        self.acls = None if clustered else AclStore(meta)
+        self.authorizer = Authorizer((), self.super_users)
+        self.reload_acls()
         self.mechanism = ScramMechanism(MECHANISM)
         self._secret = secrets.token_bytes(32)
 
@@ -75,16 +99,40 @@ class BrokerAuth:
             return salt, secrets.token_bytes(32), secrets.token_bytes(32), DEFAULT_ITERATIONS
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
+    def reload_acls(self) -> None:
+        """Index the stored bindings again (after each change)."""
+        if self.acls is not None:
+            self.authorizer = Authorizer(self.acls.list(), self.super_users)
+
+    def known(self, topic: str) -> bool:
+        """The topic exists (a bad name counts as known: the edge refuses it next)."""
+        try:
+            limits.check_topic_name(topic)
+        except LogbrokerError:
+            return True
+        return self.topics is None or self.topics.get(topic) is not None
+
+    def allows(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
+        """The ACL check, with Kafka's one widening: create on the cluster
+        allows creating any topic."""
+        ok = self.authorizer.authorize
+        return ok(principal, operation, resource_type, name) or (
+            operation == "create" and resource_type == TOPIC
+            and ok(principal, "create", CLUSTER, CLUSTER_NAME))
+
 
 class Session:
     """One connection's authentication state (module docstring)."""
 
-    __slots__ = ("auth", "peer", "failed", "loopback", "principal", "gated", "state", "server",
-                 "user", "deadline")
+    __slots__ = ("auth", "peer", "failed", "denied", "loopback", "principal", "gated", "screen",
+                 "state", "server", "user", "deadline")
 
-    def __init__(self, auth: BrokerAuth, peer: str, failed) -> None:
-        """``failed()``: called once per failed authentication (metrics)."""
+    def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None) -> None:
+        """``failed()``: called once per failed authentication, ``denied(cls)``
+        once per request refused by authorization (metrics)."""
         self.auth, self.failed = auth, failed
+        self.denied = denied or (lambda cls: None)
+        self.screen = auth.required  # every request must pass intercept()
         self.set_peer(peer)
         self.principal = ""  # "User:NAME" once authenticated
         self.gated = auth.required  # anonymous requests are refused
@@ -99,7 +147,8 @@ class Session:
         self.loopback = _is_loopback(peer.rpartition(":")[0])
 
     def intercept(self, msg: m.Message, now: float):
-        """None (dispatch ``msg``) or ``(response, close)`` (module docstring)."""
+        """None (dispatch ``msg``), ``(response, close)``, or a request to
+        dispatch instead of ``msg`` (module docstring)."""
         cls = msg.__class__
         try:
             if cls is m.SaslHandshake:
@@ -108,14 +157,20 @@ class Session:
                 return self._step(msg)
             if cls in USER_ADMIN:
                 return self._user_admin(msg), False
+            if cls in ACL_ADMIN:
+                return self._acl_admin(msg), False
         except LogbrokerError as exc:
             close = isinstance(exc, (SaslAuthenticationFailedError, IllegalSaslStateError,
                                      UnsupportedSaslMechanismError))
             if close:
                 self._fail(exc.message)
+            elif isinstance(exc, ClusterAuthorizationFailedError):
+                self.denied(cls)
             code, message = code_and_message(exc)
             return m.RESPONSES[msg.API](error=code, message=message), close
-        if not self.gated or cls is m.Handshake:
+        if not self.gated:
+            return self._authorize(msg) if self.auth.enforcing else None
+        if cls is m.Handshake:
             return None
         if cls is m.Produce and msg.acks == 0:
             self.failed()
@@ -180,13 +235,62 @@ class Session:
         log.log(logging.DEBUG if why == FAILED else logging.WARNING,
                 "authentication from %s failed: %s", self.peer, why)
 
+    # -- authorization ------------------------------------------------------------------------
+    def _authorize(self, msg: m.Message):
+        """None, a denial ``(response, close)``, or the request narrowed to
+        the topics the principal may describe (acl_rules.LISTING)."""
+        cls, auth, principal = msg.__class__, self.auth, self.principal
+        rule = RULES.get(cls)
+        if rule is None:  # acl_rules.NO_CHECK
+            return None
+        if cls in LISTING and msg.topics is None and auth.topics is not None:
+            names = listed(t.name for t in auth.topics.list())
+            return dataclasses.replace(msg, topics=tuple(
+                n for n in names if auth.allows(principal, "describe", TOPIC, n)))
+        for operation, resource_type, name in rule(msg, auth.known):
+            if not auth.allows(principal, operation, resource_type, name):
+                self.denied(cls)
+                log.info("%s (%s) denied %s: %s on %s %r", self.peer, principal, cls.__name__,
+                         operation, resource_type, name)
+                if cls is m.Produce and msg.acks == 0:
+                    return None, True  # it gets no answer: the connection closes instead
+                return m.RESPONSES[msg.API](
+                    error=ERRORS[resource_type].code,
+                    message=f"{cls.__name__} refused: {principal} may not {operation} "
+                            f"{resource_type} {name!r} (no ACL allows it)"), False
+        return None
+
+    # -- ACLs ---------------------------------------------------------------------------------
+    def _acl_admin(self, msg):
+        store = self.auth.acls
+        if store is None:
+            raise InvalidRequestError("ACLs are not supported in cluster mode yet "
+                                      "(docs/security.md)")
+        cls = msg.__class__
+        self._may_administer("describe" if cls is m.DescribeAcls else "alter")
+        if cls is m.CreateAcls:
+            bindings = [AclBinding(*row) for row in msg.acls]
+            created = store.add(bindings)
+            self.auth.reload_acls()
+            log.info("%s added %d ACL(s)", self.principal or self.peer, created)
+            return m.CreateAclsResponse(created=created)
+        flt = AclBinding(msg.principal, msg.resource_type, msg.name, msg.pattern, msg.operation,
+                         msg.permission)
+        if cls is m.DeleteAcls:
+            gone = store.remove(flt)
+            self.auth.reload_acls()
+            log.info("%s removed %d ACL(s)", self.principal or self.peer, len(gone))
+            return m.DeleteAclsResponse(acls=tuple(b.fields() for b in gone))
+        return m.DescribeAclsResponse(acls=tuple(b.fields() for b in store.list()
+                                                 if b.matches(flt)))
+
     # -- users --------------------------------------------------------------------------------
     def _user_admin(self, msg):
         users = self.auth.users
         if users is None:
             raise InvalidRequestError("users are not supported in cluster mode yet "
                                       "(docs/security.md)")
-        self._may_administer(users)
+        self._may_administer("describe" if msg.__class__ is m.ListUsers else "alter", users)
         if msg.__class__ is m.ListUsers:
             return m.ListUsersResponse(users=tuple(users.list()))
         check_user_name(msg.name)
@@ -201,20 +305,26 @@ class Session:
                  "created" if created else "changed the password of", msg.name)
         return m.CreateUserResponse(created=created)
 
-    def _may_administer(self, users: UserStore) -> None:
-        if not self.auth.required:
+    def _may_administer(self, operation: str, users: "UserStore | None" = None) -> None:
+        """CLUSTER_AUTHORIZATION_FAILED unless this connection may do
+        ``operation`` on the cluster; ``users``: the bootstrap rule applies."""
+        auth = self.auth
+        if not auth.required:
             return
         if self.principal:
-            if self.auth.super_users and self.principal not in self.auth.super_users:
+            if auth.enforcing and not auth.allows(self.principal, operation, CLUSTER,
+                                                  CLUSTER_NAME):
                 raise ClusterAuthorizationFailedError(
-                    f"{self.principal} is not a super user (super_users)")
+                    f"{self.principal} may not {operation} cluster {CLUSTER_NAME!r} (not a "
+                    "super user and no ACL allows it)")
             return
-        if self.loopback and users.empty():
+        if users is not None and self.loopback and users.empty():
             return  # bootstrap: the first user, from the broker's own host
+        what = "user" if users is not None else "ACL"
         raise ClusterAuthorizationFailedError(
-            "user administration needs an authenticated connection" +
-            ("" if self.loopback else " (or, before the first user exists, one from a "
-             "loopback address)"))
+            f"{what} administration needs an authenticated connection" +
+            ("" if self.loopback or users is None else " (or, before the first user exists, "
+             "one from a loopback address)"))
 
 
 def _user_of(client_first: str) -> str:

@@ -14,7 +14,7 @@ TOML layout (every key optional)::
     metrics_port = 9556        # Prometheus /metrics (off unless set)
     tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
     auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
-    super_users = ["User:admin"]
+    super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
     console_port = 9557        # the read-only web console (off unless set)
 
     [log]            # LogConfig defaults for every topic (topics may override)
@@ -91,7 +91,7 @@ class BrokerConfig:
     tls_ca: "str | None" = None  # CA bundle: verifies client certs and, in a cluster, other brokers
     tls_client_auth: bool = False  # mutual TLS: clients must present a cert signed by tls_ca
     auth_required: bool = False  # SCRAM-SHA-256: refuse anonymous requests (docs/security.md)
-    super_users: tuple = ()  # principals every ACL allows ("User:admin")
+    super_users: tuple = ()  # always allowed; set with auth_required: ACLs enforced
     console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
     storage: StorageConfig = field(default_factory=StorageConfig)
 

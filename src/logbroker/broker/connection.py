@@ -15,7 +15,9 @@ Reading pauses while too many bytes or requests are unanswered
 Authentication (auth.py): each request passes the connection's
 ``Session`` as it is read, in order; SASL steps and user administration
 are answered there, anonymous requests refused when ``auth_required``,
-and a failed authentication closes the connection once answered.
+requests checked against the ACLs when they are enforced (a denial is
+answered there too), and a failed authentication closes the connection
+once answered.
 
 Memory: an idle connection holds no buffer (the broker's readers share one
 receive buffer; a frame in progress holds only the bytes that arrived), and
@@ -74,7 +76,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.tls = False  # the transport is TLS: no sendfile
         # authentication (auth.py); over TLS the first request may be read before
         # connection_made names the peer (then it is not loopback: safe)
-        self.session = Session(broker.handlers.auth, "?", self._auth_failed)
+        self.session = Session(broker.handlers.auth, "?", self._auth_failed, self._denied)
 
     # -- public API (the server's) ----------------------------------------------------
     def pause(self) -> None:
@@ -133,6 +135,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         metrics = self.broker.metrics
         if metrics is not None:
             metrics.auth_failed()
+
+    def _denied(self, kind: type) -> None:
+        metrics = self.broker.metrics
+        if metrics is not None:
+            metrics.authz_denied(kind)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer(sizehint)
@@ -213,15 +220,17 @@ class ClientConnection(asyncio.BufferedProtocol):
             cls = m.RESPONSES.get(exc.api, m.HandshakeResponse)
             return _Answer(exc.cid, size, cls(error=code, message=exc.message))
         msg = env.message
-        if self.session.gated or msg.__class__ in INTERCEPTED:
+        if self.session.screen or msg.__class__ in INTERCEPTED:
             got = self.session.intercept(msg, loop.time())
-            if got is not None:  # answered here (auth.py): an exchange, users, or a refusal
+            if got.__class__ is tuple:  # answered here (auth.py): SASL, users, ACLs, a refusal
                 answer = _Answer(env.cid, size, got[0])
                 answer.close_after = got[1]
                 return answer
+            if got is not None:  # the request narrowed to what the principal may see
+                msg = got
         if not tasks_ok:
-            return _Answer(env.cid, size, None, self._task(loop, self.broker.dispatch(env.message)))
-        out = self.broker.dispatch_now(env.message)
+            return _Answer(env.cid, size, None, self._task(loop, self.broker.dispatch(msg)))
+        out = self.broker.dispatch_now(msg)
         if asyncio.iscoroutine(out):
             return _Answer(env.cid, size, None, self._task(loop, out))
         if isinstance(out, ProduceAnswer):

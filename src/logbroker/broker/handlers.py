@@ -46,7 +46,8 @@ class Handlers:
         self.replicas = cluster.node.replicas if cluster is not None else None
         self._next_producer_id = int(time.time() * 1000) << 8
         # metrics (metrics.py sets them when metrics are on): None costs one check per request
-        self.auth = BrokerAuth(store.meta, config, clustered=cluster is not None)  # auth.py
+        self.auth = BrokerAuth(store.meta, config, clustered=cluster is not None,
+                               topics=store.topics)  # auth.py
         self.requests: "RequestStats | None" = None
         self.traffic: "TrafficStats | None" = None
         self.table: dict[type, Callable] = {

@@ -40,6 +40,7 @@ class BrokerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests, self.traffic, self.commit = RequestStats(), TrafficStats(), CommitStats()
         self.auth_failures = 0  # logbroker_auth_failures_total: see auth_failed()
+        self.authz_denials: dict[str, int] = {}  # request kind -> denials: see authz_denied()
         self._server = None
         self._thread: "threading.Thread | None" = None
 
@@ -53,6 +54,12 @@ class BrokerMetrics:
         refused); authentication calls it once it lands (docs/security.md).
         Any thread."""
         self.auth_failures += 1
+
+    def authz_denied(self, kind: type) -> None:
+        """Count one request of class ``kind`` refused by authorization
+        (``logbroker_authorization_denials_total{request=...}``). The broker's loop."""
+        name = kind.__name__
+        self.authz_denials[name] = self.authz_denials.get(name, 0) + 1
 
     def start(self) -> None:
         """Hook the counters into the broker and serve (on the broker's loop)."""

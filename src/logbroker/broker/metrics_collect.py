@@ -95,7 +95,11 @@ class BrokerCollector:
         auth = CounterMetricFamily("logbroker_auth_failures", "Connections or requests refused "
                                    "because authentication failed.")
         auth.add_metric([], self.metrics.auth_failures)
-        out += [errors, auth]
+        denials = CounterMetricFamily("logbroker_authorization_denials", "Requests refused "
+                                      "because no ACL allowed them, by kind.", labels=("request",))
+        for kind, count in sorted(dict(self.metrics.authz_denials).items()):
+            denials.add_metric([kind], count)
+        out += [errors, auth, denials]
         return out
 
     # -- hot-path counters ---------------------------------------------------------------------

@@ -92,6 +92,7 @@ def main() -> None:
 
 
 def _register_commands() -> None:
+    from .acls import acls
     from .cluster import cluster
     from .consume import consume
     from .groups import groups
@@ -101,7 +102,7 @@ def _register_commands() -> None:
     from .topics import topics
     from .users import users
 
-    for command in (serve, produce, consume, topics, groups, cluster, users, inspect):
+    for command in (serve, produce, consume, topics, groups, cluster, users, acls, inspect):
         main.add_command(command)
 
 

@@ -103,6 +103,10 @@ def _open_note(config: BrokerConfig) -> str:
     import ipaddress
 
     if config.auth_required:
+        if not config.super_users:
+            logging.getLogger("logbroker.broker").warning(
+                "ACLs are not enforced: every authenticated user may do anything (set "
+                "super_users to enforce them; docs/security.md, \"Authorization\")")
         return ""
     try:
         loopback = ipaddress.ip_address(config.host.strip("[]")).is_loopback

@@ -28,7 +28,7 @@ from ..errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsError
 from ..protocol import messages as m
 from . import validate
 from . import group_offsets
-from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
+from .admin_results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                             GroupDescription, GroupPartition, MemberDescription, NewTopic,
                             OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
                             TopicDescription, UserInfo)
@@ -37,7 +37,7 @@ from .coordinator import Coordinators
 from .metadata import list_offsets, part_error, partition_counts
 from .routing import Router
 
-__all__ = ["METHODS", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterPartition",
+__all__ = ["METHODS", "Acl", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterPartition",
            "ElectionResult", "GroupDescription", "GroupPartition", "MemberDescription", "NewTopic",
            "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription",
            "UserInfo"]
@@ -47,7 +47,7 @@ __all__ = ["METHODS", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterP
 METHODS = ("create_topics", "create_topic", "delete_topics", "list_topics", "describe_topics",
            "describe_cluster", "elect_leaders", "list_groups", "describe_groups",
            "delete_groups", "commit_offsets", "fetch_offsets", "list_offsets", "create_user",
-           "delete_user", "list_users")
+           "delete_user", "list_users", "create_acls", "delete_acls", "describe_acls")
 
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
@@ -372,6 +372,30 @@ class AdminCore:
         """``UserInfo(name, mechanism, iterations)`` of every user, by name."""
         resp = await self.router.call_any(m.ListUsers())
         return [UserInfo(*row) for row in resp.users]
+
+    # -- ACLs (docs/security.md, "Authorization") -------------------------------------------------
+    async def create_acls(self, acls: Iterable) -> int:
+        """Add ``acls`` (``Acl`` tuples); how many were new. The broker checks
+        every field (``InvalidRequestError``); ``ClusterAuthorizationFailedError``
+        if this client may not alter the cluster. Sent once."""
+        rows = tuple(tuple(Acl(*a)) for a in acls)
+        resp = await self.router.call_any(m.CreateAcls(acls=rows), retry=False)
+        return resp.created
+
+    async def delete_acls(self, principal: str = "", resource_type: str = "", name: str = "",
+                          pattern: str = "", operation: str = "", permission: str = "") -> list:
+        """Remove every binding matching the filter (an empty field matches
+        anything); the ``Acl``s removed. Sent once."""
+        resp = await self.router.call_any(m.DeleteAcls(principal, resource_type, name, pattern,
+                                                       operation, permission), retry=False)
+        return [Acl(*row) for row in resp.acls]
+
+    async def describe_acls(self, principal: str = "", resource_type: str = "", name: str = "",
+                            pattern: str = "", operation: str = "", permission: str = "") -> list:
+        """The ``Acl``s matching the filter (empty fields match anything), sorted."""
+        resp = await self.router.call_any(m.DescribeAcls(principal, resource_type, name, pattern,
+                                                         operation, permission))
+        return [Acl(*row) for row in resp.acls]
 
     async def aclose(self) -> None:
         self.closed = True

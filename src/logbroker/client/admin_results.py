@@ -145,3 +145,19 @@ class UserInfo(NamedTuple):
     name: str
     mechanism: str
     iterations: int
+
+
+class Acl(NamedTuple):
+    """An ACL binding (Admin.create_acls / describe_acls / delete_acls;
+    docs/security.md, "Authorization"): ``principal`` "User:NAME" or
+    "User:*"; ``resource_type`` "topic", "group" or "cluster" (named
+    "logbroker"); ``pattern`` "literal" or "prefix"; ``operation`` read,
+    write, create, delete, describe, alter, cluster_action or all;
+    ``permission`` "allow" or "deny"."""
+
+    principal: str
+    resource_type: str
+    name: str
+    pattern: str = "literal"
+    operation: str = "all"
+    permission: str = "allow"

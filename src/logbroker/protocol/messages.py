@@ -362,3 +362,5 @@ from .group_messages import (FindCoordinator, FindCoordinatorResponse, Heartbeat
 from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa: E402,F401
                             DeleteUserResponse, ListUsers, ListUsersResponse, SaslAuthenticate,
                             SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)
+from .acl_messages import (CreateAcls, CreateAclsResponse, DeleteAcls,  # noqa: E402,F401
+                           DeleteAclsResponse, DescribeAcls, DescribeAclsResponse)

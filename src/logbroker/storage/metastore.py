@@ -12,6 +12,7 @@ sync). Tables (named databases):
                                              parts    partition name -> pid
                                              meta     counters
                                              users    SCRAM credentials (broker/auth_store.py)
+                                             acls     ACL bindings (broker/acl_store.py)
 
 Keys are fixed-width big-endian so they sort by (pid, offset). The hot
 append path never writes here: a Log buffers its index entries and writes
@@ -28,7 +29,8 @@ import lmdb
 
 from ..errors import StorageError
 
-TABLES = ("oidx", "tidx", "segs", "topics", "groups", "ckpt", "epochs", "parts", "meta", "users")
+TABLES = ("oidx", "tidx", "segs", "topics", "groups", "ckpt", "epochs", "parts", "meta", "users",
+          "acls")
 DERIVED = ("oidx", "tidx", "segs")
 PID = struct.Struct(">I")
 PID_U64 = struct.Struct(">IQ")

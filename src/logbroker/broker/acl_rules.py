@@ -1,0 +1,93 @@
+"""What every request kind needs from the ACLs (docs/security.md,
+"Authorization"): one entry per request class of ``m.REQUESTS``, checked
+by tests/test_acl.py, so a new request cannot go unchecked.
+
+``RULES[cls](msg, known)`` lists the ``(operation, resource_type, name)``
+the principal needs for ``msg``, every one of them (``known(topic)``: the
+topic exists; a request that would create a missing one needs create on
+it too). ``NO_CHECK`` names the request kinds that need nothing, with the
+reason. ``LISTING``: requests whose ``topics`` None means "every topic";
+the broker answers those with the topics the principal may describe.
+A create on a topic is also allowed by create on the cluster (Kafka's rule).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
+                      TopicAuthorizationFailedError)
+from ..protocol import messages as m
+from .acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
+
+NO_CHECK: dict[type, str] = {
+    m.Handshake: "the version check comes before authentication",
+    m.SaslHandshake: "authentication itself",
+    m.SaslAuthenticate: "authentication itself",
+    m.InitProducerId: "allocates an id only; each Produce that uses it is checked",
+}
+LISTING = frozenset({m.Metadata, m.DescribeTopics})
+ERRORS = {TOPIC: TopicAuthorizationFailedError, GROUP: GroupAuthorizationFailedError,
+          CLUSTER: ClusterAuthorizationFailedError}
+
+
+def _cluster(operation: str) -> Callable:
+    return lambda msg, known: [(operation, CLUSTER, CLUSTER_NAME)]
+
+
+def _topics_of(operation: str, entries: Callable) -> Callable:
+    """``operation`` on every topic ``entries(msg)`` names (each once, in order)."""
+    return lambda msg, known: [(operation, TOPIC, t) for t in dict.fromkeys(entries(msg))]
+
+
+def _produce(msg: m.Produce, known) -> list:
+    names = dict.fromkeys(t for t, _, _ in msg.parts)
+    return [(op, TOPIC, t) for t in names
+            for op in (("write",) if known(t) else ("write", "create"))]
+
+
+def _metadata(msg: m.Metadata, known) -> list:
+    names = dict.fromkeys(msg.topics or ())
+    return [(op, TOPIC, t) for t in names
+            for op in (("describe", "create") if msg.auto_create and not known(t)
+                       else ("describe",))]
+
+
+def _group(operation: str, *topic_ops: str) -> Callable:
+    """``operation`` on the group, and ``topic_ops`` on each topic of ``offsets``/``parts``."""
+    def needs(msg, known):
+        out = [(operation, GROUP, msg.group)]
+        entries = getattr(msg, "offsets", None) or getattr(msg, "parts", None) or ()
+        for t in dict.fromkeys(e[0] for e in entries):
+            out += [(op, TOPIC, t) for op in topic_ops]
+        return out
+    return needs
+
+
+def _groups(operation: str) -> Callable:
+    return lambda msg, known: [(operation, GROUP, g) for g in dict.fromkeys(msg.groups)]
+
+
+RULES: dict[type, Callable] = {
+    m.Metadata: _metadata,
+    m.CreateTopics: _topics_of("create", lambda r: (t[0] for t in r.topics)),
+    m.DeleteTopics: _topics_of("delete", lambda r: r.topics),
+    m.DescribeTopics: _topics_of("describe", lambda r: r.topics or ()),
+    m.Produce: _produce,
+    m.Fetch: _topics_of("read", lambda r: (p[0] for p in r.parts)),
+    m.ListOffsets: _topics_of("describe", lambda r: (p[0] for p in r.parts)),
+    m.CommitOffsets: _group("read", "read"),
+    m.FetchOffsets: _group("describe", "describe"),
+    m.ListGroups: _cluster("describe"),
+    m.DescribeGroups: _groups("describe"),
+    m.DeleteGroups: _groups("delete"),
+    m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
+    m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
+    m.LeaveGroup: _group("read"),
+    m.ReplicaFetch: _cluster("cluster_action"), m.OffsetForLeaderEpoch: _cluster("cluster_action"),
+    m.DescribeCluster: _cluster("describe"), m.ElectLeaders: _cluster("alter"),
+    m.CreateUser: _cluster("alter"), m.DeleteUser: _cluster("alter"),
+    m.ListUsers: _cluster("describe"),
+    m.CreateAcls: _cluster("alter"), m.DeleteAcls: _cluster("alter"),
+    m.DescribeAcls: _cluster("describe"),
+}

@@ -1,0 +1,87 @@
+"""Protocol messages of ACL administration (docs/security.md,
+"Authorization"; broker/acl.py has the model).
+
+Registered in the same tables as messages.py (which re-exports them). A
+binding on the wire is ``(principal, resource_type, name, pattern,
+operation, permission)``, all strings; a filter has the same fields, ""
+matching anything.
+
+- ``CreateAcls``: add bindings (one already there is not added twice).
+- ``DeleteAcls``: remove every binding passing the filter; the answer
+  lists them.
+- ``DescribeAcls``: the bindings passing the filter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .messages import _RESP, Message, Response, _register
+
+BINDING = (str, str, str, str, str, str)
+FILTER = {"principal": str, "resource_type": str, "name": str, "pattern": str, "operation": str,
+          "permission": str}
+
+
+@_register
+@dataclass(frozen=True)
+class CreateAcls(Message):
+    """acls: (principal, resource_type, name, pattern, operation, permission)."""
+
+    API, SCHEMA = 28, {"acls": [BINDING]}
+    acls: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class CreateAclsResponse(Response):
+    """created: how many of the bindings were new."""
+
+    API, SCHEMA = 28, {**_RESP, "created": int}
+    error: int = 0
+    message: str = ""
+    created: int = 0
+
+
+@dataclass(frozen=True)
+class _Filter(Message):
+    principal: str = ""
+    resource_type: str = ""
+    name: str = ""
+    pattern: str = ""
+    operation: str = ""
+    permission: str = ""
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteAcls(_Filter):
+    API, SCHEMA = 29, dict(FILTER)
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteAclsResponse(Response):
+    """acls: the bindings removed."""
+
+    API, SCHEMA = 29, {**_RESP, "acls": [BINDING]}
+    error: int = 0
+    message: str = ""
+    acls: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeAcls(_Filter):
+    API, SCHEMA = 30, dict(FILTER)
+
+
+@_register
+@dataclass(frozen=True)
+class DescribeAclsResponse(Response):
+    """acls: the bindings passing the filter, sorted."""
+
+    API, SCHEMA = 30, {**_RESP, "acls": [BINDING]}
+    error: int = 0
+    message: str = ""
+    acls: tuple = ()
