@@ -148,3 +148,30 @@ def test_rules_name_the_right_resources():
     assert RULES[m.ReplicaFetch](m.ReplicaFetch(), known) == [
         ("cluster_action", "cluster", "logbroker")]
     assert RULES[m.CreateAcls](m.CreateAcls(), known) == [("alter", "cluster", "logbroker")]
+
+
+def test_partial_serves_the_allowed_parts_and_puts_the_denied_back_in_order():
+    import asyncio
+
+    from logbroker.broker.acl_rules import Partial
+
+    req = m.Produce(acks=1, parts=(("a", 0, 1), ("b", 0, 2), ("a", 1, 3)),
+                    payload=(b"x", b"yy", b"zzz"))
+    partial = Partial(req, {"a": "no"}, 29)
+    assert partial.request.parts == (("b", 0, 2),) and partial.request.payload == (b"yy",)
+
+    async def served():
+        return m.ProduceResponse(parts=(("b", 0, 0, "", 7, 0),))
+    out = asyncio.run(partial.answer(served()))
+    assert out.parts == (("a", 0, 29, "no", -1, -1), ("b", 0, 0, "", 7, 0),
+                         ("a", 1, 29, "no", -1, -1))
+
+    async def none():
+        return None
+    assert asyncio.run(partial.answer(none())) is None  # acks=0: still no answer
+    fetch = Partial(m.Fetch(parts=(("a", 0, 0, 9), ("b", 0, 0, 9))), {"b": "no"}, 29)
+
+    async def fetched():
+        return m.FetchResponse(parts=(("a", 0, 0, "", 5, 0, 2),), payload=(b"ab",))
+    out = asyncio.run(fetch.answer(fetched()))
+    assert out.payload == (b"ab", b"") and out.parts[1] == ("b", 0, 29, "no", -1, -1, 0)

@@ -254,3 +254,26 @@ def test_asyncio_admin_administers_acls(broker):
             assert await admin.delete_acls(principal="User:*") == [new]
             return await admin.describe_acls(principal="User:*")
     assert asyncio.run(main()) == []
+
+
+def test_parts_of_denied_topics_fail_alone(broker):
+    """Produce, Fetch and ListOffsets answer per part: the allowed topics
+    are served, the denied ones get 29, in the request's order."""
+    conn = authed(broker.port)
+    with admin_of(broker) as admin:
+        admin.create_acls([acl("topic", "orders", "write"), acl("topic", "orders", "read")])
+        try:
+            produce = conn.call(m.Produce(acks=1, parts=(("secret", 0, len(BATCH)),
+                                                         ("orders", 0, len(BATCH))),
+                                          payload=(BATCH, BATCH)))
+            assert produce.error == 0 and [p[:3] for p in produce.parts] == [
+                ("secret", 0, TOPIC), ("orders", 0, 0)], produce
+            assert "may not write topic 'secret'" in produce.parts[0][3]
+            fetch = conn.call(m.Fetch(max_wait_ms=0, parts=(("orders", 0, 0, 1 << 20),
+                                                            ("secret", 0, 0, 1 << 20))))
+            assert [p[:3] for p in fetch.parts] == [("orders", 0, 0), ("secret", 0, TOPIC)]
+            assert fetch.parts[0][6] > 0 and fetch.parts[1][6] == 0
+            offsets = conn.call(m.ListOffsets(parts=(("secret", 0, -1), ("orders", 0, -1))))
+            assert [p[:3] for p in offsets.parts] == [("secret", 0, TOPIC), ("orders", 0, 0)]
+        finally:
+            admin.delete_acls(principal=ALICE)

@@ -8,11 +8,15 @@ topic exists; a request that would create a missing one needs create on
 it too). ``NO_CHECK`` names the request kinds that need nothing, with the
 reason. ``LISTING``: requests whose ``topics`` None means "every topic";
 the broker answers those with the topics the principal may describe.
+``PER_PART``: requests whose answer has an error per part (every need is
+of a topic): a denied topic's parts get the error, the others are served
+(``Partial``).
 A create on a topic is also allowed by create on the cluster (Kafka's rule).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
@@ -27,6 +31,12 @@ NO_CHECK: dict[type, str] = {
     m.InitProducerId: "allocates an id only; each Produce that uses it is checked",
 }
 LISTING = frozenset({m.Metadata, m.DescribeTopics})
+# request class -> a denied part's entry in the answer, from (topic, partition, code, message)
+PER_PART: dict[type, Callable] = {
+    m.Produce: lambda t, p, code, msg: (t, p, code, msg, -1, -1),
+    m.Fetch: lambda t, p, code, msg: (t, p, code, msg, -1, -1, 0),
+    m.ListOffsets: lambda t, p, code, msg: (t, p, code, msg, -1, -1),
+}
 ERRORS = {TOPIC: TopicAuthorizationFailedError, GROUP: GroupAuthorizationFailedError,
           CLUSTER: ClusterAuthorizationFailedError}
 
@@ -91,3 +101,37 @@ RULES: dict[type, Callable] = {
     m.CreateAcls: _cluster("alter"), m.DeleteAcls: _cluster("alter"),
     m.DescribeAcls: _cluster("describe"),
 }
+
+
+class Partial:
+    """A request some of whose parts were denied: ``request`` holds the
+    others, to dispatch; ``answer(dispatched)`` is the answer to the whole,
+    the denied parts' ``entries`` (request index -> entry) put back in order."""
+
+    __slots__ = ("request", "entries")
+
+    def __init__(self, msg: m.Message, denied: dict[str, str], code: int) -> None:
+        """``denied``: topic -> the message of its denial."""
+        make = PER_PART[msg.__class__]
+        keep = [i for i, part in enumerate(msg.parts) if part[0] not in denied]
+        self.entries = {i: make(part[0], part[1], code, denied[part[0]])
+                        for i, part in enumerate(msg.parts) if part[0] in denied}
+        narrowed = {"parts": tuple(msg.parts[i] for i in keep)}
+        if msg.HAS_PAYLOAD:
+            narrowed["payload"] = tuple(msg.payload[i] for i in keep)
+        self.request = dataclasses.replace(msg, **narrowed)
+
+    async def answer(self, dispatched):
+        out = await dispatched
+        if not isinstance(out, m.Response) or out.error:
+            return out  # acks=0 (no answer), or the whole request failed
+        served = iter(out.parts)
+        payload = iter(out.payload) if out.HAS_PAYLOAD else None
+        parts, data = [], []
+        for i in range(len(self.entries) + len(out.parts)):
+            entry = self.entries.get(i)
+            parts.append(entry if entry is not None else next(served))
+            if payload is not None:
+                data.append(b"" if entry is not None else next(payload))
+        extra = {"payload": tuple(data)} if payload is not None else {}
+        return dataclasses.replace(out, parts=tuple(parts), **extra)

@@ -33,7 +33,9 @@ and whether to close the connection once it is written.
   and TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED (29/30/31) naming the
   operation and the resource, and counted (``denied(cls)``). A Metadata or
   DescribeTopics of every topic becomes one of the topics the principal may
-  describe: ``intercept`` returns that request, to dispatch instead.
+  describe: ``intercept`` returns that request, to dispatch instead. A
+  Produce, Fetch or ListOffsets with some topics denied is a ``Partial``
+  (acl_rules.py): the other parts are served, the denied ones get 29.
 
 Metrics: each failed authentication calls the session's ``failed()``
 (the connection's: ``broker.metrics.auth_failed()`` with metrics on),
@@ -58,7 +60,7 @@ from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, In
 from ..protocol import messages as m
 from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS, check_user_name
 from .acl import CLUSTER, CLUSTER_NAME, TOPIC, AclBinding, Authorizer
-from .acl_rules import ERRORS, LISTING, RULES
+from .acl_rules import ERRORS, LISTING, PER_PART, RULES, Partial
 from .acl_store import AclStore
 from .auth_store import Credentials, UserStore
 from .edge import listed
@@ -237,8 +239,9 @@ class Session:
 
     # -- authorization ------------------------------------------------------------------------
     def _authorize(self, msg: m.Message):
-        """None, a denial ``(response, close)``, or the request narrowed to
-        the topics the principal may describe (acl_rules.LISTING)."""
+        """None, a denial ``(response, close)``, the request narrowed to the
+        topics the principal may describe (acl_rules.LISTING), or a
+        ``Partial`` (some parts denied, acl_rules.PER_PART)."""
         cls, auth, principal = msg.__class__, self.auth, self.principal
         rule = RULES.get(cls)
         if rule is None:  # acl_rules.NO_CHECK
@@ -247,18 +250,29 @@ class Session:
             names = listed(t.name for t in auth.topics.list())
             return dataclasses.replace(msg, topics=tuple(
                 n for n in names if auth.allows(principal, "describe", TOPIC, n)))
+        denied: dict[str, str] = {}  # name -> why (PER_PART: every name is a topic)
         for operation, resource_type, name in rule(msg, auth.known):
-            if not auth.allows(principal, operation, resource_type, name):
-                self.denied(cls)
+            if name not in denied and not auth.allows(principal, operation, resource_type, name):
                 log.info("%s (%s) denied %s: %s on %s %r", self.peer, principal, cls.__name__,
                          operation, resource_type, name)
-                if cls is m.Produce and msg.acks == 0:
-                    return None, True  # it gets no answer: the connection closes instead
-                return m.RESPONSES[msg.API](
-                    error=ERRORS[resource_type].code,
-                    message=f"{cls.__name__} refused: {principal} may not {operation} "
-                            f"{resource_type} {name!r} (no ACL allows it)"), False
-        return None
+                why = (f"{cls.__name__} refused: {principal} may not {operation} "
+                       f"{resource_type} {name!r} (no ACL allows it)")
+                if cls not in PER_PART:
+                    return self._deny(msg, ERRORS[resource_type].code, why)
+                denied[name] = why
+        if not denied:
+            return None
+        code = ERRORS[TOPIC].code
+        if all(part[0] in denied for part in msg.parts):
+            return self._deny(msg, code, denied[msg.parts[0][0]])
+        self.denied(cls)
+        return Partial(msg, denied, code)
+
+    def _deny(self, msg: m.Message, code: int, why: str):
+        self.denied(msg.__class__)
+        if msg.__class__ is m.Produce and msg.acks == 0:
+            return None, True  # it gets no answer: the connection closes instead
+        return m.RESPONSES[msg.API](error=code, message=why), False
 
     # -- ACLs ---------------------------------------------------------------------------------
     def _acl_admin(self, msg):

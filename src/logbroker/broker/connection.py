@@ -43,6 +43,7 @@ from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
 from ..coordinator.requests import PEER
 from ..storage.results import FileSlice
+from .acl_rules import Partial
 from .auth import INTERCEPTED, Session
 from .produce import CLOSE_CONNECTION, ProduceAnswer
 
@@ -226,6 +227,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 answer = _Answer(env.cid, size, got[0])
                 answer.close_after = got[1]
                 return answer
+            if got.__class__ is Partial:  # some parts denied: the others served, then merged
+                return _Answer(env.cid, size, None,
+                               self._task(loop, got.answer(self.broker.dispatch(got.request))))
             if got is not None:  # the request narrowed to what the principal may see
                 msg = got
         if not tasks_ok:
