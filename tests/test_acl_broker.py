@@ -18,7 +18,7 @@ from logbroker import Admin, Consumer, Producer
 from logbroker.broker.acl_rules import RULES
 from logbroker.client.admin_results import Acl
 from logbroker.client.auth import user_credentials
-from logbroker.errors import TopicAuthorizationFailedError
+from logbroker.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from logbroker.protocol import messages as m
 
 ADMIN_PW, ALICE_PW = "admin-Pa55word", "alice-Pa55word"
@@ -275,5 +275,20 @@ def test_parts_of_denied_topics_fail_alone(broker):
             assert fetch.parts[0][6] > 0 and fetch.parts[1][6] == 0
             offsets = conn.call(m.ListOffsets(parts=(("secret", 0, -1), ("orders", 0, -1))))
             assert [p[:3] for p in offsets.parts] == [("secret", 0, TOPIC), ("orders", 0, 0)]
+        finally:
+            admin.delete_acls(principal=ALICE)
+
+
+def test_a_consumer_without_its_group_acl_fails_at_once(broker):
+    with admin_of(broker) as admin:
+        admin.create_acls([acl("topic", "orders", "read")])
+        try:
+            with Consumer(broker.bootstrap, username="alice", password=ALICE_PW,
+                          group="no-acl") as c:
+                c.subscribe(["orders"])
+                with pytest.raises(GroupAuthorizationFailedError,
+                                   match="User:alice may not describe group 'no-acl'"):
+                    for _ in range(20):  # not retried until a deadline: raised by a poll
+                        c.poll(0.5)
         finally:
             admin.delete_acls(principal=ALICE)

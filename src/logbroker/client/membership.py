@@ -3,8 +3,8 @@ classic group protocol, KIP-429 cooperative rebalancing, KIP-345 static
 membership). Runs on the client's loop, one task (``run``) plus the
 heartbeat task (heartbeat.py); never raises out of its loop: errors are
 logged, retried with backoff, and the fatal ones (FENCED_INSTANCE_ID,
-INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED, ...) kept in ``fatal``
-for ``poll`` to raise.
+INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED, the authorization
+failures, ...) kept in ``fatal`` for ``poll`` to raise.
 
 A round: (1) prepare: with the eager protocol (range, roundrobin) revoke
 every owned partition (committing first); with the cooperative one only
@@ -28,10 +28,11 @@ import asyncio
 import logging
 import time
 
-from ..errors import (FencedInstanceIdError, GroupMaxSizeReachedError, IllegalGenerationError,
+from ..errors import (FencedInstanceIdError, GroupAuthorizationFailedError,
+                      GroupMaxSizeReachedError, IllegalGenerationError,
                       InconsistentGroupProtocolError, InvalidGroupError,
                       InvalidSessionTimeoutError, LogbrokerError, RebalanceInProgressError,
-                      UnknownMemberIdError)
+                      TopicAuthorizationFailedError, UnknownMemberIdError)
 from ..protocol import messages as m
 from .assignors import ASSIGNORS, COOPERATIVE, Assignment, Member, Subscription, choose
 from .backoff import Backoff
@@ -46,7 +47,8 @@ from .topic_filter import TopicFilter
 log = logging.getLogger("logbroker.client.group")
 UNJOINED, JOINING, COMPLETING, STABLE = "unjoined", "joining", "completing", "stable"
 FATAL = (FencedInstanceIdError, InconsistentGroupProtocolError, GroupMaxSizeReachedError,
-         InvalidSessionTimeoutError, InvalidGroupError)
+         InvalidSessionTimeoutError, InvalidGroupError, GroupAuthorizationFailedError,
+         TopicAuthorizationFailedError)
 
 
 class GroupMembership:
