@@ -48,21 +48,25 @@ def test_jobs_fail_clearly_on_a_wrong_path_or_topic(job, data, tmp_path):
 
 
 @pytest.mark.spark
-@needs_java
-def test_top_keys_via_spark_submit(data, tmp_path):
-    out = str(tmp_path / "out")
-    r = run([SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-             os.path.join(TOOLS, "top_keys.py"), "--data-dir", data, "-n", "2", "--out", out])
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "orders  k0" in r.stdout and "33.5%" in r.stdout  # the printed table
+def test_top_keys_prints_and_writes_the_top_keys_with_their_share(spark, data, tmp_path, capsys):
+    """The job's own code with the shared session (spark-submit itself is
+    covered by the pipeline test: a second JVM here cost ~20 s of the suite)."""
+    from logbroker.spark.jobs import check
+
+    mod, out = tool("top_keys"), str(tmp_path / "out")
+    args = mod.arguments().parse_args(["--data-dir", data, "-n", "2", "--out", out])
+    rows, figures = mod.run(spark, args, check(args))
+    printed = capsys.readouterr().out
+    assert "orders  k0" in printed and "33.5%" in printed  # the printed table
     (path,) = glob.glob(os.path.join(out, "top_keys_csv", "part-*.csv"))
     with open(path) as fh:
-        rows = list(csv.DictReader(fh))
+        written = list(csv.DictReader(fh))
     # 800 records, key k<i%3> per partition of 400: k0 134, k1 133, k2 133 each
-    assert [(r["key"], int(r["records"]), int(r["rank"])) for r in rows] == [("k0", 268, 1),
-                                                                            ("k1", 266, 2)]
-    assert [r["share"][:5] for r in rows] == ["0.335", "0.332"]
-    assert os.path.getsize(os.path.join(out, "top_keys.png")) > 0
+    assert [(r["key"], int(r["records"]), int(r["rank"])) for r in written] == [("k0", 268, 1),
+                                                                               ("k1", 266, 2)]
+    assert [r["share"][:5] for r in written] == ["0.335", "0.332"]
+    assert [(r["key"], r["records"]) for r in rows] == [(b"k0", 268), (b"k1", 266)]
+    assert set(figures) == {"top_keys.png"} and os.path.getsize(os.path.join(out, "top_keys.png")) > 0
 
 
 def tool(name: str):

@@ -56,10 +56,14 @@ def write(result, rows: list[dict], out: str) -> dict:
     return figures
 
 
-def main(argv=None) -> int:
+def arguments():
     p = parser(__doc__.splitlines()[0])
     p.add_argument("-n", type=int, default=10, help="keys per topic (default 10)")
-    return run_job(p.parse_args(argv), "logbroker-top-keys", run)
+    return p
+
+
+def main(argv=None) -> int:
+    return run_job(arguments().parse_args(argv), "logbroker-top-keys", run)
 
 
 if __name__ == "__main__":
