@@ -9,6 +9,7 @@ message naming the value and the rule); none raises anything else.
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
 from .errors import InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError
 
@@ -64,6 +65,19 @@ def check_timestamp(ts: object, what: str = "timestamp") -> int:
         raise InvalidRequestError(f"{what} {_short(ts)} is not in {MIN_TIMESTAMP}..{MAX_TIMESTAMP} "
                                   "(ms since 1970, up to year 9999)")
     return ts
+
+
+def iso_ms(text: str, error: str) -> int:
+    """ms since the epoch of an ISO 8601 time (``Z`` allowed; UTC unless it
+    names its zone); ``InvalidRequestError(error)`` if ``text`` is not one.
+    The range is the caller's to check (``check_timestamp``)."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequestError(error) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
 
 
 def check_int(value: object, what: str, low: int, high: int) -> int:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import click
 
 from .common import bootstrap_option, emit_json, json_option, table
 from ..errors import InvalidRequestError
+from ..limits import iso_ms
 
 
 @click.group()
@@ -151,10 +150,4 @@ def _spec(target, to_offset, to_datetime):
         raise InvalidRequestError("choose one of --to-earliest, --to-latest, --to-offset, --to-datetime")
     if to_datetime is None:
         return target or to_offset
-    try:
-        when = datetime.fromisoformat(to_datetime.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidRequestError(f"--to-datetime {to_datetime!r} is not ISO 8601") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
+    return iso_ms(to_datetime, f"--to-datetime {to_datetime!r} is not ISO 8601")

@@ -181,7 +181,6 @@ def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeade
     name, fail = f"{split.topic}-{split.partition}", split.fail_on_data_loss
     expect, max_bytes = split.start, FETCH_BYTES
     stalled_since = None
-    data = view = batch = None
     while expect < split.end:
         data = view = batch = None  # the last answer's buffer is free for the next one
         try:

@@ -9,7 +9,6 @@ INVALID_TOPIC, INVALID_GROUP_ID) that app.py answers as HTTP 400 with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from ... import limits
 from ...errors import InvalidRequestError
@@ -54,13 +53,8 @@ def parse_time(text: str) -> int:
     text = text.strip()
     if text.isdigit() and text.isascii():
         return limits.check_timestamp(int(text), "time")
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidRequestError(f"time must be epoch ms or ISO 8601, got {text!r}") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return limits.check_timestamp(int(when.timestamp() * 1000), "time")
+    ms = limits.iso_ms(text, f"time must be epoch ms or ISO 8601, got {text!r}")
+    return limits.check_timestamp(ms, "time")
 
 
 def check_messages(query) -> MessageQuery:
