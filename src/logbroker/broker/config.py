@@ -16,6 +16,9 @@ TOML layout (every key optional)::
     auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
     console_port = 9557        # the read-only web console (off unless set)
+    max_connections_per_ip = 1024
+    quota_produce_bytes_per_s = 0  # per principal; 0: no quota
+    quota_fetch_bytes_per_s = 0
 
     [log]            # LogConfig defaults for every topic (topics may override)
     segment_bytes = 1073741824
@@ -93,6 +96,12 @@ class BrokerConfig:
     auth_required: bool = False  # SCRAM-SHA-256: refuse anonymous requests (docs/security.md)
     super_users: tuple = ()  # always allowed; set with auth_required: ACLs enforced
     console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
+    # -- quotas and limits (docs/security.md, "Quotas and limits"): broker/quotas.py -----
+    max_connections_per_ip: int = 1024  # open connections from one IP address
+    max_connections_per_ip_overrides: tuple = ()  # (("IP", limit), ...); TOML: a table IP = limit
+    quota_produce_bytes_per_s: int = 0  # per principal (User:NAME or User:ANONYMOUS); 0: no quota
+    quota_fetch_bytes_per_s: int = 0  # per principal; 0: no quota
+    quotas: tuple = ()  # per-principal overrides; TOML: [quotas."User:NAME"] produce_bytes_per_s = N
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -141,9 +150,6 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
-        if self.auth_required and self.etcd is not None:
-            raise InvalidConfigError("auth_required is not supported in cluster mode yet (users "
-                                     "are kept per broker; docs/security.md)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise InvalidConfigError("tls_cert and tls_key go together")
         if self.tls_client_auth and (self.tls_cert is None or self.tls_ca is None):
