@@ -1,7 +1,8 @@
-"""TLS vs plaintext (issue 14): bench.broker's W1 on a broker without and with
-TLS, alternated rounds, medians.
+"""TLS and TLS+SCRAM vs plaintext (issue 14): bench.broker's W1 on a broker
+without security, with TLS, and with TLS plus SCRAM-SHA-256 authentication,
+alternated rounds, medians.
 
-    python -m bench.tls_ab                  # 5 rounds each, ~1-2 minutes
+    python -m bench.tls_ab                  # 5 rounds each, ~3-4 minutes
     python -m bench.tls_ab --rounds 3 --records 100000
 
 Each round is one ``bench.broker`` run (phases.py) restricted to W1: a fresh
@@ -14,9 +15,15 @@ record came). Plaintext first, then alternating. The TLS rounds give the
 broker ``--tls-cert/--tls-key`` (an ECDSA P-256 certificate for 127.0.0.1
 made with trustme, TLS 1.3, the default ciphers) and the clients
 ``tls_ca=``; there fetch answers are read from the segments and written
-through the TLS transport instead of ``sendfile``. Reported: records/s, the
-broker's and the client's CPU seconds per phase, and TLS/plaintext ratios
-of the medians. Every process is stopped by PID; the work dir is removed.
+through the TLS transport instead of ``sendfile``. The TLS+SCRAM rounds add
+``--auth-required``: the user ``bench`` is created once the broker is up
+(the loopback bootstrap rule), and every client connection authenticates
+with SCRAM-SHA-256 (4096 iterations) before its first request; ACLs are
+not enforced (no super users), as on a broker with authentication only.
+Rounds go plain, tls, tls+scram, plain, ... Reported: records/s, the
+broker's and the client's CPU seconds per phase, and each variant's ratio
+to plaintext of the medians. Every process is stopped by PID; the work
+dir is removed.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from bench.broker.phases import Params, Run
 from bench.broker.server import BrokerServer
 
 PHASES = ("W1.produce", "W1.consume")
+VARIANTS = ("plain", "tls", "tls+scram")
+USER, PASSWORD = "bench", "bench-password"
 
 
 def make_certs(directory: str) -> tuple[list, dict]:
@@ -48,20 +57,44 @@ def make_certs(directory: str) -> tuple[list, dict]:
             {"tls_ca": paths["ca.pem"]})
 
 
-class TlsRun(Run):
-    """A bench.broker run whose broker and clients speak TLS."""
+class ScramServer(BrokerServer):
+    """A broker with ``--auth-required`` that has the user ``bench`` once started."""
 
-    def __init__(self, p: Params, workdir: str, flags: list, client: dict) -> None:
+    def __init__(self, data_dir: str, flags: list, client: dict) -> None:
+        super().__init__(data_dir, "fsync", extra_args=[*flags, "--auth-required"])
+        self.client = client
+
+    def start(self, timeout: float = 30.0) -> "BrokerServer":
+        from logbroker.client import Admin
+
+        super().start(timeout)
+        with Admin(self.bootstrap, **self.client) as admin:
+            admin.create_user(USER, PASSWORD)
+        return self
+
+
+class TlsRun(Run):
+    """A bench.broker run whose broker and clients speak TLS (and SCRAM)."""
+
+    def __init__(self, p: Params, workdir: str, flags: list, client: dict, scram: bool) -> None:
         super().__init__(p, "fsync", workdir, tick=lambda: None, profiler=None)
-        self.server = BrokerServer(os.path.join(self.dir, "data"), "fsync", extra_args=flags)
+        data = os.path.join(self.dir, "data")
+        if scram:
+            self.server = ScramServer(data, flags, client)
+            client = {**client, "username": USER, "password": PASSWORD}
+        else:
+            self.server = BrokerServer(data, "fsync", extra_args=flags)
         self.client = client
 
     def phase(self, name: str, spec: dict) -> dict:
         return super().phase(name, {**spec, "tls": self.client})
 
 
-def one_round(tls: bool, p: Params, workdir: str, certs: tuple) -> dict:
-    run = TlsRun(p, workdir, *certs) if tls else Run(p, "fsync", workdir, lambda: None, None)
+def one_round(variant: str, p: Params, workdir: str, certs: tuple) -> dict:
+    if variant == "plain":
+        run = Run(p, "fsync", workdir, lambda: None, None)
+    else:
+        run = TlsRun(p, workdir, *certs, scram=variant == "tls+scram")
     phases = run.run(("w1",))["phases"]
     return {name: {"records_s": phases[name]["records_per_s"],
                    "broker_cpu_s": phases[name]["broker"]["cpu_s"],
@@ -76,14 +109,14 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     p = dataclasses.replace(Params(), w1_records=args.records)
     workdir = tempfile.mkdtemp(prefix="tls-ab-", dir=args.dir)
-    results: dict[bool, list[dict]] = {False: [], True: []}
+    results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     try:
         certs = make_certs(workdir)
-        for i in range(args.rounds * 2):
-            tls = bool(i % 2)
-            r = one_round(tls, p, workdir, certs)
-            results[tls].append(r)
-            print(f"round {i // 2 + 1} {'tls  ' if tls else 'plain'}: " + "  ".join(
+        for i in range(args.rounds * len(VARIANTS)):
+            variant = VARIANTS[i % len(VARIANTS)]
+            r = one_round(variant, p, workdir, certs)
+            results[variant].append(r)
+            print(f"round {i // len(VARIANTS) + 1} {variant:9}: " + "  ".join(
                 f"{n} {r[n]['records_s']:,.0f} records/s (broker CPU {r[n]['broker_cpu_s']:.2f} s, "
                 f"client CPU {r[n]['client_cpu_s']:.2f} s)" for n in PHASES), flush=True)
     finally:
@@ -93,11 +126,13 @@ def main(argv=None) -> None:
     for name in PHASES:
         for key, label in (("records_s", "records/s"), ("broker_cpu_s", "broker CPU s"),
                            ("client_cpu_s", "client CPU s")):
-            vals = {tls: [r[name][key] for r in rs] for tls, rs in results.items()}
-            plain, tls = statistics.median(vals[False]), statistics.median(vals[True])
-            print(f"  {name:10} {label:13} plain {plain:,.2f} ({min(vals[False]):,.3g}-"
-                  f"{max(vals[False]):,.3g})  tls {tls:,.2f} ({min(vals[True]):,.3g}-"
-                  f"{max(vals[True]):,.3g})  tls/plain {tls / plain if plain else float('nan'):.3f}")
+            vals = {v: [r[name][key] for r in rs] for v, rs in results.items()}
+            med = {v: statistics.median(xs) for v, xs in vals.items()}
+            cells = [f"{v} {med[v]:,.2f} ({min(vals[v]):,.3g}-{max(vals[v]):,.3g})"
+                     for v in VARIANTS]
+            ratios = [f"{v}/plain {med[v] / med['plain'] if med['plain'] else float('nan'):.3f}"
+                      for v in VARIANTS[1:]]
+            print(f"  {name:10} {label:13} " + "  ".join(cells + ratios))
 
 
 if __name__ == "__main__":
