@@ -13,24 +13,34 @@ parameter is checked at the edge (inputs.py): a bad one is HTTP 400 with
 ``{"code", "message"}``, an unknown topic or group 404, a bug 500 with a
 line in the broker log; never a traceback to the browser.
 
-With ``auth_required`` the console refuses to start (INVALID_CONFIG) until
-it can authenticate its users.
+Security (docs/console.md, "Security"): with ``auth_required`` every page
+and API call needs a login session (login.py: the broker's SCRAM users;
+``/login`` and ``/logout`` are the only POST routes, ``/static/`` the only
+paths open without one), and with ACLs enforced each answer is checked and
+narrowed for the session's principal (pages.py, access.py); a denial is 403.
+With ``tls_cert`` the console is served over HTTPS with the listener's
+certificate (and client-certificate requirement); ``auth_required`` without
+TLS is refused (INVALID_CONFIG) unless the host is a loopback address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
 
-from ...errors import (GroupNotFoundError, InvalidConfigError, LogbrokerError,
-                       UnknownTopicOrPartitionError)
+from ...errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
+                       GroupNotFoundError, InvalidConfigError, LogbrokerError,
+                       TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
 from ..metrics_stats import TrafficStats
-from . import inputs, views
+from . import inputs, pages
+from .access import Access
 from .history import SAMPLE_S, History
+from .login import Gate
 from .messages import read_page
 from .state import take
 
@@ -38,9 +48,13 @@ log = logging.getLogger("logbroker.console")
 STATIC = Path(__file__).parent / "static"
 CLOSE_TIMEOUT_S = 2.0
 CONSOLE = web.AppKey("console", object)
+ACCESS = web.RequestKey("access", Access)  # what the request's user may see
+DENIED = (TopicAuthorizationFailedError, GroupAuthorizationFailedError,
+          ClusterAuthorizationFailedError)
+OPEN_PATHS = ("/login", "/logout", "/static/")  # reachable without a session
 HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
            "frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
-           "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+           "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 
 
 class Console:
@@ -52,16 +66,22 @@ class Console:
         self._runner: "web.AppRunner | None" = None
         self._sampler: "asyncio.Task | None" = None
         self._reader: "ThreadPoolExecutor | None" = None
+        self.gate: "Gate | None" = None  # the login, with auth_required
+        self.secure = broker.config.tls_cert is not None  # HTTPS
 
     @property
     def url(self) -> str:
         host = self.broker.config.host
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+        scheme = "https" if self.secure else "http"
+        return f"{scheme}://{f'[{host}]' if ':' in host else host}:{self.port}/"
 
     async def start(self) -> None:
         b = self.broker
+        ssl_context = _tls(b.config)
         if b.config.auth_required:
-            raise InvalidConfigError("console with auth_required is not supported yet")
+            metrics = b.metrics
+            self.gate = Gate(b.handlers.auth, None if metrics is None else metrics.auth_failed,
+                             secure=ssl_context is not None)
         # the traffic counters: the metrics' when they are on, else ours on the same hook
         self.traffic = b.metrics.traffic if b.metrics is not None else TrafficStats()
         if b.handlers.traffic is None:
@@ -69,7 +89,8 @@ class Console:
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logbroker-console")
         self._runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, b.config.host, b.config.console_port, reuse_address=True)
+        site = web.TCPSite(self._runner, b.config.host, b.config.console_port,
+                           reuse_address=True, ssl_context=ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
         self._sampler = asyncio.get_running_loop().create_task(
@@ -94,6 +115,8 @@ class Console:
         if self._reader is not None:
             self._reader.shutdown(wait=False, cancel_futures=True)
             self._reader = None
+        if self.gate is not None:
+            self.gate.close()
 
     async def read_messages(self, q: inputs.MessageQuery) -> dict:
         lg = self.broker.store.get_log(q.topic, q.partition)  # UNKNOWN_TOPIC_OR_PARTITION
@@ -101,33 +124,41 @@ class Console:
 
 
 def make_app(console: Console) -> web.Application:
-    app = web.Application(middlewares=[_errors], client_max_size=4096)
+    app = web.Application(middlewares=[_errors, _session], client_max_size=4096)
     app[CONSOLE] = console
     r = app.router
     r.add_get("/", _index)
-    r.add_get("/api/overview", _api(lambda c, q: views.overview(c.state())))
-    r.add_get("/api/topics", _api(lambda c, q: views.topics(c.state())))
-    r.add_get("/api/topic", _api(lambda c, q: views.topic(
-        c.state(), inputs.check_topic(inputs.param(q, "name", "")))))
-    r.add_get("/api/groups", _api(lambda c, q: views.groups(c.state())))
-    r.add_get("/api/group", _api(lambda c, q: views.group(
-        c.state(), inputs.check_group(inputs.param(q, "name", "")), c.history)))
-    r.add_get("/api/throughput", _api(lambda c, q: {**views.throughput(c.history.traffic),
-                                                     "sample_s": c.sample_s}))
+    for path, page in (("overview", pages.overview), ("topics", pages.topics),
+                       ("topic", pages.topic), ("groups", pages.groups), ("group", pages.group),
+                       ("throughput", pages.throughput), ("session", pages.session)):
+        r.add_get(f"/api/{path}", _api(page))
     r.add_get("/api/messages", _messages)
+    r.add_get("/login", _gated("login_form"))
+    r.add_post("/login", _gated("login"))  # the only POSTs: login and logout (login.py)
+    r.add_post("/logout", _gated("logout"))
     r.add_static("/static/", STATIC, show_index=False, follow_symlinks=False)
     app.on_response_prepare.append(_headers)
     return app
 
 
-def _api(view):
+def _api(page):
     async def handler(request: web.Request) -> web.Response:
-        return web.json_response(view(request.app[CONSOLE], request.query))
+        return web.json_response(page(request.app[CONSOLE], request.query, request[ACCESS]))
+    return handler
+
+
+def _gated(name: str):
+    """The gate's handler ``name``; without a login (auth_required off), 404."""
+    async def handler(request: web.Request) -> web.StreamResponse:
+        gate = getattr(request.app[CONSOLE], "gate", None)
+        if gate is None:
+            raise web.HTTPNotFound()
+        return await getattr(gate, name)(request)
     return handler
 
 
 async def _messages(request: web.Request) -> web.Response:
-    q = inputs.check_messages(request.query)
+    q = pages.messages_query(request.query, request[ACCESS])
     return web.json_response(await request.app[CONSOLE].read_messages(q))
 
 
@@ -141,9 +172,27 @@ async def _headers(request: web.Request, response: web.StreamResponse) -> None:
 
 
 @web.middleware
+async def _session(request: web.Request, handler):
+    """``request[ACCESS]``: what the request's user may see; without a
+    live session (with a login), 401 for the API and 303 to /login for pages."""
+    gate = getattr(request.app[CONSOLE], "gate", None)
+    principal = None
+    if gate is not None and not request.path.startswith(OPEN_PATHS):
+        principal = gate.principal(request)
+        if principal is None:
+            if request.path.startswith("/api/"):
+                return _error(401, "LOGIN_REQUIRED", "log in first (/login)")
+            return web.Response(status=303, headers={"Location": "/login"})
+    request[ACCESS] = Access(None if gate is None else gate.auth, principal)
+    return await handler(request)
+
+
+@web.middleware
 async def _errors(request: web.Request, handler):
     try:
         return await handler(request)
+    except DENIED as exc:
+        return _error(403, exc.name, exc.message)
     except (UnknownTopicOrPartitionError, GroupNotFoundError) as exc:
         return _error(404, exc.name, exc.message)
     except LogbrokerError as exc:
@@ -161,3 +210,29 @@ async def _errors(request: web.Request, handler):
 
 def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"code": code, "message": message}, status=status)
+
+
+def _tls(config):
+    """The console's TLS context (the listener's certificate and client-
+    certificate requirement), or None; INVALID_CONFIG for auth_required
+    without TLS on a host other than loopback."""
+    if config.tls_cert is not None:
+        from ...tls import server_context
+
+        return server_context(config.tls_cert, config.tls_key, config.tls_ca,
+                              config.tls_client_auth)
+    if config.auth_required and not _loopback(config.host):
+        raise InvalidConfigError(
+            f"the console with auth_required on host {config.host!r} needs TLS (tls_cert and "
+            "tls_key): its login passwords would cross the network in clear; serve it on a "
+            "loopback host (127.0.0.1) or turn TLS on (docs/console.md, \"Security\")")
+    return None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

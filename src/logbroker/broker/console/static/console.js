@@ -36,6 +36,7 @@ function size(n) {
 
 async function api(path) {
   const resp = await fetch(path, {headers: {Accept: "application/json"}});
+  if (resp.status === 401) { location.assign("/login"); throw {code: "LOGIN_REQUIRED", message: "log in first"}; }
   const body = await resp.json();
   if (!resp.ok) throw body;
   return body;
@@ -207,5 +208,13 @@ async function route() {
   await render();
 }
 
+async function whoami() {
+  // with a login: who is logged in, and the logout button
+  const s = await api("/api/session");
+  if (!s.auth) return;
+  document.getElementById("principal").textContent = s.principal;
+  document.getElementById("logout").hidden = false;
+}
+
 window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", route);
+window.addEventListener("DOMContentLoaded", () => { whoami().catch(() => {}); route(); });
