@@ -80,6 +80,8 @@ def key_of(ip: "str | None") -> str:
         addr = ipaddress.ip_address(ip.split("%", 1)[0])
     except ValueError:
         return ip[:64]
-    if addr.version == 6 and addr.ipv4_mapped is None:
-        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
-    return str(addr.ipv4_mapped or addr)
+    if addr.version == 4:
+        return str(addr)
+    if addr.ipv4_mapped is not None:
+        return str(addr.ipv4_mapped)
+    return str(ipaddress.ip_network(f"{addr}/64", strict=False))
