@@ -219,3 +219,49 @@ def test_message_browser_refuses_a_page_over_the_cap(browser, console):
     _open(browser, console, "/messages?topic=orders&partition=0&limit=51", "messages")
     error = _text(browser, "#error")
     assert error.startswith("INVALID_REQUEST") and "1..50" in error, error
+
+
+@pytest.fixture
+def auth_console(tmp_path):
+    """(console URL, broker) with --auth-required, super user admin and topic orders."""
+    from logbroker.client import Admin
+
+    broker = BrokerProcess(tmp_path / "data", "--auth-required", "--console-port", "0",
+                           config={"super_users": ["User:admin"]}).start()
+    try:
+        url = broker.proc.stdout.readline().split(" on ", 1)[1].strip()
+        with Admin(broker.bootstrap, **FAST) as admin:  # the bootstrap rule: loopback, no user yet
+            admin.create_user("admin", "admin-Pa55word")
+        with Admin(broker.bootstrap, username="admin", password="admin-Pa55word", **FAST) as admin:
+            admin.create_topics([("orders", 2), ("events", 1)])
+        yield url, broker
+    finally:
+        broker.stop()
+
+
+def test_login_through_the_form_then_topics_and_logout(browser, auth_console):
+    from urllib.parse import urlparse
+
+    from selenium.webdriver.common.by import By
+
+    url, _ = auth_console
+    browser.get(url + "#/topics")
+    _wait(browser, lambda d: urlparse(d.current_url).path == "/login")  # no session: the form
+    _shot(browser, "login")
+    browser.find_element(By.ID, "user").send_keys("admin")
+    browser.find_element(By.ID, "password").send_keys("wrong")
+    browser.find_element(By.ID, "submit").click()
+    _wait(browser, lambda d: d.find_elements(By.ID, "error"))
+    assert _text(browser, "#error") == "invalid user name or password"
+    browser.find_element(By.ID, "user").send_keys("admin")
+    browser.find_element(By.ID, "password").send_keys("admin-Pa55word")
+    browser.find_element(By.ID, "submit").click()  # Origin checked, cookie set, 303 to /
+    _wait(browser, lambda d: d.execute_script("return document.body.dataset.loaded") == "overview")
+    assert _text(browser, "#principal") == "User:admin"
+    _open(browser, auth_console, "/topics", "topics")
+    assert _cells(browser, "topics", "name") == ["events", "orders"]
+    _shot(browser, "topics-logged-in")
+    browser.find_element(By.ID, "logout-button").click()
+    _wait(browser, lambda d: urlparse(d.current_url).path == "/login")
+    browser.get(url + "api/topics")
+    assert "LOGIN_REQUIRED" in browser.page_source
