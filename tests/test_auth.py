@@ -47,11 +47,13 @@ def alice(b, **kw) -> dict:
     return {"bootstrap": b.bootstrap, "username": "alice", "password": PASSWORD, **kw}
 
 
-def test_auth_required_is_refused_in_cluster_mode():
+def test_auth_required_in_cluster_mode_needs_an_inter_broker_user():
     from logbroker.broker.config import BrokerConfig
 
-    with pytest.raises(InvalidConfigError, match="cluster mode"):
+    with pytest.raises(InvalidConfigError, match="needs inter_broker_user"):
         BrokerConfig(auth_required=True, etcd="http://127.0.0.1:2379")
+    cfg = BrokerConfig(auth_required=True, etcd="http://127.0.0.1:2379", inter_broker_user="broker")
+    assert cfg.inter_broker_user == "broker"
 
 
 def test_open_single_node_says_so(tmp_path):

@@ -1,8 +1,18 @@
-"""ACL bindings in the broker's LMDB (``acls`` table of metastore.py): the
-key is the msgpack of a binding's six fields, the value empty. Writes are
-short transactions on the broker's loop, committed durably. A single node
-only, as the users (auth_store.py): cluster mode does not support
-authentication yet (docs/security.md).
+"""ACL bindings of a single node, in its LMDB (``acls`` table of
+metastore.py): the key is the msgpack of a binding's six fields, the value
+empty.
+
+The bindings' interface, the same in both backings (in cluster mode,
+cluster/access_store.py's ``EtcdAclStore`` keeps them in etcd):
+
+- ``list()``: every binding, sorted; synchronous and cheap;
+- ``await add(bindings)`` (how many were new) and ``await remove(flt)``
+  (the bindings removed) return once the change is durable and ``list()``
+  shows it; ``on_change()`` (the Authorizer's re-index, broker/auth.py)
+  has run by then.
+
+Here writes are short LMDB transactions on the broker's loop, committed
+durably; they never suspend.
 """
 
 from __future__ import annotations
@@ -14,9 +24,10 @@ from .acl import AclBinding
 
 
 class AclStore:
-    def __init__(self, meta: MetaStore) -> None:
+    def __init__(self, meta: MetaStore, on_change=lambda: None) -> None:
         self.meta = meta
         self.db = meta.db("acls")
+        self.on_change = on_change
 
     def list(self) -> list[AclBinding]:
         """Every binding, sorted."""
@@ -24,21 +35,23 @@ class AclStore:
             keys = [bytes(k) for k, _ in txn.cursor(db=self.db)]
         return sorted(AclBinding(*msgpack.unpackb(k)) for k in keys)
 
-    def add(self, bindings) -> int:
+    async def add(self, bindings) -> int:
         """Store ``bindings`` (each checked first, INVALID_REQUEST); how many were new."""
         keys = [_key(b.check()) for b in bindings]
         new = 0
         with self.meta.write() as txn:
             for key in keys:
                 new += txn.put(key, b"", db=self.db, overwrite=False)
+        self.on_change()
         return new
 
-    def remove(self, flt: AclBinding) -> list[AclBinding]:
+    async def remove(self, flt: AclBinding) -> list[AclBinding]:
         """Remove every binding passing ``flt`` (empty fields match anything); those removed."""
         gone = [b for b in self.list() if b.matches(flt)]
         with self.meta.write() as txn:
             for b in gone:
                 txn.delete(_key(b), db=self.db)
+        self.on_change()
         return gone
 
 

@@ -19,13 +19,22 @@ and whether to close the connection once it is written.
 - With ``auth_required``, an anonymous connection's requests other than
   Handshake and the SASL ones are refused with SASL_AUTHENTICATION_FAILED
   (an acks=0 produce, which gets no answer, closes the connection).
-- User administration (CreateUser, DeleteUser, ListUsers) is answered here,
-  so its check and its write happen in one loop turn. With
-  ``auth_required`` it needs an authenticated connection (a super user's
-  when ``super_users`` is set), or — the bootstrap rule — a connection
-  from a loopback address while no user exists.
+- User administration (CreateUser, DeleteUser, ListUsers) is answered here.
+  With ``auth_required`` it needs an authenticated connection (a super
+  user's when ``super_users`` is set), or — the bootstrap rule — a
+  connection from a loopback address while no user exists. The check is
+  made as the request is read; a change (CreateUser, DeleteUser) is then
+  answered by a coroutine, ``(coroutine, False)``, that the connection runs
+  as a task: it returns the response once the store has the change (LMDB:
+  at once; etcd: once etcd has it, cluster/access_store.py) and never
+  raises. The bootstrap rule's write is conditional in the store (no user
+  may exist by then), so of two racing first users the second is refused,
+  on one broker or across a cluster.
 - ACL administration (CreateAcls, DeleteAcls, DescribeAcls) likewise,
   without a bootstrap rule (docs/security.md, "Authorization").
+- Where users and ACLs live: a single node's LMDB (auth_store.py,
+  acl_store.py), or in cluster mode etcd, read from the broker's mirror
+  (cluster/access_view.py); the sessions see one interface.
 - Authorization: when ACLs are enforced (``auth_required`` with
   ``super_users`` set: ``BrokerAuth.enforcing``), every other request of an
   authenticated connection is checked against the ACLs (acl.py) by its
@@ -54,8 +63,8 @@ import secrets
 from scramp import ScramException, ScramMechanism
 
 from .. import limits
-from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, InvalidRequestError,
-                      LogbrokerError, ResourceNotFoundError, SaslAuthenticationFailedError,
+from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, LogbrokerError,
+                      ResourceNotFoundError, SaslAuthenticationFailedError, UnknownError,
                       UnsupportedSaslMechanismError, code_and_message)
 from ..protocol import messages as m
 from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS, check_user_name
@@ -77,16 +86,25 @@ _NEW, _HANDSHAKEN, _FIRST, _DONE = range(4)
 class BrokerAuth:
     """What every connection's session shares: the users, the ACLs, the
     settings, the SCRAM mechanism and a per-process secret for unknown
-    users' salts. ``topics``: the store's topic table (``get``, ``list``)."""
+    users' salts. ``cluster``: the ClusterNode in cluster mode (users and
+    ACLs in etcd), else None or False (the LMDB ``meta``'s). ``topics``: the
+    store's topic table (``get``, ``list``)."""
 
-    def __init__(self, meta, config, clustered: bool, topics=None) -> None:
+    def __init__(self, meta, config, cluster=None, topics=None) -> None:
         self.config = config
         self.required = config.auth_required
         self.super_users = frozenset(config.super_users)
         self.enforcing = self.required and bool(self.super_users)  # ACLs checked
         self.topics = topics
-        self.users = None if clustered else UserStore(meta)
-        self.acls = None if clustered else AclStore(meta)
+        if cluster:
+            from ..cluster.access_store import EtcdAclStore, EtcdUserStore
+
+            cluster.access.on_acls = self.reload_acls
+            self.users = EtcdUserStore(cluster.etcd, cluster.keys, cluster.access)
+            self.acls = EtcdAclStore(cluster.etcd, cluster.keys, cluster.access)
+        else:
+            self.users = UserStore(meta)
+            self.acls = AclStore(meta, self.reload_acls)
         self.authorizer = Authorizer((), self.super_users)
         self.reload_acls()
         self.mechanism = ScramMechanism(MECHANISM)
@@ -95,7 +113,7 @@ class BrokerAuth:
     def credentials(self, name: str) -> tuple:
         """``scramp``'s auth_fn: the user's (salt, stored key, server key,
         iterations), made up (and never matching) for an unknown user."""
-        cred = self.users.get(name) if self.users is not None else None
+        cred = self.users.get(name)
         if cred is None:
             salt = hmac.new(self._secret, name.encode(), hashlib.sha256).digest()[:16]
             return salt, secrets.token_bytes(32), secrets.token_bytes(32), DEFAULT_ITERATIONS
@@ -103,8 +121,7 @@ class BrokerAuth:
 
     def reload_acls(self) -> None:
         """Index the stored bindings again (after each change)."""
-        if self.acls is not None:
-            self.authorizer = Authorizer(self.acls.list(), self.super_users)
+        self.authorizer = Authorizer(self.acls.list(), self.super_users)
 
     def known(self, topic: str) -> bool:
         """The topic exists (a bad name counts as known: the edge refuses it next)."""
@@ -149,8 +166,9 @@ class Session:
         self.loopback = _is_loopback(peer.rpartition(":")[0])
 
     def intercept(self, msg: m.Message, now: float):
-        """None (dispatch ``msg``), ``(response, close)``, or a request to
-        dispatch instead of ``msg`` (module docstring)."""
+        """None (dispatch ``msg``), ``(response, close)`` (the response may be
+        a coroutine of it: a user or ACL change), or a request to dispatch
+        instead of ``msg`` (module docstring)."""
         cls = msg.__class__
         try:
             if cls is m.SaslHandshake:
@@ -199,9 +217,6 @@ class Session:
         if msg.mechanism not in MECHANISMS:
             raise UnsupportedSaslMechanismError(
                 f"mechanism {msg.mechanism[:40]!r} is not offered; use {', '.join(MECHANISMS)}")
-        if self.auth.users is None:
-            raise SaslAuthenticationFailedError("authentication is not supported in cluster "
-                                                "mode yet (docs/security.md)")
         self.state = _HANDSHAKEN
         self.server = self.auth.mechanism.make_server(self.auth.credentials)
         self.deadline = now + self.auth.config.frame_timeout_ms / 1000
@@ -276,64 +291,84 @@ class Session:
 
     # -- ACLs ---------------------------------------------------------------------------------
     def _acl_admin(self, msg):
-        store = self.auth.acls
-        if store is None:
-            raise InvalidRequestError("ACLs are not supported in cluster mode yet "
-                                      "(docs/security.md)")
-        cls = msg.__class__
+        cls, store = msg.__class__, self.auth.acls
         self._may_administer("describe" if cls is m.DescribeAcls else "alter")
         if cls is m.CreateAcls:
-            bindings = [AclBinding(*row) for row in msg.acls]
-            created = store.add(bindings)
-            self.auth.reload_acls()
-            log.info("%s added %d ACL(s)", self.principal or self.peer, created)
-            return m.CreateAclsResponse(created=created)
+            return self._stored(msg, self._add_acls([AclBinding(*row) for row in msg.acls]))
         flt = AclBinding(msg.principal, msg.resource_type, msg.name, msg.pattern, msg.operation,
                          msg.permission)
         if cls is m.DeleteAcls:
-            gone = store.remove(flt)
-            self.auth.reload_acls()
-            log.info("%s removed %d ACL(s)", self.principal or self.peer, len(gone))
-            return m.DeleteAclsResponse(acls=tuple(b.fields() for b in gone))
+            return self._stored(msg, self._remove_acls(flt))
         return m.DescribeAclsResponse(acls=tuple(b.fields() for b in store.list()
                                                  if b.matches(flt)))
+
+    async def _add_acls(self, bindings: list[AclBinding]) -> m.CreateAclsResponse:
+        created = await self.auth.acls.add(bindings)
+        log.info("%s added %d ACL(s)", self.principal or self.peer, created)
+        return m.CreateAclsResponse(created=created)
+
+    async def _remove_acls(self, flt: AclBinding) -> m.DeleteAclsResponse:
+        gone = await self.auth.acls.remove(flt)
+        log.info("%s removed %d ACL(s)", self.principal or self.peer, len(gone))
+        return m.DeleteAclsResponse(acls=tuple(b.fields() for b in gone))
 
     # -- users --------------------------------------------------------------------------------
     def _user_admin(self, msg):
         users = self.auth.users
-        if users is None:
-            raise InvalidRequestError("users are not supported in cluster mode yet "
-                                      "(docs/security.md)")
-        self._may_administer("describe" if msg.__class__ is m.ListUsers else "alter", users)
+        first = self._may_administer("describe" if msg.__class__ is m.ListUsers else "alter",
+                                     users)
         if msg.__class__ is m.ListUsers:
             return m.ListUsersResponse(users=tuple(users.list()))
         check_user_name(msg.name)
         if msg.__class__ is m.DeleteUser:
-            if not users.delete(msg.name):
-                raise ResourceNotFoundError(f"no user {msg.name!r}")
-            log.info("%s deleted user %r", self.principal or self.peer, msg.name)
-            return m.DeleteUserResponse()
-        created = users.put(msg.name, Credentials(msg.mechanism, msg.salt, msg.stored_key,
-                                                  msg.server_key, msg.iterations))
+            return self._stored(msg, self._delete_user(msg.name))
+        cred = Credentials(msg.mechanism, msg.salt, msg.stored_key, msg.server_key,
+                           msg.iterations).check()
+        return self._stored(msg, self._put_user(msg.name, cred, first))
+
+    async def _put_user(self, name: str, cred: Credentials, first: bool) -> m.CreateUserResponse:
+        created = await self.auth.users.put(name, cred, first=first)
         log.info("%s %s user %r", self.principal or self.peer,
-                 "created" if created else "changed the password of", msg.name)
+                 "created" if created else "changed the password of", name)
         return m.CreateUserResponse(created=created)
 
-    def _may_administer(self, operation: str, users: "UserStore | None" = None) -> None:
+    async def _delete_user(self, name: str) -> m.DeleteUserResponse:
+        if not await self.auth.users.delete(name):
+            raise ResourceNotFoundError(f"no user {name!r}")
+        log.info("%s deleted user %r", self.principal or self.peer, name)
+        return m.DeleteUserResponse()
+
+    async def _stored(self, msg: m.Message, change):
+        """The answer to an admin change: ``change``'s response once the store
+        has it, or its error as ``msg``'s response; never raises."""
+        try:
+            return await change
+        except LogbrokerError as exc:
+            if isinstance(exc, ClusterAuthorizationFailedError):
+                self.denied(msg.__class__)  # the bootstrap rule lost a race
+            code, message = code_and_message(exc)
+        except Exception:  # noqa: BLE001 - a bug must not leave the request unanswered
+            log.exception("%s failed", msg.__class__.__name__)
+            code, message = UnknownError.code, "internal error (see broker log)"
+        return m.RESPONSES[msg.API](error=code, message=message)
+
+    def _may_administer(self, operation: str, users=None) -> bool:
         """CLUSTER_AUTHORIZATION_FAILED unless this connection may do
-        ``operation`` on the cluster; ``users``: the bootstrap rule applies."""
+        ``operation`` on the cluster; ``users``: the bootstrap rule applies.
+        True when only the bootstrap rule allows it (the write must check
+        again that no user exists)."""
         auth = self.auth
         if not auth.required:
-            return
+            return False
         if self.principal:
             if auth.enforcing and not auth.allows(self.principal, operation, CLUSTER,
                                                   CLUSTER_NAME):
                 raise ClusterAuthorizationFailedError(
                     f"{self.principal} may not {operation} cluster {CLUSTER_NAME!r} (not a "
                     "super user and no ACL allows it)")
-            return
+            return False
         if users is not None and self.loopback and users.empty():
-            return  # bootstrap: the first user, from the broker's own host
+            return True  # bootstrap: the first user, from the broker's own host
         what = "user" if users is not None else "ACL"
         raise ClusterAuthorizationFailedError(
             f"{what} administration needs an authenticated connection" +

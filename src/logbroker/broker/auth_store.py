@@ -1,12 +1,25 @@
-"""Users and their SCRAM-SHA-256 credentials, in the broker's LMDB
-(``users`` table of metastore.py): name -> msgpack map of mechanism, salt,
-stored key, server key and iteration count. Never a password: the client
-derives the credentials (RFC 5802) and the broker keeps them as given, so
-a copy of the data dir lets nobody log in without cracking the salted hash.
+"""Users and their SCRAM-SHA-256 credentials: ``Credentials`` and their
+encoding (a msgpack map of mechanism, salt, stored key, server key and
+iteration count), and ``UserStore``, a single node's users in its LMDB
+(``users`` table of metastore.py, name -> that map). Never a password: the
+client derives the credentials (RFC 5802) and the broker keeps them as
+given, so a copy of the data dir lets nobody log in without cracking the
+salted hash.
 
-Reads and writes are short LMDB transactions on the broker's loop (each
-write committed durably, like a topic's config). A single node only:
-cluster mode does not support authentication yet (docs/security.md).
+The users' interface, the same in both backings (in cluster mode,
+cluster/access_store.py's ``EtcdUserStore`` keeps them in etcd):
+
+- ``get(name)``, ``list()``, ``empty()``: synchronous and cheap (never wait
+  for I/O beyond a short LMDB read), for the request path;
+- ``await put(name, cred, first=False)`` (True if the user is new) and
+  ``await delete(name)`` (False if there was none) return once the change
+  is durable and visible to ``get``. ``first``: the bootstrap rule's
+  write, refused (CLUSTER_AUTHORIZATION_FAILED) if any user exists by
+  then, atomically with the write.
+
+Here reads and writes are short LMDB transactions on the broker's loop,
+each write committed durably (like a topic's config); the writes never
+suspend, so a write's check and its commit happen in one loop turn.
 """
 
 from __future__ import annotations
@@ -15,12 +28,14 @@ from dataclasses import dataclass
 
 import msgpack
 
-from ..errors import InvalidRequestError
+from ..errors import ClusterAuthorizationFailedError, InvalidRequestError
 from ..protocol.auth_messages import MAX_ITERATIONS, MECHANISM, MIN_ITERATIONS, check_user_name
 from ..storage.metastore import MetaStore
 
 KEY_BYTES = 32  # SHA-256
 MIN_SALT_BYTES, MAX_SALT_BYTES = 8, 64
+FIRST_USER_TAKEN = ("user administration needs an authenticated connection (another user "
+                    "was created first)")
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,21 @@ class Credentials:
         return self
 
 
+    def pack(self) -> bytes:
+        return msgpack.packb({"mechanism": self.mechanism, "salt": self.salt,
+                              "stored_key": self.stored_key, "server_key": self.server_key,
+                              "iterations": self.iterations})
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> "Credentials":
+        """From ``pack()``'s bytes; ValueError, KeyError or TypeError if they are not that."""
+        d = msgpack.unpackb(raw)
+        return cls(d["mechanism"], d["salt"], d["stored_key"], d["server_key"], d["iterations"])
+
+
 class UserStore:
+    """A single node's users in its LMDB (module docstring)."""
+
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
         self.db = meta.db("users")
@@ -54,25 +83,20 @@ class UserStore:
     def get(self, name: str) -> "Credentials | None":
         with self.meta.read() as txn:
             raw = txn.get(name.encode(), db=self.db)
-        if raw is None:
-            return None
-        d = msgpack.unpackb(raw)
-        return Credentials(d["mechanism"], d["salt"], d["stored_key"], d["server_key"],
-                           d["iterations"])
+        return None if raw is None else Credentials.unpack(raw)
 
-    def put(self, name: str, cred: Credentials) -> bool:
+    async def put(self, name: str, cred: Credentials, first: bool = False) -> bool:
         """Store ``name``'s credentials; True if the user is new."""
         check_user_name(name)
-        cred.check()
-        value = msgpack.packb({"mechanism": cred.mechanism, "salt": cred.salt,
-                               "stored_key": cred.stored_key, "server_key": cred.server_key,
-                               "iterations": cred.iterations})
+        value = cred.check().pack()
         with self.meta.write() as txn:
+            if first and txn.stat(self.db)["entries"]:
+                raise ClusterAuthorizationFailedError(FIRST_USER_TAKEN)
             new = txn.get(name.encode(), db=self.db) is None
             txn.put(name.encode(), value, db=self.db)
         return new
 
-    def delete(self, name: str) -> bool:
+    async def delete(self, name: str) -> bool:
         """Forget ``name``; False if there was no such user."""
         with self.meta.write() as txn:
             return txn.delete(name.encode(), db=self.db)

@@ -15,6 +15,8 @@ TOML layout (every key optional)::
     tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
     auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
+    inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
+    inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
     console_port = 9557        # the read-only web console (off unless set)
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
@@ -95,6 +97,10 @@ class BrokerConfig:
     tls_client_auth: bool = False  # mutual TLS: clients must present a cert signed by tls_ca
     auth_required: bool = False  # SCRAM-SHA-256: refuse anonymous requests (docs/security.md)
     super_users: tuple = ()  # always allowed; set with auth_required: ACLs enforced
+    # brokers authenticate to each other as this user (cluster/peer_auth.py); its password
+    # from env LOGBROKER_INTER_BROKER_PASSWORD, else the first line of this file
+    inter_broker_user: "str | None" = None
+    inter_broker_password_file: "str | None" = None
     console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
     # -- quotas and limits (docs/security.md, "Quotas and limits"): broker/quotas.py -----
     max_connections_per_ip: int = 1024  # open connections from one IP address
@@ -150,6 +156,9 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
+        from ..cluster.peer_auth import check_settings
+
+        check_settings(self)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise InvalidConfigError("tls_cert and tls_key go together")
         if self.tls_client_auth and (self.tls_cert is None or self.tls_ca is None):

@@ -224,6 +224,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.session.screen or msg.__class__ in INTERCEPTED:
             got = self.session.intercept(msg, loop.time())
             if got.__class__ is tuple:  # answered here (auth.py): SASL, users, ACLs, a refusal
+                if asyncio.iscoroutine(got[0]):  # a user or ACL change: answered once stored
+                    return _Answer(env.cid, size, None, self._task(loop, got[0]))
                 answer = _Answer(env.cid, size, got[0])
                 answer.close_after = got[1]
                 return answer

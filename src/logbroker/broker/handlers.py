@@ -46,7 +46,7 @@ class Handlers:
         self.replicas = cluster.node.replicas if cluster is not None else None
         self._next_producer_id = int(time.time() * 1000) << 8
         # metrics (metrics.py sets them when metrics are on): None costs one check per request
-        self.auth = BrokerAuth(store.meta, config, clustered=cluster is not None,
+        self.auth = BrokerAuth(store.meta, config, cluster.node if cluster is not None else None,
                                topics=store.topics)  # auth.py
         self.requests: "RequestStats | None" = None
         self.traffic: "TrafficStats | None" = None

@@ -42,6 +42,18 @@ class Item:
 
 
 @dataclass(frozen=True)
+class Written:
+    """What ``Etcd.write`` did: ``applied`` False when its condition failed
+    (nothing written); ``revision``: the store's revision after it;
+    ``changed``: per operation, a put that created its key or a delete that
+    removed one."""
+
+    applied: bool
+    revision: int = 0
+    changed: tuple = ()
+
+
+@dataclass(frozen=True)
 class Event:
     key: str
     value: "bytes | None"  # None: deleted
@@ -121,6 +133,30 @@ class Etcd:
                for k, v in writes.items()]
         ok, _ = await self._call(self._client.transaction(compare=compare, success=ops, failure=[]))
         return bool(ok)
+
+    async def write(self, ops: "list[tuple[str, bytes | None]]", *,
+                    only_if_empty: "str | None" = None) -> Written:
+        """Apply ``ops`` (key, value; None = delete) in one transaction, in
+        order; with ``only_if_empty``, only if no key under that prefix exists."""
+        t = self._client.transactions
+        compare = []
+        if only_if_empty is not None:
+            start = only_if_empty.encode()
+            compare = [t.version(start, self._aetcd.utils.prefix_range_end(start)) == 0]
+        reqs = [t.delete(k.encode()) if v is None else t.put(k.encode(), v, prev_kv=True)
+                for k, v in ops]
+        ok, replies = await self._call(self._client.transaction(compare=compare, success=reqs,
+                                                                failure=[]))
+        if not ok:
+            return Written(False)
+        revision, changed = 0, []
+        for reply in replies:  # each carries the transaction's revision (etcd 3.4+)
+            kind = reply.WhichOneof("response")
+            sub = getattr(reply, kind)
+            revision = max(revision, sub.header.revision)
+            changed.append(not sub.HasField("prev_kv") if kind == "response_put"
+                           else sub.deleted > 0)
+        return Written(True, revision, tuple(changed))
 
     async def delete_prefix(self, prefix: str) -> None:
         await self._call(self._client.delete_prefix(prefix.encode()))

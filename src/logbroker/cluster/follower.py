@@ -15,7 +15,10 @@ broker follows there, over one connection:
 Errors: a fenced or unknown epoch, or NOT_LEADER, waits for the new state
 from etcd (the node re-adds the partition); an offset below the leader's
 log start restarts the log there; a lost connection is retried with
-exponential backoff. The loop never dies of an error.
+exponential backoff; so is a refused authentication or authorization
+(logged as an error naming the leader: a wrong ``inter_broker_user``
+password, the user not created yet, or no ``cluster_action``). The loop
+never dies of an error.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import logging
 import random
 import time
 
-from ..errors import (FencedLeaderEpochError, LogbrokerError,
-                      NotLeaderError, OffsetOutOfRangeError, UnknownLeaderEpochError, for_code)
+from ..errors import (FencedLeaderEpochError, LogbrokerError, NotLeaderError,
+                      OffsetOutOfRangeError, UnknownLeaderEpochError, for_code)
 from ..protocol import messages as m
 from ..records.walker import whole_batches
 from ..storage.config import FLUSH_FSYNC
@@ -93,6 +96,8 @@ class LeaderFetcher:
             except Exception as exc:  # noqa: BLE001 - a follower loop must go on
                 if isinstance(exc, LogbrokerError) and exc.retriable:
                     log.info("fetching from broker %d: %s", self.leader, exc)
+                elif isinstance(exc, LogbrokerError):  # e.g. inter_broker_user refused
+                    log.error("fetching from broker %d failed: %s", self.leader, exc)
                 else:
                     log.exception("fetching from broker %d failed", self.leader)
                 if self._conn is not None:
@@ -112,6 +117,7 @@ class LeaderFetcher:
         req = m.OffsetForLeaderEpoch(replica_id=self.node.me, parts=tuple(
             (k[0], k[1], p.epoch, _latest_epoch(p.log)) for k, p in todo))
         resp = await conn.request(req, self.node.request_timeout)
+        _check(resp)
         for (topic, partition, code, message, epoch, end), (key, p) in zip(resp.parts, todo):
             if self.parts.get(key) is not p:
                 continue  # removed or replaced meanwhile
@@ -142,6 +148,7 @@ class LeaderFetcher:
                              parts=tuple((k[0], k[1], p.log.log_end_offset, p.epoch,
                                           self.node.replica_fetch_bytes) for k, p in parts))
         resp = await conn.request(req, self.node.request_timeout + FETCH_WAIT_MS / 1000)
+        _check(resp)
         for part, data, (key, p) in zip(resp.parts, resp.payload, parts):
             topic, partition, code, message, hw, log_start, log_end, segment_base, _ = part
             if self.parts.get(key) is not p:
@@ -185,6 +192,13 @@ class LeaderFetcher:
         else:
             log.warning("%s: replication error: %s", p.log.name, err)
         p.retry_at = time.monotonic() + PART_RETRY_S
+
+
+def _check(resp) -> None:
+    """Raise a whole-request refusal (e.g. CLUSTER_AUTHORIZATION_FAILED: our
+    inter_broker_user may not cluster_action)."""
+    if resp.error:
+        raise for_code(resp.error)(f"{type(resp).__name__[:-8]}: {resp.message}")
 
 
 def _latest_epoch(lg: Log) -> int:

@@ -6,13 +6,16 @@ broker is a replica of), then runs, until ``close()``:
 
 - the lease keepalive (session.py);
 - the watch of the cluster's keys, applied in revision order; a broken
-  watch is replaced by a full reload, whose differences are applied;
+  watch is replaced by a full reload, whose differences are applied (the
+  users and ACL bindings among them go to ``access``, access_view.py);
 - the controller campaign (controller.py);
 - the ISR check of the partitions it leads (replicas.py);
 - one fetcher per leader it follows (follower.py).
 
 Every loop logs its errors and goes on. Requests reach the node through
-the broker's handlers (broker/cluster_handlers.py).
+the broker's handlers (broker/cluster_handlers.py). ``connect_to`` dials a
+peer: TLS when ours is on, then SCRAM as ``inter_broker_user`` when set
+(peer_auth.py).
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from ..errors import BrokerUnavailableError, ClusterUnavailableError, for_code
 from ..protocol import messages as m
 from ..storage.log import Log
 from ..storage.store import Store
+from .access_view import AccessView
 from .controller import Controller
 from .etcd import Etcd
 from .follower import LeaderFetcher
+from .peer_auth import authenticate_peer, inter_broker_credentials
 from .replicas import ReplicaManager
 from .session import Session
 from .state import BrokerInfo, Keys, PartitionState, pack, partition_value, unpack
@@ -47,11 +52,13 @@ class ClusterNode:
         self.me = config.broker_id
         self.keys = Keys(config.cluster_name)
         self.view = ClusterView(self.keys)
+        self.access = AccessView(self.keys)  # users and ACLs (broker/auth.py reads them)
         self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000)
         self.request_timeout = config.replica_timeout_ms / 1000
         from ..broker.tls import peer_context
 
         self.peer_tls = peer_context(config)  # TLS to the other brokers when ours is on
+        self.peer_credentials = inter_broker_credentials(config)  # SCRAM to them, when set
         self.replica_fetch_bytes = config.replica_fetch_max_bytes
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.replicas = ReplicaManager(self.me, config.replica_lag_time_max_ms / 1000, notify,
@@ -114,6 +121,7 @@ class ClusterNode:
     # -- metadata ---------------------------------------------------------------------------
     async def _reload(self) -> None:
         items, revision = await self.etcd.load(self.keys.root)
+        self.access.reset(items, revision)
         for change in self.view.reset(items, revision):
             self._react(change)
         # partitions of ours whose state did not change still need a role (first load)
@@ -125,6 +133,7 @@ class ClusterNode:
         while True:
             try:
                 async for ev in self.etcd.watch(self.keys.root, self.view.revision + 1):
+                    self.access.apply(ev.key, ev.value, ev.version)  # users, ACLs; else nothing
                     change = self.view.apply(ev)
                     if change is not None:
                         self._react(change)
@@ -255,12 +264,12 @@ class ClusterNode:
         try:
             resp = await conn.request(m.Handshake(client_id=f"broker-{self.me}"),
                                       self.request_timeout)
+            if resp.error:
+                raise for_code(resp.error)(resp.message)
+            await authenticate_peer(conn, self.peer_credentials, self.request_timeout)
         except BaseException:
             conn.close()
             raise
-        if resp.error:
-            conn.close()
-            raise for_code(resp.error)(resp.message)
         return conn
 
     def partition_lock(self, key: tuple[str, int]) -> asyncio.Lock:

@@ -8,6 +8,11 @@ Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
     partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
     offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
     producer_ids              {next}: the next free block of idempotent producer ids
+    users/<name>              {mechanism, salt, stored_key, server_key, iterations}
+    acls/<type>/<pattern>/<name>/<principal>/<operation>/<permission>
+                              [the six fields]: one ACL binding (fields %-quoted in the key)
+
+Users and ACLs: cluster/access_view.py (the mirror), access_store.py (the writes).
 
 A partition's state changes only by compare-and-set on its etcd
 ``mod_revision`` (``PartitionState.version``; 0 = not in etcd yet).
@@ -16,6 +21,7 @@ A partition's state changes only by compare-and-set on its etcd
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from urllib.parse import quote
 
 import msgpack
 
@@ -94,6 +100,19 @@ class Keys:
         self.partitions = self.root + "partitions/"
         self.offsets = self.root + "offsets/"
         self.producer_ids = self.root + "producer_ids"
+        self.users = self.root + "users/"
+        self.acls = self.root + "acls/"
+
+    def user(self, name: str) -> str:
+        return self.users + name  # user names never hold '/' (protocol/auth_messages.py)
+
+    def acl(self, fields: tuple) -> str:
+        """The key of one ACL binding (``AclBinding.fields()`` order), its fields
+        %-quoted ('/' in a group name stays inside its part)."""
+        rtype, name, pattern, principal, operation, permission = (
+            fields[1], fields[2], fields[3], fields[0], fields[4], fields[5])
+        return self.acls + "/".join(quote(f, safe=":*@") for f in (
+            rtype, pattern, name, principal, operation, permission))
 
     def broker(self, broker_id: int) -> str:
         return f"{self.brokers}{broker_id}"
