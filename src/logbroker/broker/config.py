@@ -22,6 +22,12 @@ TOML layout (every key optional)::
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
     quota_fetch_bytes_per_s = 0
 
+    [max_connections_per_ip_overrides]
+    "10.0.0.7" = 4000
+
+    [quotas."User:etl"]      # per-principal overrides (0: no quota)
+    produce_bytes_per_s = 10485760
+
     [log]            # LogConfig defaults for every topic (topics may override)
     segment_bytes = 1073741824
     retention_ms = 604800000
@@ -31,11 +37,12 @@ TOML layout (every key optional)::
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidConfigError
+from ..errors import InvalidConfigError, LogbrokerError
 from ..storage.config import LogConfig, StorageConfig
 from .fdlimit import segment_file_budget
 
@@ -165,6 +172,7 @@ class BrokerConfig:
             raise InvalidConfigError("tls_client_auth needs tls_cert, tls_key and tls_ca")
         if self.offsets_topic_num_partitions > 1000:
             raise InvalidConfigError("offsets_topic_num_partitions must be 1..1000")
+        _check_limits(self)
 
     def group_limits(self):
         from ..coordinator.group import GroupLimits
@@ -198,6 +206,82 @@ class BrokerConfig:
             return cls(storage=storage_cfg, **data)
         except TypeError as exc:
             raise InvalidConfigError(str(exc)) from None
+
+
+def _check_limits(cfg: BrokerConfig) -> None:
+    """Check the quota and connection-limit settings; the tables from TOML
+    become sorted tuples (the config stays hashable): overrides
+    ``(("IP", limit), ...)`` with IPs in canonical form, quotas
+    ``(("User:NAME", produce | None, fetch | None), ...)``."""
+    for name in ("max_connections_per_ip", "quota_produce_bytes_per_s", "quota_fetch_bytes_per_s"):
+        _count(getattr(cfg, name), name, 1 if name == "max_connections_per_ip" else 0)
+    rows = _table(cfg.max_connections_per_ip_overrides, "max_connections_per_ip_overrides")
+    overrides = {}
+    for ip, limit in rows:
+        overrides[_ip(ip)] = _count(limit, f"max_connections_per_ip_overrides[{ip!r}]", 0)
+    object.__setattr__(cfg, "max_connections_per_ip_overrides", tuple(sorted(overrides.items())))
+    quotas = {}
+    for principal, rates in _table(cfg.quotas, "quotas"):
+        _principal(principal)
+        if isinstance(rates, (tuple, list)) and len(rates) == 2:  # the normalised form again
+            rates = dict(zip(QUOTA_KEYS, rates))
+        if not isinstance(rates, dict) or not rates or set(rates) - set(QUOTA_KEYS):
+            raise InvalidConfigError(f"quotas.{principal!r} must be a table of "
+                                     f"{' and/or '.join(QUOTA_KEYS)}, got {rates!r}"[:200])
+        quotas[principal] = tuple(None if rates.get(k) is None else
+                                  _count(rates[k], f"quotas.{principal!r}.{k}", 0)
+                                  for k in QUOTA_KEYS)
+    object.__setattr__(cfg, "quotas", tuple((p, *r) for p, r in sorted(quotas.items())))
+
+
+QUOTA_KEYS = ("produce_bytes_per_s", "fetch_bytes_per_s")
+
+
+def _principal(principal) -> None:
+    from ..protocol import messages  # noqa: F401 - auth_messages is imported through it
+    from ..protocol.auth_messages import check_user_name
+
+    try:
+        if not isinstance(principal, str) or not principal.startswith("User:"):
+            raise LogbrokerError()
+        check_user_name(principal[5:])
+    except LogbrokerError:
+        raise InvalidConfigError(f"quotas: {str(principal)[:60]!r} is not a principal "
+                                 "\"User:NAME\" (NAME: 1-249 of [A-Za-z0-9._@-])") from None
+
+
+def _count(value, name: str, least: int) -> int:
+    if type(value) is not int or value < least:
+        raise InvalidConfigError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+def _table(value, name: str) -> list:
+    """A TOML table (dict) or a sequence of pairs -> [(key, value)]."""
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, (tuple, list)) and all(isinstance(r, (tuple, list)) and len(r) >= 2
+                                                for r in value):
+        return [(r[0], r[1] if len(r) == 2 else tuple(r[1:])) for r in value]
+    raise InvalidConfigError(f"{name} must be a table, got {value!r}"[:200])
+
+
+def _ip(text) -> str:
+    try:
+        return canonical_ip(text)
+    except (ValueError, TypeError):
+        raise InvalidConfigError(f"max_connections_per_ip_overrides: {str(text)[:60]!r} is not "
+                                 "an IP address") from None
+
+
+def canonical_ip(host: str) -> str:
+    """An IP address as the broker counts it: canonical text, an IPv6
+    scope dropped, an IPv4-mapped IPv6 address as IPv4. ValueError if
+    ``host`` is not an address."""
+    ip = ipaddress.ip_address(host.partition("%")[0])
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
 
 
 def parse_address(address: str) -> tuple[str, int]:

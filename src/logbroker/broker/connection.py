@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import errno
 import logging
-import os
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -46,18 +44,21 @@ from ..storage.results import FileSlice
 from .acl_rules import Partial
 from .auth import INTERCEPTED, Session
 from .produce import CLOSE_CONNECTION, ProduceAnswer
+from .quotas import principal_of
+from .sendfile import read_slices, sendfile
 
 if TYPE_CHECKING:
     from .server import Broker
 
 log = logging.getLogger("logbroker.connection")
 MAX_PENDING = 64
+_METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 
 
 class ClientConnection(asyncio.BufferedProtocol):
     __slots__ = ("broker", "reader", "transport", "pending", "inflight_bytes", "read_paused",
                  "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle",
-                 "tls", "session")
+                 "tls", "session", "ip", "mute")
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -78,6 +79,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         # authentication (auth.py); over TLS the first request may be read before
         # connection_made names the peer (then it is not loopback: safe)
         self.session = Session(broker.handlers.auth, "?", self._auth_failed, self._denied)
+        self.ip: "str | None" = None  # the peer's address while counted (server.register)
+        self.mute: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
 
     # -- public API (the server's) ----------------------------------------------------
     def pause(self) -> None:
@@ -125,10 +128,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.tls = transport.get_extra_info("sslcontext") is not None
         self.last_frame_at = asyncio.get_running_loop().time()
         if not self.broker.register(self):
-            log.warning("refused %s: max_connections %d reached", self.peer,
-                        self.broker.config.max_connections)
-            transport.abort()
-            return
+            return  # refused: answered TOO_MANY_CONNECTIONS or closed (admission.py)
         self.session.set_peer(self.peer)
         log.debug("connection from %s", self.peer)
 
@@ -178,6 +178,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 answer.waiting.cancel()
         if self.writer is not None:
             self.writer.cancel()
+        if self.mute is not None:
+            self.mute.cancel()
         self._set_idle()
         if self.can_write is not None and not self.can_write.done():
             self.can_write.cancel()
@@ -195,7 +197,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     # -- work ----------------------------------------------------------------------------
     def _flow(self) -> None:
         limit = self.broker.config.max_inflight_bytes
-        stop = self.paused or self.inflight_bytes > limit or len(self.pending) >= MAX_PENDING
+        stop = self.paused or self.mute is not None or self.inflight_bytes > limit \
+            or len(self.pending) >= MAX_PENDING
         if self.transport is None or self.transport.is_closing() or stop == self.read_paused:
             return
         self.read_paused = stop
@@ -220,28 +223,68 @@ class ClientConnection(asyncio.BufferedProtocol):
             code = exc.cause.code if exc.cause is not None else exc.code
             cls = m.RESPONSES.get(exc.api, m.HandshakeResponse)
             return _Answer(exc.cid, size, cls(error=code, message=exc.message))
-        msg = env.message
+        msg, throttle = env.message, 0
+        if msg.__class__ in _METERED and self.broker.quotas is not None:
+            msg, throttle = self.broker.quotas.meter(msg, principal_of(self.session.principal),
+                                                     loop.time())
+            if throttle > 0:
+                self._mute(throttle)
+            if msg.__class__ is m.FetchResponse:  # over the fetch quota: answered empty
+                return _Answer(env.cid, size, msg)
         if self.session.screen or msg.__class__ in INTERCEPTED:
             got = self.session.intercept(msg, loop.time())
             if got.__class__ is tuple:  # answered here (auth.py): SASL, users, ACLs, a refusal
                 if asyncio.iscoroutine(got[0]):  # a user or ACL change: answered once stored
                     return _Answer(env.cid, size, None, self._task(loop, got[0]))
                 answer = _Answer(env.cid, size, got[0])
-                answer.close_after = got[1]
+                answer.close_after, answer.throttle = got[1], throttle
                 return answer
             if got.__class__ is Partial:  # some parts denied: the others served, then merged
-                return _Answer(env.cid, size, None,
-                               self._task(loop, got.answer(self.broker.dispatch(got.request))))
+                answer = _Answer(env.cid, size, None,
+                                 self._task(loop, got.answer(self.broker.dispatch(got.request))))
+                answer.throttle = throttle
+                return answer
             if got is not None:  # the request narrowed to what the principal may see
                 msg = got
+        answer = self._run(env.cid, size, msg, loop, tasks_ok)
+        answer.throttle = throttle
+        return answer
+
+    def _run(self, cid: int, size: int, msg, loop, tasks_ok: bool) -> "_Answer":
         if not tasks_ok:
-            return _Answer(env.cid, size, None, self._task(loop, self.broker.dispatch(msg)))
+            return _Answer(cid, size, None, self._task(loop, self.broker.dispatch(msg)))
         out = self.broker.dispatch_now(msg)
         if asyncio.iscoroutine(out):
-            return _Answer(env.cid, size, None, self._task(loop, out))
+            return _Answer(cid, size, None, self._task(loop, out))
         if isinstance(out, ProduceAnswer):
-            return _Answer(env.cid, size, None, out)
-        return _Answer(env.cid, size, out)
+            return _Answer(cid, size, None, out)
+        return _Answer(cid, size, out)
+
+    # -- quotas (quotas.py) ----------------------------------------------------------------
+    def _throttled(self, response, throttle: int):
+        """``response`` carrying its throttle (Quotas.answer: a fetch's bytes
+        are accounted now, and its throttle mutes the connection from now)."""
+        response, mute = self.broker.quotas.answer(response, throttle, principal_of(
+            self.session.principal), asyncio.get_running_loop().time())
+        if mute:
+            self._mute(mute)
+        return response
+
+    def _mute(self, ms: int) -> None:
+        """Read nothing for ``ms`` from now (KIP-219: the throttled client
+        is slowed, never disconnected); a longer mute under way stands."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + ms / 1000
+        if self.mute is not None:
+            if self.mute.when() >= when:
+                return
+            self.mute.cancel()
+        self.mute = loop.call_at(when, self._unmute)
+        self._flow()
+
+    def _unmute(self) -> None:
+        self.mute = None
+        self._flow()
 
     def _task(self, loop, coro) -> asyncio.Task:
         ctx = contextvars.copy_context()
@@ -270,6 +313,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                     a.response, a.waiting = a.waiting.result(), None
                 pending.popleft()
                 self.inflight_bytes -= a.size
+                if a.throttle:
+                    a.response = self._throttled(a.response, a.throttle)
                 if a.cid < 0:
                     self.close("unreadable request")
                     return
@@ -287,7 +332,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 buffers = encode(a.response, a.cid)
                 slices = any(isinstance(b, FileSlice) for b in buffers)
                 if slices and self.tls:
-                    buffers, slices = _read_slices(buffers), False
+                    buffers, slices = read_slices(buffers), False
                     if buffers is None:
                         self.abort("a segment was shorter than its fetch slice")
                         return
@@ -334,74 +379,21 @@ class ClientConnection(asyncio.BufferedProtocol):
     async def _send(self, buffers: list) -> None:
         for buf in buffers:
             if isinstance(buf, FileSlice):
-                await self._sendfile(buf)
+                await sendfile(self.transport, buf)
             else:
                 self.transport.write(buf)
         if self.can_write is not None:
             await self.can_write
-
-    async def _sendfile(self, part: FileSlice) -> None:
-        """Send a segment slice as it lies on disk. While the transport has
-        nothing buffered (so the bytes stay in order) ``os.sendfile`` goes
-        straight to the socket, as far as its buffer takes it: a fetch of
-        many small slices costs one system call per slice, not a trip
-        through ``loop.sendfile`` (pause and resume reading, a ``fstat``,
-        futures). The rest goes through ``loop.sendfile``, which waits for
-        the socket (and falls back to read + write where it must)."""
-        sent = self._sendfile_now(part)
-        if sent < part.size:
-            loop = asyncio.get_running_loop()
-            with part.fd() as fd, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
-                await loop.sendfile(self.transport, fh, part.position + sent, part.size - sent)
-
-    def _sendfile_now(self, part: FileSlice) -> int:
-        """Bytes of ``part`` sent without waiting (0 when the transport has
-        bytes buffered or sendfile does not apply to this socket or file)."""
-        transport = self.transport
-        sock = transport.get_extra_info("socket")
-        if sock is None or transport.is_closing() or transport.get_write_buffer_size():
-            return 0
-        out, sent = sock.fileno(), 0
-        with part.fd() as fd:
-            while sent < part.size:
-                try:
-                    n = os.sendfile(out, fd, part.position + sent, part.size - sent)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError as exc:
-                    if sent == 0 and exc.errno in _NO_SENDFILE:
-                        break  # loop.sendfile falls back to read + write
-                    raise
-                if n == 0:
-                    break  # the file is shorter than the slice: loop.sendfile reports it
-                sent += n
-        return sent
-
-
-_NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP)
-
-
-def _read_slices(buffers: list) -> "list | None":
-    """``buffers`` with each file slice read into bytes (a TLS answer);
-    None if a segment is shorter than its slice (the frame's length would
-    be wrong)."""
-    out = []
-    for buf in buffers:
-        if isinstance(buf, FileSlice):
-            size, buf = buf.size, buf.read()
-            if len(buf) != size:
-                return None
-        out.append(buf)
-    return out
 
 
 class _Answer:
     """One request read, in order: its cid and frame size, and its response
     (``waiting``: the task or ``ProduceAnswer`` that will give it)."""
 
-    __slots__ = ("cid", "size", "response", "waiting", "hooked", "close_after")
+    __slots__ = ("cid", "size", "response", "waiting", "hooked", "close_after", "throttle")
 
     def __init__(self, cid: int, size: int, response, waiting=None):
         self.cid, self.size, self.response, self.waiting, self.hooked = \
             cid, size, response, waiting, False
         self.close_after = False  # close the connection once this is answered
+        self.throttle = 0  # ms its answer carries, or quotas.ACCOUNT (Quotas.meter)

@@ -19,10 +19,12 @@ from ..protocol import messages as m
 from ..protocol.codec import new_scratch
 from ..storage.store import Store
 from . import malloc
+from .admission import Admission, peer_ip
 from .config import BrokerConfig
 from .connection import ClientConnection
 from .durability import FSYNC_THREADS, DataNotifier, GroupCommit
 from .handlers import Handlers
+from .quotas import Quotas
 
 log = logging.getLogger("logbroker.broker")
 
@@ -31,6 +33,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.connections: set[ClientConnection] = set()
+        self.admission = Admission(config)  # max_connections and per-IP limits (admission.py)
+        self.quotas = Quotas.of(config)  # None without quotas: the request path checks nothing
         self.scratch = new_scratch()  # the receive buffer every connection's reader shares
         self.port = config.port
         self._stopping: "asyncio.Event | None" = None
@@ -40,12 +44,35 @@ class Broker:
 
     # -- connections -------------------------------------------------------------------
     def register(self, conn: ClientConnection) -> bool:
-        if len(self.connections) >= self.config.max_connections or self._stopping.is_set():
+        """Count ``conn``, whose transport was just made; False when it is
+        refused (over ``max_connections`` or its address's limit, or
+        shutting down): the transport is then answered TOO_MANY_CONNECTIONS
+        by a ``Refusal`` or closed (admission.py), and no longer ``conn``'s.
+        A TLS connection comes counted by its handshake (``conn.ip`` set)."""
+        transport = conn.transport
+        if transport.is_closing():  # lost between its TLS handshake and now
+            self.unregister(conn)
             return False
+        if self._stopping.is_set():
+            self.unregister(conn)
+            transport.abort()
+            return False
+        if conn.ip is None:
+            ip = peer_ip(transport)
+            why = self.admission.admit(ip)
+            if why is not None:
+                conn.transport = None
+                self.admission.refuse(transport, why, ip, self.scratch)
+                return False
+            conn.ip = ip
         self.connections.add(conn)
         return True
 
     def unregister(self, conn: ClientConnection) -> None:
+        """Uncount ``conn`` (closed, or its TLS handshake failed); idempotent."""
+        if conn.ip is not None:
+            self.admission.release(conn.ip)
+            conn.ip = None
         self.connections.discard(conn)
         self._closed_since_trim += 1
 
@@ -203,6 +230,8 @@ class Broker:
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
             conn.idle_check(now)
+        if self.quotas is not None:
+            self.quotas.forget(now)
         if self._closed_since_trim >= TRIM_AFTER_CLOSED or now - self._trimmed_at > TRIM_EVERY_S:
             self._closed_since_trim, self._trimmed_at = 0, now
             malloc.trim()

@@ -8,7 +8,9 @@ fails (a plaintext client, a client that does not trust our certificate, a
 missing or untrusted client certificate under ``tls_client_auth``, a peer
 that stalls) closes the connection and logs one line; it never reaches the
 broker's connection table, and the broker goes on serving the others.
-Handshakes in progress count toward ``max_connections``.
+Handshakes in progress count toward ``max_connections`` and the per-IP
+limits (admission.py); a connection over a limit is answered
+TOO_MANY_CONNECTIONS after its handshake, as a plaintext one is.
 
 (``create_server(ssl=...)`` would do the handshake too, but asyncio reports
 its failures only in debug mode.)
@@ -22,6 +24,7 @@ import ssl
 from typing import TYPE_CHECKING
 
 from ..tls import client_context, reason, server_context
+from .admission import Refusal, peer_ip
 from .connection import ClientConnection
 
 if TYPE_CHECKING:
@@ -60,7 +63,11 @@ class TlsListener:
 
 
 class _Handshake(asyncio.Protocol):
-    """One accepted connection until its TLS handshake is through."""
+    """One accepted connection until its TLS handshake is through. It is
+    counted (admission.py) from acceptance; one over a limit does its
+    handshake too, bounded by the refusal's timeout, to be answered
+    TOO_MANY_CONNECTIONS by a ``Refusal`` (or is closed at once when too
+    many refusals are answering)."""
 
     def __init__(self, listener: TlsListener) -> None:
         self.listener = listener
@@ -69,34 +76,48 @@ class _Handshake(asyncio.Protocol):
         lst, broker = self.listener, self.listener.broker
         peer = transport.get_extra_info("peername")
         peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if len(broker.connections) + len(lst.handshakes) >= broker.config.max_connections:
-            log.warning("refused %s: max_connections %d reached", peer,
-                        broker.config.max_connections)
-            transport.abort()
-            return
+        ip = peer_ip(transport)
+        why = broker.admission.admit(ip)
+        if why is None:
+            app, timeout = ClientConnection(broker), lst.timeout
+            app.ip = ip  # counted: released by the broker once closed, or below if the handshake fails
+        else:
+            app, timeout = broker.admission.refusal(why, ip, broker.scratch), broker.admission.timeout
+            if app is None:
+                transport.abort()
+                return
         transport.pause_reading()  # start_tls takes the bytes from here on
-        task = asyncio.get_running_loop().create_task(self._handshake(transport, peer))
+        task = asyncio.get_running_loop().create_task(self._handshake(transport, peer, app, timeout))
         lst.handshakes.add(task)
         task.add_done_callback(lst.handshakes.discard)
 
-    async def _handshake(self, transport, peer: str) -> None:
+    async def _handshake(self, transport, peer: str, app, timeout: float) -> None:
         lst = self.listener
-        conn = ClientConnection(lst.broker)
         try:
             tls = await asyncio.get_running_loop().start_tls(
-                transport, conn, lst.context, server_side=True, ssl_handshake_timeout=lst.timeout)
+                transport, app, lst.context, server_side=True, ssl_handshake_timeout=timeout)
         except asyncio.CancelledError:
             transport.abort()
+            self._failed(app)
             raise
         except (OSError, ValueError, RuntimeError, asyncio.TimeoutError) as exc:
-            log.warning("TLS handshake with %s failed: %s", peer, _why(exc, lst.timeout))
+            log.warning("TLS handshake with %s failed: %s", peer, _why(exc, timeout))
             transport.abort()
+            self._failed(app)
             return
         if tls is None:  # the peer closed the connection during the handshake
             log.info("TLS handshake with %s failed: closed by the peer", peer)
             transport.abort()
+            self._failed(app)
             return
-        conn.connection_made(tls)
+        app.connection_made(tls)
+
+    def _failed(self, app) -> None:
+        """Uncount a connection whose handshake failed."""
+        if isinstance(app, Refusal):
+            app.forget()
+        else:
+            self.listener.broker.unregister(app)
 
     def data_received(self, data: bytes) -> None:  # reading is paused until start_tls
         pass

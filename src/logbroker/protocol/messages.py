@@ -171,12 +171,16 @@ class Produce(Message):
 @_register
 @dataclass(frozen=True)
 class ProduceResponse(Response):
-    """parts: (topic, partition, error, message, base_offset, log_start)."""
+    """parts: (topic, partition, error, message, base_offset, log_start).
+    throttle_ms: the principal is over its produce quota; the broker reads
+    nothing more from this connection for that long, and the client should
+    send nothing on it meanwhile (the records were written all the same)."""
 
-    API, SCHEMA = 5, {**_RESP, "parts": [(str, int, int, str, int, int)]}
+    API, SCHEMA = 5, {**_RESP, "parts": [(str, int, int, str, int, int)], "throttle_ms": int}
     error: int = 0
     message: str = ""
     parts: tuple = ()
+    throttle_ms: int = 0
 
 
 @_register
@@ -196,12 +200,17 @@ class Fetch(Message):
 @_register
 @dataclass(frozen=True)
 class FetchResponse(Response):
-    """parts: (topic, partition, error, message, high_watermark, log_start, nbytes)."""
+    """parts: (topic, partition, error, message, high_watermark, log_start, nbytes).
+    throttle_ms as in ProduceResponse, for the fetch quota; a fetch of a
+    principal already over its quota is answered at once with every part
+    empty (error 0, high_watermark and log_start -1: not read)."""
 
-    API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [(str, int, int, str, int, int, int)]}, True
+    API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [(str, int, int, str, int, int, int)],
+                                   "throttle_ms": int}, True
     error: int = 0
     message: str = ""
     parts: tuple = ()
+    throttle_ms: int = 0
     payload: tuple = field(default=(), compare=False)
 
 

@@ -1,0 +1,70 @@
+"""Sending segment file slices to a client connection (a Fetch answer's payload).
+
+On plain TCP a slice goes as it lies on disk (``os.sendfile``, then
+``loop.sendfile`` for what the socket did not take at once); under TLS the
+connection reads the slices into bytes first (``read_slices``):
+``sendfile`` would bypass the encryption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+
+from ..storage.results import FileSlice
+
+_NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP)
+
+
+async def sendfile(transport, part: FileSlice) -> None:
+    """Send a segment slice as it lies on disk. While the transport has
+    nothing buffered (so the bytes stay in order) ``os.sendfile`` goes
+    straight to the socket, as far as its buffer takes it: a fetch of
+    many small slices costs one system call per slice, not a trip
+    through ``loop.sendfile`` (pause and resume reading, a ``fstat``,
+    futures). The rest goes through ``loop.sendfile``, which waits for
+    the socket (and falls back to read + write where it must). Raises
+    ``OSError`` / ``RuntimeError`` when the peer is gone."""
+    sent = _sendfile_now(transport, part)
+    if sent < part.size:
+        loop = asyncio.get_running_loop()
+        with part.fd() as fd, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
+            await loop.sendfile(transport, fh, part.position + sent, part.size - sent)
+
+
+def _sendfile_now(transport, part: FileSlice) -> int:
+    """Bytes of ``part`` sent without waiting (0 when the transport has
+    bytes buffered or sendfile does not apply to this socket or file)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or transport.is_closing() or transport.get_write_buffer_size():
+        return 0
+    out, sent = sock.fileno(), 0
+    with part.fd() as fd:
+        while sent < part.size:
+            try:
+                n = os.sendfile(out, fd, part.position + sent, part.size - sent)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                if sent == 0 and exc.errno in _NO_SENDFILE:
+                    break  # loop.sendfile falls back to read + write
+                raise
+            if n == 0:
+                break  # the file is shorter than the slice: loop.sendfile reports it
+            sent += n
+    return sent
+
+
+def read_slices(buffers: list) -> "list | None":
+    """``buffers`` with each file slice read into bytes (a TLS answer);
+    None if a segment is shorter than its slice (the frame's length would
+    be wrong)."""
+    out = []
+    for buf in buffers:
+        if isinstance(buf, FileSlice):
+            size, buf = buf.size, buf.read()
+            if len(buf) != size:
+                return None
+        out.append(buf)
+    return out
