@@ -128,6 +128,10 @@ def test_without_a_session_every_page_asks_for_a_login(broker):
         resp = call(broker, "GET", path)
         assert resp.status == 401 and resp.json()["code"] == "LOGIN_REQUIRED", (path, resp.text)
         assert "alpha" not in resp.text and "secret" not in resp.text
+    for sneaky in ("/login/../api/topics", "/static/../api/topics", "/static/%2e%2e/api/topics",
+                   "/loginx", "/api/topics/"):
+        resp = call(broker, "GET", sneaky)
+        assert resp.status in (303, 401, 403, 404) and "alpha" not in resp.text, (sneaky, resp.text)
     form = call(broker, "GET", "/login")
     assert form.status == 200 and 'action="/login"' in form.text and 'type="password"' in form.text
     assert call(broker, "GET", "/static/console.js").status == 200  # code, no data

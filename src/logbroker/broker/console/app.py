@@ -51,7 +51,7 @@ CONSOLE = web.AppKey("console", object)
 ACCESS = web.RequestKey("access", Access)  # what the request's user may see
 DENIED = (TopicAuthorizationFailedError, GroupAuthorizationFailedError,
           ClusterAuthorizationFailedError)
-OPEN_PATHS = ("/login", "/logout", "/static/")  # reachable without a session
+OPEN_PATHS = frozenset({"/login", "/logout"})  # and /static/: reachable without a session
 HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
            "frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
@@ -177,7 +177,8 @@ async def _session(request: web.Request, handler):
     live session (with a login), 401 for the API and 303 to /login for pages."""
     gate = getattr(request.app[CONSOLE], "gate", None)
     principal = None
-    if gate is not None and not request.path.startswith(OPEN_PATHS):
+    if gate is not None and not (request.path in OPEN_PATHS
+                                 or request.path.startswith("/static/")):
         principal = gate.principal(request)
         if principal is None:
             if request.path.startswith("/api/"):
