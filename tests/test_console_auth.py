@@ -11,6 +11,7 @@ the throttle are also unit tested with a fake clock.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import itertools
 import json
@@ -310,3 +311,55 @@ def test_throttle_windows_addresses_and_bound():
     for i in range(10):
         t.failed(f"10.0.1.{i}")
     assert len(t) == 3
+
+
+def test_narrowing_hides_topics_everywhere_a_page_could_show_them():
+    from logbroker.broker.acl import AclBinding, Authorizer
+    from logbroker.broker.console import pages
+    from logbroker.broker.console.access import Access
+    from logbroker.broker.console.history import History
+    from logbroker.broker.console.state import State
+    from logbroker.client.assignors import Assignment
+
+    class Auth:
+        enforcing = True
+        authorizer = Authorizer([AclBinding("User:alice", "topic", "ord", "prefix", "describe"),
+                                 AclBinding("User:alice", "group", "billing", "literal", "read")],
+                                ["User:admin"])
+
+        def allows(self, principal, operation, resource_type, name):
+            return self.authorizer.authorize(principal, operation, resource_type, name)
+
+    member = ("m1", None, "c1", "/127.0.0.1", Assignment((("orders", 0), ("secret", 0))).encode())
+    state = State(0, "127.0.0.1:9555", 1000, 1, {"orders": 1, "secret": 1},
+                  {("orders", 0): (0, 5, 5, 10, False), ("secret", 0): (0, 9, 9, 20, False)},
+                  [{"name": "billing", "state": "Stable", "protocol": "range", "generation": 1,
+                    "members": [member], "offsets": {("orders", 0): 1, ("secret", 0): 2}},
+                   {"name": "other", "state": "Empty", "protocol": "", "generation": 0,
+                    "members": [], "offsets": {("orders", 0): 3}}],
+                  {("orders", 0): (1, 1, 1), ("secret", 0): (2, 2, 2)},
+                  {"name": "c", "controller": 0, "me": 0, "brokers": [(0, "h", 1)],
+                   "partitions": {("orders", 0): (0, (0,), (0,), 1),
+                                  ("secret", 0): (0, (0,), (0,), 1)},
+                   "replication": {"orders": 1, "secret": 1}, "under_replicated_led": 0,
+                   "leaders": 2})
+    history = History()
+    history.record(state)
+    history.record(dataclasses.replace(state, taken_ms=3000, traffic={
+        ("orders", 0): (5, 5, 5), ("secret", 0): (9, 9, 9)}))
+    console = SimpleNamespace(state=lambda: state, history=history, sample_s=2.0)
+    alice = Access(Auth(), "User:alice")
+    narrow = alice.narrow(state)
+    assert set(narrow.topics) == {"orders"} and set(narrow.logs) == set(narrow.traffic) == \
+        {("orders", 0)}
+    assert set(narrow.cluster["partitions"]) == {("orders", 0)} and \
+        narrow.cluster["replication"] == {"orders": 1}
+    assert [g["name"] for g in narrow.groups] == ["billing"] and narrow.groups[0]["hidden"]
+    group = pages.group(console, {"name": "billing"}, alice)
+    assert [o["topic"] for o in group["offsets"]] == ["orders"] and group["lag_history"] == []
+    assert group["members"][0]["assignment"] == ["orders-0"]
+    assert pages.throughput(console, {}, alice)["topics"] == ["orders"]
+    admin = Access(Auth(), "User:admin")
+    assert set(admin.narrow(state).topics) == {"orders", "secret"}  # a super user sees all
+    assert pages.throughput(console, {}, admin)["topics"] == ["orders", "secret"]
+    assert Access(Auth(), None).narrow(state) is state  # no login: the console is open
