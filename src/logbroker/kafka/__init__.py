@@ -1,0 +1,7 @@
+"""The Kafka wire protocol (issue 15), pure bytes: no sockets, no asyncio.
+
+``codec`` decodes requests and encodes responses of the API profile in
+``apis`` (and the reverse pair, for tests and clients), ``framing`` splits a
+byte stream into frames, ``api_versions`` answers ApiVersions, and
+``record_batch`` reads and builds Kafka RecordBatch v2. docs/kafka.md.
+"""

@@ -1,0 +1,30 @@
+"""The API profile: every Kafka API the codec speaks, by key (docs/kafka.md).
+
+Every range stops at the API's last non-flexible version: clients work when
+each API is capped there, and the codec needs no tagged fields or compact
+types. ``ApiVersions`` (``api_versions.py``) advertises exactly this table.
+"""
+
+from __future__ import annotations
+
+from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
+from .apis_core import API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
+from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
+                          OFFSET_FETCH, SYNC_GROUP)
+from .schema import Api
+
+PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
+                  FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
+                  CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS)
+APIS: dict = {api.key: api for api in PROFILE}
+BY_NAME: dict = {api.name: api for api in PROFILE}
+
+# The first flexible version of each API (Kafka's "flexibleVersions"): the
+# profile's ranges must stay below it (tests/test_kafka_codec.py checks).
+FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
+                  19: 5, 20: 4, 22: 2, 18: 3}
+
+
+def api_for(key: int) -> "Api | None":
+    """The profile's API of ``key``, or None."""
+    return APIS.get(key)

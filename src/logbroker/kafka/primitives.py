@@ -1,0 +1,188 @@
+"""The Kafka protocol's primitive types, strictly bounded (pure bytes).
+
+Decoders take ``(view, pos)`` (``view`` a ``memoryview`` of bytes) and return
+``(value, next_pos)``; encoders append to a ``bytearray``. A decoder checks
+every length against the bytes actually left *before* slicing or allocating
+anything, so a peer cannot pin memory by announcing a length; any problem
+raises ``KafkaDecodeError`` (its path is filled in by the caller). Integers
+are big-endian two's complement; ``varint`` / ``varlong`` are zigzag
+base-128 (used inside Kafka records, not by the non-flexible message
+versions). Strings are UTF-8, decoded strictly.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import KafkaDecodeError, KafkaEncodeError
+
+I8, I16, I32, I64 = (struct.Struct(f) for f in (">b", ">h", ">i", ">q"))
+U32 = struct.Struct(">I")
+MAX_STRING = 0x7FFF  # a string's int16 length
+NULL = -1  # the length of a null string, bytes, records or array
+
+
+def need(view, pos: int, n: int, what: str) -> None:
+    """Raise unless ``n`` bytes are left at ``pos``."""
+    if n > len(view) - pos:
+        raise KafkaDecodeError(f"{what} needs {n} bytes, {len(view) - pos} left")
+
+
+def _fixed(s: struct.Struct, name: str):
+    size, unpack, pack = s.size, s.unpack_from, s.pack
+
+    def dec(view, pos):
+        if size > len(view) - pos:
+            raise KafkaDecodeError(f"{name} needs {size} bytes, {len(view) - pos} left")
+        return unpack(view, pos)[0], pos + size
+
+    def enc(value, out: bytearray) -> None:
+        if value.__class__ is not int and (not isinstance(value, int) or isinstance(value, bool)):
+            raise KafkaEncodeError(f"{name} expected, got {type(value).__name__}")
+        try:
+            out += pack(value)
+        except struct.error:
+            raise KafkaEncodeError(f"{value} out of range for {name}") from None
+    return dec, enc
+
+
+dec_int8, enc_int8 = _fixed(I8, "int8")
+dec_int16, enc_int16 = _fixed(I16, "int16")
+dec_int32, enc_int32 = _fixed(I32, "int32")
+dec_int64, enc_int64 = _fixed(I64, "int64")
+
+
+def dec_bool(view, pos):
+    """Kafka writes 0 or 1; like Kafka, any non-zero byte reads as true."""
+    need(view, pos, 1, "boolean")
+    return view[pos] != 0, pos + 1
+
+
+def enc_bool(value, out: bytearray) -> None:
+    if value.__class__ is not bool:
+        raise KafkaEncodeError(f"boolean expected, got {type(value).__name__}")
+    out.append(1 if value else 0)
+
+
+def read_length(view, pos, nullable: bool, what: str, wide: bool) -> tuple:
+    """A length prefix (int16 if not ``wide``, else int32): ``(n, pos)`` with
+    ``n`` = -1 for null (only if ``nullable``) and ``n`` bytes present."""
+    n, pos = (dec_int32 if wide else dec_int16)(view, pos)
+    if n < 0:
+        if n == NULL and nullable:
+            return n, pos
+        raise KafkaDecodeError(f"{what} length {n} is negative" + ("" if nullable else " (not nullable)"))
+    if n > len(view) - pos:
+        raise KafkaDecodeError(f"{what} length {n} exceeds the {len(view) - pos} bytes left")
+    return n, pos
+
+
+def string_decoder(nullable: bool):
+    def dec(view, pos):
+        n, pos = read_length(view, pos, nullable, "string", wide=False)
+        if n < 0:
+            return None, pos
+        try:
+            return str(view[pos:pos + n], "utf-8"), pos + n
+        except UnicodeDecodeError:
+            raise KafkaDecodeError("string is not valid UTF-8") from None
+    return dec
+
+
+def string_encoder(nullable: bool):
+    def enc(value, out: bytearray) -> None:
+        if value is None:
+            if not nullable:
+                raise KafkaEncodeError("null for a non-nullable string")
+            out += b"\xff\xff"
+            return
+        if value.__class__ is not str:
+            raise KafkaEncodeError(f"string expected, got {type(value).__name__}")
+        data = value.encode("utf-8")
+        if len(data) > MAX_STRING:
+            raise KafkaEncodeError(f"string of {len(data)} bytes (limit {MAX_STRING})")
+        out += I16.pack(len(data))
+        out += data
+    return enc
+
+
+def bytes_decoder(nullable: bool, view_only: bool = False):
+    """``bytes`` (a copy: small values such as group metadata), or with
+    ``view_only`` a ``memoryview`` slice of the frame (records: no copy)."""
+    def dec(view, pos):
+        n, pos = read_length(view, pos, nullable, "bytes", wide=True)
+        if n < 0:
+            return None, pos
+        part = view[pos:pos + n]
+        return (part if view_only else bytes(part)), pos + n
+    return dec
+
+
+def bytes_length(value, nullable: bool) -> int:
+    """The int32 length to write for a bytes-like value (-1 for None), checked."""
+    if value is None:
+        if not nullable:
+            raise KafkaEncodeError("null for non-nullable bytes")
+        return NULL
+    if isinstance(value, (bytes, bytearray)):
+        n = len(value)
+    elif isinstance(value, memoryview):
+        n = value.nbytes
+    else:
+        raise KafkaEncodeError(f"bytes expected, got {type(value).__name__}")
+    if n > 0x7FFFFFFF:
+        raise KafkaEncodeError(f"bytes of {n} bytes cannot be encoded")
+    return n
+
+
+def bytes_encoder(nullable: bool):
+    def enc(value, out: bytearray) -> None:
+        n = bytes_length(value, nullable)
+        out += I32.pack(n)
+        if n > 0:
+            out += value
+    return enc
+
+
+# -- varint / varlong (zigzag), as inside Kafka records ------------------------------------
+def _read_varnum(view, pos: int, max_bytes: int, bits: int, what: str) -> tuple:
+    raw, shift, start = 0, 0, pos
+    end = min(len(view), pos + max_bytes)
+    while pos < end:
+        b = view[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            value = (raw >> 1) ^ -(raw & 1)
+            if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                raise KafkaDecodeError(f"{what} {value} out of range")
+            return value, pos
+        shift += 7
+    if pos - start < max_bytes:
+        raise KafkaDecodeError(f"{what} runs past the end of the data")
+    raise KafkaDecodeError(f"{what} longer than {max_bytes} bytes")
+
+
+def read_varint(view, pos: int) -> tuple:
+    """A zigzag varint (int32, at most 5 bytes): ``(value, next_pos)``."""
+    return _read_varnum(view, pos, 5, 32, "varint")
+
+
+def read_varlong(view, pos: int) -> tuple:
+    """A zigzag varlong (int64, at most 10 bytes): ``(value, next_pos)``."""
+    return _read_varnum(view, pos, 10, 64, "varlong")
+
+
+def write_varint(value: int, out: bytearray, bits: int = 32) -> None:
+    """Append ``value`` zigzag-encoded (``bits`` 32: varint, 64: varlong)."""
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise KafkaEncodeError(f"{value} out of range for a {bits}-bit varint")
+    raw = (value << 1) ^ (value >> (bits - 1))
+    while raw > 0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def write_varlong(value: int, out: bytearray) -> None:
+    write_varint(value, out, 64)
