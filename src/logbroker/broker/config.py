@@ -17,8 +17,6 @@ TOML layout (every key optional)::
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
-    inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
-    inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
     console_port = 9557        # the read-only web console (off unless set)
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
@@ -110,10 +108,6 @@ class BrokerConfig:
     # from env LOGBROKER_INTER_BROKER_PASSWORD, else the first line of this file
     inter_broker_user: "str | None" = None
     inter_broker_password_file: "str | None" = None
-    # brokers authenticate to each other as this user (cluster/peer_auth.py); its password
-    # from env LOGBROKER_INTER_BROKER_PASSWORD, else the first line of this file
-    inter_broker_user: "str | None" = None
-    inter_broker_password_file: "str | None" = None
     console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
     # -- quotas and limits (docs/security.md, "Quotas and limits"): broker/quotas.py -----
     max_connections_per_ip: int = 1024  # open connections from one IP address
@@ -169,9 +163,6 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
-        from ..cluster.peer_auth import check_settings
-
-        check_settings(self)
         from ..cluster.peer_auth import check_settings
 
         check_settings(self)
