@@ -183,6 +183,10 @@ class FrameTooLargeError(LogbrokerError):
 
 @register
 class TooManyConnectionsError(LogbrokerError):
+    """The broker is at ``max_connections`` or at the limit of connections
+    from the client's address (``max_connections_per_ip``); it answered the
+    connection's first request with this, then closed it. Retry later."""
+
     code, name, retriable = 1002, "TOO_MANY_CONNECTIONS", True
 
 

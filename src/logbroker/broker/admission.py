@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 
 from ..errors import TooManyConnectionsError
 from ..protocol import messages as m
@@ -59,6 +60,7 @@ class Admission:
         self.refusing = 0  # refusals answering now
         self.refused = {MAX_CONNECTIONS: 0, PER_IP: 0}
         self.timeout = min(REFUSAL_S, config.frame_timeout_ms / 1000)
+        self.logged_at, self.unlogged = -1e9, 0  # refusals logged at most once a second
 
     def limit_of(self, ip: str) -> int:
         return self.overrides.get(ip, self.per_ip)
@@ -99,10 +101,20 @@ class Admission:
     def refusal(self, why: str, ip: str, scratch) -> "Refusal | None":
         """A ``Refusal`` protocol to answer a refused connection with, or
         None when ``MAX_REFUSING`` are answering already (close it at once)."""
-        log.warning("refused a connection from %s: %s", ip, self.message(why, ip))
+        self._log(why, ip)
         if self.refusing >= MAX_REFUSING:
             return None
         return Refusal(self, self.message(why, ip), scratch)
+
+    def _log(self, why: str, ip: str) -> None:
+        """One warning per second at most (a client retrying, or a flood)."""
+        now = time.monotonic()
+        if now - self.logged_at < 1.0:
+            self.unlogged += 1
+            return
+        more = f" ({self.unlogged} more refused since the last such line)" if self.unlogged else ""
+        log.warning("refused a connection from %s: %s%s", ip, self.message(why, ip), more)
+        self.logged_at, self.unlogged = now, 0
 
     def refuse(self, transport, why: str, ip: str, scratch) -> None:
         """Hand ``transport`` (just accepted, refused for ``why``) to a

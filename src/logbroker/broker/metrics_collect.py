@@ -99,7 +99,7 @@ class BrokerCollector:
                                       "because no ACL allowed them, by kind.", labels=("request",))
         for kind, count in sorted(dict(self.metrics.authz_denials).items()):
             denials.add_metric([kind], count)
-        out += [errors, auth, denials]
+        out += [errors, auth, denials, *_limit_families(self.broker)]
         return out
 
     # -- hot-path counters ---------------------------------------------------------------------
@@ -185,6 +185,24 @@ class BrokerCollector:
                 if stamp is not None:
                     seconds.add_metric(labels, max(now - stamp / 1000, 0.0))
         return [lag, seconds, committed]
+
+
+def _limit_families(broker) -> list:
+    """Quota throttles and refused connections (plain numbers the loop
+    bumps; read as they are, docs/security.md "Quotas and limits")."""
+    throttle = CounterMetricFamily("logbroker_quota_throttle_seconds", "Throttle time handed "
+                                   "to clients over their byte-rate quota, by kind.",
+                                   labels=("kind",))
+    quotas, admission = getattr(broker, "quotas", None), getattr(broker, "admission", None)
+    for kind, seconds in (quotas.throttled_seconds() if quotas is not None
+                          else {"produce": 0.0, "fetch": 0.0}).items():
+        throttle.add_metric([kind], seconds)
+    refused = CounterMetricFamily("logbroker_connections_refused", "Connections refused over "
+                                  "max_connections or their address's limit, by reason.",
+                                  labels=("reason",))
+    for reason, count in sorted(dict(admission.refused if admission else {}).items()):
+        refused.add_metric([reason], count)
+    return [throttle, refused]
 
 
 def _state_families(snap: Snapshot) -> list:

@@ -149,7 +149,7 @@ class Quotas:
         ms = rate.refuse(principal, now)
         if ms:
             return m.FetchResponse(parts=tuple((p[0], p[1], 0, "", -1, -1, 0) for p in msg.parts),
-                                   throttle_ms=ms), ms
+                                   payload=(b"",) * len(msg.parts), throttle_ms=ms), ms
         if msg.max_bytes > window:
             msg = dataclasses.replace(msg, max_bytes=window)
         return msg, ACCOUNT

@@ -150,7 +150,9 @@ class ConsumerCore:
         ``buffered_bytes`` (fetched, not yet polled), ``assigned`` (partitions),
         ``lag`` ({(topic, partition): high watermark of the last fetch answer
         minus the position}, for partitions with both known) and
-        ``lag_total``. A plain dict; never blocks, any thread."""
+        ``lag_total``, ``fetch_throttle_time_ms_avg`` / ``_max`` (the quota
+        throttle the brokers' fetch answers carried: throttle.py). A plain
+        dict; never blocks, any thread."""
         buffer = self.buffer
         with buffer.lock:
             states = list(buffer.states.values())
@@ -159,7 +161,7 @@ class ConsumerCore:
                if st.high_watermark >= 0 and st.position is not None}
         return {"records_consumed": self.records_polled, "polls": self.polls,
                 "buffered_bytes": buffered, "assigned": len(states), "lag": lag,
-                "lag_total": sum(lag.values())}
+                "lag_total": sum(lag.values()), **self.fetcher.throttles.metrics("fetch")}
 
     # -- positions --------------------------------------------------------------------------------
     def seek(self, topic: str, partition: int, offset: int) -> None:

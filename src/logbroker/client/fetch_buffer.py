@@ -125,7 +125,8 @@ class FetchBuffer:
                 st = self.states.get((topic, partition))
                 if st is None or st.gen != gen:
                     continue  # seeked or unassigned meanwhile
-                st.high_watermark, st.log_start = hw, log_start
+                if hw >= 0:  # -1: not read (a throttled answer: quotas)
+                    st.high_watermark, st.log_start = hw, log_start
                 if err:
                     failed.append((st, err, msg))
                 elif nbytes:

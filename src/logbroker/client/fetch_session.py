@@ -8,12 +8,15 @@ has nothing to fetch (the prefetch buffer is full, or the broker leads
 nothing fetchable any more), waking the fetcher's main loop, which starts
 sessions again as needed. A lost connection or a routing error marks the
 metadata stale and refreshes it (paced by the router) after a backoff;
-partitions that moved then belong to their new leader's session.
+partitions that moved then belong to their new leader's session. An
+answer carrying a quota throttle delays the next Fetch to its broker that
+long (throttle.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from ..errors import BrokerUnavailableError, LogbrokerError, RequestTimedOutError
@@ -51,6 +54,9 @@ class FetchSession:
         backoff = f.backoff()
         try:
             while True:
+                wait = f.throttles.left(self.broker, time.monotonic())
+                if wait:  # the last answer carried a quota throttle (throttle.py)
+                    await asyncio.sleep(wait)
                 planned = self._plan()
                 if not planned:
                     return
@@ -114,6 +120,7 @@ class FetchSession:
             self.in_flight = False
             self._release()
         f.error = None
+        f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
         failed = f.buffer.absorb(resp.parts, [g for _, g in planned], resp.payload)
         reroute = False
         for st, code, message in failed:

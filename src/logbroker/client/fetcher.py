@@ -28,7 +28,7 @@ import logging
 import time
 
 from ..errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
-                      RequestTimedOutError)
+                      RequestTimedOutError, TooManyConnectionsError)
 from .backoff import Backoff
 from .cluster_meta import reroutes
 from . import group_offsets
@@ -39,11 +39,12 @@ from .link import cancel_and_wait
 from .metadata import list_offsets, part_error
 from .routing import Router
 from .settings import ConsumerSettings
+from .throttle import Throttles
 from .topic_filter import TopicFilter
 from .validate import SPECS
 
 log = logging.getLogger("logbroker.client")
-_CONNECTION = (BrokerUnavailableError, RequestTimedOutError)
+_CONNECTION = (BrokerUnavailableError, RequestTimedOutError, TooManyConnectionsError)
 
 
 class Fetcher:
@@ -60,6 +61,7 @@ class Fetcher:
         self.owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
+        self.throttles = Throttles()  # brokers whose quota throttle runs (fetch_session.py)
         self._topics_seen: dict[str, int] = {}
         self._next_metadata = 0.0
         self._wakeup = asyncio.Event()

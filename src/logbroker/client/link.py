@@ -11,7 +11,10 @@ that failed us (``drop(avoid=True)``) is tried last in the next round.
 ``call()`` sends one request and raises the response's top-level error as
 the registered exception. With ``options.sasl`` every connection is
 authenticated (client/auth.py) before it is used; a refusal is not
-retriable and ends the attempt at once.
+retriable and ends the attempt at once. A broker at a connection limit
+answers the handshake with TOO_MANY_CONNECTIONS: retried like an
+unreachable broker, and raised as ``TooManyConnectionsError`` (with the
+broker's message) when the attempt gives up.
 
 Options (``ClientOptions``) are shared by Producer, Consumer and Admin.
 """
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import (BrokerUnavailableError, ClientClosedError, ClusterUnavailableError,
-                      LogbrokerError, UnsupportedVersionError, for_code)
+                      LogbrokerError, TooManyConnectionsError, UnsupportedVersionError, for_code)
 from ..protocol import messages as m
 from .auth import SaslCredentials, authenticate
 from .backoff import Backoff
@@ -107,6 +110,7 @@ class BrokerLink:
         self._next_try = 0.0
         self._avoid: "tuple | None" = None  # an address to try last next time
         self.last_reason = ""  # why the last connection attempt failed (no address prefix)
+        self._refused = False  # ... and it was the broker's TOO_MANY_CONNECTIONS
         self.server = ""
         self.broker_id = -1  # of the broker connected to (its handshake)
         self.address: "tuple[str, int] | None" = None  # connected to
@@ -137,7 +141,12 @@ class BrokerLink:
             async with asyncio.timeout(max(timeout, 0.0)):
                 return await asyncio.shield(self._connecting)
         except TimeoutError:
-            raise BrokerUnavailableError(self.unreachable(timeout)) from None
+            raise self._gave_up(self.unreachable(timeout)) from None
+
+    def _gave_up(self, message: str) -> LogbrokerError:
+        """The error of giving up connecting: TOO_MANY_CONNECTIONS if the
+        broker refused the last attempt so (retriable), else BROKER_UNAVAILABLE."""
+        return (TooManyConnectionsError if self._refused else BrokerUnavailableError)(message)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -169,14 +178,15 @@ class BrokerLink:
                 if not exc.retriable:
                     raise
                 self.last_reason = f"{host}:{port}: {exc.message}" if many else exc.message
+                self._refused = isinstance(exc, TooManyConnectionsError)
                 continue
-            self._conn, self._failures, self.last_reason = conn, 0, ""
+            self._conn, self._failures, self.last_reason, self._refused = conn, 0, "", False
             self.address, self._avoid = (host, port), None
             return conn
         self._failures += 1
         backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
         self._next_try = time.monotonic() + backoff.delay(self._failures)
-        raise BrokerUnavailableError(self.unreachable())
+        raise self._gave_up(self.unreachable())
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
         opts = self.options
@@ -190,8 +200,8 @@ class BrokerLink:
         if resp.error:
             conn.close()
             err = for_code(resp.error)(resp.message)
-            if isinstance(err, UnsupportedVersionError):
-                raise err
+            if isinstance(err, (UnsupportedVersionError, TooManyConnectionsError)):
+                raise err  # a connection limit: retriable, with the broker's message
             raise BrokerUnavailableError(f"handshake with {host}:{port} refused: {err}")
         if opts.sasl is not None:
             try:
@@ -227,10 +237,11 @@ class BrokerLink:
                 return resp
             except LogbrokerError as exc:
                 if not (retry and exc.retriable) or time.monotonic() >= deadline:
-                    if connecting and isinstance(exc, BrokerUnavailableError):
+                    if connecting and isinstance(exc, (BrokerUnavailableError,
+                                                       TooManyConnectionsError)):
                         if lost is not None and not self.last_reason:
                             raise type(lost)(f"{lost.message} (retried for {_secs(timeout)} s)")
-                        raise BrokerUnavailableError(self.unreachable(timeout)) from None
+                        raise self._gave_up(self.unreachable(timeout)) from None
                     raise
                 if not connecting:
                     lost = exc

@@ -30,7 +30,8 @@ from .waiting import LoopWakeup
 
 _RECHECK_S = 0.5  # a space waiter looks again this often even without a wake-up
 PRODUCER_METRICS = ("records_sent", "batches_sent", "bytes_sent", "batch_size_mean",
-                    "requests_sent", "retries", "in_flight", "buffered_bytes")  # metrics() keys
+                    "requests_sent", "retries", "in_flight", "buffered_bytes",
+                    "produce_throttle_time_ms_avg", "produce_throttle_time_ms_max")  # metrics() keys
 LISTING_EVERY_S = 1.0  # a topic missing from the partition counts triggers a listing this old at most
 
 
@@ -201,7 +202,9 @@ class ProducerCore:
         ``batches_sent``, ``bytes_sent`` (first attempts: what the broker was
         given), ``batch_size_mean`` (records per batch), ``requests_sent``,
         ``retries`` (batches sent again), ``in_flight`` (requests awaiting an
-        answer) and ``buffered_bytes`` (sealed batches not yet resolved).
+        answer), ``buffered_bytes`` (sealed batches not yet resolved) and
+        ``produce_throttle_time_ms_avg`` / ``_max`` (the quota throttle the
+        broker's answers carried: throttle.py).
         All 0 before the first send. Never blocks; any thread."""
         sender, acc = getattr(self, "sender", None), self.acc
         if sender is None or acc is None:
@@ -211,7 +214,8 @@ class ProducerCore:
                 "bytes_sent": sender.bytes_sent,
                 "batch_size_mean": sender.records_sent / batches if batches else 0.0,
                 "requests_sent": sender.requests_sent, "retries": sender.retries,
-                "in_flight": acc.inflight, "buffered_bytes": acc.buffered}
+                "in_flight": acc.inflight, "buffered_bytes": acc.buffered,
+                **sender.throttles.metrics("produce")}
 
     async def shutdown(self) -> None:
         """After ``closed`` was set: stop the sender (undelivered records fail

@@ -17,6 +17,9 @@ for one; neither holds up other brokers' partitions. A partition never has
 batches in flight to two brokers: after a leader change nothing goes to the
 new leader until the old one has answered for everything it was sent.
 
+Quotas (throttle.py): an answer carrying ``throttle_ms`` holds back the
+next requests to its broker that long; the batches wait (and fill).
+
 Retries and idempotence (delivery.py): a retriable error, a routing error
 after a metadata refresh, is retried with the same bytes, so the same
 producer id and sequence, to whichever broker leads then. One
@@ -34,7 +37,7 @@ import time
 from functools import partial
 
 from ..errors import (BrokerUnavailableError, ClientClosedError, InvalidRecordError,
-                      LeaderNotAvailableError, LogbrokerError)
+                      LeaderNotAvailableError, LogbrokerError, TooManyConnectionsError)
 from ..protocol import messages as m
 from .accumulator import Accumulator, PartitionQueue
 from .backoff import Backoff
@@ -43,6 +46,7 @@ from .delivery import Delivery
 from .link import cancel_and_wait
 from .routing import Router
 from .settings import ProducerSettings
+from .throttle import Throttles
 
 log = logging.getLogger("logbroker.client")
 _SEQ_MASK = 0x7FFFFFFF
@@ -75,6 +79,7 @@ class Sender:
         # attempts), retried batches; bumped per request and batch under the mutex
         self.requests_sent = self.batches_sent = self.records_sent = self.bytes_sent = 0
         self.retries = 0
+        self.throttles = Throttles()  # brokers whose quota throttle runs: nothing sent to them
 
     # -- draining --------------------------------------------------------------------------
     def drain(self, seal_open: bool = True) -> None:
@@ -202,7 +207,12 @@ class Sender:
             else:
                 need_loop = True
         limit = self.settings.max_in_flight
+        throttled = self.throttles.until
         for bid, parts in routes.items():
+            wait = throttled and self.throttles.left(bid, now)
+            if wait:  # the broker answered with a throttle: nothing goes to it before then
+                retry_next = now + wait if retry_next is None else min(retry_next, now + wait)
+                continue
             conn = router.current(bid)
             if conn is None:
                 if bid not in self._connecting:
@@ -307,6 +317,8 @@ class Sender:
     def _handle_response(self, broker: int, batches: list, resp, exc) -> None:
         self._inflight[broker] -= 1
         self.acc.inflight -= 1
+        if resp is not None:
+            self.throttles.seen(broker, resp.throttle_ms, time.monotonic())
         self.delivery.response(batches, resp, exc)
 
     # -- background steps: connecting, metadata, producer ids -------------------------------
@@ -332,7 +344,7 @@ class Sender:
     async def _connect(self, broker: int) -> None:
         try:
             await self.router.connection(broker)
-        except BrokerUnavailableError as exc:
+        except (BrokerUnavailableError, TooManyConnectionsError) as exc:
             self.router.invalidate(broker=broker)  # it may have lost its leadership
             self._expire(exc)
 
