@@ -227,6 +227,22 @@ def test_failed_logins_are_throttled_per_address(broker):
     cookie_of(login(broker, "alice", ALICE_PW, ip=fresh_ip()))  # another address logs in
 
 
+def test_logins_sent_at_once_cannot_outrun_the_throttle(broker):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ip = fresh_ip()
+    with ThreadPoolExecutor(12) as pool:
+        statuses = list(pool.map(lambda _: login(broker, "alice", "wrong", ip=ip).status,
+                                 range(12)))
+    assert set(statuses) <= {401, 429, 503} and 401 in statuses, statuses
+    for _ in range(6):  # then one by one until the address is blocked
+        statuses.append(login(broker, "alice", "wrong", ip=ip).status)
+        if statuses[-1] == 429:
+            break
+    # each 401 cost a PBKDF2: at most 2 of one address at a time, so at most one past the 5
+    assert statuses[-1] == 429 and 5 <= statuses.count(401) <= 6, statuses
+
+
 def test_deleting_the_user_ends_its_sessions(broker):
     with admin_of(broker) as admin:
         admin.create_user("carol", "carol-Pa55word")

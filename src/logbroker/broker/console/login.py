@@ -18,7 +18,9 @@
   console's own origin (browsers send it on form posts; the pages' Referrer-
   Policy ``same-origin`` keeps it), else 403; the cookie is SameSite=Strict.
 - CPU: PBKDF2 (4096+ iterations) runs in the gate's own threads, at most
-  ``WORKERS`` at once, with at most ``QUEUE`` more waiting (then 503), and
+  ``WORKERS`` at once, with at most ``QUEUE`` more waiting and at most
+  ``PER_ADDRESS`` of one address in progress (more: 503, so the throttle
+  cannot be outrun by logins sent at once), and
   an address with ``MAX_FAILURES`` failed logins in a minute is refused
   (429, Retry-After) before any PBKDF2 (throttle.py). An unknown user costs
   the same PBKDF2 as a known one (made-up credentials, auth.py).
@@ -43,12 +45,13 @@ from ...errors import LogbrokerError
 from ...protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, check_user_name
 from .login_page import render
 from .sessions import MAX_AGE_S, SessionTable
-from .throttle import LoginThrottle
+from .throttle import LoginThrottle, key_of
 
 log = logging.getLogger("logbroker.console")
 FAILED = "invalid user name or password"
 WORKERS = 2  # PBKDF2s at once
 QUEUE = 16  # logins waiting for a worker; more are answered 503
+PER_ADDRESS = 2  # logins of one address (throttle.key_of) being checked at once; more: 503
 MAX_PASSWORD_CHARS = 1024
 
 
@@ -68,6 +71,7 @@ class Gate:
                                         thread_name_prefix="logbroker-console-login")
         self._slots = asyncio.Semaphore(WORKERS)
         self._waiting = 0
+        self._inflight: dict[str, int] = {}  # throttle key -> logins being checked (<= QUEUE keys)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -107,11 +111,18 @@ class Gate:
         user, password = form.get("user"), form.get("password")
         if not isinstance(user, str) or not isinstance(password, str):
             return _page("give a user name and a password", 400)
-        if self._waiting >= QUEUE:
-            log.warning("console login from %s refused: %d logins in progress", ip, QUEUE)
+        key = key_of(ip)
+        if self._waiting >= QUEUE or self._inflight.get(key, 0) >= PER_ADDRESS:
+            log.warning("console login from %s refused: too many logins in progress", ip)
             return _page("too many logins in progress: try again in a moment", 503,
                          {"Retry-After": "1"})
-        stored_key, why = await self._verify(user, password)
+        self._inflight[key] = self._inflight.get(key, 0) + 1
+        try:
+            stored_key, why = await self._verify(user, password)
+        finally:
+            left = self._inflight.pop(key) - 1
+            if left:
+                self._inflight[key] = left
         if why is not None:
             self.throttle.failed(ip)
             self.failed()
