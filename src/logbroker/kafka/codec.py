@@ -18,6 +18,7 @@ version outside the profile, with the header it could read). Encoding raises
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from .errors import KafkaDecodeError, KafkaEncodeError, KafkaUnsupportedVersionE
 from .schema import Out, decoder, encoder
 
 MAX_FRAME = 0x7FFFFFFF  # the size prefix is an int32
-_REQUEST_HEADER = p.struct.Struct(">hhi")
+_REQUEST_HEADER = struct.Struct(">hhi")
 _client_id = p.string_decoder(nullable=True)
 _enc_client_id = p.string_encoder(nullable=True)
 
@@ -54,7 +55,7 @@ def decode_request_header(frame) -> tuple:
     ``KafkaDecodeError``. Reads only the fields header v1 and v2 share, so a
     flexible request's header (v2, tagged fields after ``client_id``) still
     yields its api key, version and correlation id."""
-    view = memoryview(frame).cast("B") if not isinstance(frame, memoryview) else frame
+    view = _view(frame)
     try:
         p.need(view, 0, 8, "api key, version and correlation id")
         api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(view, 0)
@@ -112,7 +113,7 @@ def encode_request_buffers(header: RequestHeader, body: Any) -> list:
     try:
         out += _REQUEST_HEADER.pack(header.api_key, header.api_version, header.correlation_id)
         _enc_client_id(header.client_id, out)
-    except (KafkaEncodeError, p.struct.error) as exc:
+    except (KafkaEncodeError, struct.error) as exc:
         raise KafkaEncodeError(f"request header: {exc}") from None
     return _encode_body(api.request, header.api_version, body, out,
                         f"{api.name} v{header.api_version} request")
@@ -150,9 +151,9 @@ def _api(api_key: int, version: int, error):
     return api
 
 
-def _decode_body(struct, version: int, view: memoryview, pos: int, context: str):
+def _decode_body(message, version: int, view: memoryview, pos: int, context: str):
     try:
-        body, end = decoder(struct, version)(view, pos)
+        body, end = decoder(message, version)(view, pos)
     except KafkaDecodeError as exc:
         raise exc.in_context(context) from None
     if end != len(view):
@@ -160,9 +161,9 @@ def _decode_body(struct, version: int, view: memoryview, pos: int, context: str)
     return body
 
 
-def _encode_body(struct, version: int, body: Any, out: Out, context: str) -> list:
+def _encode_body(message, version: int, body: Any, out: Out, context: str) -> list:
     try:
-        encoder(struct, version)(body, out)
+        encoder(message, version)(body, out)
     except KafkaEncodeError as exc:
         raise exc.in_context(context) from None
     buffers, start = [], 0
