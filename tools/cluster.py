@@ -2,10 +2,12 @@
 """A logbroker cluster on this machine: one etcd and N brokers on 127.0.0.1.
 
     python tools/cluster.py [--brokers 3] [--base-port 9555] [--data-dir ./data/cluster]
+                            [--config broker.toml]
 
 starts ``etcd`` (client port 2379, peer port 2380, data in DATA_DIR/etcd) and
 brokers 1..N (``logbroker serve --broker-id I --port BASE_PORT+I-1 --data-dir
-DATA_DIR/broker-I --etcd http://127.0.0.1:2379``), each with its output in
+DATA_DIR/broker-I --etcd http://127.0.0.1:2379``, and ``--config FILE`` when
+given: settings every broker shares, e.g. auth), each with its output in
 DATA_DIR/<name>.log; prints every process's address, PID and log file; waits
 until all are up (etcd answers /health, a broker's port accepts
 connections); then runs until Ctrl-C or SIGTERM, which stop the brokers
@@ -166,7 +168,7 @@ class Member:
 class Cluster:
     def __init__(self, brokers: int = 3, base_port: int = 9555, data_dir: str = "./data/cluster",
                  etcd_port: int = 2379, etcd_peer_port: int = 2380, logbroker: "str | None" = None,
-                 etcd: str = "etcd", out=sys.stdout) -> None:
+                 etcd: str = "etcd", out=sys.stdout, config: "str | None" = None) -> None:
         logbroker = logbroker or default_logbroker()
         self.data_dir = data_dir
         self.out = out
@@ -181,7 +183,8 @@ class Cluster:
             self.members.append(Member(
                 f"broker {i}", f"{HOST}:{port}",
                 [logbroker, "serve", "--broker-id", str(i), "--host", HOST, "--port", str(port),
-                 "--data-dir", os.path.join(data_dir, f"broker-{i}"), "--etcd", self.etcd_url],
+                 "--data-dir", os.path.join(data_dir, f"broker-{i}"), "--etcd", self.etcd_url,
+                 *(["--config", config] if config else [])],
                 os.path.join(data_dir, f"broker-{i}.log"), lambda port=port: port_open(port)))
         self.ports = [etcd_port, etcd_peer_port] + [base_port + i for i in range(brokers)]
 
@@ -271,6 +274,9 @@ def main(argv: "list[str] | None" = None) -> int:
                         help="etcd's peer port (default 2380)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long each process may take to come up (default 60)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="a TOML config every broker reads (e.g. auth_required, "
+                             "inter_broker_user: docs/security.md)")
     parser.add_argument("--logbroker", default=None, metavar="PATH",
                         help="the logbroker executable (default: the one beside this Python)")
     args = parser.parse_args(argv)
@@ -292,7 +298,7 @@ def main(argv: "list[str] | None" = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     cluster = Cluster(args.brokers, args.base_port, args.data_dir, args.etcd_port,
-                      args.etcd_peer_port, args.logbroker, etcd)
+                      args.etcd_peer_port, args.logbroker, etcd, config=args.config)
     status = 0
     try:
         cluster.start(args.timeout, cancelled=stopping)
