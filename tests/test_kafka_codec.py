@@ -5,6 +5,7 @@ encoders (an independent implementation driven by Kafka's own message specs)."""
 
 from __future__ import annotations
 
+import importlib
 import random
 
 import pytest
@@ -323,10 +324,8 @@ def test_frame_reader_buffered_protocol_path():
 def _kafka_python_class(api_key: int, kind: str):
     pytest.importorskip("kafka.protocol.api_message")
     from kafka.protocol.api_message import ApiMessage
-    import kafka.protocol.admin  # noqa: F401 - registers the classes
-    import kafka.protocol.consumer  # noqa: F401
-    import kafka.protocol.metadata  # noqa: F401
-    import kafka.protocol.producer  # noqa: F401
+    for package in ("admin", "consumer", "metadata", "producer"):  # registers the classes
+        importlib.import_module(f"kafka.protocol.{package}")
 
     stack, found = [ApiMessage], None
     while stack and found is None:
