@@ -177,14 +177,18 @@ def feed(refusal: Refusal, data: bytes, step: int) -> None:
         refusal.buffer_updated(len(chunk))
 
 
-def refuse(data: bytes, step: int):
-    """What a refusal answers to ``data``: (envelope or None, transport)."""
+def refuse(data: bytes, step: int, early: bool = False):
+    """What a refusal answers to ``data`` (``early``: all of it read before
+    ``connection_made``, as start_tls may deliver it): (envelope or None, transport)."""
     async def run():
         a = admission(frame_timeout_ms=60_000)
         refusal = a.refusal(PER_IP, "10.0.0.1", bytearray(1 << 16))
         t = FakeTransport()
+        if early:
+            feed(refusal, data, step)
         refusal.connection_made(t)
-        feed(refusal, data, step)
+        if not early:
+            feed(refusal, data, step)
         refusal.connection_lost(None)
         assert a.refusing == 0
         reader = FrameReader()
@@ -194,9 +198,9 @@ def refuse(data: bytes, step: int):
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("step", [1, 7, 1 << 20])
-def test_a_refusal_answers_the_first_request_with_1002(step):
-    env, t = refuse(encode_bytes(m.Handshake(), 41) + b"trailing", step)
+@pytest.mark.parametrize("step, early", [(1, False), (7, False), (1 << 20, False), (5, True)])
+def test_a_refusal_answers_the_first_request_with_1002(step, early):
+    env, t = refuse(encode_bytes(m.Handshake(), 41) + b"trailing", step, early)
     assert env.cid == 41 and env.message.__class__ is m.HandshakeResponse
     assert env.message.error == TooManyConnectionsError.code == 1002
     assert "too many connections from 10.0.0.1" in env.message.message

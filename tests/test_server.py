@@ -134,7 +134,8 @@ def test_max_connections(tmp_path):
     with BrokerProcess(tmp_path / "d", config={"max_connections": 2}) as b:
         first, second = RawConn(b.port), RawConn(b.port)
         assert first.call(m.Handshake()).error == 0 and second.call(m.Handshake()).error == 0
-        third = RawConn(b.port)
+        third = RawConn(b.port)  # answered TOO_MANY_CONNECTIONS, then closed (admission.py)
+        assert third.call(m.Handshake()).error == 1002
         assert third.closed_by_peer(timeout=10)
         second.close()
         assert first.call(m.Handshake()).error == 0

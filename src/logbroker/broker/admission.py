@@ -143,6 +143,8 @@ class Refusal(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.timer = asyncio.get_running_loop().call_later(self.admission.timeout, self._expire)
+        if self.head:
+            self._parse()  # over TLS the request may come with the handshake, before this
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return memoryview(self.scratch)
@@ -152,6 +154,11 @@ class Refusal(asyncio.BufferedProtocol):
         if head is None:
             return  # answered: what follows is read and dropped
         head += self.scratch[:min(nbytes, HEAD_MAX - len(head))]
+        if self.transport is not None:
+            self._parse()
+
+    def _parse(self) -> None:
+        head = self.head
         if len(head) < 8:
             return
         length, hlen = _PREFIX.unpack_from(head)
