@@ -39,6 +39,7 @@ log = logging.getLogger("logbroker.cluster")
 FETCH_WAIT_MS = 200
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 1.0
 PART_RETRY_S = 0.1
+REPEAT_S = 30.0  # a refusal that persists is logged again this often
 
 
 class _Part:
@@ -55,6 +56,7 @@ class LeaderFetcher:
         self._wake = asyncio.Event()
         self._conn = None
         self._failures = 0
+        self._said: tuple = ("", 0.0)  # the last refusal logged, and when
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, key, lg: Log, epoch: int) -> None:
@@ -97,7 +99,7 @@ class LeaderFetcher:
                 if isinstance(exc, LogbrokerError) and exc.retriable:
                     log.info("fetching from broker %d: %s", self.leader, exc)
                 elif isinstance(exc, LogbrokerError):  # e.g. inter_broker_user refused
-                    log.error("fetching from broker %d failed: %s", self.leader, exc)
+                    self._refused(exc)
                 else:
                     log.exception("fetching from broker %d failed", self.leader)
                 if self._conn is not None:
@@ -106,6 +108,16 @@ class LeaderFetcher:
                 self._failures += 1
                 delay = min(BACKOFF_MIN * 2 ** self._failures, BACKOFF_MAX)
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
+
+    def _refused(self, exc: LogbrokerError) -> None:
+        """Log a refusal as an error once, then again only when it changes or
+        every REPEAT_S (it is retried every second meanwhile)."""
+        now, text = time.monotonic(), str(exc)
+        if self._said[0] != text or now - self._said[1] >= REPEAT_S:
+            self._said = (text, now)
+            log.error("fetching from broker %d failed: %s", self.leader, text)
+        else:
+            log.debug("fetching from broker %d failed: %s", self.leader, text)
 
     async def _connection(self):
         if self._conn is not None and not self._conn.closed:
