@@ -141,8 +141,8 @@ def test_a_fetch_over_quota_is_answered_empty_at_once(qb):
 # -- connection limits ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def lb(tmp_path_factory):
-    b = start(tmp_path_factory.mktemp("limits"), toml=(
-        "max_connections = 3\nmax_connections_per_ip = 2\nframe_timeout_ms = 1000\n\n"
+    b = start(tmp_path_factory.mktemp("limits"), "--max-connections-per-ip", "2", toml=(
+        "max_connections = 3\nframe_timeout_ms = 1000\n\n"
         '[max_connections_per_ip_overrides]\n"127.0.0.3" = 0\n'))
     yield b
     b.kill()

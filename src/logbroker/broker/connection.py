@@ -224,7 +224,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             cls = m.RESPONSES.get(exc.api, m.HandshakeResponse)
             return _Answer(exc.cid, size, cls(error=code, message=exc.message))
         msg, throttle = env.message, 0
-        if msg.__class__ in _METERED and self.broker.quotas is not None:
+        if self.broker.quotas is not None and msg.__class__ in _METERED:  # quotas.py
             msg, throttle = self.broker.quotas.meter(msg, principal_of(self.session.principal),
                                                      loop.time())
             if throttle > 0:

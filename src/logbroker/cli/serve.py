@@ -44,9 +44,12 @@ from ..broker.fdlimit import raise_open_file_limit
               help="Refuse clients that have not authenticated (SCRAM-SHA-256).")
 @click.option("--console-port", default=None, type=click.IntRange(0, 65535),
               help="Serve the read-only web console at http://HOST:PORT/ [default: off].")
+@click.option("--max-connections-per-ip", default=None, type=click.IntRange(1),
+              help="Connections accepted from one address [default: 1024]; per-address "
+                   "overrides and quotas go in the config file (docs/security.md).")
 def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
           advertised_address, cluster_name, metrics_port, tls_cert, tls_key, tls_ca,
-          tls_client_auth, auth_required, console_port) -> None:
+          tls_client_auth, auth_required, console_port, max_connections_per_ip) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
     raise_open_file_limit()  # before the config sizes the segment descriptor cache from it
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
@@ -54,7 +57,8 @@ def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
                                advertised_address=advertised_address, cluster_name=cluster_name,
                                metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key,
                                tls_ca=tls_ca, tls_client_auth=tls_client_auth,
-                               auth_required=auth_required, console_port=console_port)
+                               auth_required=auth_required, console_port=console_port,
+                               max_connections_per_ip=max_connections_per_ip)
     if flush is not None:
         from dataclasses import replace
 
