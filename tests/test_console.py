@@ -264,6 +264,32 @@ def test_bad_input_is_a_json_400_and_post_is_refused():
     assert s6 == 200 and b6["lag"] == 20 and csp.startswith("default-src 'self'")
 
 
+def test_a_loopback_console_refuses_a_host_header_naming_another_site():
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from logbroker.broker.console.app import _local_name, make_app
+
+    class Fake:
+        history, sample_s, loopback = History(), 2.0, True
+
+        def state(self):
+            return state()
+
+    async def run():
+        async with TestClient(TestServer(make_app(Fake()))) as client:
+            out = []
+            for host in ("127.0.0.1:9557", "localhost:9557", "[::1]:9557", "evil.example:9557",
+                         "evil.example", "127.0.0.1.nip.io:9557"):
+                resp = await client.get("/api/topics", headers={"Host": host})
+                out.append((resp.status, (await resp.json()).get("code")))
+            return out
+
+    ok, local, v6, evil, bare, lookalike = asyncio.run(run())
+    assert ok[0] == local[0] == v6[0] == 200
+    assert evil == bare == lookalike == (421, "MISDIRECTED_REQUEST")
+    assert _local_name("::1") and _local_name("LOCALHOST") and not _local_name("")
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "broker-1.example"])
 def test_the_console_with_auth_required_needs_tls_off_loopback(tmp_path, host):
     from logbroker.broker.config import BrokerConfig

@@ -21,6 +21,9 @@ narrowed for the session's principal (pages.py, access.py); a denial is 403.
 With ``tls_cert`` the console is served over HTTPS with the listener's
 certificate (and client-certificate requirement); ``auth_required`` without
 TLS is refused (INVALID_CONFIG) unless the host is a loopback address.
+A console on a loopback address answers only requests whose Host names an
+IP address or ``localhost`` (else 421): a web page of another site whose
+name was re-pointed at 127.0.0.1 (DNS rebinding) cannot read it.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Console:
         self._reader: "ThreadPoolExecutor | None" = None
         self.gate: "Gate | None" = None  # the login, with auth_required
         self.secure = broker.config.tls_cert is not None  # HTTPS
+        self.loopback = _loopback(broker.config.host)  # Host must name an IP or localhost
 
     @property
     def url(self) -> str:
@@ -124,7 +128,7 @@ class Console:
 
 
 def make_app(console: Console) -> web.Application:
-    app = web.Application(middlewares=[_errors, _session], client_max_size=4096)
+    app = web.Application(middlewares=[_errors, _rebinding, _session], client_max_size=4096)
     app[CONSOLE] = console
     r = app.router
     r.add_get("/", _index)
@@ -186,6 +190,28 @@ async def _session(request: web.Request, handler):
             return web.Response(status=303, headers={"Location": "/login"})
     request[ACCESS] = Access(None if gate is None else gate.auth, principal)
     return await handler(request)
+
+
+@web.middleware
+async def _rebinding(request: web.Request, handler):
+    """421 for a loopback console asked under a name other than an IP or localhost."""
+    if getattr(request.app[CONSOLE], "loopback", False) and not _local_name(request.host):
+        return _error(421, "MISDIRECTED_REQUEST", "this console answers only to its IP address "
+                      "or localhost, not to the name in the Host header (DNS rebinding guard)")
+    return await handler(request)
+
+
+def _local_name(host: str) -> bool:
+    """``host`` (a Host header, port optional) names an IP address or localhost."""
+    name = host.partition("]")[0][1:] if host.startswith("[") else host.rpartition(":")[0] \
+        if host.count(":") == 1 else host
+    if name.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
 
 
 @web.middleware
