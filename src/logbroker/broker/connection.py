@@ -127,8 +127,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.tls = transport.get_extra_info("sslcontext") is not None
         self.last_frame_at = asyncio.get_running_loop().time()
-        if not self.broker.register(self):
-            return  # refused: answered TOO_MANY_CONNECTIONS or closed (admission.py)
+        if not self.broker.register(self, transport):
+            self.transport = None  # refused: answered TOO_MANY_CONNECTIONS or closed (admission.py)
+            return
         self.session.set_peer(self.peer)
         log.debug("connection from %s", self.peer)
 

@@ -43,13 +43,12 @@ class Broker:
         self._closed_since_trim, self._trimmed_at = 0, 0.0
 
     # -- connections -------------------------------------------------------------------
-    def register(self, conn: ClientConnection) -> bool:
-        """Count ``conn``, whose transport was just made; False when it is
+    def register(self, conn: ClientConnection, transport) -> bool:
+        """Count ``conn``, whose ``transport`` was just made; False when it is
         refused (over ``max_connections`` or its address's limit, or
         shutting down): the transport is then answered TOO_MANY_CONNECTIONS
-        by a ``Refusal`` or closed (admission.py), and no longer ``conn``'s.
-        A TLS connection comes counted by its handshake (``conn.ip`` set)."""
-        transport = conn.transport
+        by a ``Refusal`` or closed (admission.py), and ``conn`` must let go
+        of it. A TLS connection comes counted by its handshake (``conn.ip`` set)."""
         if transport.is_closing():  # lost between its TLS handshake and now
             self.unregister(conn)
             return False
@@ -61,7 +60,6 @@ class Broker:
             ip = peer_ip(transport)
             why = self.admission.admit(ip)
             if why is not None:
-                conn.transport = None
                 self.admission.refuse(transport, why, ip, self.scratch)
                 return False
             conn.ip = ip
