@@ -76,6 +76,10 @@ def test_metrics_count_what_was_produced_and_consumed(metrics_broker):
         wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= 100, 15, "m-a consumed")
         consumer.commit({("m-a", 0): COMMITTED})
         polled = consumer.metrics()
+        # records out: counted once the consumer's next fetch moves past them (offset 100)
+        wait_until(lambda: not consumer.poll(0.1) and value(
+            scrape(url), "logbroker_partition_records_out_total", topic="m-a", partition=0) == 100,
+            15, "m-a's 100 records counted out")
     assert polled["records_consumed"] == 100 and polled["lag"] == {("m-a", 0): 0}
 
     s = scrape(url)
@@ -94,6 +98,8 @@ def test_metrics_count_what_was_produced_and_consumed(metrics_broker):
     assert value(s, "logbroker_partition_bytes_out_total", **a) \
         >= value(s, "logbroker_partition_size_bytes", **a)
     assert value(s, "logbroker_partition_bytes_out_total", topic="m-b", partition=0) == 0
+    assert value(s, "logbroker_partition_records_out_total", **a) == 100
+    assert value(s, "logbroker_partition_records_out_total", topic="m-b", partition=0) == 0
 
     g = {"group": "mg", "topic": "m-a", "partition": 0}
     assert value(s, "logbroker_group_committed_offset", **g) == COMMITTED

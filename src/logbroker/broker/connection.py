@@ -44,6 +44,7 @@ from ..storage.results import FileSlice
 from .acl_rules import Partial
 from .auth import INTERCEPTED, Session
 from .produce import CLOSE_CONNECTION, ProduceAnswer
+from .metrics_stats import ReadPositions
 from .quotas import principal_of
 from .sendfile import read_slices, sendfile
 
@@ -58,7 +59,7 @@ _METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 class ClientConnection(asyncio.BufferedProtocol):
     __slots__ = ("broker", "reader", "transport", "pending", "inflight_bytes", "read_paused",
                  "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle",
-                 "tls", "session", "ip", "mute")
+                 "tls", "session", "ip", "mute", "reads")
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -81,6 +82,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.session = Session(broker.handlers.auth, "?", self._auth_failed, self._denied)
         self.ip: "str | None" = None  # the peer's address while counted (server.register)
         self.mute: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
+        self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)
 
     # -- public API (the server's) ----------------------------------------------------
     def pause(self) -> None:
@@ -241,15 +243,29 @@ class ClientConnection(asyncio.BufferedProtocol):
                 answer.close_after, answer.throttle = got[1], throttle
                 return answer
             if got.__class__ is Partial:  # some parts denied: the others served, then merged
+                self._count_reads(got.request)
                 answer = _Answer(env.cid, size, None,
                                  self._task(loop, got.answer(self.broker.dispatch(got.request))))
                 answer.throttle = throttle
                 return answer
             if got is not None:  # the request narrowed to what the principal may see
                 msg = got
+        self._count_reads(msg)
         answer = self._run(env.cid, size, msg, loop, tasks_ok)
         answer.throttle = throttle
         return answer
+
+    def _count_reads(self, msg) -> None:
+        """A Fetch about to be served: count the records its client read
+        since its previous one (metrics_stats.ReadPositions), when traffic
+        is counted (metrics or the console on)."""
+        if msg.__class__ is m.Fetch:
+            if self.reads is None:
+                traffic = self.broker.handlers.traffic
+                if traffic is None:
+                    return
+                self.reads = ReadPositions(traffic)
+            self.reads.fetch(msg.parts)
 
     def _run(self, cid: int, size: int, msg, loop, tasks_ok: bool) -> "_Answer":
         if not tasks_ok:

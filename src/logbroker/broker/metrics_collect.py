@@ -126,7 +126,10 @@ class BrokerCollector:
                 CounterMetricFamily("logbroker_partition_records_in", "Records appended by "
                                     "produce requests.", labels=PART),
                 CounterMetricFamily("logbroker_partition_bytes_out", "Bytes of records sent in "
-                                    "fetch answers to clients.", labels=PART)]
+                                    "fetch answers to clients.", labels=PART),
+                CounterMetricFamily("logbroker_partition_records_out", "Records clients read "
+                                    "(counted when a client's next fetch moves past them).",
+                                    labels=PART)]
         for (topic, partition), values in list(self.traffic.parts.items()):
             for fam, value in zip(fams, list(values)):
                 fam.add_metric([topic, str(partition)], value)

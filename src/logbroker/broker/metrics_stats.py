@@ -97,7 +97,9 @@ class RequestStats:
 
 class TrafficStats:
     """Per topic-partition: bytes and records appended by produce requests,
-    bytes sent by fetch answers (``[bytes_in, records_in, bytes_out]``)."""
+    bytes sent by fetch answers, and records read by clients
+    (``[bytes_in, records_in, bytes_out, records_out]``; ``ReadPositions``
+    counts the last)."""
 
     __slots__ = ("parts",)
 
@@ -107,15 +109,51 @@ class TrafficStats:
     def produced(self, topic: str, partition: int, nbytes: int, records: int) -> None:
         c = self.parts.get((topic, partition))
         if c is None:
-            c = self.parts[(topic, partition)] = [0, 0, 0]
+            c = self.parts[(topic, partition)] = [0, 0, 0, 0]
         c[0] += nbytes
         c[1] += records
 
     def fetched(self, topic: str, partition: int, nbytes: int) -> None:
         c = self.parts.get((topic, partition))
         if c is None:
-            c = self.parts[(topic, partition)] = [0, 0, 0]
+            c = self.parts[(topic, partition)] = [0, 0, 0, 0]
         c[2] += nbytes
+
+
+class ReadPositions:
+    """One connection's fetch positions, counting the records its client
+    read: a Fetch of a partition at an offset past the one its previous
+    Fetch on this connection asked for means the client got the records
+    between them (a consumer moves on only past what it received), so
+    they count as ``records_out``. Nothing is decoded and nothing is
+    counted per record; the count is exact for clients that read on, and
+    it misses each partition's last answer before the client stops
+    fetching it on this connection (a close, a rebalance). Offsets that
+    compaction removed count too (they are passed over), and so would a
+    seek forward.
+
+    Memory: only partitions the TrafficStats already knows (real ones,
+    that had data) get an entry, so a peer naming made-up partitions
+    grows nothing."""
+
+    __slots__ = ("traffic", "last")
+
+    def __init__(self, traffic: TrafficStats) -> None:
+        self.traffic = traffic
+        self.last: dict[tuple[str, int], int] = {}
+
+    def fetch(self, parts) -> None:
+        """A Fetch request's ``parts`` ((topic, partition, offset, max_bytes), ...) was read."""
+        known, last = self.traffic.parts, self.last
+        for topic, partition, offset, _ in parts:
+            key = (topic, partition)
+            c = known.get(key)
+            if c is None or offset < 0:
+                continue
+            before = last.get(key)
+            if before is not None and offset > before:
+                c[3] += offset - before
+            last[key] = offset
 
 
 class CommitStats:
