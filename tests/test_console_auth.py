@@ -111,10 +111,15 @@ def cookie_of(resp, name: str = COOKIE) -> str:
 
 
 def failures(b) -> float:
+    return metric(b, "logbroker_auth_failures_total")
+
+
+def metric(b, sample: str) -> float:
+    """The value of the scraped ``sample`` (name and labels as printed), 0 when absent."""
     with urllib.request.urlopen(b.metrics_url, timeout=10) as resp:
         text = resp.read().decode()
-    rows = [line for line in text.splitlines() if line.startswith("logbroker_auth_failures_total")]
-    return float(rows[0].split()[-1])
+    rows = [line for line in text.splitlines() if line.startswith(sample + " ")]
+    return float(rows[0].split()[-1]) if rows else 0.0
 
 
 PAGES = ["/api/overview", "/api/topics", "/api/topic?name=alpha", "/api/groups",
@@ -168,6 +173,8 @@ def test_a_super_user_logs_in_and_sees_every_page(broker):
 
 
 def test_acls_decide_what_a_user_sees(broker):
+    denials = 'logbroker_authorization_denials_total{request="Console"}'
+    denied_before = metric(broker, denials)
     cookie = cookie_of(login(broker, "alice", ALICE_PW))
     topics = [t["name"] for t in call(broker, "GET", "/api/topics", cookie).json()["topics"]]
     assert topics == ["alpha"]
@@ -185,6 +192,7 @@ def test_acls_decide_what_a_user_sees(broker):
         assert resp.status == 403, (path, resp.text)
         assert resp.json() == {"code": code,
                                "message": f"User:alice may not {need} (no ACL allows it)"}
+    assert metric(broker, denials) - denied_before == 5  # each 403 counted
     assert [p["partition"] for p in
             call(broker, "GET", "/api/topic?name=alpha", cookie).json()["partitions"]] == [0]
     group = call(broker, "GET", "/api/group?name=g-alpha", cookie).json()

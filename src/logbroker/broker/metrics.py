@@ -55,10 +55,11 @@ class BrokerMetrics:
         Any thread."""
         self.auth_failures += 1
 
-    def authz_denied(self, kind: type) -> None:
-        """Count one request of class ``kind`` refused by authorization
+    def authz_denied(self, kind: "type | str") -> None:
+        """Count one request of class ``kind`` (or named ``kind``: "Console"
+        for a console page) refused by authorization
         (``logbroker_authorization_denials_total{request=...}``). The broker's loop."""
-        name = kind.__name__
+        name = kind if kind.__class__ is str else kind.__name__
         self.authz_denials[name] = self.authz_denials.get(name, 0) + 1
 
     def start(self) -> None:

@@ -219,6 +219,9 @@ async def _errors(request: web.Request, handler):
     try:
         return await handler(request)
     except DENIED as exc:
+        metrics = getattr(getattr(request.app[CONSOLE], "broker", None), "metrics", None)
+        if metrics is not None:
+            metrics.authz_denied("Console")
         return _error(403, exc.name, exc.message)
     except (UnknownTopicOrPartitionError, GroupNotFoundError) as exc:
         return _error(404, exc.name, exc.message)
