@@ -125,6 +125,14 @@ class InvalidRequestError(LogbrokerError):
 
 
 @register
+class UnsupportedCompressionTypeError(LogbrokerError):
+    """A Kafka batch names a compression codec this process cannot decode
+    (its library is not installed). Kafka's code and name."""
+
+    code, name = 76, "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+@register
 class InvalidRecordError(LogbrokerError):
     """A record a producer tried to put in a batch breaks the format's limits."""
 

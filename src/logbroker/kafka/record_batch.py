@@ -212,20 +212,27 @@ def _read_blob(view, pos: int, nullable: bool) -> tuple:
 def build_batch(records, *, base_offset: int = 0, base_timestamp: int = 0,
                 max_timestamp: "int | None" = None, partition_leader_epoch: int = -1,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                attributes: int = 0) -> bytes:
-    """One uncompressed batch of ``records`` (``KafkaRecord``s, at least one),
-    CRC filled in. ``attributes`` sets the timestamp type, transactional and
-    control bits (compression must be 0). ``last_offset_delta`` is the last
-    record's offset delta; ``max_timestamp`` defaults to the largest record
-    timestamp."""
+                attributes: int = 0, compression: int = 0) -> bytes:
+    """One batch of ``records`` (``KafkaRecord``s, at least one), CRC filled
+    in. ``attributes`` sets the timestamp type, transactional and control
+    bits (its compression bits must be 0); ``compression`` (0 none, 1 gzip,
+    2 snappy in xerial framing as Kafka's Java client writes it, 3 lz4
+    frame, 4 zstd) compresses the records section. ``last_offset_delta`` is
+    the last record's offset delta; ``max_timestamp`` defaults to the
+    largest record timestamp."""
     records = list(records)
     if not records:
         raise KafkaEncodeError("a batch needs at least one record")
     if attributes & COMPRESSION_MASK or not 0 <= attributes <= 0x7FFF:
         raise KafkaEncodeError(f"attributes {attributes:#x}: compression is not supported")
+    if not 0 <= compression < len(COMPRESSION_NAMES):
+        raise KafkaEncodeError(f"unknown compression code {compression}")
     body = bytearray()
     for r in records:
         _write_record(r, body)
+    if compression:
+        body = compress(compression, bytes(body))
+        attributes |= compression
     if max_timestamp is None:
         max_timestamp = base_timestamp + max(r.timestamp_delta for r in records)
     try:
@@ -238,6 +245,19 @@ def build_batch(records, *, base_offset: int = 0, base_timestamp: int = 0,
     batch = bytearray(head) + body
     struct.pack_into(">I", batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """``data`` compressed as Kafka clients do for ``codec`` (1..4)."""
+    import gzip
+
+    import cramjam
+    if codec == 1:
+        return gzip.compress(data)
+    if codec == 2:  # xerial framing: magic, version 1, compatible 1, [length, raw block]...
+        block = bytes(cramjam.snappy.compress_raw(data))
+        return b"\x82SNAPPY\x00" + struct.pack(">iiI", 1, 1, len(block)) + block
+    return bytes((cramjam.lz4 if codec == 3 else cramjam.zstd).compress(data))
 
 
 def _write_record(r: KafkaRecord, out: bytearray) -> None:

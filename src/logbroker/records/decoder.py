@@ -168,6 +168,10 @@ def decode_batch(buf, pos: int = 0, *, verify: bool = True,
     ``CorruptRecordError`` and nothing else on any malformed input, including
     trailing bytes after the batch. ``header``, when given, must be what
     ``fmt.read_header(buf, pos)`` returned (a walker's): it is not read again.
+
+    The one dispatch on the magic byte: a Kafka batch (magic 2) is decoded
+    by ``kafka_v2.decode_kafka`` into the same columnar ``RecordBatch`` (its
+    header says magic 2), so no reader has to know there are two encodings.
     """
     mv = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf.cast("B")
     if header is None:
@@ -175,6 +179,9 @@ def decode_batch(buf, pos: int = 0, *, verify: bool = True,
     end = pos + header.size
     if end != len(mv):
         raise CorruptRecordError(f"batch announces {header.size} bytes, buffer holds {len(mv) - pos}")
+    if header.magic != fmt.MAGIC:  # a Kafka batch (magic 2): its records become columns
+        from .kafka_v2 import decode_kafka
+        return decode_kafka(mv[pos:end], header, verify=verify)
     if verify:
         fmt.check_crc(mv, pos, header)
     n, attrs = header.record_count, header.attributes

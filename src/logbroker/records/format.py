@@ -38,6 +38,7 @@ CRC_START = 21
 MAGIC = 1
 MAX_BATCH_LENGTH = (1 << 31) - 1
 MAX_OFFSET = (1 << 63) - 1
+KAFKA_MAGIC = 2  # a Kafka RecordBatch v2, stored as sent (records/kafka_v2.py)
 
 # attributes (u16)
 COMPRESSION_MASK = 0x0007  # 0 = none (others reserved: gzip, snappy, lz4, zstd)
@@ -47,6 +48,14 @@ KEY_MODE_SHIFT = 6  # 2 bits: column mode of keys
 VALUE_MODE_SHIFT = 8  # 2 bits: column mode of values
 HAS_HEADERS = 0x0400
 KNOWN_ATTRIBUTES = 0x07FF
+
+# Kafka (magic 2) attributes: compression 0-2 (0..4: none, gzip, snappy, lz4,
+# zstd), timestamp type 3 (as ours), transactional 4, control 5. Bit 6 (delete
+# horizon) is set only by a Kafka broker's cleaner, bits 7-15 are unused: refused.
+KAFKA_TRANSACTIONAL = 0x0010
+KAFKA_CONTROL = 0x0020
+KAFKA_KNOWN_ATTRIBUTES = 0x003F
+KAFKA_MAX_CODEC = 4
 
 # column modes
 COL_ABSENT = 0  # every entry null; no bytes in the section
@@ -111,7 +120,13 @@ def read_fields(buf, pos: int = 0) -> tuple:
     """``read_header`` without the object: the header's fields as a tuple in
     ``HEADER``'s order (``F_*`` name the indexes), checked exactly as
     ``read_header`` checks them (same errors). For walks over many batches:
-    the common, valid header costs one unpack and one comparison chain."""
+    the common, valid header costs one unpack and one comparison chain.
+
+    Magic 1 (ours) and magic 2 (a Kafka batch stored as sent) are accepted;
+    a magic-2 header is checked with Kafka's attribute bits (compression
+    0..4, timestamp type, transactional, control; nothing else) and the
+    same length, count and offset rules, after the magic-1 test failed (so
+    the magic-1 path pays nothing for it)."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"batch header needs {HEADER_SIZE} bytes at position {pos}, "
                                  f"{max(0, len(buf) - pos)} available")
@@ -122,18 +137,26 @@ def read_fields(buf, pos: int = 0) -> tuple:
             and (attrs >> VALUE_MODE_SHIFT) & 3 != 3 and count >= 1 and delta == count - 1
             and base + delta <= MAX_OFFSET and last >= first):
         return f
+    if (magic == KAFKA_MAGIC and _MIN_LENGTH <= length <= MAX_BATCH_LENGTH
+            and not attrs & ~KAFKA_KNOWN_ATTRIBUTES and attrs & COMPRESSION_MASK <= KAFKA_MAX_CODEC
+            and count >= 1 and delta == count - 1 and base + delta <= MAX_OFFSET
+            and last >= first):
+        return f  # the records are checked on produce (kafka_v2.check_batch), not here
     raise CorruptRecordError(f"{_header_problem(BatchHeader(*f))} at position {pos}")
 
 
 def _header_problem(h: BatchHeader) -> str:
     """What is wrong with a header ``read_fields`` refused (the first rule broken)."""
-    if h.magic != MAGIC:
+    if h.magic not in (MAGIC, KAFKA_MAGIC):
         return f"unknown magic {h.magic}"
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH_LENGTH:
         return f"batch length {h.batch_length} out of range"
-    if h.attributes & ~KNOWN_ATTRIBUTES or h.attributes & (COMPRESSION_MASK | ENCODING_MASK):
+    if h.magic == KAFKA_MAGIC:
+        if h.attributes & ~KAFKA_KNOWN_ATTRIBUTES or h.attributes & COMPRESSION_MASK > KAFKA_MAX_CODEC:
+            return f"unsupported attributes 0x{h.attributes:04x} (magic 2)"
+    elif h.attributes & ~KNOWN_ATTRIBUTES or h.attributes & (COMPRESSION_MASK | ENCODING_MASK):
         return f"unsupported attributes 0x{h.attributes:04x}"
-    if (h.attributes >> KEY_MODE_SHIFT) & 3 == 3 or (h.attributes >> VALUE_MODE_SHIFT) & 3 == 3:
+    elif (h.attributes >> KEY_MODE_SHIFT) & 3 == 3 or (h.attributes >> VALUE_MODE_SHIFT) & 3 == 3:
         return f"invalid column mode in attributes 0x{h.attributes:04x}"
     if h.record_count < 1 or h.last_offset_delta != h.record_count - 1:
         return f"record count {h.record_count} / last offset delta {h.last_offset_delta} mismatch"

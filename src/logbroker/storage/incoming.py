@@ -10,33 +10,47 @@ from __future__ import annotations
 from ..errors import InvalidRecordError, InvalidRequestError, RecordTooLargeError
 from ..records import format as fmt
 from ..records.compact import has_null_key
+from ..records.compression import READ_LIMIT
+from ..records.kafka_v2 import check_batch
 from ..records.walker import split_batches
 from .epochs import LeaderEpochs
 
 Parsed = list[tuple[memoryview, fmt.BatchHeader]]
+DECOMPRESSION_FACTOR = 16  # a Kafka batch's records may decompress to 16x max_batch_bytes
 
 
 def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
-                  require_keys: bool = False) -> Parsed:
+                  require_keys: bool = False, check_records: bool = True) -> Parsed:
     """``batches`` (one buffer of whole batches, or a sequence of such) as
     ``(view, header)`` pairs, every header, exact length and CRC32C checked,
     and each batch no larger than ``max_batch_bytes`` when given. Raises
     CorruptRecordError, RecordTooLargeError, InvalidRequestError when
     there is no batch at all, or InvalidRecordError for a record without a
     key when ``require_keys`` (a compacted topic; checked from the key
-    column's mode and bitmap, nothing decoded)."""
+    column's mode and bitmap, nothing decoded).
+
+    A Kafka batch (magic 2) is checked as Kafka's LogValidator does, by
+    ``kafka_v2.check_batch`` (records walked, a compressed section
+    decompressed within ``DECOMPRESSION_FACTOR`` x ``max_batch_bytes``,
+    at most ``compression.READ_LIMIT``), unless ``check_records`` is false
+    (a follower copying its leader's bytes: header and CRC only)."""
     if isinstance(batches, (bytes, bytearray, memoryview)):
         parsed = split_batches(batches)
     else:
         parsed = [item for raw in batches for item in split_batches(raw)]
     if not parsed:
         raise InvalidRequestError("append needs at least one batch")
+    limit = READ_LIMIT if max_batch_bytes is None else \
+        min(READ_LIMIT, DECOMPRESSION_FACTOR * max_batch_bytes)
     for mv, header in parsed:
         if max_batch_bytes is not None and header.size > max_batch_bytes:
             raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max_batch_bytes "
                                       f"{max_batch_bytes}")
         fmt.check_crc(mv, 0, header)
-        if require_keys and has_null_key(mv, header):
+        if header.magic == fmt.KAFKA_MAGIC:
+            if check_records:
+                check_batch(mv, header, limit=limit, require_keys=require_keys)
+        elif require_keys and has_null_key(mv, header):
             raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
                                      f"of {header.record_count} record(s) has one without")
     return parsed

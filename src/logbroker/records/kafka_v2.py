@@ -1,0 +1,196 @@
+"""Kafka record batches (magic 2) in our log: the produce-time check and the
+conversion to columns for every reader (pure bytes).
+
+A magic-2 batch is stored as the Kafka client sent it (docs/format.md §9):
+its 61-byte header has our layout (``format.read_fields`` reads both
+magics), its records section is Kafka's, possibly compressed
+(``compression.py``). Records are varint-framed, in order:
+
+    length varint, attributes int8, timestamp_delta varlong,
+    offset_delta varint, key_length varint (-1 null), key,
+    value_length varint (-1 null), value, header_count varint,
+    per header: key_length varint, key (UTF-8), value_length varint (-1 null), value
+
+``check_batch`` is the broker's check on append (what Kafka's LogValidator
+does, and a little more so that every stored batch reads as columns);
+``decode_kafka`` is the one reader: it walks the records once and encodes
+them with our columnar encoder, so every reader of ``RecordBatch``
+(consumer, Arrow/Spark, compaction, inspect, offset-for-timestamp) serves
+both magics through ``decoder.decode_batch``. Every malformed input raises
+a ``LogbrokerError`` subclass (CorruptRecordError mostly) and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import CorruptRecordError, InvalidRecordError
+from . import format as fmt
+from .compression import READ_LIMIT, decompress
+from .decoder import RecordBatch, decode_batch
+from .encoder import I32_MAX, I32_MIN, encode_batch
+
+_MIN_RECORD = 7  # bytes of the smallest record: seven one-byte fields
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Walked:
+    """What a walk of a records section found. ``timestamps``, ``keys``,
+    ``values`` are per record (empty lists when not collected); ``headers``
+    maps a record index to its ``(str, bytes | None)`` pairs."""
+
+    timestamps: list
+    keys: list
+    values: list
+    headers: dict
+    max_timestamp: int
+    min_timestamp: int
+    null_key: bool
+
+
+def section(batch, header: fmt.BatchHeader, limit: int = READ_LIMIT) -> bytes:
+    """The records section of the whole batch ``batch`` (header at 0),
+    decompressed (at most ``limit`` bytes) when its attributes say so."""
+    raw = memoryview(batch)[fmt.HEADER_SIZE:header.size]
+    codec = header.attributes & fmt.COMPRESSION_MASK
+    return decompress(codec, raw, limit) if codec else bytes(raw)
+
+
+def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
+                require_keys: bool = False) -> None:
+    """Raise unless the whole magic-2 batch ``batch`` (CRC already checked)
+    can be stored: not transactional nor a control batch (InvalidRecordError:
+    not supported yet); its section decompresses within ``limit`` bytes
+    (RecordTooLargeError); exactly ``record_count`` well-formed records with
+    offset deltas 0..n-1 and UTF-8 header keys, filling the section
+    (CorruptRecordError); record timestamps within the header's max
+    timestamp (so the time index never skips one) and within ±2^31-1 ms of
+    the first record's (so it converts to columns); a key on every record
+    when ``require_keys`` (InvalidRecordError). Memory: the decompressed
+    section and O(1) per record (nothing is collected)."""
+    attrs = header.attributes
+    if attrs & (fmt.KAFKA_TRANSACTIONAL | fmt.KAFKA_CONTROL):
+        kind = "control" if attrs & fmt.KAFKA_CONTROL else "transactional"
+        raise InvalidRecordError(f"{kind} Kafka batches are not supported (attributes "
+                                 f"0x{attrs:04x})")
+    data = section(batch, header, limit)
+    w = walk(data, header.record_count, header.first_timestamp, collect=False)
+    if not attrs & fmt.LOG_APPEND_TIME and w.max_timestamp > header.max_timestamp:
+        raise CorruptRecordError(f"a record's timestamp {w.max_timestamp} is above the batch's "
+                                 f"max timestamp {header.max_timestamp}")
+    if require_keys and w.null_key:
+        raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
+                                 f"of {header.record_count} record(s) has one without")
+
+
+def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,
+                 limit: int = READ_LIMIT) -> RecordBatch:
+    """The whole magic-2 batch ``batch`` (header at 0, ``header`` its
+    header) as a columnar ``RecordBatch``: the records re-encoded by our
+    encoder, ``header`` kept (magic 2, its offsets, epoch, producer fields
+    and attributes) but for ``first_timestamp``, the first record's (the
+    base of the column's deltas). CRC checked when ``verify``."""
+    if verify:
+        fmt.check_crc(batch, 0, header)
+    w = walk(section(batch, header, limit), header.record_count, header.first_timestamp)
+    raw = encode_batch(w.timestamps, w.keys, w.values, w.headers,
+                       producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                       base_sequence=header.base_sequence,
+                       log_append_time=bool(header.attributes & fmt.LOG_APPEND_TIME))
+    columns = decode_batch(raw, verify=False)
+    return dataclasses.replace(columns, header=dataclasses.replace(
+        header, first_timestamp=columns.header.first_timestamp))
+
+
+def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True) -> Walked:
+    """Walk the ``n`` records of the (decompressed) section ``data``; every
+    rule of ``check_batch`` on the layout is checked here (CorruptRecordError
+    naming the record). ``collect=False`` keeps nothing per record."""
+    end = len(data)
+    if n * _MIN_RECORD > end:
+        raise CorruptRecordError(f"{n} records cannot fit in a {end}-byte records section")
+    stamps, keys, values, headers = [], [], [], {}
+    pos, hi, lo, first, null_key = 0, None, None, None, False
+    for i in range(n):
+        try:
+            length, pos = _varint(data, pos, end)
+            rend = pos + length
+            if length < 0 or rend > end:
+                raise CorruptRecordError(f"length {length} runs past the section")
+            delta, p = _varint(data, pos + 1, rend)  # skip the (unused) attributes byte
+            offset_delta, p = _varint(data, p, rend)
+            if offset_delta != i:
+                raise CorruptRecordError(f"offset delta {offset_delta}, expected {i}")
+            key, p = _blob(data, p, rend)
+            value, p = _blob(data, p, rend)
+            count, p = _varint(data, p, rend)
+            if count:
+                hs, p = _headers(data, p, rend, count)
+                if collect:
+                    headers[i] = hs
+            if p != rend:
+                raise CorruptRecordError(f"length {length} disagrees with its fields")
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"Kafka record {i}: {exc.message}") from None
+        pos = rend
+        ts = base_timestamp + delta
+        hi = ts if hi is None or ts > hi else hi
+        lo = ts if lo is None or ts < lo else lo
+        if key is None:
+            null_key = True
+        if collect:
+            stamps.append(ts)
+            keys.append(key)
+            values.append(value)
+        if i == 0:
+            first = ts
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the last Kafka record")
+    if n and (hi - first > I32_MAX or lo - first < I32_MIN):
+        raise CorruptRecordError(f"Kafka record timestamps {lo}..{hi} are not all within "
+                                 f"2^31-1 ms of the first record's, {first}")
+    return Walked(stamps, keys, values, headers, hi, lo, null_key)
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple:
+    """A zigzag varint (up to 64 bits) at ``data[pos:end]``: (value, next position)."""
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("a varint runs past the record")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("a varint longer than 10 bytes")
+
+
+def _blob(data: bytes, pos: int, end: int) -> tuple:
+    n, pos = _varint(data, pos, end)
+    if n < 0:
+        if n == -1:
+            return None, pos
+        raise CorruptRecordError(f"length {n} invalid")
+    if n > end - pos:
+        raise CorruptRecordError(f"length {n} runs past the record")
+    return data[pos:pos + n], pos + n
+
+
+def _headers(data: bytes, pos: int, end: int, count: int) -> tuple:
+    if count < 0 or 2 * count > end - pos:
+        raise CorruptRecordError(f"header count {count} invalid")
+    out = []
+    for _ in range(count):
+        hkey, pos = _blob(data, pos, end)
+        if hkey is None:
+            raise CorruptRecordError("a header key is null")
+        try:
+            hkey = hkey.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("a header key is not UTF-8") from None
+        hvalue, pos = _blob(data, pos, end)
+        out.append((hkey, hvalue))
+    return tuple(out), pos
