@@ -18,6 +18,8 @@ TOML layout (every key optional)::
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
     console_port = 9557        # the read-only web console (off unless set)
+    kafka_port = 9092          # the Kafka protocol listener (off unless set; docs/kafka.md)
+    kafka_advertised = "broker1.example:9092"  # what Kafka clients are told [host:kafka_port]
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
     quota_fetch_bytes_per_s = 0
@@ -115,6 +117,9 @@ class BrokerConfig:
     quota_produce_bytes_per_s: int = 0  # per principal (User:NAME or User:ANONYMOUS); 0: no quota
     quota_fetch_bytes_per_s: int = 0  # per principal; 0: no quota
     quotas: tuple = ()  # per-principal overrides; TOML: [quotas."User:NAME"] produce_bytes_per_s = N
+    # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
+    kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
+    kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -157,6 +162,7 @@ class BrokerConfig:
         if self.console_port is not None and (type(self.console_port) is not int
                                               or not 0 <= self.console_port <= 65535):
             raise InvalidConfigError(f"console_port must be 0..65535, got {self.console_port!r}")
+        _check_kafka(self)
         if isinstance(self.super_users, list):
             object.__setattr__(self, "super_users", tuple(self.super_users))
         if not all(isinstance(u, str) and u.startswith("User:") and len(u) > 5 for u in self.super_users):
@@ -206,6 +212,30 @@ class BrokerConfig:
             return cls(storage=storage_cfg, **data)
         except TypeError as exc:
             raise InvalidConfigError(str(exc)) from None
+
+
+def _check_kafka(cfg: BrokerConfig) -> None:
+    """The Kafka listener's settings (docs/kafka.md). Until its SASL and its
+    cluster metadata exist, it refuses to run where it would be unsafe
+    (auth_required: Kafka clients could not authenticate) or wrong (a
+    cluster: other brokers' Kafka addresses are unknown)."""
+    if cfg.kafka_port is None:
+        if cfg.kafka_advertised is not None:
+            raise InvalidConfigError("kafka_advertised needs kafka_port")
+        return
+    if type(cfg.kafka_port) is not int or not 0 <= cfg.kafka_port <= 65535:
+        raise InvalidConfigError(f"kafka_port must be 0..65535, got {cfg.kafka_port!r}")
+    if cfg.kafka_advertised is not None:
+        if not isinstance(cfg.kafka_advertised, str):
+            raise InvalidConfigError(f"kafka_advertised must be \"HOST:PORT\", got "
+                                     f"{cfg.kafka_advertised!r}")
+        parse_address(cfg.kafka_advertised)
+    if cfg.etcd is not None:
+        raise InvalidConfigError("kafka_port: the Kafka listener serves a single node for now "
+                                 "(not with etcd; docs/kafka.md)")
+    if cfg.auth_required:
+        raise InvalidConfigError("kafka_port: the Kafka listener has no SASL yet, so it cannot "
+                                 "run with auth_required (docs/kafka.md)")
 
 
 def _check_limits(cfg: BrokerConfig) -> None:

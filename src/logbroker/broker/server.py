@@ -40,6 +40,7 @@ class Broker:
         self._stopping: "asyncio.Event | None" = None
         self.store: "Store | None" = None
         self.node = None  # the ClusterNode in cluster mode
+        self.kafka = None  # the Kafka protocol listener, with kafka_port (docs/kafka.md)
         self._closed_since_trim, self._trimmed_at = 0, 0.0
 
     # -- connections -------------------------------------------------------------------
@@ -120,6 +121,11 @@ class Broker:
 
             self.console = Console(self)
             await self.console.start()
+        if self.config.kafka_port is not None:
+            from ..kafka.listener import KafkaListener
+
+            self.kafka = KafkaListener(self)
+            await self.kafka.start()
         await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
@@ -186,13 +192,17 @@ class Broker:
             await self.node.leave()
         await self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         self.server.close()
+        connections = list(self.connections)
+        if self.kafka is not None:
+            self.kafka.close()
+            connections += self.kafka.connections
         loop = asyncio.get_running_loop()
-        for conn in list(self.connections):
+        for conn in connections:
             conn.pause()
-        drains = [loop.create_task(conn.drain()) for conn in self.connections]
+        drains = [loop.create_task(conn.drain()) for conn in connections]
         if drains:
             await asyncio.wait(drains, timeout=self.config.shutdown_timeout_ms / 1000)
-        for conn in list(self.connections):
+        for conn in connections:
             conn.close("shutting down")
         for task in drains:
             task.cancel()
@@ -228,6 +238,8 @@ class Broker:
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
             conn.idle_check(now)
+        if self.kafka is not None:
+            self.kafka.sweep(now)
         if self.quotas is not None:
             self.quotas.forget(now)
         if self._closed_since_trim >= TRIM_AFTER_CLOSED or now - self._trimmed_at > TRIM_EVERY_S:

@@ -47,9 +47,15 @@ from ..broker.fdlimit import raise_open_file_limit
 @click.option("--max-connections-per-ip", default=None, type=click.IntRange(1),
               help="Connections accepted from one address [default: 1024]; per-address "
                    "overrides and quotas go in the config file (docs/security.md).")
+@click.option("--kafka-port", default=None, type=click.IntRange(0, 65535),
+              help="Also speak the Kafka protocol on HOST:PORT (0 picks a free one) "
+                   "[default: off; docs/kafka.md].")
+@click.option("--kafka-advertised", default=None, metavar="HOST:PORT",
+              help="The address Kafka clients are told to use [default: host:kafka port].")
 def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
           advertised_address, cluster_name, metrics_port, tls_cert, tls_key, tls_ca,
-          tls_client_auth, auth_required, console_port, max_connections_per_ip) -> None:
+          tls_client_auth, auth_required, console_port, max_connections_per_ip,
+          kafka_port, kafka_advertised) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
     raise_open_file_limit()  # before the config sizes the segment descriptor cache from it
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
@@ -58,7 +64,8 @@ def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
                                metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key,
                                tls_ca=tls_ca, tls_client_auth=tls_client_auth,
                                auth_required=auth_required, console_port=console_port,
-                               max_connections_per_ip=max_connections_per_ip)
+                               max_connections_per_ip=max_connections_per_ip,
+                               kafka_port=kafka_port, kafka_advertised=kafka_advertised)
     if flush is not None:
         from dataclasses import replace
 
@@ -84,11 +91,14 @@ async def _run(config: BrokerConfig) -> None:
             print(f"logbroker metrics on {b.metrics.url}", flush=True)
         if b.console is not None:  # and with the console on (docs/console.md)
             print(f"logbroker console on {b.console.url}", flush=True)
+        if b.kafka is not None:  # and with the Kafka listener on (docs/kafka.md)
+            print(f"{KAFKA_READY}{b.kafka.advertised}", flush=True)
 
     await broker.run(ready)
 
 
 READY = "logbroker listening on "
+KAFKA_READY = "logbroker kafka on "
 
 
 def parse_ready(line: str) -> "tuple[str, int] | None":

@@ -1,7 +1,10 @@
-"""The Kafka wire protocol (issue 15), pure bytes: no sockets, no asyncio.
+"""The Kafka wire protocol (issue 15; docs/kafka.md).
 
-``codec`` decodes requests and encodes responses of the API profile in
-``apis`` (and the reverse pair, for tests and clients), ``framing`` splits a
-byte stream into frames, ``api_versions`` answers ApiVersions, and
-``record_batch`` reads and builds Kafka RecordBatch v2. docs/kafka.md.
+The codec is pure bytes (no sockets, no asyncio): ``codec`` decodes requests
+and encodes responses of the API profile in ``apis`` (and the reverse pair,
+for tests and clients), ``framing`` splits a byte stream into frames,
+``api_versions`` answers ApiVersions, and ``record_batch`` reads and builds
+Kafka RecordBatch v2. The listener is the asyncio shell over it:
+``listener`` and ``connection``, with ``serve_meta`` / ``serve_data``
+translating each request into one of ours (``plan``).
 """

@@ -1,0 +1,115 @@
+"""Kafka data requests, answered through our handlers: Produce, Fetch,
+ListOffsets (docs/kafka.md, "Listener"). Each function takes the
+``KafkaSite``, the request header and body, and returns a ``Plan`` (plan.py).
+
+Partition answers go out grouped by topic, in the order of the request.
+A whole-request refusal of ours (a top-level error, e.g. INVALID_REQUEST
+for a timeout out of range) becomes every partition's error.
+"""
+
+from __future__ import annotations
+
+from ..errors import CorruptRecordError, InvalidRequestError
+from ..protocol import messages as m
+from ..broker.produce import CLOSE_CONNECTION
+from .fetch_records import kafka_records
+from .plan import CLOSE, NO_ANSWER, KafkaSite, Plan, by_topic
+from .wire_errors import kafka_code, kafka_message
+
+_NO_RECORDS = (CorruptRecordError.code, "a partition's records are null")
+_TRANSACTIONS = (InvalidRequestError.code, "transactions are not supported")
+
+
+def produce(site: KafkaSite, header, body) -> Plan:
+    """Each partition's records (Kafka batches v2, a view of the frame) are
+    appended as they arrived; acks as ours (0: no answer, 1, -1 all)."""
+    parts, payload, refused = [], [], {}
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            if body.transactional_id is not None:
+                refused[(topic.name, p.index)] = _TRANSACTIONS
+            elif p.records is None:
+                refused[(topic.name, p.index)] = _NO_RECORDS
+            else:
+                parts.append((topic.name, p.index, len(p.records)))
+                payload.append(p.records)
+    req = m.Produce(acks=body.acks, timeout_ms=body.timeout_ms, parts=tuple(parts),
+                    payload=tuple(payload)) if parts else None
+
+    def answer(resp):
+        if resp is CLOSE_CONNECTION:
+            return CLOSE
+        if body.acks == 0:
+            return NO_ANSWER
+        rows = {}
+        if resp is not None:
+            for topic, index, error, message, base, start in resp.parts:
+                rows[(topic, index)] = (error, message, base, start)
+            top = (resp.error, resp.message) if resp.error else None
+        else:
+            top = None
+        responses = []
+        for topic in body.topic_data:
+            out = []
+            for p in topic.partition_data:
+                key = (topic.name, p.index)
+                error, message, base, start = rows.get(key) or (*(refused.get(key) or top
+                                                                   or _NO_RECORDS), -1, -1)
+                out.append({"index": p.index, "error_code": kafka_code(error),
+                            "base_offset": base, "log_start_offset": start,
+                            "error_message": kafka_message(message)})
+            responses.append({"name": topic.name, "partition_responses": out})
+        return {"responses": responses}
+    return Plan(req, answer)
+
+
+def fetch(site: KafkaSite, header, body) -> Plan:
+    """A long poll through our Fetch (max_wait_ms, min_bytes, max_bytes);
+    no fetch sessions (session id 0 answered: the client sends full
+    fetches); isolation level ignored (no transactions: the last stable
+    offset is the high watermark). Records go out as Kafka batches
+    (fetch_records.py)."""
+    parts = tuple((t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+                  for t in body.topics for p in t.partitions)
+    req = m.Fetch(max_wait_ms=body.max_wait_ms, min_bytes=body.min_bytes,
+                  max_bytes=body.max_bytes, parts=parts)
+
+    def answer(resp: m.FetchResponse) -> dict:
+        if resp.error:
+            rows = [(t, p, resp.error, -1, -1, b"") for t, p, _o, _b in parts]
+        else:
+            rows = [(t, p, error, hw, start, data) for (t, p, error, _msg, hw, start, _n), data
+                    in zip(resp.parts, resp.payload)]
+        responses = []
+        for topic, group in by_topic(rows):
+            out = []
+            for _t, index, error, hw, start, data in group:
+                records, problem = kafka_records(data) if len(data) else (b"", 0)
+                out.append({"partition_index": index, "error_code": kafka_code(error or problem),
+                            "high_watermark": hw, "last_stable_offset": hw,
+                            "log_start_offset": start, "aborted_transactions": None,
+                            "records": records})
+            responses.append({"topic": topic, "partitions": out})
+        return {"throttle_time_ms": resp.throttle_ms, "error_code": 0, "session_id": 0,
+                "responses": responses}
+    return Plan(req, answer)
+
+
+def list_offsets(site: KafkaSite, header, body) -> Plan:
+    """Earliest (-2), latest (-1: the high watermark) or the first offset
+    whose timestamp is at or after a time; the answer's leader epoch is -1."""
+    parts = tuple((t.name, p.partition_index, p.timestamp) for t in body.topics
+                  for p in t.partitions)
+    req = m.ListOffsets(parts=parts)
+
+    def answer(resp: m.ListOffsetsResponse) -> dict:
+        if resp.error:
+            rows = [(t, p, resp.error, -1, -1) for t, p, _s in parts]
+        else:
+            rows = [(t, p, error, offset, ts) for t, p, error, _msg, offset, ts in resp.parts]
+        return {"topics": [{"name": topic, "partitions": [
+            {"partition_index": index, "error_code": kafka_code(error), "timestamp": ts,
+             "offset": offset} for _t, index, error, offset, ts in group]}
+            for topic, group in by_topic(rows)]}
+    return Plan(req, answer)
+

@@ -1,0 +1,126 @@
+"""Kafka requests about the cluster and its topics, answered through our
+handlers: ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId
+(docs/kafka.md, "Listener"). Each function takes the ``KafkaSite``, the
+request header and body, and returns a ``Plan`` (plan.py).
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidRequestError, UnknownError
+from ..protocol import messages as m
+from .api_versions import api_versions_body
+from .plan import KafkaSite, Plan
+from .wire_errors import kafka_code, kafka_message
+
+CLUSTER_ID = "logbroker"
+
+
+def api_versions(site: KafkaSite, header, body) -> Plan:
+    """The supported table, limited to the APIs served (a newer version
+    was answered by the codec's rule)."""
+    def answer(_r) -> dict:
+        out = api_versions_body()
+        out["api_keys"] = [k for k in out["api_keys"] if k["api_key"] in site.served]
+        return out
+    return Plan(None, answer)
+
+
+def metadata(site: KafkaSite, header, body) -> Plan:
+    """Brokers: this one at its Kafka address; topics as our Metadata gives
+    them (auto-created as ours are: when the client allows it and
+    ``auto_create_topics``). v0 asks for every topic with an empty list,
+    v1+ with null."""
+    names = None if body.topics is None else tuple(t.name for t in body.topics)
+    if header.api_version == 0 and not names:
+        names = None
+    req = m.Metadata(topics=names, auto_create=bool(body.allow_auto_topic_creation))
+
+    def answer(resp: m.MetadataResponse) -> dict:
+        parts: dict = {}
+        for topic, index, leader, epoch, replicas, isr in resp.partitions:
+            parts.setdefault(topic, []).append({
+                "error_code": 0, "partition_index": index, "leader_id": leader,
+                "leader_epoch": epoch, "replica_nodes": list(replicas), "isr_nodes": list(isr)})
+        if resp.error:  # the whole request refused: every named topic carries it
+            topics = [{"error_code": kafka_code(resp.error), "name": n} for n in names or ()]
+        else:
+            topics = [{"error_code": kafka_code(error), "name": name,
+                       "partitions": parts.get(name, []) if not error else []}
+                      for name, error, _msg, _count in resp.topics]
+        return {"brokers": [{"node_id": site.broker_id, "host": site.host, "port": site.port}],
+                "cluster_id": CLUSTER_ID, "controller_id": site.broker_id, "topics": topics}
+    return Plan(req, answer)
+
+
+def create_topics(site: KafkaSite, header, body) -> Plan:
+    """Kafka's topic settings (``retention.ms``) are ours with '_' for '.'
+    (``retention_ms``), values as strings (numbers and true/false parsed);
+    -1 partitions is the broker's default, -1 replication factor ours (1 on
+    a single node). Manual replica assignments are refused (INVALID_REQUEST).
+    ``validate_only`` creates nothing: each topic's answer says whether
+    its name and numbers pass."""
+    topics, refused = [], {}
+    for t in body.topics:
+        try:
+            if t.assignments:
+                raise InvalidRequestError("manual replica assignments are not supported")
+            configs = {c.name.replace(".", "_"): _config_value(c.value) for c in t.configs}
+            if t.replication_factor != -1:
+                configs["replication_factor"] = t.replication_factor
+            parts = site.config.default_partitions if t.num_partitions == -1 else t.num_partitions
+            topics.append((t.name, parts, configs))
+        except InvalidRequestError as exc:
+            refused[t.name] = (exc.code, exc.message)
+    req = None if body.validate_only else m.CreateTopics(topics=tuple(topics))
+
+    def answer(resp) -> dict:
+        results = {}
+        if resp is not None:
+            for name, error, message in resp.topics:
+                results[name] = (error, message) if not resp.error else (resp.error, resp.message)
+        out = []
+        for t in body.topics:
+            error, message = refused.get(t.name) or results.get(t.name) or (0, "")
+            out.append({"name": t.name, "error_code": kafka_code(error),
+                        "error_message": kafka_message(message)})
+        return {"topics": out}
+    return Plan(req, answer)
+
+
+def _config_value(value: "str | None"):
+    if value is None:
+        return None
+    if value in ("true", "false"):
+        return value == "true"
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def delete_topics(site: KafkaSite, header, body) -> Plan:
+    req = m.DeleteTopics(topics=tuple(body.topic_names))
+
+    def answer(resp: m.DeleteTopicsResponse) -> dict:
+        if resp.error:
+            return {"responses": [{"name": n, "error_code": kafka_code(resp.error)}
+                                  for n in body.topic_names]}
+        return {"responses": [{"name": name, "error_code": kafka_code(error)}
+                              for name, error, _msg in resp.topics]}
+    return Plan(req, answer)
+
+
+def init_producer_id(site: KafkaSite, header, body) -> Plan:
+    """An idempotent producer's id, from the allocator our Producer uses;
+    a transactional id is refused (no transactions: INVALID_REQUEST)."""
+    if body.transactional_id is not None:
+        return Plan(None, lambda _r: {"error_code": InvalidRequestError.code,
+                                      "producer_id": -1, "producer_epoch": -1})
+
+    def answer(resp: m.InitProducerIdResponse) -> dict:
+        if resp.error:
+            return {"error_code": kafka_code(resp.error or UnknownError.code),
+                    "producer_id": -1, "producer_epoch": -1}
+        return {"error_code": 0, "producer_id": resp.producer_id,
+                "producer_epoch": resp.producer_epoch}
+    return Plan(m.InitProducerId(), answer)
