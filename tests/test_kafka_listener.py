@@ -21,6 +21,7 @@ from logbroker.cli.serve import KAFKA_READY
 from logbroker.errors import InvalidConfigError
 from logbroker.kafka.codec import RequestHeader, decode_response, encode_request
 from logbroker.kafka.framing import KafkaFrameReader
+from logbroker.kafka.record_batch import KafkaRecord, build_batch
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
@@ -33,7 +34,8 @@ WAIT = 10.0
 @pytest.fixture(scope="module")
 def kbroker(tmp_path_factory):
     """One broker for the module: (BrokerProcess, Kafka bootstrap "HOST:PORT")."""
-    b = BrokerProcess(tmp_path_factory.mktemp("kafka") / "data", "--kafka-port", "0")
+    b = BrokerProcess(tmp_path_factory.mktemp("kafka") / "data", "--kafka-port", "0",
+                      config={"frame_timeout_ms": 1000})
     try:
         b.start()
         line = b.proc.stdout.readline()  # printed right after the "listening" line
@@ -132,6 +134,85 @@ def test_a_malformed_frame_closes_only_its_connection(kbroker):
         good.close()
 
 
+def produce_body(topic: str, acks: int, values, ts: int = 5_000) -> dict:
+    batch = build_batch([KafkaRecord(i, i, None, v) for i, v in enumerate(values)],
+                        base_timestamp=ts)
+    return {"acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+
+
+def test_pipelined_produces_acks0_unanswered_then_list_offsets_sees_both(kbroker):
+    _, bootstrap = kbroker
+    raw = Raw(bootstrap)
+    try:
+        latest = {"replica_id": -1, "topics": [{"name": "pipe", "partitions": [
+            {"partition_index": 0, "timestamp": -1}]}]}
+        raw.sock.sendall(raw.send(0, 8, 1, produce_body("pipe", -1, [b"a", b"b"]))
+                         + raw.send(0, 8, 2, produce_body("pipe", 0, [b"c"]))
+                         + raw.send(2, 5, 3, latest))
+        head, body = raw.recv(0, 8)
+        part = body.responses[0].partition_responses[0]
+        assert (head.correlation_id, part.error_code, part.base_offset) == (1, 0, 0)
+        head, body = raw.recv(2, 5)  # cid 2 (acks=0) has no answer
+        part = body.topics[0].partitions[0]
+        assert (head.correlation_id, part.error_code, part.offset) == (3, 0, 3)
+        # a batch whose CRC is wrong: CORRUPT_MESSAGE (2) for its partition, the connection stays
+        body = produce_body("pipe", 1, [b"x"])
+        batch = bytearray(body["topic_data"][0]["partition_data"][0]["records"])
+        batch[-1] ^= 1
+        body["topic_data"][0]["partition_data"][0]["records"] = bytes(batch)
+        raw.sock.sendall(raw.send(0, 3, 4, body))
+        part = raw.recv(0, 3)[1].responses[0].partition_responses[0]
+        assert (part.error_code, part.base_offset) == (2, -1)
+    finally:
+        raw.close()
+
+
+def test_init_producer_id_and_a_retried_idempotent_batch_keeps_its_offset(kbroker):
+    _, bootstrap = kbroker
+    raw = Raw(bootstrap)
+    try:
+        raw.sock.sendall(raw.send(22, 1, 1, {"transactional_id": None,
+                                             "transaction_timeout_ms": 60000}))
+        init = raw.recv(22, 1)[1]
+        assert init.error_code == 0 and init.producer_id > 0 and init.producer_epoch == 0
+        raw.sock.sendall(raw.send(22, 1, 2, {"transactional_id": "tx",
+                                             "transaction_timeout_ms": 60000}))
+        assert raw.recv(22, 1)[1].error_code == 42  # no transactions
+        batch = build_batch([KafkaRecord(0, 0, None, b"once")], base_timestamp=7,
+                            producer_id=init.producer_id, producer_epoch=0, base_sequence=0)
+        body = {"acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "idem-raw", "partition_data": [{"index": 0, "records": batch}]}]}
+        offsets = []
+        for cid in (3, 4):  # the same batch twice: a retry after a lost answer
+            raw.sock.sendall(raw.send(0, 7, cid, body))
+            part = raw.recv(0, 7)[1].responses[0].partition_responses[0]
+            offsets.append((part.error_code, part.base_offset))
+        latest = {"replica_id": -1, "topics": [{"name": "idem-raw", "partitions": [
+            {"partition_index": 0, "timestamp": -1}]}]}
+        raw.sock.sendall(raw.send(2, 5, 5, latest))
+        assert offsets == [(0, 0), (0, 0)]
+        assert raw.recv(2, 5)[1].topics[0].partitions[0].offset == 1  # stored once
+    finally:
+        raw.close()
+
+
+def test_oversized_and_unfinished_frames_close_the_connection(kbroker):
+    b, bootstrap = kbroker
+    big, slow = Raw(bootstrap), Raw(bootstrap)
+    try:
+        big.sock.sendall(struct.pack(">i", 1 << 30) + b"\x00" * 16)  # above max_frame_bytes
+        assert big.closed_by_peer()
+        slow.sock.sendall(struct.pack(">i", 100) + b"\x00" * 10)  # never completed
+        start = time.monotonic()
+        assert slow.closed_by_peer()
+        assert time.monotonic() - start < 4  # frame_timeout_ms 1000 and the 1 s sweep
+        assert b.alive()
+    finally:
+        big.close()
+        slow.close()
+
+
 def test_kafka_python_produces_with_each_acks_and_reads_back(kbroker):
     _, bootstrap = kbroker
     sent = []
@@ -221,6 +302,26 @@ def test_admin_client_creates_and_deletes_topics(kbroker):
     finally:
         admin.close()
     assert b.alive()
+
+
+def test_produce_quota_throttles_a_kafka_client(tmp_path):
+    """The broker's quotas apply on the Kafka listener: an anonymous client
+    over its produce rate gets throttle_time_ms and is read no sooner."""
+    with BrokerProcess(tmp_path / "q", "--kafka-port", "0",
+                       config={"quota_produce_bytes_per_s": 20_000}) as b:
+        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        raw = Raw(bootstrap)
+        try:
+            raw.sock.sendall(raw.send(0, 8, 1, produce_body("q", 1, [b"x" * 30_000])))
+            first = raw.recv(0, 8)[1]
+            assert first.responses[0].partition_responses[0].error_code == 0
+            assert 300 <= first.throttle_time_ms <= 1_000  # 30 KB at 20 KB/s after a 1 s burst
+            start = time.monotonic()
+            raw.sock.sendall(raw.send(18, 2, 2, {}))
+            raw.recv(18, 2)
+            assert time.monotonic() - start >= first.throttle_time_ms / 1000 - 0.1  # muted
+        finally:
+            raw.close()
 
 
 def test_kafka_settings_are_checked():

@@ -19,6 +19,11 @@ protocols) and answered with ``codec.encode_response_buffers``.
   answers before it are written (Kafka closes too). Nothing of a bad request
   reaches the handlers; a bug in a handler is logged and aborts only this
   connection.
+- Quotas (broker/quotas.py) as on our listener: a Kafka connection is
+  ``User:ANONYMOUS`` (no SASL yet); a Produce's bytes are metered as read,
+  a Fetch's when answered; the answer carries ``throttle_time_ms`` and the
+  connection reads nothing for that long (KIP-219); a fetch already in
+  debt is answered empty at once.
 - Limits as our listener's: ``max_frame_bytes`` (a larger size prefix
   closes the connection), ``frame_timeout_ms`` (a frame begun must arrive
   whole), ``idle_timeout_ms``, and reading pauses while more than
@@ -38,6 +43,7 @@ from collections import deque
 
 from ..errors import LogbrokerError
 from ..broker.produce import ProduceAnswer
+from ..broker.quotas import ANONYMOUS
 from ..protocol import messages as m
 from ..storage.results import FileSlice
 from ..broker.sendfile import sendfile
@@ -67,6 +73,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer, self.ip = "?", None
         self.last_frame_at = 0.0
         self.partial_since: "float | None" = None
+        self.mute: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
 
     # -- the listener's API ----------------------------------------------------------
     def pause(self) -> None:
@@ -149,6 +156,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 answer.waiting.cancel()
         if self.writer is not None:
             self.writer.cancel()
+        if self.mute is not None:
+            self.mute.cancel()
         self._set_idle()
         if self.can_write is not None and not self.can_write.done():
             self.can_write.cancel()
@@ -180,26 +189,55 @@ class KafkaConnection(asyncio.BufferedProtocol):
             plan = self.listener.handler(header.api_key)(self.listener.site, header, body)
         except LogbrokerError as exc:  # a value our messages refuse (limits)
             return _Answer(None, size, _CLOSE_AFTER, why=exc.message)
+        except Exception:  # noqa: BLE001 - a bug: this connection closes, the broker goes on
+            log.exception("planning a Kafka %s v%d request of %s failed", header.api_key,
+                          header.api_version, self.peer)
+            return _Answer(None, size, _CLOSE_AFTER, why="internal error")
         answer = _Answer(header, size, None, plan.answer)
-        if plan.request is None:
+        msg = plan.request
+        if msg.__class__ in _METERED and self.broker.quotas is not None:
+            msg, answer.throttle = self.broker.quotas.meter(msg, ANONYMOUS,
+                                                            asyncio.get_running_loop().time())
+            if answer.throttle > 0:
+                self._mute(answer.throttle)
+            if msg.__class__ is m.FetchResponse:  # over the fetch quota: answered empty
+                answer.response = msg
+                return answer
+        if msg is None:
             answer.response = _ANSWERED_NONE
-        elif plan.request.__class__ is m.Produce and tasks_ok:
-            out = self.broker.dispatch_now(plan.request)
+        elif msg.__class__ is m.Produce and tasks_ok:
+            out = self.broker.dispatch_now(msg)
             if isinstance(out, ProduceAnswer) or asyncio.iscoroutine(out):
                 answer.waiting = out if isinstance(out, ProduceAnswer) else self._task(out)
             else:
                 answer.response = out
         else:
-            answer.waiting = self._task(self.broker.dispatch(plan.request))
+            answer.waiting = self._task(self.broker.dispatch(msg))
         answer.frame = frame  # records are views of the frame: kept until answered
         return answer
 
     def _task(self, coro) -> asyncio.Task:
         return asyncio.get_running_loop().create_task(coro)
 
+    def _mute(self, ms: int) -> None:
+        """Read nothing for ``ms`` from now; a longer mute under way stands."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + ms / 1000
+        if self.mute is not None:
+            if self.mute.when() >= when:
+                return
+            self.mute.cancel()
+        self.mute = loop.call_at(when, self._unmute)
+        self._flow()
+
+    def _unmute(self) -> None:
+        self.mute = None
+        self._flow()
+
     def _flow(self) -> None:
         limit = self.broker.config.max_inflight_bytes
-        stop = self.paused or self.inflight_bytes > limit or len(self.pending) >= MAX_PENDING
+        stop = self.paused or self.mute is not None or self.inflight_bytes > limit \
+            or len(self.pending) >= MAX_PENDING
         if self.transport is None or self.transport.is_closing() or stop == self.read_paused:
             return
         self.read_paused = stop
@@ -229,6 +267,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     a.response, a.waiting = a.waiting.result(), None
                 pending.popleft()
                 self.inflight_bytes -= a.size
+                if a.throttle:
+                    a.response, mute = self.broker.quotas.answer(
+                        a.response, a.throttle, ANONYMOUS, asyncio.get_running_loop().time())
+                    if mute:
+                        self._mute(mute)
                 if a.response is _CLOSE_AFTER:
                     self.close(f"unreadable request: {a.why}")
                     return
@@ -287,6 +330,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 _ANSWERED_NONE = object()  # a plan without a request: its answer takes None
+_METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 
 
 class _Answer:
@@ -294,11 +338,13 @@ class _Answer:
     its own), frame size, our response or what will give it, and the plan's
     ``answer`` that makes the Kafka body of it."""
 
-    __slots__ = ("header", "size", "response", "waiting", "hooked", "make", "why", "frame")
+    __slots__ = ("header", "size", "response", "waiting", "hooked", "make", "why", "frame",
+                 "throttle")
 
     def __init__(self, header, size: int, response, make=None, *, why: str = "") -> None:
         self.header, self.size, self.response, self.make = header, size, response, make
         self.waiting, self.hooked, self.why, self.frame = None, False, why, None
+        self.throttle = 0  # ms its answer carries, or quotas.ACCOUNT (Quotas.meter)
 
     def buffers(self):
         """The buffers to write, or NO_ANSWER / CLOSE."""

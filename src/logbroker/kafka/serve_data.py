@@ -59,7 +59,8 @@ def produce(site: KafkaSite, header, body) -> Plan:
                             "base_offset": base, "log_start_offset": start,
                             "error_message": kafka_message(message)})
             responses.append({"name": topic.name, "partition_responses": out})
-        return {"responses": responses}
+        throttle = resp.throttle_ms if resp.__class__ is m.ProduceResponse else 0
+        return {"responses": responses, "throttle_time_ms": throttle}
     return Plan(req, answer)
 
 
