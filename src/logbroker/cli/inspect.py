@@ -28,6 +28,8 @@ from dataclasses import asdict
 
 import click
 
+from ..records.compression import NAMES as COMPRESSION_NAMES
+from ..records.format import COMPRESSION_MASK, KAFKA_MAGIC
 from ..dump.report import BatchInfo, FileSummary, Notice, Problem, RecordInfo, inspect as run, plan
 
 PROGRESS_THRESHOLD = 64 << 20
@@ -110,7 +112,7 @@ class _Text:
                        f"last_offset={h.last_offset} count={h.record_count} "
                        f"first_ts={h.first_timestamp} max_ts={h.max_timestamp} size={h.size} "
                        f"leader_epoch={h.leader_epoch} producer_id={h.producer_id} "
-                       f"crc={'ok' if ev.crc_ok else 'BAD'}")
+                       f"crc={'ok' if ev.crc_ok else 'BAD'}{_kafka_note(h)}")
         elif isinstance(ev, RecordInfo):
             r = ev.record
             headers = ", ".join(f"({k!r}, {self._preview(v)})" for k, v in r.headers)
@@ -193,3 +195,10 @@ class _Json:
 
     def finish(self) -> None:
         pass
+
+
+def _kafka_note(h) -> str:
+    """What a Kafka batch (magic 2, stored as sent) adds to its line; nothing for ours."""
+    if h.magic != KAFKA_MAGIC:
+        return ""
+    return f" magic=2 compression={COMPRESSION_NAMES[h.attributes & COMPRESSION_MASK]}"

@@ -10,9 +10,10 @@ Codes are Kafka's (attributes bits 0-2): 0 none, 1 gzip, 2 snappy, 3 lz4,
 - lz4: the LZ4 frame format (KIP-57);
 - zstd: a zstd frame.
 
-``decompress(codec, data, limit)`` never holds more than ``limit`` bytes of
-output (plus the input): every codec writes into a buffer of ``limit + 1``
-bytes and fails when it would pass it, so a zip bomb costs at most that
+``decompress(codec, data, limit)`` never holds more than ``limit + 1``
+bytes of output (plus the input): gzip through zlib's ``max_length``, raw
+snappy after its announced length is checked, lz4 and zstd into a bounded
+buffer that grows by doubling up to that, so a zip bomb costs at most that
 (``RecordTooLargeError``). Malformed input raises ``CorruptRecordError``; a
 codec whose library (``cramjam``; gzip is the stdlib's zlib) cannot be
 imported raises ``UnsupportedCompressionTypeError``. Nothing else escapes.
@@ -72,20 +73,28 @@ def _gzip(data, limit: int) -> bytes:
 
 
 def _into(module, name: str, data, limit: int) -> bytes:
-    """Decompress with a cramjam codec into a buffer of ``limit + 1`` bytes."""
-    out = bytearray(limit + 1)
-    try:
-        n = module.decompress_into(bytes(data), out)
-    except cramjam.DecompressionError as exc:
-        if "failed to write whole buffer" in str(exc):
-            raise _too_large(name, limit) from None
-        raise CorruptRecordError(f"{name} records section: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a codec's own error types vary
-        raise CorruptRecordError(f"{name} records section: {exc}") from None
-    if n > limit:
-        raise _too_large(name, limit)
-    del out[n:]
-    return bytes(out)
+    """Decompress with a cramjam codec into a buffer that starts at 8x the
+    input (64 KiB at least) and doubles while the output does not fit, up
+    to ``limit + 1`` bytes: memory never passes that, and the work spent on
+    a bomb is at most about twice ``limit``."""
+    data, size = bytes(data), min(limit + 1, max(64 << 10, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = module.decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if "failed to write whole buffer" not in str(exc):
+                raise CorruptRecordError(f"{name} records section: {exc}") from None
+            if size > limit:
+                raise _too_large(name, limit) from None
+            size = min(limit + 1, 2 * size)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a codec's own error types vary
+            raise CorruptRecordError(f"{name} records section: {exc}") from None
+        if n > limit:
+            raise _too_large(name, limit)
+        del out[n:]
+        return bytes(out)
 
 
 def _snappy(data: bytes, limit: int) -> bytes:
