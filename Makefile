@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium clean
+.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,11 @@ etcd-server:
 chromium:
 	bash tools/install-chromium.sh
 
-test: $(STAMP) peer-servers etcd-server chromium
+# Debian's kcat: the Kafka command-line client of the Kafka listener's tests
+kcat:
+	bash tools/install-kcat.sh
+
+test: $(STAMP) peer-servers etcd-server chromium kcat
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP)

@@ -1,12 +1,17 @@
 """More Kafka clients against the Kafka listener of one real broker:
 librdkafka (confluent-kafka, with ``debug=protocol``: no buffer underflow or
-parse failure in its log, compressed batches both ways) and aiokafka. Both
-are in the dev extra; a missing one skips its test."""
+parse failure in its log, compressed batches both ways), aiokafka and kcat.
+The Python clients are in the dev extra (a missing one skips its test);
+kcat is Debian's (tools/install-kcat.sh, run by ``make test``): its tests
+skip without it, or fail with LOGBROKER_KCAT_REQUIRED=1 (CI)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -107,3 +112,31 @@ def test_aiokafka_produces_and_reads_back(kafka_bootstrap):
             await consumer.stop()
 
     assert asyncio.run(run()) == [(i, b"a%d" % i) for i in range(15, 20)] + [(20, b"last")]
+
+
+def _kcat() -> str:
+    path = shutil.which("kcat")
+    if path is None:
+        why = "kcat not installed: run 'sudo tools/install-kcat.sh' (make test does as root)"
+        if os.environ.get("LOGBROKER_KCAT_REQUIRED") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return path
+
+
+def test_kcat_lists_produces_and_consumes(kafka_bootstrap):
+    kcat = _kcat()
+    lines = "".join(f"k{i}:line {i}\n" for i in range(25))
+    done = subprocess.run([kcat, "-P", "-b", kafka_bootstrap, "-t", "kc", "-p", "0", "-K", ":",
+                           "-X", "acks=all"], input=lines, text=True, capture_output=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([kcat, "-C", "-b", kafka_bootstrap, "-t", "kc", "-p", "0", "-o", "5",
+                           "-e", "-f", "%o %k %s\n"], text=True, capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{i} k{i} line {i}" for i in range(5, 25)]
+    done = subprocess.run([kcat, "-L", "-b", kafka_bootstrap, "-t", "kc"], text=True,
+                          capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert f"broker 0 at {kafka_bootstrap}" in done.stdout
+    assert "partition 0, leader 0, replicas: 0, isrs: 0" in done.stdout
