@@ -212,3 +212,26 @@ def test_only_logbroker_errors_for_truncated_kafka_records(store_factory):
         with pytest.raises(LogbrokerError):
             log.append([recrc(raw)])
     assert log.log_end_offset == 0
+
+
+def test_snappy_in_several_xerial_blocks_and_raw(store_factory):
+    """Kafka's Java client writes 32 KiB xerial blocks; librdkafka one raw block."""
+    import struct
+
+    import cramjam
+    s = store_factory()
+    s.create_topic("t")
+    log = s.get_log("t", 0)
+    plain = kbatch([b"%05d" % i * 200 for i in range(80)])  # ~80 KiB of records
+    section = plain[fmt.HEADER_SIZE:]
+    blocks = [bytes(cramjam.snappy.compress_raw(section[i:i + 32768]))
+              for i in range(0, len(section), 32768)]
+    xerial = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + \
+        b"".join(struct.pack(">I", len(b)) + b for b in blocks)
+    raw = bytes(cramjam.snappy.compress_raw(section))
+    for body in (xerial, raw):
+        b = bytearray(plain[:fmt.HEADER_SIZE] + body)
+        b[8:12] = (len(b) - 12).to_bytes(4, "big")
+        b[21:23] = (2).to_bytes(2, "big")  # snappy
+        log.append([recrc(b)])
+    assert values_of(log) == [b"%05d" % i * 200 for i in range(80)] * 2
