@@ -27,6 +27,7 @@ kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 from kafka.errors import InvalidReplicationFactorError, TopicAlreadyExistsError  # noqa: E402
+from kafka.structs import OffsetAndMetadata  # noqa: E402
 
 WAIT = 10.0
 
@@ -108,8 +109,9 @@ def test_api_versions_newer_version_then_the_served_table_pipelined(kbroker):
         h3, _ = raw.recv(18, 0)
         assert (h1.correlation_id, h2.correlation_id, h3.correlation_id) == (100, 101, 102)
         table = {k.api_key: (k.min_version, k.max_version) for k in b1.api_keys}
-        assert table == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 2), 19: (2, 4),
-                         20: (1, 3), 22: (0, 1)}  # no group APIs yet
+        assert table == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 8: (2, 7), 9: (1, 5),
+                         10: (0, 2), 18: (0, 2), 19: (2, 4), 20: (1, 3), 22: (0, 1)}
+        assert 11 not in table  # no membership (JoinGroup ...) yet
         assert b2.topics == () and [(b.node_id, f"{b.host}:{b.port}") for b in b2.brokers] \
             == [(0, bootstrap)]
     finally:
@@ -282,6 +284,36 @@ def test_kafka_python_reads_what_our_producer_wrote(kbroker):
     c.close()
     assert got == [(i, None if i % 3 == 0 else b"k%d" % i, b"o%d" % i,
                     [("n", b"%d" % i)] if i % 2 else [], 2_000_000 + i) for i in range(5, 30)]
+
+
+def test_offsets_committed_by_a_kafka_client_are_the_groups(kbroker):
+    """A kafka-python consumer with assign() and a group commits; it reads
+    the commit back, and so does our Consumer of the same group."""
+    b, bootstrap = kbroker
+    p = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(10):
+        p.send("commits", value=b"c%d" % i, partition=0)
+    p.flush(timeout=WAIT)
+    p.close(timeout=WAIT)
+    tp = TopicPartition("commits", 0)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kgroup", enable_auto_commit=False)
+    c.assign([tp])
+    c.seek(tp, 0)
+    assert len(kread(c, 10)) == 10
+    c.commit({tp: OffsetAndMetadata(7, "seven", -1)})
+    assert c.committed(tp) == 7
+    c.close()
+    c2 = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kgroup", enable_auto_commit=False)
+    c2.assign([tp])
+    assert [r.offset for r in kread(c2, 3)] == [7, 8, 9]  # starts at the committed offset
+    assert c2.committed(TopicPartition("commits", 1)) is None
+    c2.close()
+    ours = Consumer(b.bootstrap, group="kgroup", **FAST)
+    try:
+        ours.assign([("commits", 0)])
+        assert ours.position("commits", 0) == 7
+    finally:
+        ours.close()
 
 
 def test_admin_client_creates_and_deletes_topics(kbroker):

@@ -23,9 +23,9 @@ import logging
 from ..broker.admission import peer_ip
 from ..broker.config import parse_address
 from ..errors import InvalidRequestError
-from . import serve_data, serve_meta
-from .apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, INIT_PRODUCER_ID, \
-    LIST_OFFSETS, METADATA, PRODUCE
+from . import serve_data, serve_groups, serve_meta
+from .apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, \
+    INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
 from .connection import KafkaConnection
 from .plan import KafkaSite
 
@@ -35,7 +35,10 @@ log = logging.getLogger("logbroker.kafka")
 HANDLERS = {API_VERSIONS.key: serve_meta.api_versions, METADATA.key: serve_meta.metadata,
             CREATE_TOPICS.key: serve_meta.create_topics, DELETE_TOPICS.key: serve_meta.delete_topics,
             INIT_PRODUCER_ID.key: serve_meta.init_producer_id, PRODUCE.key: serve_data.produce,
-            FETCH.key: serve_data.fetch, LIST_OFFSETS.key: serve_data.list_offsets}
+            FETCH.key: serve_data.fetch, LIST_OFFSETS.key: serve_data.list_offsets,
+            FIND_COORDINATOR.key: serve_groups.find_coordinator,
+            OFFSET_COMMIT.key: serve_groups.offset_commit,
+            OFFSET_FETCH.key: serve_groups.offset_fetch}
 
 
 def _not_served(site, header, body):

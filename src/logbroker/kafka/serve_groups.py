@@ -1,0 +1,74 @@
+"""Kafka's offset APIs, answered through our group coordinator:
+FindCoordinator, OffsetCommit, OffsetFetch (docs/kafka.md §4). Enough for
+consumers that assign partitions themselves and commit to a group (Kafka
+clients' ``assign`` with a ``group.id``); membership (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup) is not served yet. Each function takes the
+``KafkaSite``, the request header and body, and returns a ``Plan``.
+"""
+
+from __future__ import annotations
+
+from ..errors import CoordinatorNotAvailableError
+from ..protocol import messages as m
+from .plan import KafkaSite, Plan, by_topic
+from .wire_errors import kafka_code, kafka_message
+
+GROUP_KEY = 0  # FindCoordinator key_type: 1 is a transactional id
+
+
+def find_coordinator(site: KafkaSite, header, body) -> Plan:
+    """The coordinator of a group: this broker, at its Kafka address (a
+    single node coordinates every group). A transactional id's
+    coordinator is COORDINATOR_NOT_AVAILABLE (no transactions)."""
+    if body.key_type != GROUP_KEY:
+        return Plan(None, lambda _r: {
+            "error_code": CoordinatorNotAvailableError.code, "node_id": -1, "host": "",
+            "port": -1, "error_message": "transactions are not supported"})
+
+    def answer(resp) -> dict:
+        if resp.error:
+            return {"error_code": kafka_code(resp.error), "error_message":
+                    kafka_message(resp.message), "node_id": -1, "host": "", "port": -1}
+        return {"error_code": 0, "node_id": site.broker_id, "host": site.host, "port": site.port}
+    return Plan(m.FindCoordinator(group=body.key), answer)
+
+
+def offset_commit(site: KafkaSite, header, body) -> Plan:
+    """Offsets committed as ours are (``generation_id`` -1 and no member
+    id: a commit without membership, accepted while the group has no
+    members); ``retention_time_ms`` and the leader epoch are ignored."""
+    offsets = tuple((t.name, p.partition_index, p.committed_offset, p.committed_metadata or "")
+                    for t in body.topics for p in t.partitions)
+    req = m.CommitOffsets(group=body.group_id, offsets=offsets, generation=body.generation_id,
+                          member_id=body.member_id, group_instance_id=body.group_instance_id)
+
+    def answer(resp: m.CommitOffsetsResponse) -> dict:
+        if resp.error:
+            rows = [(t, p, resp.error) for t, p, _o, _m in offsets]
+        else:
+            rows = [(t, p, error) for t, p, error, _msg in resp.parts]
+        return {"topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "error_code": kafka_code(error)} for _t, p, error in group]}
+            for topic, group in by_topic(rows)]}
+    return Plan(req, answer)
+
+
+def offset_fetch(site: KafkaSite, header, body) -> Plan:
+    """The group's committed offsets (-1 and null metadata where none);
+    null topics (v2+) asks for every partition the group committed."""
+    parts = None if body.topics is None else tuple(
+        (t.name, p) for t in body.topics for p in t.partition_indexes)
+    req = m.FetchOffsets(group=body.group_id, parts=parts)
+
+    def answer(resp: m.FetchOffsetsResponse) -> dict:
+        error = kafka_code(resp.error)
+        if resp.error:
+            rows = [(t, p, -1, None, error) for t, p in parts or ()]
+        else:
+            rows = [(t, p, offset, meta if offset >= 0 else None, 0)
+                    for t, p, offset, meta, _ms in resp.parts]
+        return {"error_code": error, "topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "committed_offset": offset, "metadata": meta,
+             "error_code": code} for _t, p, offset, meta, code in group]}
+            for topic, group in by_topic(rows)]}
+    return Plan(req, answer)
