@@ -356,6 +356,35 @@ def test_produce_quota_throttles_a_kafka_client(tmp_path):
             raw.close()
 
 
+def test_tls_on_the_kafka_listener(tmp_path):
+    """With tls_cert the Kafka listener speaks TLS: kafka-python over SSL
+    produces and reads back; a plaintext client is not answered."""
+    trustme = pytest.importorskip("trustme")
+    ca, ca_pem, cert, key = trustme.CA(), tmp_path / "ca.pem", tmp_path / "b.crt", tmp_path / "b.key"
+    leaf = ca.issue_cert("127.0.0.1")
+    ca.cert_pem.write_to_path(str(ca_pem))
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    with BrokerProcess(tmp_path / "tls", "--kafka-port", "0", "--tls-cert", str(cert),
+                       "--tls-key", str(key)) as b:
+        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        tls = dict(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=str(ca_pem))
+        p = KafkaProducer(acks="all", **tls)
+        assert p.send("secure", value=b"s", partition=0).get(timeout=WAIT).offset == 0
+        p.close(timeout=WAIT)
+        c = KafkaConsumer(group_id=None, **tls)
+        c.assign([TopicPartition("secure", 0)])
+        c.seek(TopicPartition("secure", 0), 0)
+        assert [r.value for r in kread(c, 1)] == [b"s"]
+        c.close()
+        plain = Raw(bootstrap)
+        try:
+            plain.sock.sendall(plain.send(18, 2, 1, {}))
+            assert plain.closed_by_peer()  # at most a TLS alert, then the end
+        finally:
+            plain.close()
+
+
 def test_kafka_settings_are_checked():
     with pytest.raises(InvalidConfigError, match="kafka_advertised needs kafka_port"):
         BrokerConfig(kafka_advertised="h:9092")

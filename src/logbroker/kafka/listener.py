@@ -10,6 +10,11 @@ connection is closed at once, without an answer (Kafka does the same:
 its clients see the connection end and retry with backoff). The broker's
 1 s sweep calls ``sweep(now)`` for the frame and idle timeouts.
 
+With ``tls_cert`` the Kafka listener speaks TLS too, with the same
+context as ours (mutual TLS with ``tls_client_auth``): asyncio's TLS,
+its handshake bounded by ``frame_timeout_ms``; a connection is counted
+once its handshake is done (ours counts handshakes too: a next step).
+
 ``advertised`` is the "HOST:PORT" Metadata gives Kafka clients:
 ``kafka_advertised``, or the listener's host and bound port (set
 ``kafka_advertised`` when listening on a wildcard address).
@@ -56,10 +61,14 @@ class KafkaListener:
 
     async def start(self) -> None:
         """Bind ``host:kafka_port`` and serve."""
+        from ..broker.tls import listener_context
+
         cfg = self.broker.config
+        context = listener_context(cfg)
         self.server = await asyncio.get_running_loop().create_server(
             lambda: KafkaConnection(self), cfg.host, cfg.kafka_port, reuse_address=True,
-            backlog=512)
+            backlog=512, ssl=context,
+            ssl_handshake_timeout=cfg.frame_timeout_ms / 1000 if context else None)
         self.port = self.server.sockets[0].getsockname()[1]
         host, port = (parse_address(cfg.kafka_advertised) if cfg.kafka_advertised
                       else (cfg.host, self.port))
