@@ -8,6 +8,7 @@ tests skip."""
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 import time
@@ -19,6 +20,7 @@ from logbroker import Consumer, Producer
 from logbroker.broker.config import BrokerConfig
 from logbroker.cli.serve import KAFKA_READY
 from logbroker.errors import InvalidConfigError
+from logbroker.kafka.apis import APIS
 from logbroker.kafka.codec import RequestHeader, decode_response, encode_request
 from logbroker.kafka.framing import KafkaFrameReader
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
@@ -383,6 +385,44 @@ def test_tls_on_the_kafka_listener(tmp_path):
             assert plain.closed_by_peer()  # at most a TLS alert, then the end
         finally:
             plain.close()
+
+
+def test_random_requests_are_answered_or_close_the_connection(kbroker):
+    """300 requests of every served API and version with values generated
+    from the schemas (nulls, extreme integers, odd names, garbage records):
+    each is answered at its version with its correlation id, or its
+    connection is closed; the broker stays up and logs no traceback."""
+    from test_kafka_codec import random_body
+
+    b, bootstrap = kbroker
+    rng = random.Random(15)
+    raw = Raw(bootstrap)
+    cases = [(api, v) for k in (0, 1, 2, 3, 8, 9, 10, 18, 19, 20, 22) for api in [APIS[k]]
+             for v in range(api.min_version, api.max_version + 1)]
+    answered = closed = 0
+    try:
+        for cid in range(300):
+            api, version = rng.choice(cases)
+            body = random_body(api.request, version, rng)
+            if "acks" in body and body["acks"] == 0:
+                body["acks"] = 1  # an acks=0 produce has no answer to wait for
+            if "max_wait_ms" in body:
+                body["max_wait_ms"] = min(body["max_wait_ms"], 50)  # no long polls here
+            raw.sock.sendall(raw.send(api.key, version, cid, body))
+            try:
+                head, _ = raw.recv(api.key, version)
+                assert head.correlation_id == cid
+                answered += 1
+            except TimeoutError:
+                pytest.fail(f"{api.name} v{version} neither answered nor closed: {body!r}")
+            except (ConnectionError, OSError):
+                closed += 1
+                raw.close()
+                raw = Raw(bootstrap)
+    finally:
+        raw.close()
+    assert answered >= 200, (answered, closed)
+    assert b.alive() and "Traceback" not in b.log()
 
 
 def test_kafka_settings_are_checked():

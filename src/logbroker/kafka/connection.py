@@ -123,8 +123,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         reader = self.reader
         try:
             reader.buffer_updated(nbytes)
-        except KafkaDecodeError as exc:
+        except KafkaDecodeError as exc:  # a size prefix out of range: the stream is lost
             self.pending.append(_Answer(None, 0, _CLOSE_AFTER, why=str(exc)))
+            self.pause()
             self._pump()
             return
         now = asyncio.get_running_loop().time()
