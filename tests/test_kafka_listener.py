@@ -9,20 +9,16 @@ tests skip."""
 from __future__ import annotations
 
 import random
-import socket
 import struct
 import time
 
 import pytest
 
 from fixtures import BrokerProcess, consume, FAST
+from kafka_raw import WAIT, Raw, kread, produce_body
 from logbroker import Consumer, Producer
-from logbroker.broker.config import BrokerConfig
 from logbroker.cli.serve import KAFKA_READY
-from logbroker.errors import InvalidConfigError
 from logbroker.kafka.apis import APIS
-from logbroker.kafka.codec import RequestHeader, decode_response, encode_request
-from logbroker.kafka.framing import KafkaFrameReader
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 
 kafka = pytest.importorskip("kafka")
@@ -30,8 +26,6 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 from kafka.errors import InvalidReplicationFactorError, TopicAlreadyExistsError  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
-
-WAIT = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -46,50 +40,6 @@ def kbroker(tmp_path_factory):
         yield b, line[len(KAFKA_READY):].strip()
     finally:
         b.kill()
-
-
-def kread(consumer, n: int) -> list:
-    """Poll a KafkaConsumer until ``n`` records came (bounded by WAIT)."""
-    out, deadline = [], time.monotonic() + WAIT
-    while len(out) < n and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=200).values():
-            out += records
-    return out
-
-
-class Raw:
-    """A Kafka connection speaking frames through our codec."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=WAIT)
-        self.reader = KafkaFrameReader(trusted=True)
-        self.sent: dict = {}
-
-    def send(self, api_key: int, version: int, cid: int, body) -> bytes:
-        self.sent[cid] = (api_key, version)
-        return encode_request(RequestHeader(api_key, version, cid, "raw"), body)
-
-    def recv(self, api_key: int, version: int):
-        while (frame := self.reader.next_frame()) is None:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by the broker")
-            self.reader.receive_data(data)
-        return decode_response(bytes(frame), api_key, version)
-
-    def closed_by_peer(self) -> bool:
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            try:
-                if not self.sock.recv(65536):
-                    return True
-            except ConnectionResetError:
-                return True
-        return False
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_api_versions_newer_version_then_the_served_table_pipelined(kbroker):
@@ -136,13 +86,6 @@ def test_a_malformed_frame_closes_only_its_connection(kbroker):
     finally:
         bad.close()
         good.close()
-
-
-def produce_body(topic: str, acks: int, values, ts: int = 5_000) -> dict:
-    batch = build_batch([KafkaRecord(i, i, None, v) for i, v in enumerate(values)],
-                        base_timestamp=ts)
-    return {"acks": acks, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
 
 
 def test_pipelined_produces_acks0_unanswered_then_list_offsets_sees_both(kbroker):
@@ -338,55 +281,6 @@ def test_admin_client_creates_and_deletes_topics(kbroker):
     assert b.alive()
 
 
-def test_produce_quota_throttles_a_kafka_client(tmp_path):
-    """The broker's quotas apply on the Kafka listener: an anonymous client
-    over its produce rate gets throttle_time_ms and is read no sooner."""
-    with BrokerProcess(tmp_path / "q", "--kafka-port", "0",
-                       config={"quota_produce_bytes_per_s": 20_000}) as b:
-        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
-        raw = Raw(bootstrap)
-        try:
-            raw.sock.sendall(raw.send(0, 8, 1, produce_body("q", 1, [b"x" * 30_000])))
-            first = raw.recv(0, 8)[1]
-            assert first.responses[0].partition_responses[0].error_code == 0
-            assert 300 <= first.throttle_time_ms <= 1_000  # 30 KB at 20 KB/s after a 1 s burst
-            start = time.monotonic()
-            raw.sock.sendall(raw.send(18, 2, 2, {}))
-            raw.recv(18, 2)
-            assert time.monotonic() - start >= first.throttle_time_ms / 1000 - 0.1  # muted
-        finally:
-            raw.close()
-
-
-def test_tls_on_the_kafka_listener(tmp_path):
-    """With tls_cert the Kafka listener speaks TLS: kafka-python over SSL
-    produces and reads back; a plaintext client is not answered."""
-    trustme = pytest.importorskip("trustme")
-    ca, ca_pem, cert, key = trustme.CA(), tmp_path / "ca.pem", tmp_path / "b.crt", tmp_path / "b.key"
-    leaf = ca.issue_cert("127.0.0.1")
-    ca.cert_pem.write_to_path(str(ca_pem))
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
-    with BrokerProcess(tmp_path / "tls", "--kafka-port", "0", "--tls-cert", str(cert),
-                       "--tls-key", str(key)) as b:
-        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
-        tls = dict(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=str(ca_pem))
-        p = KafkaProducer(acks="all", **tls)
-        assert p.send("secure", value=b"s", partition=0).get(timeout=WAIT).offset == 0
-        p.close(timeout=WAIT)
-        c = KafkaConsumer(group_id=None, **tls)
-        c.assign([TopicPartition("secure", 0)])
-        c.seek(TopicPartition("secure", 0), 0)
-        assert [r.value for r in kread(c, 1)] == [b"s"]
-        c.close()
-        plain = Raw(bootstrap)
-        try:
-            plain.sock.sendall(plain.send(18, 2, 1, {}))
-            assert plain.closed_by_peer()  # at most a TLS alert, then the end
-        finally:
-            plain.close()
-
-
 def test_random_requests_are_answered_or_close_the_connection(kbroker):
     """300 requests of every served API and version with values generated
     from the schemas (nulls, extreme integers, odd names, garbage records):
@@ -423,13 +317,3 @@ def test_random_requests_are_answered_or_close_the_connection(kbroker):
         raw.close()
     assert answered >= 200, (answered, closed)
     assert b.alive() and "Traceback" not in b.log()
-
-
-def test_kafka_settings_are_checked():
-    with pytest.raises(InvalidConfigError, match="kafka_advertised needs kafka_port"):
-        BrokerConfig(kafka_advertised="h:9092")
-    with pytest.raises(InvalidConfigError, match="HOST:PORT"):
-        BrokerConfig(kafka_port=0, kafka_advertised="nohost")
-    with pytest.raises(InvalidConfigError, match="no SASL yet"):
-        BrokerConfig(kafka_port=0, auth_required=True)
-    assert BrokerConfig(kafka_port=9092, kafka_advertised="kafka.example:19092").kafka_port == 9092

@@ -41,12 +41,12 @@ import asyncio
 import logging
 from collections import deque
 
-from ..errors import LogbrokerError
 from ..broker.produce import ProduceAnswer
 from ..broker.quotas import ANONYMOUS
+from ..broker.sendfile import sendfile
+from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..storage.results import FileSlice
-from ..broker.sendfile import sendfile
 from .api_versions import unsupported_version_reply
 from .codec import decode_request, encode_response_buffers
 from .errors import KafkaDecodeError, KafkaUnsupportedVersionError

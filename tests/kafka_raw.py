@@ -1,0 +1,65 @@
+"""Helpers of the Kafka listener's tests: a raw Kafka connection speaking
+frames through our codec, a bounded read of a kafka-python consumer, a
+Produce body of one batch."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from logbroker.kafka.codec import RequestHeader, decode_response, encode_request
+from logbroker.kafka.framing import KafkaFrameReader
+from logbroker.kafka.record_batch import KafkaRecord, build_batch
+
+WAIT = 10.0
+
+
+def kread(consumer, n: int) -> list:
+    """Poll a KafkaConsumer until ``n`` records came (bounded by WAIT)."""
+    out, deadline = [], time.monotonic() + WAIT
+    while len(out) < n and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=200).values():
+            out += records
+    return out
+
+
+class Raw:
+    """A Kafka connection speaking frames through our codec."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=WAIT)
+        self.reader = KafkaFrameReader(trusted=True)
+        self.sent: dict = {}
+
+    def send(self, api_key: int, version: int, cid: int, body) -> bytes:
+        self.sent[cid] = (api_key, version)
+        return encode_request(RequestHeader(api_key, version, cid, "raw"), body)
+
+    def recv(self, api_key: int, version: int):
+        while (frame := self.reader.next_frame()) is None:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by the broker")
+            self.reader.receive_data(data)
+        return decode_response(bytes(frame), api_key, version)
+
+    def closed_by_peer(self) -> bool:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            try:
+                if not self.sock.recv(65536):
+                    return True
+            except ConnectionResetError:
+                return True
+        return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def produce_body(topic: str, acks: int, values, ts: int = 5_000) -> dict:
+    batch = build_batch([KafkaRecord(i, i, None, v) for i, v in enumerate(values)],
+                        base_timestamp=ts)
+    return {"acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
