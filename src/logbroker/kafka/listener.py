@@ -73,7 +73,9 @@ class KafkaListener:
         host, port = (parse_address(cfg.kafka_advertised) if cfg.kafka_advertised
                       else (cfg.host, self.port))
         self.advertised = f"{host}:{port}"
-        self.site = KafkaSite(cfg.broker_id, host, port, cfg, frozenset(HANDLERS))
+        node = self.broker.node  # cluster mode: Metadata reads its view (cluster_meta.py)
+        self.site = KafkaSite(cfg.broker_id, host, port, cfg, frozenset(HANDLERS),
+                              None if node is None else node.view)
         log.info("Kafka listener on %s:%d (advertised %s)", cfg.host, self.port, self.advertised)
 
     def handler(self, api_key: int):

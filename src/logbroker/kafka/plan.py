@@ -30,13 +30,15 @@ class Plan:
 @dataclass(frozen=True, slots=True)
 class KafkaSite:
     """What the Kafka handlers know of the broker: its id, the address
-    Kafka clients are told (Metadata, FindCoordinator) and its settings."""
+    Kafka clients are told (Metadata, FindCoordinator), its settings and,
+    in a cluster, its live view of the cluster (read at answer time)."""
 
     broker_id: int
     host: str
     port: int
     config: object  # the BrokerConfig
     served: frozenset = frozenset()  # the API keys answered (ApiVersions lists only these)
+    cluster: object = None  # cluster mode: the broker's ClusterView (cluster_meta.py); else None
 
 
 def by_topic(rows, key=lambda row: row[0]) -> list:
