@@ -4,13 +4,11 @@ Requests are started as soon as they are read, in order (so the appends of
 pipelined produce requests share an fsync), and answered strictly in order.
 A produce runs in the loop turn that read it and is answered from its
 fsync's callback, without a task (produce.py); other requests run as tasks.
-Answers are written as soon as they and every earlier one are ready; only
-a sendfile or a full write buffer needs the writer task. Over TLS
-(broker/tls.py) a fetch's file slices are read (``pread``, in the loop
-turn, as ``sendfile`` would read them) and written as bytes, unchanged:
-``sendfile`` would bypass the encryption.
-Reading pauses while too many bytes or requests are unanswered
-(backpressure) and while the socket's write buffer is full.
+The ordering, writing (sendfile; over TLS, broker/tls.py, slices read
+into bytes), backpressure, timeouts and the servers' API are
+``answering.AnsweringConnection``'s, shared with the Kafka listener; this
+module is our protocol's part: framing, decoding, the session's screening,
+quotas' metering and dispatch.
 
 Authentication (auth.py): each request passes the connection's
 ``Session`` as it is read, in order; SASL steps and user administration
@@ -31,119 +29,32 @@ The server uses only the public API: ``pause()`` (stop reading),
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import logging
-from collections import deque
 from typing import TYPE_CHECKING
 
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
-from ..coordinator.requests import PEER
-from ..storage.results import FileSlice
 from .acl_rules import Partial
-from .auth import INTERCEPTED, Session
+from .answering import Answer, AnsweringConnection
+from .auth import INTERCEPTED
 from .produce import CLOSE_CONNECTION, ProduceAnswer
 from .metrics_stats import ReadPositions
 from .quotas import principal_of
-from .sendfile import read_slices, sendfile
 
 if TYPE_CHECKING:
     from .server import Broker
 
-log = logging.getLogger("logbroker.connection")
-MAX_PENDING = 64
 _METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 
 
-class ClientConnection(asyncio.BufferedProtocol):
-    __slots__ = ("broker", "reader", "transport", "pending", "inflight_bytes", "read_paused",
-                 "paused", "can_write", "writer", "peer", "last_frame_at", "partial_since", "idle",
-                 "tls", "session", "ip", "mute", "reads")
+class ClientConnection(AnsweringConnection):
+    __slots__ = ("reader", "reads")
 
     def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+        super().__init__(broker, broker)
         self.reader = FrameReader(max_frame_bytes=broker.config.max_frame_bytes,
                                   scratch=broker.scratch)
-        self.transport: "asyncio.Transport | None" = None
-        self.pending: deque[_Answer] = deque()  # the requests read and not yet answered, in order
-        self.inflight_bytes = 0
-        self.read_paused = False  # reading is paused (backpressure or pause())
-        self.paused = False  # pause() was called: reading stays paused
-        self.can_write: "asyncio.Future | None" = None  # while the write buffer is full
-        self.writer: "asyncio.Task | None" = None  # writing an answer that must wait
-        self.idle: "asyncio.Future | None" = None  # drain() waits for pending to empty
-        self.peer = "?"
-        self.last_frame_at = 0.0
-        self.partial_since: "float | None" = None  # when the incomplete frame began
-        self.tls = False  # the transport is TLS: no sendfile
-        # authentication (auth.py); over TLS the first request may be read before
-        # connection_made names the peer (then it is not loopback: safe)
-        self.session = Session(broker.handlers.auth, "?", self._auth_failed, self._denied)
-        self.ip: "str | None" = None  # the peer's address while counted (server.register)
-        self.mute: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
         self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)
-
-    # -- public API (the server's) ----------------------------------------------------
-    def pause(self) -> None:
-        """Read no more requests; those already read are still answered."""
-        self.paused = True
-        self._flow()
-
-    async def drain(self) -> None:
-        """Return once every request read so far is answered (or the
-        connection is gone); never raises."""
-        while (self.pending or self.writer is not None) and self.transport is not None \
-                and not self.transport.is_closing():
-            if self.idle is None:
-                self.idle = asyncio.get_running_loop().create_future()
-            await self.idle
-
-    def close(self, why: str) -> None:
-        """Close after what is already written is sent."""
-        if self.transport is not None and not self.transport.is_closing():
-            log.info("closing connection from %s: %s", self.peer, why)
-            self.transport.close()
-
-    def abort(self, why: str) -> None:
-        """Close at once, dropping what is unsent."""
-        if self.transport is not None and not self.transport.is_closing():
-            log.debug("aborting connection from %s: %s", self.peer, why)
-        if self.transport is not None:
-            self.transport.abort()
-
-    def idle_check(self, now: float) -> None:
-        """Close the connection if a frame is late or it has been idle too long."""
-        cfg = self.broker.config
-        if self.partial_since is not None and now - self.partial_since > cfg.frame_timeout_ms / 1000:
-            self.close("request not completed within frame_timeout_ms")
-        elif self.session.expired(now):
-            self.close("authentication not completed within frame_timeout_ms")
-        elif not self.pending and now - self.last_frame_at > cfg.idle_timeout_ms / 1000:
-            self.close("idle")
-
-    # -- asyncio callbacks -------------------------------------------------------------
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.tls = transport.get_extra_info("sslcontext") is not None
-        self.last_frame_at = asyncio.get_running_loop().time()
-        if not self.broker.register(self, transport):
-            self.transport = None  # refused: answered TOO_MANY_CONNECTIONS or closed (admission.py)
-            return
-        self.session.set_peer(self.peer)
-        log.debug("connection from %s", self.peer)
-
-    def _auth_failed(self) -> None:
-        metrics = self.broker.metrics
-        if metrics is not None:
-            metrics.auth_failed()
-
-    def _denied(self, kind: type) -> None:
-        metrics = self.broker.metrics
-        if metrics is not None:
-            metrics.authz_denied(kind)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer(sizehint)
@@ -171,47 +82,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.partial_since = now  # a new frame began in these bytes
         self._pump()
 
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc) -> None:
-        self.broker.unregister(self)
-        for answer in self.pending:
-            if isinstance(answer.waiting, asyncio.Task):
-                answer.waiting.cancel()
-        if self.writer is not None:
-            self.writer.cancel()
-        if self.mute is not None:
-            self.mute.cancel()
-        self._set_idle()
-        if self.can_write is not None and not self.can_write.done():
-            self.can_write.cancel()
-        log.debug("connection from %s closed", self.peer)
-
-    def pause_writing(self) -> None:
-        if self.can_write is None:
-            self.can_write = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self.can_write is not None and not self.can_write.done():
-            self.can_write.set_result(None)
-        self.can_write = None
-
     # -- work ----------------------------------------------------------------------------
-    def _flow(self) -> None:
-        limit = self.broker.config.max_inflight_bytes
-        stop = self.paused or self.mute is not None or self.inflight_bytes > limit \
-            or len(self.pending) >= MAX_PENDING
-        if self.transport is None or self.transport.is_closing() or stop == self.read_paused:
-            return
-        self.read_paused = stop
-        if stop:
-            self.transport.pause_reading()
-        else:
-            self.transport.resume_reading()
-            self.partial_since = None if self.partial_since is None else \
-                asyncio.get_running_loop().time()  # the frame's clock stood still meanwhile
-
     def _start(self, frame, loop, tasks_ok: bool) -> "_Answer":
         """Decode one request and start it: answered now, by a future (a
         produce waiting for its fsync) or by a task. ``tasks_ok`` False: an
@@ -277,137 +148,29 @@ class ClientConnection(asyncio.BufferedProtocol):
             return _Answer(cid, size, None, out)
         return _Answer(cid, size, out)
 
-    # -- quotas (quotas.py) ----------------------------------------------------------------
-    def _throttled(self, response, throttle: int):
-        """``response`` carrying its throttle (Quotas.answer: a fetch's bytes
-        are accounted now, and its throttle mutes the connection from now)."""
-        response, mute = self.broker.quotas.answer(response, throttle, principal_of(
-            self.session.principal), asyncio.get_running_loop().time())
-        if mute:
-            self._mute(mute)
-        return response
-
-    def _mute(self, ms: int) -> None:
-        """Read nothing for ``ms`` from now (KIP-219: the throttled client
-        is slowed, never disconnected); a longer mute under way stands."""
-        loop = asyncio.get_running_loop()
-        when = loop.time() + ms / 1000
-        if self.mute is not None:
-            if self.mute.when() >= when:
-                return
-            self.mute.cancel()
-        self.mute = loop.call_at(when, self._unmute)
-        self._flow()
-
-    def _unmute(self) -> None:
-        self.mute = None
-        self._flow()
-
-    def _task(self, loop, coro) -> asyncio.Task:
-        ctx = contextvars.copy_context()
-        ctx.run(PEER.set, self.peer)  # a JoinGroup records the member's host
-        return loop.create_task(coro, context=ctx)
-
-    def _pump(self) -> None:
-        """Write every answer at the head of ``pending`` that is ready, in
-        order; a head still waiting calls back here when it is done. A
-        response with a file slice (sendfile) or a full write buffer hands
-        over to the writer task, which calls back here when it is through."""
-        if self.writer is not None:
-            return
-        pending, transport = self.pending, self.transport
-        try:
-            while pending:
-                a = pending[0]
-                if a.waiting is not None:
-                    if not a.waiting.done():
-                        if not a.hooked:
-                            a.hooked = True
-                            a.waiting.add_done_callback(self._ready)
-                        return
-                    if a.waiting.cancelled():
-                        return  # the connection is going away
-                    a.response, a.waiting = a.waiting.result(), None
-                pending.popleft()
-                self.inflight_bytes -= a.size
-                if a.throttle:
-                    a.response = self._throttled(a.response, a.throttle)
-                if a.cid < 0:
-                    self.close("unreadable request")
-                    return
-                if a.close_after:  # a failed authentication: its answer, then close
-                    if a.response is not None:
-                        for buf in encode(a.response, a.cid):
-                            transport.write(buf)
-                    self.close("authentication failed")
-                    return
-                if a.response is CLOSE_CONNECTION:
-                    self.close("acks=0 produce to a partition this broker does not lead")
-                    return
-                if a.response is None or transport.is_closing():
-                    continue
-                buffers = encode(a.response, a.cid)
-                slices = any(isinstance(b, FileSlice) for b in buffers)
-                if slices and self.tls:
-                    buffers, slices = read_slices(buffers), False
-                    if buffers is None:
-                        self.abort("a segment was shorter than its fetch slice")
-                        return
-                if self.can_write is not None or slices:
-                    self.writer = asyncio.get_running_loop().create_task(self._write(buffers))
-                    return
-                for buf in buffers:
-                    transport.write(buf)
-        except Exception:  # noqa: BLE001 - a bug must not leave a callback exception behind
-            log.exception("answering %s failed", self.peer)
-            self.abort("internal error")
-        finally:
-            if self.writer is None:
-                self._flow()
-                if not pending:
-                    self._set_idle()
-
-    def _ready(self, _fut) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self._pump()
-
-    async def _write(self, buffers: list) -> None:
-        try:
-            await self._send(buffers)
-        except (OSError, RuntimeError) as exc:  # the peer left mid-response (e.g. in a sendfile)
-            self.abort(f"lost while answering: {exc!r}")
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - a bug must not leave a task exception unretrieved
-            log.exception("answering %s failed", self.peer)
-            self.abort("internal error")
-            return
-        finally:
-            self.writer = None
-        self._ready(None)
-
-    def _set_idle(self) -> None:
-        if self.idle is not None:
-            if not self.idle.done():
-                self.idle.set_result(None)
-            self.idle = None
-
-    async def _send(self, buffers: list) -> None:
-        for buf in buffers:
-            if isinstance(buf, FileSlice):
-                await sendfile(self.transport, buf)
-            else:
-                self.transport.write(buf)
-        if self.can_write is not None:
-            await self.can_write
+    def _encode(self, a: "_Answer"):
+        """The buffers of a ready answer (AnsweringConnection._pump)."""
+        if a.cid < 0:
+            self.close("unreadable request")
+            return False
+        if a.close_after:  # a failed authentication: its answer, then close
+            if a.response is not None:
+                for buf in encode(a.response, a.cid):
+                    self.transport.write(buf)
+            self.close("authentication failed")
+            return False
+        if a.response is CLOSE_CONNECTION:
+            self.close("acks=0 produce to a partition this broker does not lead")
+            return False
+        if a.response is None:
+            return None
+        return encode(a.response, a.cid)
 
 
-class _Answer:
-    """One request read, in order: its cid and frame size, and its response
-    (``waiting``: the task or ``ProduceAnswer`` that will give it)."""
+class _Answer(Answer):
+    """One request read, in order (answering.Answer), and its cid."""
 
-    __slots__ = ("cid", "size", "response", "waiting", "hooked", "close_after", "throttle")
+    __slots__ = ("cid", "close_after")
 
     def __init__(self, cid: int, size: int, response, waiting=None):
         self.cid, self.size, self.response, self.waiting, self.hooked = \
