@@ -28,7 +28,7 @@ import logging
 from ..broker.admission import peer_ip
 from ..broker.config import parse_address
 from ..errors import InvalidRequestError
-from . import serve_data, serve_groups, serve_meta
+from . import serve_data, serve_groups, serve_membership, serve_meta
 from .apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, \
     INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
 from .connection import KafkaConnection
@@ -43,7 +43,7 @@ HANDLERS = {API_VERSIONS.key: serve_meta.api_versions, METADATA.key: serve_meta.
             FETCH.key: serve_data.fetch, LIST_OFFSETS.key: serve_data.list_offsets,
             FIND_COORDINATOR.key: serve_groups.find_coordinator,
             OFFSET_COMMIT.key: serve_groups.offset_commit,
-            OFFSET_FETCH.key: serve_groups.offset_fetch}
+            OFFSET_FETCH.key: serve_groups.offset_fetch, **serve_membership.handlers()}
 
 
 def _not_served(site, header, body):

@@ -1,0 +1,238 @@
+"""Kafka consumer groups on the Kafka listener (issue 15): JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup through our coordinator, member bytes
+translated between Kafka's ConsumerProtocol and ours, against one broker
+process for the module. Clients: kafka-python (resume from a commit, two
+members splitting and rebalancing, one member next to our Consumer),
+confluent-kafka, and ``kcat -G``. Each member polls in its own thread (a
+join waits for every member), every wait is bounded."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from fixtures import BrokerProcess
+from kafka_raw import WAIT, kread
+from logbroker import Consumer
+from logbroker.cli.serve import KAFKA_READY
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+
+FAST = {"heartbeat_interval_ms": 100, "session_timeout_ms": 3000, "max_poll_interval_ms": 6000}
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory):
+    """(BrokerProcess, Kafka bootstrap); groups settle fast (initial delay 100 ms)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("kafka-groups") / "data", "--kafka-port", "0",
+                      config={"group_initial_rebalance_delay_ms": 100})
+    try:
+        b.start()
+        line = b.proc.stdout.readline()
+        assert line.startswith(KAFKA_READY), line
+        yield b, line[len(KAFKA_READY):].strip()
+        assert "Traceback" not in b.log()
+    finally:
+        b.kill()
+
+
+def _topic(bootstrap: str, name: str, partitions: int, values) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+    _produce(bootstrap, name, values)
+
+
+def _produce(bootstrap: str, topic: str, values) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for i, v in enumerate(values):
+            producer.send(topic, v, partition=i % 2 if topic.endswith("2") else 0)
+        producer.flush(WAIT)
+    finally:
+        producer.close()
+
+
+def _kconsumer(bootstrap: str, topic: str, group: str, **kw) -> KafkaConsumer:
+    return KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False,
+                         **{**FAST, **kw})
+
+
+class Member(threading.Thread):
+    """A group member polling in its own thread: ``got`` its records'
+    (partition, value), ``owned`` its latest assignment; ``stop()`` commits
+    what it read and closes (leaving the group)."""
+
+    def __init__(self, poll, assignment, commit, close, begin=lambda: None) -> None:
+        super().__init__(daemon=True)
+        self._begin = begin
+        self._poll, self._assignment, self._commit, self._close = poll, assignment, commit, close
+        self.got: list = []
+        self.owned: set = set()
+        self.error: "BaseException | None" = None
+        self._stop_flag = threading.Event()
+        self.commit_on_stop = True
+
+    def run(self) -> None:
+        try:
+            self._begin()
+            while not self._stop_flag.is_set():
+                self.got += self._poll()
+                self.owned = self._assignment()
+            if self.commit_on_stop:
+                self._commit()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            self._close()
+
+    def stop(self, commit: bool = True) -> None:
+        self.commit_on_stop = commit
+        self._stop_flag.set()
+        self.join(WAIT)
+        assert not self.is_alive() and self.error is None, self.error
+
+
+def kafka_member(c: KafkaConsumer) -> Member:
+    def poll():
+        return [(r.partition, r.value) for rs in c.poll(timeout_ms=100).values() for r in rs]
+    return Member(poll, lambda: {tp.partition for tp in c.assignment()}, c.commit, c.close)
+
+
+def our_member(c: Consumer, topic: str) -> Member:
+    """Our Consumer, subscribing to ``topic`` once started."""
+    def poll():
+        return [(r.partition, r.value) for r in c.poll(0.1)]
+    return Member(poll, lambda: {p for _t, p in c.assignment()}, c.commit, c.close,
+                  lambda: c.subscribe([topic]))
+
+
+def until(cond, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def split(a: Member, b: Member) -> bool:
+    """Each member owns one of the two partitions (both in the same generation)."""
+    return len(a.owned) == len(b.owned) == 1 and a.owned | b.owned == {0, 1}
+
+
+def test_kafka_python_group_reads_once_commits_and_resumes(kb):
+    _, bootstrap = kb
+    _topic(bootstrap, "kg-resume", 1, [b"a%d" % i for i in range(10)])
+    c1 = _kconsumer(bootstrap, "kg-resume", "g-resume")
+    try:
+        got = kread(c1, 10)
+        assert [r.value for r in got] == [b"a%d" % i for i in range(10)]
+        assert c1.assignment() and c1._coordinator._generation.generation_id >= 1
+        c1.commit()
+    finally:
+        c1.close()
+    _produce(bootstrap, "kg-resume", [b"b%d" % i for i in range(5)])
+    c2 = _kconsumer(bootstrap, "kg-resume", "g-resume")
+    try:
+        got = kread(c2, 5)
+        got += [r for rs in c2.poll(timeout_ms=300).values() for r in rs]  # nothing more
+        assert [(r.offset, r.value) for r in got] == [(10 + i, b"b%d" % i) for i in range(5)]
+    finally:
+        c2.close()
+
+
+def split_then_read(first: Member, second: Member, bootstrap: str, topic: str, values) -> tuple:
+    """Start ``first`` (alone it takes both partitions, and leads), then
+    ``second``; once each owns one partition, produce ``values`` and wait
+    until they are read. Returns what each owned then."""
+    first.start()
+    until(lambda: first.owned == {0, 1}, "the first member's assignment")
+    second.start()
+    until(lambda: split(first, second), "a split")
+    owned = (first.owned, second.owned)
+    _produce(bootstrap, topic, values)
+    until(lambda: len(first.got) + len(second.got) >= len(values), "the records")
+    return owned
+
+
+def test_two_kafka_python_members_split_and_rebalance_when_one_leaves(kb):
+    _, bootstrap = kb
+    first = [b"x%d" % i for i in range(20)]
+    _topic(bootstrap, "kg-split2", 2, [])
+    m1 = kafka_member(_kconsumer(bootstrap, "kg-split2", "g-split"))
+    m2 = kafka_member(_kconsumer(bootstrap, "kg-split2", "g-split"))
+    _, owned2 = split_then_read(m1, m2, bootstrap, "kg-split2", first)
+    m2.stop()  # commits, then leaves: m1 takes both partitions from m2's commit
+    until(lambda: m1.owned == {0, 1}, "the rebalance")
+    more = [b"y%d" % i for i in range(10)]
+    _produce(bootstrap, "kg-split2", more)
+    until(lambda: len(m1.got) + len(m2.got) >= 30, "the records after the rebalance")
+    time.sleep(0.3)  # a record read twice would show up by now
+    m1.stop()
+    values = [v for _p, v in m1.got + m2.got]
+    assert sorted(values) == sorted(first + more)  # each once across both members
+    assert {p for p, _v in m2.got} == owned2
+
+
+@pytest.mark.parametrize("leader", ["ours", "kafka"])
+def test_a_kafka_member_and_our_consumer_share_one_group(kb, leader):
+    """Either leads: the other's subscription and its assignment are
+    translated (msgpack <-> ConsumerProtocol) by the Kafka listener."""
+    b, bootstrap = kb
+    topic, group = f"kg-mixed-{leader}2", f"g-mixed-{leader}"
+    values = [b"m%d" % i for i in range(20)]
+    _topic(bootstrap, topic, 2, [])
+    consumer = Consumer(b.bootstrap, group=group, auto_offset_reset="earliest",
+                        partition_assignment_strategy=["range"], enable_auto_commit=False,
+                        **FAST)
+    ours = our_member(consumer, topic)
+    theirs = kafka_member(_kconsumer(bootstrap, topic, group))
+    pair = (ours, theirs) if leader == "ours" else (theirs, ours)
+    owned = dict(zip(pair, split_then_read(*pair, bootstrap, topic, values)))
+    time.sleep(0.3)  # a record read twice would show up by now
+    ours.stop(commit=False)  # (the other member is rebalancing now: no commit)
+    theirs.stop(commit=False)
+    assert sorted(v for _p, v in ours.got + theirs.got) == sorted(values)
+    assert {p for p, _ in ours.got} == owned[ours] and {p for p, _ in theirs.got} == owned[theirs]
+
+
+def test_confluent_kafka_subscribes_with_a_group(kb):
+    ck = pytest.importorskip("confluent_kafka")
+    _, bootstrap = kb
+    _topic(bootstrap, "kg-conf", 1, [b"c%d" % i for i in range(8)])
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "g-conf",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "session.timeout.ms": 3000, "heartbeat.interval.ms": 100})
+    try:
+        c.subscribe(["kg-conf"])
+        got, deadline = [], time.monotonic() + WAIT
+        while len(got) < 8 and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+        assert got == [b"c%d" % i for i in range(8)]
+        c.commit(asynchronous=False)
+        assert [tp.offset for tp in c.committed([ck.TopicPartition("kg-conf", 0)], 5)] == [8]
+    finally:
+        c.close()
+
+
+def test_kcat_balanced_consumer_reads(kb):
+    from test_kafka_listener_clients import _kcat
+
+    kcat = _kcat()
+    _, bootstrap = kb
+    _topic(bootstrap, "kg-kcat", 1, [b"k%d" % i for i in range(6)])
+    done = subprocess.run([kcat, "-b", bootstrap, "-G", "g-kcat", "-c", "6", "-f", "%s\\n",
+                           "-X", "auto.offset.reset=earliest", "kg-kcat"],
+                          capture_output=True, text=True, timeout=2 * WAIT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["k%d" % i for i in range(6)]
