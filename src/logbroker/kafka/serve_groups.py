@@ -1,9 +1,8 @@
 """Kafka's offset APIs, answered through our group coordinator:
-FindCoordinator, OffsetCommit, OffsetFetch (docs/kafka.md §4). Enough for
-consumers that assign partitions themselves and commit to a group (Kafka
-clients' ``assign`` with a ``group.id``); membership (JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup) is not served yet. Each function takes the
-``KafkaSite``, the request header and body, and returns a ``Plan``.
+FindCoordinator, OffsetCommit, OffsetFetch (docs/kafka.md §4); membership
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup) is serve_membership.py. Each
+function takes the ``KafkaSite``, the request header and body, and returns
+a ``Plan``.
 """
 
 from __future__ import annotations
@@ -34,9 +33,12 @@ def find_coordinator(site: KafkaSite, header, body) -> Plan:
 
 
 def offset_commit(site: KafkaSite, header, body) -> Plan:
-    """Offsets committed as ours are (``generation_id`` -1 and no member
-    id: a commit without membership, accepted while the group has no
-    members); ``retention_time_ms`` and the leader epoch are ignored."""
+    """Offsets committed as ours are: fenced by the member's generation and
+    member id (a stale one is refused whole: ILLEGAL_GENERATION,
+    UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS while the group completes a
+    rebalance), or without membership (generation -1, no member id:
+    accepted while the group has no members); ``retention_time_ms`` and the
+    leader epoch are ignored."""
     offsets = tuple((t.name, p.partition_index, p.committed_offset, p.committed_metadata or "")
                     for t in body.topics for p in t.partitions)
     req = m.CommitOffsets(group=body.group_id, offsets=offsets, generation=body.generation_id,
