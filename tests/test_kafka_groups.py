@@ -16,7 +16,7 @@ import pytest
 
 from fixtures import BrokerProcess
 from kafka_raw import WAIT, Raw, kread
-from logbroker import Consumer
+from logbroker import Admin, Consumer
 from logbroker.cli.serve import KAFKA_READY
 
 kafka = pytest.importorskip("kafka")
@@ -196,6 +196,11 @@ def test_a_kafka_member_and_our_consumer_share_one_group(kb, leader):
     theirs = kafka_member(_kconsumer(bootstrap, topic, group))
     pair = (ours, theirs) if leader == "ours" else (theirs, ours)
     owned = dict(zip(pair, split_then_read(*pair, bootstrap, topic, values)))
+    with Admin(b.bootstrap) as admin:  # the coordinator holds our encoding for both
+        d = admin.describe_groups([group])[group]
+    assert (d.state, d.protocol) == ("Stable", "range")
+    assert sorted(tuple(p for _t, p in mb.partitions) for mb in d.members) == [(0,), (1,)]
+    assert sorted(mb.client_id.split("-")[0] for mb in d.members) == ["kafka", "logbroker"]
     time.sleep(0.3)  # a record read twice would show up by now
     ours.stop(commit=False)  # (the other member is rebalancing now: no commit)
     theirs.stop(commit=False)
@@ -223,6 +228,36 @@ def test_confluent_kafka_subscribes_with_a_group(kb):
         assert [tp.offset for tp in c.committed([ck.TopicPartition("kg-conf", 0)], 5)] == [8]
     finally:
         c.close()
+
+
+def test_a_static_confluent_member_restarts_without_a_rebalance(kb):
+    """group.instance.id (JoinGroup v5): a static member's close does not
+    leave; its restart takes its place in the same generation."""
+    ck = pytest.importorskip("confluent_kafka")
+    b, bootstrap = kb
+    _topic(bootstrap, "kg-static", 1, [b"s%d" % i for i in range(6)])
+    conf = {"bootstrap.servers": bootstrap, "group.id": "g-static", "group.instance.id": "i1",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 100}
+    generations = []
+    for expected in ([b"s%d" % i for i in range(4)], [b"s4", b"s5"]):
+        n = len(expected)
+        c = ck.Consumer(conf)
+        try:
+            c.subscribe(["kg-static"])
+            got, deadline = [], time.monotonic() + WAIT
+            while len(got) < n and time.monotonic() < deadline:
+                msg = c.consume(n - len(got), 0.2)
+                got += [x.value() for x in msg if x.error() is None]
+            c.commit(asynchronous=False)
+            with Admin(b.bootstrap) as admin:
+                d = admin.describe_groups(["g-static"])["g-static"]
+            generations.append(d.generation)
+            assert [mb.group_instance_id for mb in d.members] == ["i1"]
+            assert got == expected  # the restarted member resumes from the commit
+        finally:
+            c.close()
+    assert generations[0] == generations[1]  # no rebalance
 
 
 def test_aiokafka_subscribes_with_a_group_and_commits(kb):
