@@ -215,10 +215,10 @@ class BrokerConfig:
 
 
 def _check_kafka(cfg: BrokerConfig) -> None:
-    """The Kafka listener's settings (docs/kafka.md). Until its SASL and its
-    cluster metadata exist, it refuses to run where it would be unsafe
-    (auth_required: Kafka clients could not authenticate) or wrong (a
-    cluster: other brokers' Kafka addresses are unknown)."""
+    """The Kafka listener's settings (docs/kafka.md). Until its SASL exists,
+    it refuses to run where it would be unsafe (auth_required: Kafka clients
+    could not authenticate). In a cluster each broker registers its Kafka
+    address in etcd (docs/cluster.md)."""
     if cfg.kafka_port is None:
         if cfg.kafka_advertised is not None:
             raise InvalidConfigError("kafka_advertised needs kafka_port")
@@ -230,9 +230,6 @@ def _check_kafka(cfg: BrokerConfig) -> None:
             raise InvalidConfigError(f"kafka_advertised must be \"HOST:PORT\", got "
                                      f"{cfg.kafka_advertised!r}")
         parse_address(cfg.kafka_advertised)
-    if cfg.etcd is not None:
-        raise InvalidConfigError("kafka_port: the Kafka listener serves a single node for now "
-                                 "(not with etcd; docs/kafka.md)")
     if cfg.auth_required:
         raise InvalidConfigError("kafka_port: the Kafka listener has no SASL yet, so it cannot "
                                  "run with auth_required (docs/kafka.md)")

@@ -126,6 +126,8 @@ class Broker:
 
             self.kafka = KafkaListener(self)
             await self.kafka.start()
+            if self.node is not None:  # its Kafka address joins our registration (docs/cluster.md)
+                await self.node.advertise_kafka(self.kafka.site.host, self.kafka.site.port)
         await self.server.start_serving()
         self._tasks = [loop.create_task(self._every(self.config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]

@@ -24,6 +24,7 @@ import asyncio
 import functools
 import logging
 import time
+from dataclasses import replace
 
 from ..errors import BrokerUnavailableError, ClusterUnavailableError, for_code
 from ..protocol import messages as m
@@ -84,6 +85,13 @@ class ClusterNode:
         self._tasks = [loop.create_task(self.session.run()), loop.create_task(self._watch()),
                        loop.create_task(self.controller.run()),
                        loop.create_task(self._every(0.25, self.replicas.check_isr))]
+
+    async def advertise_kafka(self, host: str, port: int) -> None:
+        """Add our Kafka listener's advertised address to our registration
+        (in place: no leave, no join); Kafka clients learn it from any
+        broker's Metadata once its watch brings the change. Raises
+        ClusterUnavailableError when etcd cannot take it."""
+        await self.session.advertise(replace(self.session.me, kafka=(host, port)))
 
     async def leave(self) -> None:
         """Controlled shutdown: give up our lease now (etcd drops our

@@ -14,6 +14,11 @@ then, so a leader that checks ``fenced`` before acknowledging never
 acknowledges after the controller could have moved its leadership. A lease
 found expired is re-granted and the key re-created (the controller has
 moved our leaderships meanwhile; the watch tells us).
+
+``advertise(me)`` changes the registration's value (the Kafka listener's
+address, known only once it is bound, after ``register``) in place: same
+key, same lease, same create revision, so the cluster sees no leave and no
+join; a later re-registration writes the new value.
 """
 
 from __future__ import annotations
@@ -60,6 +65,21 @@ class Session:
             await asyncio.sleep(0.1)
             sent = time.monotonic()
             await self.etcd.keepalive(self.lease)
+
+    async def advertise(self, me: BrokerInfo) -> None:
+        """Write ``me`` as our registration's value, in place (compare-and-set
+        on the key's revision, which must be under our lease). Raises
+        ClusterUnavailableError when etcd fails or our registration is gone
+        (the next ``register`` writes ``me`` then)."""
+        self.me = me
+        key = self.keys.broker(me.id)
+        for _ in range(3):  # a concurrent change of the key (none is expected) is retried
+            got = await self.etcd.get(key)
+            if got is None or got.lease != self.lease:
+                raise ClusterUnavailableError(f"broker {me.id} is not registered under our lease")
+            if await self.etcd.cas({key: broker_value(me)}, {key: got.version}, lease=self.lease):
+                return
+        raise ClusterUnavailableError(f"{key} kept changing while we rewrote it")
 
     async def run(self) -> None:
         """Keep the lease alive until cancelled; never raises otherwise."""

@@ -2,7 +2,8 @@
 
 Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
 
-    brokers/<id>              {host, port, started_ms}       under the broker's lease
+    brokers/<id>              {host, port, started_ms[, kafka]}  under the broker's lease
+                              (kafka: [host, port] of its Kafka listener, when it has one)
     controller                {broker_id}                     under the controller's lease
     topics/<name>             {partitions, replication_factor, configs}
     partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
@@ -35,6 +36,7 @@ class BrokerInfo:
     port: int
     started_ms: int = 0
     registered: int = 0  # etcd revision of its registration (not stored in the value)
+    kafka: "tuple[str, int] | None" = None  # its Kafka listener's advertised address, if any
 
 
 @dataclass(frozen=True)
@@ -146,13 +148,21 @@ def unpack(raw: bytes) -> dict:
 
 
 def broker_value(b: BrokerInfo) -> bytes:
-    return pack({"host": b.host, "port": b.port, "started_ms": b.started_ms})
+    """The registration's value; ``kafka`` only when the broker has a Kafka
+    listener (older brokers wrote no such field: both read back alike)."""
+    value = {"host": b.host, "port": b.port, "started_ms": b.started_ms}
+    if b.kafka is not None:
+        value["kafka"] = [b.kafka[0], b.kafka[1]]
+    return pack(value)
 
 
 def broker_from(broker_id: int, raw: bytes, registered: int = 0) -> BrokerInfo:
+    """A registration read back; a missing ``kafka`` field is None (a
+    broker without a Kafka listener, or one older than the field)."""
     v = unpack(raw)
+    kafka = v.get("kafka")
     return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)),
-                      registered)
+                      registered, None if kafka is None else (str(kafka[0]), int(kafka[1])))
 
 
 def topic_value(t: TopicState) -> bytes:

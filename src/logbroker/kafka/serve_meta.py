@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InvalidRequestError, UnknownError
 from ..protocol import messages as m
+from . import cluster_meta
 from .api_versions import api_versions_body
 from .plan import KafkaSite, Plan
 from .wire_errors import kafka_code, kafka_message
@@ -26,10 +27,13 @@ def api_versions(site: KafkaSite, header, body) -> Plan:
 
 
 def metadata(site: KafkaSite, header, body) -> Plan:
-    """Brokers: this one at its Kafka address; topics as our Metadata gives
-    them (auto-created as ours are: when the client allows it and
-    ``auto_create_topics``). v0 asks for every topic with an empty list,
-    v1+ with null."""
+    """Topics as our Metadata gives them (auto-created as ours are: when the
+    client allows it and ``auto_create_topics``), brokers at their Kafka
+    addresses, the controller and each partition's leader, replicas, ISR,
+    offline replicas and epoch (cluster_meta.py: this broker alone on a
+    single node; the cluster's view in a cluster, where a leader without a
+    Kafka address is LEADER_NOT_AVAILABLE). v0 asks for every topic with an
+    empty list, v1+ with null."""
     names = None if body.topics is None else tuple(t.name for t in body.topics)
     if header.api_version == 0 and not names:
         names = None
@@ -38,17 +42,16 @@ def metadata(site: KafkaSite, header, body) -> Plan:
     def answer(resp: m.MetadataResponse) -> dict:
         parts: dict = {}
         for topic, index, leader, epoch, replicas, isr in resp.partitions:
-            parts.setdefault(topic, []).append({
-                "error_code": 0, "partition_index": index, "leader_id": leader,
-                "leader_epoch": epoch, "replica_nodes": list(replicas), "isr_nodes": list(isr)})
+            parts.setdefault(topic, []).append(
+                cluster_meta.partition(site, index, leader, epoch, replicas, isr))
         if resp.error:  # the whole request refused: every named topic carries it
             topics = [{"error_code": kafka_code(resp.error), "name": n} for n in names or ()]
         else:
             topics = [{"error_code": kafka_code(error), "name": name,
                        "partitions": parts.get(name, []) if not error else []}
                       for name, error, _msg, _count in resp.topics]
-        return {"brokers": [{"node_id": site.broker_id, "host": site.host, "port": site.port}],
-                "cluster_id": CLUSTER_ID, "controller_id": site.broker_id, "topics": topics}
+        return {"brokers": cluster_meta.brokers(site), "cluster_id": CLUSTER_ID,
+                "controller_id": cluster_meta.controller_id(site), "topics": topics}
     return Plan(req, answer)
 
 
