@@ -128,6 +128,8 @@ class AnsweringConnection(asyncio.BufferedProtocol):
             return
         self.session.set_peer(self.peer)
         self.log.debug("%sconnection from %s", self.KIND, self.peer)
+        if self.pending:  # read before this call (start_tls hands over data first): answer it
+            self._pump()
 
     def eof_received(self) -> bool:
         return False
