@@ -2,19 +2,20 @@
 SyncGroup, Heartbeat and LeaveGroup through our coordinator, member bytes
 translated between Kafka's ConsumerProtocol and ours, against one broker
 process for the module. Clients: kafka-python (resume from a commit, two
-members splitting and rebalancing, one member next to our Consumer),
-confluent-kafka, and ``kcat -G``. Each member polls in its own thread (a
-join waits for every member), every wait is bounded."""
+members splitting and rebalancing, one member next to our Consumer with
+range or cooperative-sticky, either leading), confluent-kafka (a static
+member too), aiokafka and ``kcat -G``; raw frames for the errors. Each
+member polls in its own thread (kafka_members.py), every wait is bounded."""
 
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 
 import pytest
 
 from fixtures import BrokerProcess
+from kafka_members import Member, kafka_member, our_member, split, until
 from kafka_raw import WAIT, Raw, kread
 from logbroker import Admin, Consumer
 from logbroker.cli.serve import KAFKA_READY
@@ -64,67 +65,6 @@ def _kconsumer(bootstrap: str, topic: str, group: str, **kw) -> KafkaConsumer:
     return KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                          auto_offset_reset="earliest", enable_auto_commit=False,
                          **{**FAST, **kw})
-
-
-class Member(threading.Thread):
-    """A group member polling in its own thread: ``got`` its records'
-    (partition, value), ``owned`` its latest assignment; ``stop()`` commits
-    what it read and closes (leaving the group)."""
-
-    def __init__(self, poll, assignment, commit, close, begin=lambda: None) -> None:
-        super().__init__(daemon=True)
-        self._begin = begin
-        self._poll, self._assignment, self._commit, self._close = poll, assignment, commit, close
-        self.got: list = []
-        self.owned: set = set()
-        self.error: "BaseException | None" = None
-        self._stop_flag = threading.Event()
-        self.commit_on_stop = True
-
-    def run(self) -> None:
-        try:
-            self._begin()
-            while not self._stop_flag.is_set():
-                self.got += self._poll()
-                self.owned = self._assignment()
-            if self.commit_on_stop:
-                self._commit()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-        finally:
-            self._close()
-
-    def stop(self, commit: bool = True) -> None:
-        self.commit_on_stop = commit
-        self._stop_flag.set()
-        self.join(WAIT)
-        assert not self.is_alive() and self.error is None, self.error
-
-
-def kafka_member(c: KafkaConsumer) -> Member:
-    def poll():
-        return [(r.partition, r.value) for rs in c.poll(timeout_ms=100).values() for r in rs]
-    return Member(poll, lambda: {tp.partition for tp in c.assignment()}, c.commit, c.close)
-
-
-def our_member(c: Consumer, topic: str) -> Member:
-    """Our Consumer, subscribing to ``topic`` once started."""
-    def poll():
-        return [(r.partition, r.value) for r in c.poll(0.1)]
-    return Member(poll, lambda: {p for _t, p in c.assignment()}, c.commit, c.close,
-                  lambda: c.subscribe([topic]))
-
-
-def until(cond, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def split(a: Member, b: Member) -> bool:
-    """Each member owns one of the two partitions (both in the same generation)."""
-    return len(a.owned) == len(b.owned) == 1 and a.owned | b.owned == {0, 1}
 
 
 def test_kafka_python_group_reads_once_commits_and_resumes(kb):
@@ -181,31 +121,41 @@ def test_two_kafka_python_members_split_and_rebalance_when_one_leaves(kb):
     assert {p for p, _v in m2.got} == owned2
 
 
-@pytest.mark.parametrize("leader", ["ours", "kafka"])
-def test_a_kafka_member_and_our_consumer_share_one_group(kb, leader):
+@pytest.mark.parametrize("leader,assignor", [("ours", "range"), ("kafka", "range"),
+                                             ("ours", "cooperative-sticky"),
+                                             ("kafka", "cooperative-sticky")])
+def test_a_kafka_member_and_our_consumer_share_one_group(kb, leader, assignor):
     """Either leads: the other's subscription and its assignment are
-    translated (msgpack <-> ConsumerProtocol) by the Kafka listener."""
+    translated (msgpack <-> ConsumerProtocol) by the Kafka listener; with
+    cooperative-sticky the owned partitions cross too (the first member
+    gives one up in a second rebalance)."""
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
     b, bootstrap = kb
-    topic, group = f"kg-mixed-{leader}2", f"g-mixed-{leader}"
+    topic, group = f"kg-mixed-{leader}-{assignor}2", f"g-mixed-{leader}-{assignor}"
     values = [b"m%d" % i for i in range(20)]
     _topic(bootstrap, topic, 2, [])
     consumer = Consumer(b.bootstrap, group=group, auto_offset_reset="earliest",
-                        partition_assignment_strategy=["range"], enable_auto_commit=False,
+                        partition_assignment_strategy=[assignor], enable_auto_commit=False,
                         **FAST)
     ours = our_member(consumer, topic)
-    theirs = kafka_member(_kconsumer(bootstrap, topic, group))
+    kafka_assignor = RangePartitionAssignor if assignor == "range" else CooperativeStickyAssignor
+    theirs = kafka_member(_kconsumer(bootstrap, topic, group,
+                                     partition_assignment_strategy=[kafka_assignor]))
     pair = (ours, theirs) if leader == "ours" else (theirs, ours)
     owned = dict(zip(pair, split_then_read(*pair, bootstrap, topic, values)))
     with Admin(b.bootstrap) as admin:  # the coordinator holds our encoding for both
         d = admin.describe_groups([group])[group]
-    assert (d.state, d.protocol) == ("Stable", "range")
+    assert (d.state, d.protocol) == ("Stable", assignor)
     assert sorted(tuple(p for _t, p in mb.partitions) for mb in d.members) == [(0,), (1,)]
     assert sorted(mb.client_id.split("-")[0] for mb in d.members) == ["kafka", "logbroker"]
     time.sleep(0.3)  # a record read twice would show up by now
-    ours.stop(commit=False)  # (the other member is rebalancing now: no commit)
+    got = {mb: list(mb.got) for mb in pair}  # before one leaves and the other takes over
+    ours.stop(commit=False)  # (nothing committed: the other member rebalances now)
     theirs.stop(commit=False)
-    assert sorted(v for _p, v in ours.got + theirs.got) == sorted(values)
-    assert {p for p, _ in ours.got} == owned[ours] and {p for p, _ in theirs.got} == owned[theirs]
+    assert sorted(v for _p, v in got[ours] + got[theirs]) == sorted(values)
+    assert {p for p, _ in got[ours]} == owned[ours] and {p for p, _ in got[theirs]} == owned[theirs]
 
 
 def test_confluent_kafka_subscribes_with_a_group(kb):

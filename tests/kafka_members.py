@@ -1,0 +1,72 @@
+"""Group members of the Kafka groups tests, each polling in its own
+thread (a join waits for every member, so two members cannot be polled
+from one thread): a kafka-python KafkaConsumer or our Consumer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kafka_raw import WAIT
+
+
+class Member(threading.Thread):
+    """A group member polling in its own thread: ``got`` its records'
+    (partition, value), ``owned`` its latest assignment; ``stop()`` commits
+    what it read and closes (leaving the group)."""
+
+    def __init__(self, poll, assignment, commit, close, begin=lambda: None) -> None:
+        super().__init__(daemon=True)
+        self._begin = begin
+        self._poll, self._assignment, self._commit, self._close = poll, assignment, commit, close
+        self.got: list = []
+        self.owned: set = set()
+        self.error: "BaseException | None" = None
+        self._stop_flag = threading.Event()
+        self.commit_on_stop = True
+
+    def run(self) -> None:
+        try:
+            self._begin()
+            while not self._stop_flag.is_set():
+                self.got += self._poll()
+                self.owned = self._assignment()
+            if self.commit_on_stop:
+                self._commit()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            self._close()
+
+    def stop(self, commit: bool = True) -> None:
+        self.commit_on_stop = commit
+        self._stop_flag.set()
+        self.join(WAIT)
+        assert not self.is_alive() and self.error is None, self.error
+
+
+def kafka_member(c) -> Member:
+    """A kafka-python KafkaConsumer, subscribed already."""
+    def poll():
+        return [(r.partition, r.value) for rs in c.poll(timeout_ms=100).values() for r in rs]
+    return Member(poll, lambda: {tp.partition for tp in c.assignment()}, c.commit, c.close)
+
+
+def our_member(c, topic: str) -> Member:
+    """Our Consumer, subscribing to ``topic`` once started."""
+    def poll():
+        return [(r.partition, r.value) for r in c.poll(0.1)]
+    return Member(poll, lambda: {p for _t, p in c.assignment()}, c.commit, c.close,
+                  lambda: c.subscribe([topic]))
+
+
+def until(cond, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def split(a: Member, b: Member) -> bool:
+    """Each member owns one of the two partitions (both in the same generation)."""
+    return len(a.owned) == len(b.owned) == 1 and a.owned | b.owned == {0, 1}
