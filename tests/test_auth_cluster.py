@@ -45,6 +45,10 @@ def secure(tmp_path_factory):
             cluster.race = _bootstrap_race(cluster)
             with admin_at(cluster.brokers[1]) as admin:
                 assert admin.create_user("broker", BROKER_PW) is True
+            for i, b in cluster.brokers.items():  # the other broker learns it through its watch
+                with admin_at(b) as admin:
+                    wait_until(lambda: "broker" in [u.name for u in admin.list_users()], 15,
+                               f"broker {i} knows the user broker")
             yield cluster
         finally:
             cluster.close()
