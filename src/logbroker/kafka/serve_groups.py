@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import CoordinatorNotAvailableError
 from ..protocol import messages as m
+from .cluster_meta import kafka_address
 from .plan import KafkaSite, Plan, by_topic
 from .wire_errors import kafka_code, kafka_message
 
@@ -16,19 +17,28 @@ GROUP_KEY = 0  # FindCoordinator key_type: 1 is a transactional id
 
 
 def find_coordinator(site: KafkaSite, header, body) -> Plan:
-    """The coordinator of a group: this broker, at its Kafka address (a
-    single node coordinates every group). A transactional id's
-    coordinator is COORDINATOR_NOT_AVAILABLE (no transactions)."""
+    """The coordinator of a group at its Kafka address: our FindCoordinator
+    names the broker (this one on a single node; in a cluster the leader
+    of the group's offsets partition), ``cluster_meta.kafka_address`` its
+    Kafka listener; COORDINATOR_NOT_AVAILABLE (retriable) when that broker
+    has no Kafka listener or is not live in this broker's view. A
+    transactional id's coordinator is COORDINATOR_NOT_AVAILABLE (no
+    transactions)."""
+    def refused(message: str) -> dict:
+        return {"error_code": CoordinatorNotAvailableError.code, "node_id": -1, "host": "",
+                "port": -1, "error_message": message}
     if body.key_type != GROUP_KEY:
-        return Plan(None, lambda _r: {
-            "error_code": CoordinatorNotAvailableError.code, "node_id": -1, "host": "",
-            "port": -1, "error_message": "transactions are not supported"})
+        return Plan(None, lambda _r: refused("transactions are not supported"))
 
     def answer(resp) -> dict:
         if resp.error:
             return {"error_code": kafka_code(resp.error), "error_message":
                     kafka_message(resp.message), "node_id": -1, "host": "", "port": -1}
-        return {"error_code": 0, "node_id": site.broker_id, "host": site.host, "port": site.port}
+        address = kafka_address(site, resp.broker_id)
+        if address is None:
+            return refused(f"the coordinator, broker {resp.broker_id}, has no Kafka listener")
+        return {"error_code": 0, "node_id": resp.broker_id, "host": address[0],
+                "port": address[1]}
     return Plan(m.FindCoordinator(group=body.key), answer)
 
 
