@@ -1,0 +1,69 @@
+"""Kafka consumer groups on the Kafka listener of a cluster (issue 15):
+three brokers through a real etcd (the cluster fixture of
+test_kafka_cluster.py). FindCoordinator at any broker names the same
+coordinator at its Kafka address; a kafka-python group bootstrapped at a
+broker that is not the coordinator joins, reads every partition (led by
+different brokers), commits, and a second member of the group resumes."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_raw import Raw, kread
+from test_kafka_cluster import close_refused_sockets, kc  # noqa: F401 - the module's cluster
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+
+
+def _coordinator(address: str, group: str) -> tuple:
+    raw = Raw(address)
+    try:
+        raw.sock.sendall(raw.send(10, 1, 1, {"key": group, "key_type": 0}))
+        body = raw.recv(10, 1)[1]
+        return body.error_code, body.node_id, f"{body.host}:{body.port}"
+    finally:
+        raw.close()
+
+
+def _member(bootstrap: str, group: str) -> KafkaConsumer:
+    return KafkaConsumer("kgc", bootstrap_servers=bootstrap, group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False,
+                         heartbeat_interval_ms=100, session_timeout_ms=3000)
+
+
+def test_a_kafka_group_in_a_cluster_joins_reads_commits_and_resumes(kc):  # noqa: F811
+    from fixtures import wait_until
+
+    group = "g-kcluster"
+    wait_until(lambda: _coordinator(kc.kafka[1], group)[0] == 0, 15, "a coordinator")
+    answers = {_coordinator(kc.kafka[i], group) for i in kc.brokers}
+    assert len(answers) == 1  # every broker names the same coordinator
+    _, node, address = answers.pop()
+    assert address == kc.kafka[node]
+    bootstrap = next(kc.kafka[i] for i in sorted(kc.brokers) if i != node)
+    kc.create("kgc", partitions=3, replication_factor=3)
+    assert len({kc.state("kgc", p)[0] for p in range(3)}) > 1  # led by different brokers
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for i in range(9):
+            producer.send("kgc", b"v%d" % i, partition=i % 3)
+        producer.flush(15)
+    finally:
+        producer.close()
+    c = _member(bootstrap, group)
+    try:
+        assert sorted(r.value for r in kread(c, 9)) == sorted(b"v%d" % i for i in range(9))
+        c.commit()
+        assert [c.committed(TopicPartition("kgc", p)) for p in range(3)] == [3, 3, 3]
+    finally:
+        c.close()
+    c2 = _member(bootstrap, group)
+    try:
+        # joins (after the empty group's initial delay); positions from the commit
+        wait_until(lambda: c2.poll(timeout_ms=100) == {} and len(c2.assignment()) == 3, 15,
+                   "the second member's assignment")
+        assert [c2.position(TopicPartition("kgc", p)) for p in range(3)] == [3, 3, 3]
+    finally:
+        c2.close()
+        close_refused_sockets()
