@@ -103,7 +103,7 @@ def test_profile_is_the_issue_profile_and_never_flexible():
         "ListOffsets": (1, 5), "InitProducerId": (0, 1), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
-        "DeleteTopics": (1, 3)}
+        "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1)}
     assert all(api.max_version < FIRST_FLEXIBLE[api.key] for api in PROFILE)
     assert len(APIS) == len(PROFILE)
 

@@ -14,6 +14,7 @@ import time
 
 import pytest
 from fixtures import BrokerProcess, RawConn, consume, invoke_cli, invoked_ok, wait_until
+from fixtures_tls import tls_files
 from test_metrics import scrape, value
 
 from logbroker import Admin, Consumer, Producer
@@ -244,12 +245,7 @@ def answer_open(sock: socket.socket):
 
 
 def test_a_tls_listener_answers_1002_after_the_handshake(tmp_path):
-    trustme = pytest.importorskip("trustme")
-    ca, ca_pem, cert, key = trustme.CA(), tmp_path / "ca.pem", tmp_path / "b.crt", tmp_path / "b.key"
-    leaf = ca.issue_cert("127.0.0.1")
-    ca.cert_pem.write_to_path(str(ca_pem))
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
+    ca_pem, cert, key = tls_files(tmp_path)
     b = start(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key),
               toml="max_connections_per_ip = 1\nframe_timeout_ms = 1000\n")
     try:

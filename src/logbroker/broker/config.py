@@ -215,9 +215,9 @@ class BrokerConfig:
 
 
 def _check_kafka(cfg: BrokerConfig) -> None:
-    """The Kafka listener's settings (docs/kafka.md). Until its SASL exists,
-    it refuses to run where it would be unsafe (auth_required: Kafka clients
-    could not authenticate). In a cluster each broker registers its Kafka
+    """The Kafka listener's settings (docs/kafka.md). With auth_required its
+    clients authenticate with SASL/SCRAM as ours do (kafka/serve_sasl.py).
+    In a cluster each broker registers its Kafka
     address in etcd (docs/cluster.md)."""
     if cfg.kafka_port is None:
         if cfg.kafka_advertised is not None:
@@ -230,9 +230,6 @@ def _check_kafka(cfg: BrokerConfig) -> None:
             raise InvalidConfigError(f"kafka_advertised must be \"HOST:PORT\", got "
                                      f"{cfg.kafka_advertised!r}")
         parse_address(cfg.kafka_advertised)
-    if cfg.auth_required:
-        raise InvalidConfigError("kafka_port: the Kafka listener has no SASL yet, so it cannot "
-                                 "run with auth_required (docs/kafka.md)")
 
 
 def _check_limits(cfg: BrokerConfig) -> None:

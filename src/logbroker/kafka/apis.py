@@ -11,18 +11,21 @@ from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
 from .apis_core import API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
 from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
                           OFFSET_FETCH, SYNC_GROUP)
+from .apis_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .schema import Api
 
 PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
                   FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-                  CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS)
+                  CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS, SASL_HANDSHAKE,
+                  SASL_AUTHENTICATE)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
 # The first flexible version of each API (Kafka's "flexibleVersions"): the
 # profile's ranges must stay below it (tests/test_kafka_codec.py checks).
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
-                  19: 5, 20: 4, 22: 2, 18: 3}
+                  19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
+                  17: 2}  # SaslHandshake has no flexible version ("none"): past its last
 
 
 def api_for(key: int) -> "Api | None":

@@ -28,9 +28,10 @@ import logging
 from ..broker.admission import peer_ip
 from ..broker.config import parse_address
 from ..errors import InvalidRequestError
-from . import serve_data, serve_groups, serve_membership, serve_meta
+from . import serve_data, serve_groups, serve_membership, serve_meta, serve_sasl
 from .apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, \
-    INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
+    INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, \
+    SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .connection import KafkaConnection
 from .plan import KafkaSite
 
@@ -43,6 +44,8 @@ HANDLERS = {API_VERSIONS.key: serve_meta.api_versions, METADATA.key: serve_meta.
             FETCH.key: serve_data.fetch, LIST_OFFSETS.key: serve_data.list_offsets,
             FIND_COORDINATOR.key: serve_groups.find_coordinator,
             OFFSET_COMMIT.key: serve_groups.offset_commit,
+            SASL_HANDSHAKE.key: serve_sasl.sasl_handshake,
+            SASL_AUTHENTICATE.key: serve_sasl.sasl_authenticate,
             OFFSET_FETCH.key: serve_groups.offset_fetch, **serve_membership.handlers()}
 
 

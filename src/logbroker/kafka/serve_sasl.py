@@ -1,0 +1,34 @@
+"""Kafka's SASL requests, answered by our broker's ``Session`` (broker/auth.py):
+SaslHandshake and SaslAuthenticate become our messages of the same names,
+so the SCRAM-SHA-256 exchange, its failures, deadline and metrics are one
+code path for both listeners (docs/kafka.md, "Security"). Each function
+takes the ``KafkaSite``, the request header and body, and returns a
+``Plan`` (plan.py); the connection passes the request to its session
+(``Session.intercept``), which answers it.
+"""
+
+from __future__ import annotations
+
+from ..protocol import messages as m
+from ..protocol.auth_messages import MECHANISMS
+from .plan import KafkaSite, Plan
+from .wire_errors import kafka_code, kafka_message
+
+
+def sasl_handshake(site: KafkaSite, header, body) -> Plan:
+    """The mechanism asked for; the answer lists those offered (also with
+    UNSUPPORTED_SASL_MECHANISM, as Kafka does)."""
+    def answer(resp: m.SaslHandshakeResponse) -> dict:
+        return {"error_code": kafka_code(resp.error), "mechanisms": list(MECHANISMS)}
+    return Plan(m.SaslHandshake(mechanism=body.mechanism), answer)
+
+
+def sasl_authenticate(site: KafkaSite, header, body) -> Plan:
+    """One SCRAM step: client-first -> server-first, client-final ->
+    server-final (SASL_AUTHENTICATION_FAILED, then the connection closes, on
+    a wrong password or an unknown user). No re-authentication: the
+    session's lifetime (v1) is 0, "no limit"."""
+    def answer(resp: m.SaslAuthenticateResponse) -> dict:
+        return {"error_code": kafka_code(resp.error), "error_message": kafka_message(resp.message),
+                "auth_bytes": resp.auth_bytes, "session_lifetime_ms": 0}
+    return Plan(m.SaslAuthenticate(auth_bytes=bytes(body.auth_bytes)), answer)
