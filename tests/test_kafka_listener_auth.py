@@ -23,6 +23,7 @@ from kafka.errors import TopicAuthorizationFailedError  # noqa: E402
 
 ADMIN_PW, ALICE_PW, BOB_PW = "admin-Pa55word", "alice-Pa55word", "bob-Pa55word"
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, LIST_OFFSETS = 17, 36, 3, 2
+FIND_COORDINATOR = 10
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +150,7 @@ def test_anonymous_requests_close_the_connection(kb):
     assert metric(kb, "logbroker_auth_failures_total") >= before + 1
 
 
-def test_metadata_narrowed_and_list_offsets_denied_per_topic(kb):
+def test_metadata_narrowed_list_offsets_and_group_denied(kb):
     raw = authed(kb)
     try:
         raw.sock.sendall(raw.send(METADATA, 1, 4, {"topics": None}))
@@ -159,6 +160,9 @@ def test_metadata_narrowed_and_list_offsets_denied_per_topic(kb):
             for n in ("secret", "kt")]}))
         got = {t.name: t.partitions[0].error_code for t in raw.recv(LIST_OFFSETS, 1)[1].topics}
         assert got == {"secret": 29, "kt": 0}  # TOPIC_AUTHORIZATION_FAILED for secret alone
+        raw.sock.sendall(raw.send(FIND_COORDINATOR, 1, 6, {"key": "g-alice", "key_type": 0}))
+        found = raw.recv(FIND_COORDINATOR, 1)[1]  # no ACL on the group
+        assert found.error_code == 30 and "may not describe group" in found.error_message
     finally:
         raw.close()
 
