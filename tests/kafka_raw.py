@@ -4,6 +4,7 @@ Produce body of one batch."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 
@@ -63,3 +64,22 @@ def produce_body(topic: str, acks: int, values, ts: int = 5_000) -> dict:
                         base_timestamp=ts)
     return {"acks": acks, "timeout_ms": 5000, "topic_data": [
         {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+
+
+@contextlib.contextmanager
+def kafka_broker(data_dir, *extra: str, config: "dict | None" = None):
+    """A broker process with ``--kafka-port 0`` (and ``extra``): yields
+    (BrokerProcess, Kafka bootstrap "HOST:PORT" from its ready line); checks
+    its log holds no traceback at the end, kills it by PID."""
+    from fixtures import BrokerProcess
+    from logbroker.cli.serve import KAFKA_READY
+
+    b = BrokerProcess(data_dir, "--kafka-port", "0", *extra, config=config)
+    try:
+        b.start()
+        line = b.proc.stdout.readline()  # printed right after the "listening" line
+        assert line.startswith(KAFKA_READY), line
+        yield b, line[len(KAFKA_READY):].strip()
+        assert "Traceback" not in b.log()
+    finally:
+        b.kill()

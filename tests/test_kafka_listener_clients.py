@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
 from fixtures import BrokerProcess
+from kafka_adapters import _Lines
+from kafka_adapters import kcat_path as _kcat
 from logbroker.cli.serve import KAFKA_READY
 
 WAIT = 10.0
@@ -33,15 +33,6 @@ def kafka_bootstrap(tmp_path_factory):
         assert "Traceback" not in b.log()
     finally:
         b.kill()
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record) -> None:
-        self.lines.append(record.getMessage())
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
@@ -112,16 +103,6 @@ def test_aiokafka_produces_and_reads_back(kafka_bootstrap):
             await consumer.stop()
 
     assert asyncio.run(run()) == [(i, b"a%d" % i) for i in range(15, 20)] + [(20, b"last")]
-
-
-def _kcat() -> str:
-    path = shutil.which("kcat")
-    if path is None:
-        why = "kcat not installed: run 'sudo tools/install-kcat.sh' (make test does as root)"
-        if os.environ.get("LOGBROKER_KCAT_REQUIRED") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    return path
 
 
 def test_kcat_lists_produces_and_consumes(kafka_bootstrap):
