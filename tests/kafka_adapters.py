@@ -255,10 +255,13 @@ def kcat_path() -> str:
     return path
 
 
-def kcat_run(args, stdin: "str | None" = None) -> str:
+def kcat_run(args, stdin: "str | None" = None, log: "list | None" = None) -> str:
+    """kcat's stdout (its stderr appended to ``log`` if given)."""
     done = subprocess.run([kcat_path(), *args], input=stdin, text=True, capture_output=True,
                           timeout=3 * WAIT)
     assert done.returncode == 0, done.stderr
+    if log is not None:
+        log.append(done.stderr)
     return done.stdout
 
 
@@ -277,9 +280,10 @@ class Kcat:
 
     def produce(self, bootstrap, topic, records, acks, idempotent, compression) -> None:
         lines = "".join(f"{k.decode()}\t{v.decode()}\n" for k, v, _ts in records)
-        kcat_run(["-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", "\t",
+        self.log: list = []  # librdkafka's msg debug lines: why it did not compress
+        kcat_run(["-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", "\t", "-d", "msg",
                   "-X", f"acks={acks}", "-X", f"enable.idempotence={str(idempotent).lower()}",
-                  "-z", compression], lines)
+                  "-z", compression], lines, self.log)
 
     def from_offset(self, bootstrap, topic, offset, n) -> list:
         return kcat_records(kcat_run(["-C", "-b", bootstrap, "-t", topic, "-p", "0",
