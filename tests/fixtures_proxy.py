@@ -61,6 +61,10 @@ class TcpProxy:
     - ``cut("reset")``: existing connections are closed with RST on both
       sides, and new connections are refused (the listening socket stops
       listening but keeps its port, so ``heal()`` listens on it again).
+    - ``cut("replies")``: requests still reach the target, but nothing is
+      forwarded back to the clients (held, as in a blackhole): the target
+      acted on a request whose answer is lost. Then ``cut("reset")`` drops
+      the connections with the answers unsent, or ``heal()`` delivers them.
     - A target that refuses a connection: the client's side is reset.
 
     ``bytes_to_target`` / ``bytes_to_client`` count the bytes forwarded
@@ -103,8 +107,8 @@ class TcpProxy:
         return len(self._conns)
 
     def cut(self, mode: str = "blackhole") -> None:
-        if mode not in ("blackhole", "reset"):
-            raise ValueError(f"cut mode must be 'blackhole' or 'reset', not {mode!r}")
+        if mode not in ("blackhole", "reset", "replies"):
+            raise ValueError(f"cut mode must be 'blackhole', 'reset' or 'replies', not {mode!r}")
         self._call(self._set_mode(mode))
 
     def heal(self) -> None:
@@ -156,6 +160,8 @@ class TcpProxy:
     async def _begin(self) -> None:
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self._replying = asyncio.Event()  # cleared: "replies", bytes to the client held
+        self._replying.set()
         self._accepting = asyncio.get_running_loop().create_task(self._accept())
 
     async def _accept(self) -> None:
@@ -206,6 +212,8 @@ class TcpProxy:
             except OSError:
                 raise _Reset() from None
             await self._flowing.wait()  # blackhole: hold what was read
+            if counter == "bytes_to_client":
+                await self._replying.wait()
             if not data:
                 try:
                     dst.shutdown(socket.SHUT_WR)
@@ -227,10 +235,14 @@ class TcpProxy:
             self._listener.listen(128)
             self._listening = True
             self._accepting = asyncio.get_running_loop().create_task(self._accept())
-        if mode is None:
+        if mode in (None, "replies"):
             self._flowing.set()
         else:
             self._flowing.clear()
+        if mode == "replies":
+            self._replying.clear()
+        else:
+            self._replying.set()
 
     async def _stop_listening(self) -> None:
         if self._accepting is not None:

@@ -67,14 +67,14 @@ def produce_body(topic: str, acks: int, values, ts: int = 5_000) -> dict:
 
 
 @contextlib.contextmanager
-def kafka_broker(data_dir, *extra: str, config: "dict | None" = None):
-    """A broker process with ``--kafka-port 0`` (and ``extra``): yields
-    (BrokerProcess, Kafka bootstrap "HOST:PORT" from its ready line); checks
+def kafka_broker(data_dir, *extra: str, config: "dict | None" = None, kafka_port: int = 0):
+    """A broker process with ``--kafka-port`` (0: a free one) and ``extra``: yields
+    (BrokerProcess, advertised Kafka "HOST:PORT" from its ready line); checks
     its log holds no traceback at the end, kills it by PID."""
     from fixtures import BrokerProcess
     from logbroker.cli.serve import KAFKA_READY
 
-    b = BrokerProcess(data_dir, "--kafka-port", "0", *extra, config=config)
+    b = BrokerProcess(data_dir, "--kafka-port", str(kafka_port), *extra, config=config)
     try:
         b.start()
         line = b.proc.stdout.readline()  # printed right after the "listening" line
