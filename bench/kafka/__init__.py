@@ -1,0 +1,1 @@
+"""The Kafka listener bench (issue 15): ``python -m bench.kafka``."""
