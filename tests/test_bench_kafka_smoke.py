@@ -16,6 +16,7 @@ pytest.importorskip("confluent_kafka")
 
 ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("W1.produce", "W1.consume", "W2.produce", "W2.consume")
+CLIENTS = ("python", "kafka", "kafka-lean")
 
 
 def test_quick_kafka_bench_emits_json(tmp_path: Path) -> None:
@@ -23,13 +24,13 @@ def test_quick_kafka_bench_emits_json(tmp_path: Path) -> None:
                           check=False, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)
-    for key in ("environment", "params", "quick", "rounds", "limits", "runs", "summary", "ratios", "target",
+    for key in ("environment", "params", "quick", "rounds", "limits", "runs", "summary", "ratios", "targets",
                 "elapsed_s"):
         assert key in out, key
     assert out["quick"] is True and out["rounds"] == 1
     p = out["params"]
     expected = {"W1": p["w1_records"], "W2": p["w2_records"]}
-    assert [r["client"] for r in out["runs"]] == ["python", "kafka"]
+    assert [r["client"] for r in out["runs"]] == list(CLIENTS)
     for run in out["runs"]:
         assert run["broker_exit_code"] == 0  # stopped cleanly by SIGTERM
         assert _gone(run["broker_pid"])
@@ -40,11 +41,14 @@ def test_quick_kafka_bench_emits_json(tmp_path: Path) -> None:
             assert res["last_offset"] == records - 1, (run["client"], phase)
             assert res["seconds"] > 0 and res["cpu_s"] >= 0 and res["broker"]["cpu_s"] >= 0
             assert _gone(res["pid"]), phase  # every worker process ended
-    for client in ("python", "kafka"):
+    for client in CLIENTS:
         for phase in PHASES:
             assert out["summary"][client][phase]["records_per_s"]["median"] > 0
-    assert set(out["ratios"]) == set(PHASES) and all(r > 0 for r in out["ratios"].values())
-    assert isinstance(out["target"]["met"], bool) and out["target"]["ratio"] == out["ratios"]["W2.produce"]
+    for client in CLIENTS[1:]:
+        assert set(out["ratios"][client]) == set(PHASES) and all(r > 0 for r in out["ratios"][client].values())
+    assert [t["client"] for t in out["targets"]] == list(CLIENTS[1:])
+    assert all(isinstance(t["met"], bool) and t["ratio"] == out["ratios"][t["client"]]["W2.produce"]
+               for t in out["targets"])
     for wl in ("W1", "W2"):
         assert out["limits"]["records_per_s"][wl]["disk_fdatasync_1m"] > 0
     assert list(tmp_path.iterdir()) == []  # the work dir was removed
