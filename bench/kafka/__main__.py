@@ -54,8 +54,9 @@ LABELS = {"python": "(a) logbroker Python", "kafka": "(b) confluent-kafka",
           "kafka-lean": "(b') confluent-kafka, error reports only"}
 PHASES = ("W1.produce", "W1.consume", "W2.produce", "W2.consume")
 TARGET = ("W2.produce", 1.5)
-METRICS = (("records_per_s", "records/s", 0), ("mb_per_s", "MB/s", 1), ("broker_cpu_s", "broker CPU s", 2),
-           ("client_cpu_s", "client CPU s", 2), ("seconds", "seconds", 2))
+METRICS = (("records_per_s", "records/s", 0), ("mb_per_s", "MB/s", 1), ("seconds", "seconds", 2),
+           ("broker_cpu_s", "broker CPU s", 2), ("broker_cpu_us_per_record", "broker CPU µs/record", 2),
+           ("client_cpu_s", "client CPU s", 2), ("other_cpu_share", "other procs, cores", 2))
 
 
 class KafkaServer(BrokerServer):
