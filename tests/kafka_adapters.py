@@ -180,6 +180,11 @@ _logger.propagate = False
 _logger.addHandler(RDKAFKA_LOG)
 
 
+def _rdkafka_logger() -> logging.Logger:
+    """The logger every librdkafka client of the matrix logs to (RDKAFKA_LOG)."""
+    return _logger
+
+
 def protocol_failures(lines) -> list:
     """librdkafka's debug lines reporting a response it could not parse."""
     return [line for line in lines if "underflow" in line.lower() or "parse fail" in line.lower()]

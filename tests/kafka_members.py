@@ -70,3 +70,61 @@ def until(cond, what: str) -> None:
 def split(a: Member, b: Member) -> bool:
     """Each member owns one of the two partitions (both in the same generation)."""
     return len(a.owned) == len(b.owned) == 1 and a.owned | b.owned == {0, 1}
+
+
+def confluent_member(c, topic: str) -> Member:
+    """A confluent-kafka Consumer, subscribing to ``topic`` with a commit
+    before its partitions are revoked (what it read is not read again by the
+    member that gets them next); a commit of nothing read is no error."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    def poll():
+        return [(m.partition(), m.value()) for m in c.consume(10, 0.1) if m.error() is None]
+
+    def commit():
+        try:
+            c.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                raise
+    c.subscribe([topic], on_revoke=lambda _c, _parts: commit())
+    return Member(poll, lambda: {tp.partition for tp in c.assignment()}, commit, c.close)
+
+
+def aio_member(make, topic: str) -> Member:
+    """An aiokafka consumer made by ``make()`` on the member's own event
+    loop, in its thread (the group's heartbeats run while it polls),
+    subscribing to ``topic`` with a commit before its partitions are revoked."""
+    import asyncio
+
+    from aiokafka import ConsumerRebalanceListener
+
+    loop, held = asyncio.new_event_loop(), {}
+
+    class CommitOnRevoke(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):
+            await held["c"].commit()
+
+        async def on_partitions_assigned(self, assigned):
+            pass
+
+    def begin():
+        asyncio.set_event_loop(loop)
+
+        async def started():
+            c = make()  # made inside the loop, as aiokafka wants
+            c.subscribe([topic], listener=CommitOnRevoke())
+            await c.start()
+            return c
+        held["c"] = loop.run_until_complete(started())
+
+    def poll():
+        batches = loop.run_until_complete(held["c"].getmany(timeout_ms=100))
+        return [(r.partition, r.value) for rs in batches.values() for r in rs]
+
+    def close():
+        if "c" in held:
+            loop.run_until_complete(held["c"].stop())
+        loop.close()
+    return Member(poll, lambda: {tp.partition for tp in held["c"].assignment()},
+                  lambda: loop.run_until_complete(held["c"].commit()), close, begin)

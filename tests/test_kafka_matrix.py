@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from fixtures import FAST, consume
-from kafka_adapters import RDKAFKA_LOG, adapter, kcat_path, protocol_failures
+from kafka_adapters import RDKAFKA_LOG, _rdkafka_logger, adapter, kcat_path, protocol_failures
 from kafka_raw import WAIT, Raw, kafka_broker
-from logbroker import Consumer, Producer
+from logbroker import Admin, Consumer, Producer
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 
 T0 = 1_700_000_000_000
@@ -210,9 +210,71 @@ def test_admin_creates_and_deletes_topics(kb, client):
         admin.delete_topics([name])[name].result(WAIT)
         deleted = set(admin.list_topics(timeout=WAIT).topics)
     assert name in created and name not in deleted
-    from logbroker import Admin
     with Admin(b.bootstrap) as ours:
         assert name not in ours.list_topics()
+
+
+def _member(client: str, bootstrap: str, topic: str, group: str):
+    from kafka_members import aio_member, confluent_member
+
+    if client == "confluent-kafka":
+        import confluent_kafka as ck
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 3000, "heartbeat.interval.ms": 100,
+                         "debug": "protocol"}, logger=_rdkafka_logger())
+        return confluent_member(c, topic)
+    import aiokafka
+    return aio_member(lambda: aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=100), topic)
+
+
+@pytest.mark.parametrize("client", ["aiokafka", "confluent-kafka"])
+def test_two_members_split_and_rebalance_when_one_leaves(kb, client):
+    """Two members of one group split a 2-partition topic; the second
+    commits and leaves, the first takes both partitions from its commit:
+    every record read exactly once across both (kafka-python: test_kafka_groups)."""
+    from kafka_members import split, until
+
+    b, bootstrap = kb
+    adapter(client)
+    topic, group = f"m-rb-{client}", f"mrb-{client}"
+    with Admin(b.bootstrap) as admin:
+        admin.create_topic(topic, 2)
+
+    def produce(values) -> None:
+        p = Producer(b.bootstrap, **FAST)
+        try:
+            for i, v in enumerate(values):
+                p.send(topic, value=v, partition=i % 2)
+            p.flush(WAIT)
+        finally:
+            p.close()
+
+    first, more = [b"x%d" % i for i in range(20)], [b"y%d" % i for i in range(10)]
+    m1 = _member(client, bootstrap, topic, group)
+    m2 = None
+    try:
+        m1.start()
+        until(lambda: m1.owned == {0, 1} or m1.error, "the first member's assignment")
+        assert m1.error is None, m1.error
+        m2 = _member(client, bootstrap, topic, group)  # (librdkafka joins at subscribe)
+        m2.start()
+        until(lambda: split(m1, m2), "a split")
+        owned2 = set(m2.owned)
+        produce(first)
+        until(lambda: len(m1.got) + len(m2.got) >= 20, "the records")
+        m2.stop()  # commits, then leaves
+        until(lambda: m1.owned == {0, 1}, "the rebalance")
+        produce(more)
+        until(lambda: len(m1.got) + len(m2.got) >= 30, "the records after the rebalance")
+    finally:
+        for m in (m2, m1):
+            if m is not None and m.is_alive():
+                m.stop()
+    assert sorted(v for _p, v in m1.got + m2.got) == sorted(first + more)  # each once
+    assert {p for p, _v in m2.got} == owned2 and len(owned2) == 1
 
 
 def _readme_kcat_lines() -> list[str]:
