@@ -128,3 +128,48 @@ def aio_member(make, topic: str) -> Member:
         loop.close()
     return Member(poll, lambda: {tp.partition for tp in held["c"].assignment()},
                   lambda: loop.run_until_complete(held["c"].commit()), close, begin)
+
+
+class KcatMember:
+    """``kcat -G`` as a group member (a process): ``got`` its records'
+    (partition, value) from stdout, ``owned`` its partitions from kcat's
+    "rebalanced ... assigned:" lines on stderr; ``stop()`` is a SIGTERM
+    (kcat closes the consumer: it commits and leaves)."""
+
+    def __init__(self, kcat: str, bootstrap: str, group: str, topic: str) -> None:
+        import re
+        import subprocess
+
+        self.got: list = []
+        self.owned: set = set()
+        self.stderr: list = []
+        self.proc = subprocess.Popen(
+            [kcat, "-b", bootstrap, "-G", group, "-u", "-f", "%p %s\\n",
+             "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=3000",
+             "-X", "heartbeat.interval.ms=100", topic],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def out() -> None:
+            for line in self.proc.stdout:
+                p, value = line.rstrip("\n").split(" ", 1)
+                self.got.append((int(p), value.encode()))
+
+        def err() -> None:
+            for line in self.proc.stderr:
+                self.stderr.append(line)
+                if "rebalanced" in line and "assigned:" in line:
+                    self.owned = {int(p) for p in re.findall(r"\[(\d+)\]", line)}
+                elif "rebalanced" in line and "revoked:" in line:
+                    self.owned = set()
+        self._readers = [threading.Thread(target=f, daemon=True) for f in (out, err)]
+        for t in self._readers:
+            t.start()
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        code = self.proc.wait(WAIT)
+        for t in self._readers:
+            t.join(WAIT)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return code

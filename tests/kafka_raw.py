@@ -83,3 +83,20 @@ def kafka_broker(data_dir, *extra: str, config: "dict | None" = None, kafka_port
         assert "Traceback" not in b.log()
     finally:
         b.kill()
+
+
+def batch_codecs(bootstrap: str, topic: str) -> set:
+    """The compression codec of every batch of partition 0, from a raw Fetch."""
+    raw = Raw(bootstrap)
+    try:
+        raw.sock.sendall(raw.send(1, 11, 1, {"max_wait_ms": 0, "min_bytes": 0, "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                             "partition_max_bytes": 1 << 20}]}]}))
+        records = bytes(raw.recv(1, 11)[1].responses[0].partitions[0].records)
+    finally:
+        raw.close()
+    codecs, pos = set(), 0
+    while pos + 23 <= len(records):
+        codecs.add(int.from_bytes(records[pos + 21:pos + 23], "big") & 7)
+        pos += 12 + int.from_bytes(records[pos + 8:pos + 12], "big")
+    return codecs

@@ -21,7 +21,7 @@ import pytest
 
 from fixtures import FAST, consume
 from kafka_adapters import RDKAFKA_LOG, _rdkafka_logger, adapter, kcat_path, protocol_failures
-from kafka_raw import WAIT, Raw, kafka_broker
+from kafka_raw import WAIT, Raw, batch_codecs, kafka_broker
 from logbroker import Admin, Consumer, Producer
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 
@@ -66,23 +66,6 @@ def raw_append(bootstrap: str, topic: str, pairs, ts: int) -> None:
         assert raw.recv(0, 8)[1].responses[0].partition_responses[0].error_code == 0
     finally:
         raw.close()
-
-
-def batch_codecs(bootstrap: str, topic: str) -> set:
-    """The compression codec of every batch of partition 0, from a raw Fetch."""
-    raw = Raw(bootstrap)
-    try:
-        raw.sock.sendall(raw.send(1, 11, 1, {"max_wait_ms": 0, "min_bytes": 0, "topics": [
-            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
-                                             "partition_max_bytes": 1 << 20}]}]}))
-        records = bytes(raw.recv(1, 11)[1].responses[0].partitions[0].records)
-    finally:
-        raw.close()
-    codecs, pos = set(), 0
-    while pos + 23 <= len(records):
-        codecs.add(int.from_bytes(records[pos + 21:pos + 23], "big") & 7)
-        pos += 12 + int.from_bytes(records[pos + 8:pos + 12], "big")
-    return codecs
 
 
 @pytest.fixture(scope="module")
