@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 from fixtures import FAST, RawConn, consume, open_store
 from logbroker import Consumer, Producer
 from logbroker.cli.main import main
-from logbroker.errors import LogbrokerError
+from logbroker.errors import CorruptRecordError, LogbrokerError
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 from logbroker.protocol import messages as m
 from logbroker.records import decode_batch
 from logbroker.records import format as fmt
+from logbroker.records.kafka_v2 import readable
+from logbroker.records.walker import batch_timestamps
 from logbroker.storage.incoming import parse_batches
 from test_compaction import compact_all, open_compacted, records_of
 
@@ -156,9 +158,36 @@ def test_fuzz_mutated_kafka_batches_raise_only_our_errors(batch, flips, fix_crc)
         parsed = parse_batches(bytes(raw), max_batch_bytes=1 << 16)
     except LogbrokerError:
         return
-    for mv, h in parsed:  # accepted: a Kafka batch reads; ours (a flipped magic byte,
-        # outside the CRC) is checked on append for header and CRC only (§5)
+    for mv, h in parsed:  # accepted: it reads, or decoding raises only our error: ours (a
+        # flipped magic byte, outside the CRC) is checked on append for header and CRC only
+        # (§5), a Kafka batch's records are not walked (decision 78): the broker's readers
+        # then go by its header
         try:
             assert len(decode_batch(mv).records()) == h.record_count
-        except LogbrokerError:
-            assert h.magic == fmt.MAGIC
+        except CorruptRecordError:
+            if h.magic == fmt.KAFKA_MAGIC:
+                assert readable(mv) is None
+                assert list(batch_timestamps(mv)()) == [h.max_timestamp] * h.record_count
+
+
+def test_a_consumer_stops_at_malformed_kafka_records_and_seeks_past(broker):
+    """A CRC-valid Kafka batch of malformed records is stored (decision 78);
+    the Consumer returns every record before it, then raises a
+    CorruptRecordError naming the offset and where to seek, as Kafka's
+    consumer does; past it, reading goes on."""
+    bad = build_batch([KafkaRecord(1, 0, b"k", b"x"), KafkaRecord(1, 0, b"k", b"y")],
+                      base_timestamp=T0)  # offset deltas 1, 1
+    conn = RawConn(broker.port)
+    for raw in (kbatch([(b"a", b"1"), (b"b", b"2")], ts=T0), bad, kbatch([(b"c", b"3")], ts=T0)):
+        send(conn, "bad", raw)
+    with Consumer(broker.bootstrap, auto_offset_reset="earliest", **FAST) as c:
+        c.assign([("bad", 0)])
+        assert [r.value for r in consume(c, 2)] == [b"1", b"2"]
+        with pytest.raises(CorruptRecordError, match="offset 2.*offset delta 1, expected 0.*"
+                                                     "next readable offset is 4") as err:
+            for _ in range(50):  # bounded: the error comes with the next fetch
+                assert c.poll(0.2) == []
+        assert (err.value.offset, err.value.next_offset) == (2, 4)
+        assert c.position("bad", 0) == 2
+        c.seek("bad", 0, err.value.next_offset)
+        assert [(r.offset, r.value) for r in consume(c, 1)] == [(4, b"3")]

@@ -1,7 +1,9 @@
-"""Kafka record batches (magic 2) in the log: appended as sent (checked as
-Kafka's LogValidator does), read back by every reader, found by timestamp,
+"""Kafka record batches (magic 2) in the log: appended as sent (header,
+CRC, size and decompression checked; records walked only for a compacted
+topic, decision 78), read back by every reader, found by timestamp,
 surviving a crash, a torn tail, retention and replication; bad ones refused
-with nothing stored (docs/format.md §9)."""
+with nothing stored, and a CRC-valid batch of malformed records stored and
+got around by every reader (docs/format.md §9)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from logbroker.kafka.record_batch import KafkaRecord, build_batch
 from logbroker.protocol import messages as m
 from logbroker.records import decode_batch, scan_batches
 from logbroker.records import format as fmt
+from logbroker.records.kafka_v2 import readable
 
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy (xerial), lz4, zstd
 
@@ -135,20 +138,28 @@ def with_header(raw: bytes, offset: int, value: bytes) -> bytes:
     return recrc(b)
 
 
+def cut(raw: bytes, n: int) -> bytes:
+    """``raw`` without its last ``n`` bytes, length and CRC fixed up."""
+    b = bytearray(raw[:-n])
+    b[8:12] = (len(b) - 12).to_bytes(4, "big")
+    return recrc(b)
+
+
 def test_bad_kafka_batches_are_refused_with_nothing_stored(store_factory):
     s = store_factory(max_batch_bytes=4096)
     s.create_topic("t")
     log = s.get_log("t", 0)
     good = kbatch([b"a", b"b"])
-    bad_offsets = build_batch([KafkaRecord(1, 0, b"k", b"a"), KafkaRecord(1, 0, b"k", b"b")])
     cases = [
         (bad_crc(good), CorruptRecordError, "CRC"),
-        (bad_offsets, CorruptRecordError, "offset delta 1, expected 0"),
+        (with_header(good[:fmt.HEADER_SIZE + 10], 8, (fmt.HEADER_SIZE - 2).to_bytes(4, "big")),
+         CorruptRecordError, "2 records cannot fit in a 10-byte records section"),
+        (cut(kbatch([b"a"], compression=1), 3), CorruptRecordError, "gzip"),
         (with_header(good, 57, (3).to_bytes(4, "big")), CorruptRecordError, "mismatch"),
         (kbatch([b"a"], attributes=fmt.KAFKA_TRANSACTIONAL), InvalidRecordError, "transactional"),
         (kbatch([b"a"], attributes=fmt.KAFKA_CONTROL), InvalidRecordError, "control"),
         (with_header(good, 21, (0x40).to_bytes(2, "big")), CorruptRecordError, "attributes"),
-        (with_header(good, 35, (1_000_000).to_bytes(8, "big")), CorruptRecordError, "max timestamp"),
+        (with_header(good, 35, (999_999).to_bytes(8, "big")), CorruptRecordError, "max timestamp"),
         (kbatch([b"z" * 5000]), RecordTooLargeError, "max_batch_bytes"),
         (kbatch([b"\0" * 70_000], compression=3), RecordTooLargeError, "decompresses"),
     ]
@@ -160,12 +171,19 @@ def test_bad_kafka_batches_are_refused_with_nothing_stored(store_factory):
     assert values_of(log) == [b"a", b"b"]
 
 
+BAD_OFFSETS = build_batch([KafkaRecord(1, 0, b"k", b"a"), KafkaRecord(1, 0, b"k", b"b")],
+                          base_timestamp=2_000)  # CRC-valid, records malformed
+
+
 def test_compacted_topic_refuses_a_kafka_record_without_key(store_factory):
+    """A compacted topic's Kafka batches are walked: keys, and every record rule."""
     s = store_factory()
     s.create_topic("c", cleanup_policy="compact")
     log = s.get_log("c", 0)
     with pytest.raises(InvalidRecordError, match="key"):
         log.append([kbatch([b"a", b"b"], keys=[b"k", None])])
+    with pytest.raises(CorruptRecordError, match="offset delta 1, expected 0"):
+        log.append([BAD_OFFSETS])
     log.append([kbatch([b"a"], keys=[b"k"])])
     assert log.log_end_offset == 1
 
@@ -201,17 +219,71 @@ def test_our_produce_request_carries_kafka_batches(broker):
 
 
 def test_only_logbroker_errors_for_truncated_kafka_records(store_factory):
-    """Every prefix length of the records section, CRC fixed up: refused cleanly."""
+    """Every prefix length of the records section, CRC fixed up: refused
+    cleanly, or stored (records unwalked) and then read as a
+    CorruptRecordError by a reader, as nothing by the broker's own."""
     s = store_factory()
     s.create_topic("t")
-    log = s.get_log("t", 0)
+    s.create_topic("c", cleanup_policy="compact")
+    log, compacted = s.get_log("t", 0), s.get_log("c", 0)
     good = kbatch([b"a" * 20, None], headers=(("h", b"v"),))
+    stored = 0
     for cut in range(fmt.HEADER_SIZE, len(good)):
         raw = bytearray(good[:cut])
         raw[8:12] = (cut - 12).to_bytes(4, "big")
         with pytest.raises(LogbrokerError):
+            compacted.append([recrc(raw)])
+        try:
             log.append([recrc(raw)])
-    assert log.log_end_offset == 0
+        except LogbrokerError:
+            continue
+        stored += 1
+        data = log.read(log.log_end_offset - 2, 1 << 20)
+        with pytest.raises(CorruptRecordError):
+            decode_batch(data)
+        assert readable(data) is None
+    assert compacted.log_end_offset == 0
+    assert 0 < stored < len(good) - fmt.HEADER_SIZE and log.log_end_offset == 2 * stored
+
+
+def test_malformed_kafka_records_are_stored_and_the_broker_gets_around_them(tmp_path):
+    """A CRC-valid Kafka batch whose records are malformed (decision 78):
+    stored; offset-for-timestamp lands on it by its header; the console
+    shows a row for it; compaction (the topic compact only later) keeps it
+    whole and compacts the rest; decode_batch names the problem."""
+    from test_compaction import COMPACT, compact_all, open_compacted
+    s = open_compacted(tmp_path / "d", cleanup_policy="delete")
+    s.create_topic("t")
+    log = s.get_log("t", 0)
+    log.append([kbatch([b"a", b"b"], ts=1_000, keys=[b"k", b"j"])])
+    info = log.append([BAD_OFFSETS])
+    log.append([kbatch([b"c"], ts=3_000, keys=[b"k"])])
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (2, 3, 5)
+    data = log.read(2, 1 << 20)
+    with pytest.raises(CorruptRecordError, match="offset delta 1, expected 0"):
+        decode_batch(data[:fmt.read_header(data).size])
+    assert log.offset_for_timestamp(1_500).offset == 2  # the bad batch's first offset
+    assert log.offset_for_timestamp(2_500).offset == 4
+    from logbroker.broker.console.inputs import MessageQuery
+    from logbroker.broker.console.messages import read_page
+    page = read_page(log, MessageQuery(topic="t", partition=0, offset=0, time_ms=None, limit=10,
+                                       format="text"))
+    assert [r["offset"] for r in page["records"]] == [0, 1, 2, 4]
+    assert "do not decode" in page["records"][2]["skipped"] and page["next_offset"] == 5
+    log.roll()
+    log.append([kbatch([b"d"], ts=4_000, keys=[b"z"])])
+    s.close()
+    with open_compacted(tmp_path / "d") as s:  # now compact: key k's first record goes
+        assert s.get_log("t", 0).config.cleanup_policy == COMPACT["cleanup_policy"]
+        compact_all(s)
+        log = s.get_log("t", 0)
+        kept, offset = [], 0
+        while offset < log.log_end_offset:  # a read stops at a segment's end
+            for pos, h in scan_batches(log.read(offset, 1 << 20)):
+                kept.append((h.base_offset, h.record_count))
+                offset = h.next_offset
+        assert kept == [(1, 1), (2, 2), (4, 1), (5, 1)]
+        assert readable(log.read(2, 1 << 20)[:BAD_OFFSETS.__len__()]) is None
 
 
 def test_snappy_in_several_xerial_blocks_and_raw(store_factory):

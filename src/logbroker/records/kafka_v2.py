@@ -11,10 +11,10 @@ magics), its records section is Kafka's, possibly compressed
     value_length varint (-1 null), value, header_count varint,
     per header: key_length varint, key (UTF-8), value_length varint (-1 null), value
 
-``check_batch`` is the broker's check on append (what Kafka's LogValidator
-does, and a little more so that every stored batch reads as columns);
-``decode_kafka`` is the one reader: it walks the records once and encodes
-them with our columnar encoder, so every reader of ``RecordBatch``
+``check_batch`` is the broker's check on append: the section's size and
+decompression, the records walked only for a compacted topic (decision
+78); ``decode_kafka`` is the one reader: it walks the records once and
+encodes them with our columnar encoder, so every reader of ``RecordBatch``
 (consumer, Arrow/Spark, compaction, inspect, offset-for-timestamp) serves
 both magics through ``decoder.decode_batch``. Every malformed input raises
 a ``LogbrokerError`` subclass (CorruptRecordError mostly) and nothing else.
@@ -58,29 +58,57 @@ def section(batch, header: fmt.BatchHeader, limit: int = READ_LIMIT) -> bytes:
 
 def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
                 require_keys: bool = False) -> None:
-    """Raise unless the whole magic-2 batch ``batch`` (CRC already checked)
-    can be stored: not transactional nor a control batch (InvalidRecordError:
-    not supported yet); its section decompresses within ``limit`` bytes
-    (RecordTooLargeError); exactly ``record_count`` well-formed records with
-    offset deltas 0..n-1 and UTF-8 header keys, filling the section
-    (CorruptRecordError); record timestamps within the header's max
-    timestamp (so the time index never skips one) and within ±2^31-1 ms of
-    the first record's (so it converts to columns); a key on every record
-    when ``require_keys`` (InvalidRecordError). Memory: the decompressed
-    section and O(1) per record (nothing is collected)."""
+    """Raise unless the whole magic-2 batch ``batch`` (header and CRC
+    already checked) can be stored: not transactional nor a control batch
+    (InvalidRecordError: not supported yet); a compressed section that
+    decompresses, within ``limit`` bytes (RecordTooLargeError,
+    CorruptRecordError); a section long enough for ``record_count``
+    records (CorruptRecordError). Cost: O(1) per batch, plus the
+    decompression (C) of a compressed one; nothing per record.
+
+    The records themselves are walked only when ``require_keys`` (a
+    compacted topic: a key on every record, InvalidRecordError, and every
+    rule of ``walk``). Elsewhere the section stays opaque, as the issue's
+    "stored as sent" asks (decision 78): a CRC-valid batch whose records
+    are malformed (a client bug; none of Kafka's clients sends one) is
+    stored, and each reader reports it where it decodes it as a
+    ``CorruptRecordError`` naming its offsets (the consumer says where to
+    seek to skip it) or, on the broker, gets around it (``readable``)."""
     attrs = header.attributes
     if attrs & (fmt.KAFKA_TRANSACTIONAL | fmt.KAFKA_CONTROL):
         kind = "control" if attrs & fmt.KAFKA_CONTROL else "transactional"
         raise InvalidRecordError(f"{kind} Kafka batches are not supported (attributes "
                                  f"0x{attrs:04x})")
-    data = section(batch, header, limit)
-    w = walk(data, header.record_count, header.first_timestamp, collect=False)
+    if not require_keys:
+        size = header.size - fmt.HEADER_SIZE
+        if attrs & fmt.COMPRESSION_MASK:
+            size = len(section(batch, header, limit))
+        if header.record_count * _MIN_RECORD > size:
+            raise CorruptRecordError(f"{header.record_count} records cannot fit in a {size}-byte "
+                                     f"records section")
+        return
+    w = walk(section(batch, header, limit), header.record_count, header.first_timestamp,
+             collect=False)
     if not attrs & fmt.LOG_APPEND_TIME and w.max_timestamp > header.max_timestamp:
         raise CorruptRecordError(f"a record's timestamp {w.max_timestamp} is above the batch's "
                                  f"max timestamp {header.max_timestamp}")
-    if require_keys and w.null_key:
+    if w.null_key:
         raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
                                  f"of {header.record_count} record(s) has one without")
+
+
+def readable(data) -> "RecordBatch | None":
+    """The whole batch ``data`` (CRC checked by the caller) decoded, or None
+    when it is a Kafka batch whose records do not decode (stored unwalked,
+    ``check_batch``): for the broker's own readers (offset-for-timestamp,
+    compaction, the console), which then go by its header and keep it as
+    it is rather than fail the partition. A bad magic-1 batch still raises."""
+    try:
+        return decode_batch(data, verify=False)
+    except CorruptRecordError:
+        if fmt.read_header(data, 0).magic != fmt.KAFKA_MAGIC:
+            raise
+        return None
 
 
 def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ..errors import CorruptRecordError
 from . import format as fmt
-from .decoder import decode_batch
+from .kafka_v2 import readable
 
 WINDOW = 4 << 20
 
@@ -142,5 +142,13 @@ def first_at_or_after(batches: Iterable[tuple[fmt.BatchHeader, Callable[[], Sequ
 
 def batch_timestamps(data) -> Callable[[], Sequence[int]]:
     """The ``timestamps`` callable of ``first_at_or_after`` for raw batch bytes
-    (decoded, CRC-checked, only when called)."""
-    return lambda: decode_batch(data).timestamps()
+    (decoded, CRC-checked, only when called). A Kafka batch whose records do
+    not decode (``kafka_v2.readable``) stands as its header's max timestamp
+    for every record: the search lands on its first offset, never fails."""
+    def timestamps() -> Sequence[int]:
+        header = fmt.read_header(data, 0)
+        fmt.check_crc(data, 0, header)
+        batch = readable(data)
+        return batch.timestamps() if batch is not None else \
+            [header.max_timestamp] * header.record_count
+    return timestamps

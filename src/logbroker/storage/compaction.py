@@ -40,7 +40,7 @@ from typing import Iterator
 
 from ..records import format as fmt
 from ..records.compact import encode_runs
-from ..records.decoder import decode_batch
+from ..records.kafka_v2 import readable
 from ..records.walker import scan_file
 from .cleaner_state import CleanerState, load_state
 from .index import PartitionIndex
@@ -119,7 +119,8 @@ def _build_map(plan: PassPlan, keymap: KeyMap) -> Iterator[int]:
                 continue
             if header.next_offset > plan.map_limit:
                 return plan.map_limit
-            keys = decode_batch(data, verify=False).keys.tolist()
+            batch = readable(data)
+            keys = batch.keys.tolist() if batch is not None else []  # unreadable: supersedes none
             if len(keymap) and not keymap.fits(keys):
                 return header.base_offset
             keymap.put_all(keys, header.base_offset)
@@ -174,8 +175,11 @@ def _clean_group(plog, group: list, keymap: KeyMap, horizon: int) -> Iterator[in
 
 def _kept(data, keymap: KeyMap, horizon: int) -> tuple[list[bytes], int]:
     """The batch ``data`` as the batches that keep its surviving records,
-    and how many records went."""
-    batch = decode_batch(data, verify=False)
+    and how many records went. A Kafka batch whose records do not decode
+    (``kafka_v2.readable``) is kept whole: nothing unreadable is dropped."""
+    batch = readable(data)
+    if batch is None:
+        return [bytes(data)], 0
     base = batch.header.base_offset
     keys, nulls = batch.keys.tolist(), batch.values.null_flags()
     latest = keymap.latest

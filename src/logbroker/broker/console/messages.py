@@ -28,8 +28,9 @@ import os
 from datetime import datetime, timezone
 
 from ...errors import OffsetOutOfRangeError
-from ...records import decode_batch, read_header, scan_batches
+from ...records import check_crc, read_header, scan_batches
 from ...records.format import HEADER_SIZE
+from ...records.kafka_v2 import readable
 from .inputs import PAGE_BYTES, VALUE_CAP, MessageQuery
 
 
@@ -59,7 +60,12 @@ def read_page(lg, q: MessageQuery) -> dict:
             break
         for pos, header in batches:
             used += header.size
-            for rec in decode_batch(data[pos:pos + header.size]).records():
+            raw = data[pos:pos + header.size]
+            check_crc(raw, 0, header)
+            batch = readable(raw)
+            if batch is None and nxt < header.next_offset and len(records) < q.limit:
+                records.append(_unreadable(header))
+            for rec in batch.records() if batch is not None else ():
                 if nxt <= rec.offset < hw and len(records) < q.limit:
                     records.append(_record(rec, q.format))
                     nxt = rec.offset + 1
@@ -81,6 +87,12 @@ def _skipped(header) -> dict:
     """The row standing for a batch larger than a page."""
     return {"offset": header.base_offset, "skipped": f"batch {header.base_offset}.."
             f"{header.last_offset} is {header.size} bytes, more than a page ({PAGE_BYTES})"}
+
+
+def _unreadable(header) -> dict:
+    """The row standing for a Kafka batch whose records do not decode."""
+    return {"offset": header.base_offset, "skipped": f"batch {header.base_offset}.."
+            f"{header.last_offset}: a Kafka batch whose records do not decode (stored as sent)"}
 
 
 def _record(rec, fmt: str) -> dict:
