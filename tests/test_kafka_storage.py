@@ -160,6 +160,8 @@ def test_bad_kafka_batches_are_refused_with_nothing_stored(store_factory):
         (kbatch([b"a"], attributes=fmt.KAFKA_CONTROL), InvalidRecordError, "control"),
         (with_header(good, 21, (0x40).to_bytes(2, "big")), CorruptRecordError, "attributes"),
         (with_header(good, 35, (999_999).to_bytes(8, "big")), CorruptRecordError, "max timestamp"),
+        (with_header(good, 35, (1_000_000 + 2**31).to_bytes(8, "big")), CorruptRecordError,
+         "span more than"),
         (kbatch([b"z" * 5000]), RecordTooLargeError, "max_batch_bytes"),
         (kbatch([b"\0" * 70_000], compression=3), RecordTooLargeError, "decompresses"),
     ]

@@ -63,8 +63,10 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
     (InvalidRecordError: not supported yet); a compressed section that
     decompresses, within ``limit`` bytes (RecordTooLargeError,
     CorruptRecordError); a section long enough for ``record_count``
-    records (CorruptRecordError). Cost: O(1) per batch, plus the
-    decompression (C) of a compressed one; nothing per record.
+    records and a header max timestamp within 2^31-1 ms of its first (so
+    the records convert to columns; CorruptRecordError). Cost: O(1) per
+    batch, plus the decompression (C) of a compressed one; nothing per
+    record.
 
     The records themselves are walked only when ``require_keys`` (a
     compacted topic: a key on every record, InvalidRecordError, and every
@@ -80,6 +82,9 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
         raise InvalidRecordError(f"{kind} Kafka batches are not supported (attributes "
                                  f"0x{attrs:04x})")
     if not require_keys:
+        if header.max_timestamp - header.first_timestamp > I32_MAX:
+            raise CorruptRecordError(f"Kafka batch timestamps {header.first_timestamp}.."
+                                     f"{header.max_timestamp} span more than 2^31-1 ms")
         size = header.size - fmt.HEADER_SIZE
         if attrs & fmt.COMPRESSION_MASK:
             size = len(section(batch, header, limit))
