@@ -3,11 +3,12 @@ process of its own (kafka-python in the dev extra; skipped without it)."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
 
-from fixtures import BrokerProcess
+from fixtures import BrokerProcess, wait_until
 from fixtures_tls import tls_files
 from kafka_raw import WAIT, Raw, kread, produce_body
 from logbroker.broker.config import BrokerConfig
@@ -105,3 +106,33 @@ def test_kafka_settings_are_checked():
         BrokerConfig(kafka_port=0, kafka_advertised="nohost")
     assert BrokerConfig(kafka_port=0, auth_required=True).auth_required  # SASL: allowed
     assert BrokerConfig(kafka_port=9092, kafka_advertised="kafka.example:19092").kafka_port == 9092
+
+
+def test_kafka_tls_handshakes_count_against_the_connection_limits(tmp_path):
+    """On the Kafka listener as on ours (broker/tls.py), a TLS handshake in
+    progress counts toward the per-address limit: two stalled ones fill it
+    and a third connection is closed at once; each stalled one is closed
+    after frame_timeout_ms with a log line; then a client gets in."""
+    ca_pem, cert, key = tls_files(tmp_path)
+    with BrokerProcess(tmp_path / "lim", "--kafka-port", "0", "--tls-cert", str(cert),
+                       "--tls-key", str(key),
+                       config={"max_connections_per_ip": 2, "frame_timeout_ms": 1000}) as b:
+        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        host, port = bootstrap.rsplit(":", 1)
+        stalled = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
+        try:
+            with socket.create_connection((host, int(port)), timeout=10) as third:
+                started = time.monotonic()
+                assert third.recv(1) == b""  # refused: closed without a handshake
+                assert time.monotonic() - started < 0.9  # before any handshake timeout
+            for s in stalled:
+                assert s.recv(1) == b""  # the broker ends the stalled handshakes
+        finally:
+            for s in stalled:
+                s.close()
+        wait_until(lambda: b.log().count("failed: not completed within 1 s (frame_timeout_ms)")
+                   >= 2, what="both stalled handshakes logged")
+        p = KafkaProducer(acks="all", bootstrap_servers=bootstrap, security_protocol="SSL",
+                          ssl_cafile=str(ca_pem))
+        assert p.send("after", value=b"a", partition=0).get(timeout=WAIT).offset == 0
+        p.close(timeout=WAIT)

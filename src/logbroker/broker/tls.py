@@ -10,7 +10,9 @@ that stalls) closes the connection and logs one line; it never reaches the
 broker's connection table, and the broker goes on serving the others.
 Handshakes in progress count toward ``max_connections`` and the per-IP
 limits (admission.py); a connection over a limit is answered
-TOO_MANY_CONNECTIONS after its handshake, as a plaintext one is.
+TOO_MANY_CONNECTIONS after its handshake, as a plaintext one is. The Kafka
+listener uses the same handshakes (its connections, closed when over a
+limit).
 
 (``create_server(ssl=...)`` would do the handshake too, but asyncio reports
 its failures only in debug mode.)
@@ -51,10 +53,19 @@ def peer_context(config: "BrokerConfig") -> "ssl.SSLContext | None":
 
 
 class TlsListener:
-    """The protocol factory of a TLS listener: ``create_server(listener.protocol, ...)``."""
+    """The protocol factory of a TLS listener: ``create_server(listener.protocol, ...)``.
+    ``make_conn()`` makes the connection a handshake hands over to (ours by
+    default); ``registry`` (``unregister(conn)``) uncounts it when its
+    handshake fails. ``answer_refusals``: a connection over a limit is
+    answered TOO_MANY_CONNECTIONS (our protocol) or just closed (Kafka's
+    listener, as Kafka does)."""
 
-    def __init__(self, broker: "Broker", context: ssl.SSLContext) -> None:
+    def __init__(self, broker: "Broker", context: ssl.SSLContext, make_conn=None,
+                 registry=None, answer_refusals: bool = True) -> None:
         self.broker, self.context = broker, context
+        self.make_conn = make_conn or (lambda: ClientConnection(broker))
+        self.registry = registry or broker
+        self.answer_refusals = answer_refusals
         self.timeout = broker.config.frame_timeout_ms / 1000
         self.handshakes: set[asyncio.Task] = set()
 
@@ -79,10 +90,11 @@ class _Handshake(asyncio.Protocol):
         ip = peer_ip(transport)
         why = broker.admission.admit(ip)
         if why is None:
-            app, timeout = ClientConnection(broker), lst.timeout
-            app.ip = ip  # counted: released by the broker once closed, or below if the handshake fails
+            app, timeout = lst.make_conn(), lst.timeout
+            app.ip = ip  # counted: released by the registry once closed, or below if the handshake fails
         else:
-            app, timeout = broker.admission.refusal(why, ip, broker.scratch), broker.admission.timeout
+            app, timeout = (broker.admission.refusal(why, ip, broker.scratch)
+                            if lst.answer_refusals else None), broker.admission.timeout
             if app is None:
                 transport.abort()
                 return
@@ -117,7 +129,7 @@ class _Handshake(asyncio.Protocol):
         if isinstance(app, Refusal):
             app.forget()
         else:
-            self.listener.broker.unregister(app)
+            self.listener.registry.unregister(app)
 
     def data_received(self, data: bytes) -> None:  # reading is paused until start_tls
         pass

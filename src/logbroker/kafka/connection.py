@@ -87,8 +87,8 @@ class KafkaConnection(AnsweringConnection):
         return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self.transport is None:
-            return
+        if self.transport is None and self.ip is None:  # refused (a TLS one is counted
+            return  # by its handshake and may get bytes before connection_made)
         reader = self.reader
         try:
             reader.buffer_updated(nbytes)

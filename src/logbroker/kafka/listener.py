@@ -11,9 +11,9 @@ its clients see the connection end and retry with backoff). The broker's
 1 s sweep calls ``sweep(now)`` for the frame and idle timeouts.
 
 With ``tls_cert`` the Kafka listener speaks TLS too, with the same
-context as ours (mutual TLS with ``tls_client_auth``): asyncio's TLS,
-its handshake bounded by ``frame_timeout_ms``; a connection is counted
-once its handshake is done (ours counts handshakes too: a next step).
+context as ours (mutual TLS with ``tls_client_auth``) and the same
+handshakes (``broker/tls.TlsListener``): bounded by ``frame_timeout_ms``,
+counted against the limits from acceptance, a failure logged in one line.
 
 ``advertised`` is the "HOST:PORT" Metadata gives Kafka clients:
 ``kafka_advertised``, or the listener's host and bound port (set
@@ -64,14 +64,14 @@ class KafkaListener:
 
     async def start(self) -> None:
         """Bind ``host:kafka_port`` and serve."""
-        from ..broker.tls import listener_context
+        from ..broker.tls import TlsListener, listener_context
 
         cfg = self.broker.config
         context = listener_context(cfg)
+        factory = (lambda: KafkaConnection(self)) if context is None else TlsListener(
+            self.broker, context, lambda: KafkaConnection(self), self, answer_refusals=False).protocol
         self.server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(self), cfg.host, cfg.kafka_port, reuse_address=True,
-            backlog=512, ssl=context,
-            ssl_handshake_timeout=cfg.frame_timeout_ms / 1000 if context else None)
+            factory, cfg.host, cfg.kafka_port, reuse_address=True, backlog=512)
         self.port = self.server.sockets[0].getsockname()[1]
         host, port = (parse_address(cfg.kafka_advertised) if cfg.kafka_advertised
                       else (cfg.host, self.port))
@@ -86,18 +86,21 @@ class KafkaListener:
         return HANDLERS.get(api_key, _not_served)
 
     def register(self, conn: KafkaConnection, transport) -> bool:
-        """Count ``conn`` (False: refused, its transport aborted)."""
-        if self.server is None or not self.server.is_serving():
+        """Count ``conn`` (False: refused, its transport aborted). A TLS
+        connection comes counted by its handshake (``conn.ip`` set)."""
+        if self.server is None or not self.server.is_serving() or transport.is_closing():
+            self.unregister(conn)
             transport.abort()
             return False
-        ip = peer_ip(transport)
-        why = self.broker.admission.admit(ip)
-        if why is not None:
-            log.debug("refused a Kafka connection from %s: %s", ip,
-                        self.broker.admission.message(why, ip))
-            transport.abort()
-            return False
-        conn.ip = ip
+        if conn.ip is None:
+            ip = peer_ip(transport)
+            why = self.broker.admission.admit(ip)
+            if why is not None:
+                log.debug("refused a Kafka connection from %s: %s", ip,
+                          self.broker.admission.message(why, ip))
+                transport.abort()
+                return False
+            conn.ip = ip
         self.connections.add(conn)
         return True
 
