@@ -16,8 +16,10 @@ decompression, the records walked only for a compacted topic (decision
 78); ``decode_kafka`` is the one reader: it walks the records once and
 encodes them with our columnar encoder, so every reader of ``RecordBatch``
 (consumer, Arrow/Spark, compaction, inspect, offset-for-timestamp) serves
-both magics through ``decoder.decode_batch``. Every malformed input raises
-a ``LogbrokerError`` subclass (CorruptRecordError mostly) and nothing else.
+both magics through ``decoder.decode_batch``; ``kafka_records`` gives the
+same walk's Kafka fields per record (for tests of ``build_batch``). Every
+malformed input raises a ``LogbrokerError`` subclass (CorruptRecordError
+mostly) and nothing else.
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ _MIN_RECORD = 7  # bytes of the smallest record: seven one-byte fields
 @dataclasses.dataclass(frozen=True, slots=True)
 class Walked:
     """What a walk of a records section found. ``timestamps``, ``keys``,
-    ``values`` are per record (empty lists when not collected); ``headers``
-    maps a record index to its ``(str, bytes | None)`` pairs."""
+    ``values`` are per record (empty lists when not collected), so is
+    ``attributes`` (only for ``kafka_records``); ``headers`` maps a record
+    index to its ``(str, bytes | None)`` pairs."""
 
     timestamps: list
     keys: list
     values: list
     headers: dict
+    attributes: list
     max_timestamp: int
     min_timestamp: int
     null_key: bool
@@ -135,22 +139,42 @@ def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,
         header, first_timestamp=columns.header.first_timestamp))
 
 
-def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True) -> Walked:
+def kafka_records(batch, header: fmt.BatchHeader, *, verify: bool = True,
+                  limit: int = READ_LIMIT) -> list:
+    """Kafka's own fields of each record of the whole magic-2 batch
+    ``batch`` (header at 0, ``header`` its header), as ``(offset_delta,
+    timestamp_delta, key, value, headers, attributes)`` tuples (the order
+    of ``kafka.record_batch.KafkaRecord``): what ``decode_kafka`` reads,
+    before it becomes columns. Every rule of ``walk`` but our columns'
+    timestamp span (Kafka's deltas are 64-bit); CRC checked when
+    ``verify``. For comparing with Kafka's encoding (tests of build_batch)."""
+    if verify:
+        fmt.check_crc(batch, 0, header)
+    w = walk(section(batch, header, limit), header.record_count, 0, fields=True)
+    return [(i, w.timestamps[i], w.keys[i], w.values[i], w.headers.get(i, ()), w.attributes[i])
+            for i in range(header.record_count)]
+
+
+def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True,
+         fields: bool = False) -> Walked:
     """Walk the ``n`` records of the (decompressed) section ``data``; every
     rule of ``check_batch`` on the layout is checked here (CorruptRecordError
-    naming the record). ``collect=False`` keeps nothing per record."""
+    naming the record), and our columns' one: every timestamp within 2^31-1
+    ms of the first record's. ``collect=False`` keeps nothing per record;
+    ``fields=True`` (``kafka_records``) also keeps each record's attributes
+    byte and leaves out the columns' rule."""
     end = len(data)
     if n * _MIN_RECORD > end:
         raise CorruptRecordError(f"{n} records cannot fit in a {end}-byte records section")
-    stamps, keys, values, headers = [], [], [], {}
-    pos, hi, lo, first, null_key = 0, None, None, None, False
+    stamps, keys, values, headers, attributes = [], [], [], {}, []
+    pos, null_key = 0, False
     for i in range(n):
         try:
             length, pos = _varint(data, pos, end)
             rend = pos + length
             if length < 0 or rend > end:
                 raise CorruptRecordError(f"length {length} runs past the section")
-            delta, p = _varint(data, pos + 1, rend)  # skip the (unused) attributes byte
+            delta, p = _varint(data, pos + 1, rend)  # after the attributes byte
             offset_delta, p = _varint(data, p, rend)
             if offset_delta != i:
                 raise CorruptRecordError(f"offset delta {offset_delta}, expected {i}")
@@ -165,44 +189,53 @@ def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True) -> W
                 raise CorruptRecordError(f"length {length} disagrees with its fields")
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"Kafka record {i}: {exc.message}") from None
-        pos = rend
-        ts = base_timestamp + delta
-        hi = ts if hi is None or ts > hi else hi
-        lo = ts if lo is None or ts < lo else lo
+        stamps.append(base_timestamp + delta)
         if key is None:
             null_key = True
         if collect:
-            stamps.append(ts)
             keys.append(key)
             values.append(value)
-        if i == 0:
-            first = ts
+            if fields:
+                attributes.append(data[pos])
+        pos = rend
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes after the last Kafka record")
-    if n and (hi - first > I32_MAX or lo - first < I32_MIN):
+    if not n:
+        return Walked(stamps, keys, values, headers, attributes, None, None, null_key)
+    hi, lo, first = max(stamps), min(stamps), stamps[0]
+    if not fields and (hi - first > I32_MAX or lo - first < I32_MIN):
         raise CorruptRecordError(f"Kafka record timestamps {lo}..{hi} are not all within "
                                  f"2^31-1 ms of the first record's, {first}")
-    return Walked(stamps, keys, values, headers, hi, lo, null_key)
+    return Walked(stamps if collect else [], keys, values, headers, attributes, hi, lo, null_key)
 
 
 def _varint(data: bytes, pos: int, end: int) -> tuple:
     """A zigzag varint (up to 64 bits) at ``data[pos:end]``: (value, next position)."""
-    result = shift = 0
+    if pos >= end:
+        raise CorruptRecordError("a varint runs past the record")
+    b = data[pos]
+    if b < 0x80:  # one byte: most lengths and deltas
+        return (b >> 1) ^ -(b & 1), pos + 1
+    result, shift = b & 0x7F, 7
     while True:
+        pos += 1
         if pos >= end:
             raise CorruptRecordError("a varint runs past the record")
         b = data[pos]
-        pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+            return (result >> 1) ^ -(result & 1), pos + 1
         shift += 7
         if shift > 63:
             raise CorruptRecordError("a varint longer than 10 bytes")
 
 
 def _blob(data: bytes, pos: int, end: int) -> tuple:
-    n, pos = _varint(data, pos, end)
+    b = data[pos] if pos < end else 0x80
+    if b < 0x80:  # a one-byte length (up to 63 bytes or null) without the call
+        n, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        n, pos = _varint(data, pos, end)
     if n < 0:
         if n == -1:
             return None, pos
