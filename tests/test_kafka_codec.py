@@ -96,15 +96,19 @@ def test_response_round_trip(api, version):
         assert encode_response(got_header, api.key, version, got) == wire
 
 
-def test_profile_is_the_issue_profile_and_never_flexible():
+def test_profile_is_the_issue_profile_flexible_only_for_api_versions_v3():
     ranges = {api.name: (api.min_version, api.max_version) for api in PROFILE}
     assert ranges == {
-        "ApiVersions": (0, 2), "Metadata": (0, 8), "Produce": (3, 8), "Fetch": (4, 11),
+        "ApiVersions": (0, 3), "Metadata": (0, 8), "Produce": (3, 8), "Fetch": (4, 11),
         "ListOffsets": (1, 5), "InitProducerId": (0, 1), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
         "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1)}
-    assert all(api.max_version < FIRST_FLEXIBLE[api.key] for api in PROFILE)
+    # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
+    for api, version in CASES:
+        assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
+    assert [api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]] \
+        == ["ApiVersions"]
     assert len(APIS) == len(PROFILE)
 
 
@@ -155,14 +159,31 @@ def test_golden_produce_v3_request_records_are_views():
     assert isinstance(view, memoryview) and view.obj is frame  # a slice, not a copy
 
 
-def test_golden_unsupported_api_versions_reply():
-    # ApiVersions v3 (a flexible header v2: tagged fields after client_id) -> v0 reply
+def test_golden_api_versions_v3_request_and_response():
+    # header v2: api 18, v3, correlation 5, client "kp" (non-compact), no tags |
+    # body: compact "x", compact "1", no tags
     frame = bytes.fromhex("0012" "0003" "00000005" "00026b70" "00" "0278" "0231" "00")
+    header, body = decode_request(frame)
+    assert header == RequestHeader(18, 3, 5, "kp")
+    assert (body.client_software_name, body.client_software_version) == ("x", "1")
+    assert encode_request(header, body) == len(frame).to_bytes(4, "big") + frame
+    # response header v0 (no tags: ApiVersions' exception) | error 0, compact array
+    # of 1 entry (count + 1 = 2) with its empty tags, throttle 7, empty tags
+    wire = encode_response(header, 18, 3, {"api_keys": [
+        {"api_key": 18, "min_version": 0, "max_version": 3}], "throttle_time_ms": 7})
+    assert wire == bytes.fromhex("00000013" "00000005" "0000" "02" "0012" "0000" "0003" "00"
+                                 "00000007" "00")
+    assert decode_response(wire[4:], 18, 3)[1].throttle_time_ms == 7
+
+
+def test_golden_unsupported_api_versions_reply():
+    # ApiVersions v4 (a flexible header v2: tagged fields after client_id) -> v0 reply
+    frame = bytes.fromhex("0012" "0004" "00000005" "00026b70" "00" "0278" "0231" "00")
     with pytest.raises(KafkaUnsupportedVersionError) as info:
         decode_request(frame)
-    assert info.value.header == RequestHeader(18, 3, 5, "kp") and info.value.code == 35
+    assert info.value.header == RequestHeader(18, 4, 5, "kp") and info.value.code == 35
     assert av.unsupported_version_reply(info.value.header) == bytes.fromhex(
-        "00000010" "00000005" "0023" "00000001" "0012" "0000" "0002")
+        "00000010" "00000005" "0023" "00000001" "0012" "0000" "0003")
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -246,15 +267,15 @@ def test_buffers_pass_records_through_uncopied():
 # -- ApiVersions ---------------------------------------------------------------------------
 def test_api_versions_answers():
     table = av.supported_versions()
-    assert (18, 0, 2) in table and (0, 3, 8) in table and len(table) == len(PROFILE)
-    for version in (0, 1, 2):
+    assert (18, 0, 3) in table and (0, 3, 8) in table and len(table) == len(PROFILE)
+    for version in (0, 1, 2, 3):
         v, body = av.answer_api_versions(RequestHeader(18, version, 1, None), 5)
         assert v == version
         _, got = decode_response(encode_response(ResponseHeader(1), 18, v, body)[4:], 18, v)
         assert tuple((k.api_key, k.min_version, k.max_version) for k in got.api_keys) == table
         assert got.throttle_time_ms == (5 if version else 0) and got.error_code == 0
     assert av.answer_api_versions(RequestHeader(18, 4, 1, None)) == (
-        0, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]})
+        0, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}]})
 
 
 # -- the frame splitter --------------------------------------------------------------------

@@ -46,12 +46,12 @@ def test_api_versions_newer_version_then_the_served_table_pipelined(kbroker):
     _, bootstrap = kbroker
     raw = Raw(bootstrap)
     try:
-        # a newer ApiVersions (v3 is flexible: its header still reads) gets Kafka's v0 answer
-        newer = struct.pack(">hhih", 18, 3, 7, 3) + b"raw" + b"\x00" * 4
+        # a newer ApiVersions (v4 is flexible: its header still reads) gets Kafka's v0 answer
+        newer = struct.pack(">hhih", 18, 4, 7, 3) + b"raw" + b"\x00" * 4
         raw.sock.sendall(struct.pack(">i", len(newer)) + newer)
         head, body = raw.recv(18, 0)
         assert head.correlation_id == 7 and body.error_code == 35
-        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 2)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 3)]
         # three requests in one write: answered in request order
         wire = (raw.send(18, 2, 100, {}) + raw.send(3, 8, 101, {"topics": []})
                 + raw.send(18, 0, 102, {}))
@@ -63,7 +63,7 @@ def test_api_versions_newer_version_then_the_served_table_pipelined(kbroker):
         table = {k.api_key: (k.min_version, k.max_version) for k in b1.api_keys}
         assert table == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 8: (2, 7), 9: (1, 5),
                          10: (0, 2), 11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3),
-                         17: (0, 1), 18: (0, 2), 19: (2, 4), 20: (1, 3), 22: (0, 1), 36: (0, 1)}
+                         17: (0, 1), 18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 1), 36: (0, 1)}
         assert b2.topics == () and [(b.node_id, f"{b.host}:{b.port}") for b in b2.brokers] \
             == [(0, bootstrap)]
     finally:

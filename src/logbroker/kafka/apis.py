@@ -1,8 +1,10 @@
 """The API profile: every Kafka API the codec speaks, by key (docs/kafka.md).
 
-Every range stops at the API's last non-flexible version: clients work when
-each API is capped there, and the codec needs no tagged fields or compact
-types. ``ApiVersions`` (``api_versions.py``) advertises exactly this table.
+Every range but ApiVersions' stops at the API's last non-flexible version:
+clients work when each API is capped there. ApiVersions reaches v3, its
+first flexible version (``Api.flexible``), because librdkafka starts its
+handshake there (docs/kafka.md §1.1). ``ApiVersions`` (``api_versions.py``)
+advertises exactly this table.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
 # The first flexible version of each API (Kafka's "flexibleVersions"): the
-# profile's ranges must stay below it (tests/test_kafka_codec.py checks).
+# profile's ranges stay below it but ApiVersions', whose ``flexible`` starts
+# there (tests/test_kafka_codec.py checks both).
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
                   19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
                   17: 2}  # SaslHandshake has no flexible version ("none"): past its last

@@ -1,5 +1,6 @@
 """Schemas of the data-path APIs: ApiVersions, Metadata, Produce, Fetch,
-ListOffsets, InitProducerId (non-flexible versions only; docs/kafka.md).
+ListOffsets, InitProducerId (docs/kafka.md). Only ApiVersions reaches a
+flexible version (v3: librdkafka's first request); the others stop below.
 
 Written from the protocol's documented fields (kafka.apache.org/protocol).
 Fields of versions outside a profile range are left out; ``versions`` strings
@@ -10,7 +11,14 @@ from __future__ import annotations
 
 from .schema import Api, Array, F, S
 
-API_VERSIONS = Api(18, "ApiVersions", 0, 2, S("ApiVersionsRequest"), S(
+# v3 (KIP-511): the client names itself; the response's header stays v0 (no
+# tagged fields: a client reads it before it knows our versions). The
+# response's optional tagged fields (features, KIP-584) are not sent.
+API_VERSIONS = Api(18, "ApiVersions", 0, 3, S(
+    "ApiVersionsRequest",
+    F("client_software_name", "string", "3+"),
+    F("client_software_version", "string", "3+"),
+), S(
     "ApiVersionsResponse",
     F("error_code", "int16"),
     F("api_keys", Array(S(
@@ -19,7 +27,7 @@ API_VERSIONS = Api(18, "ApiVersions", 0, 2, S("ApiVersionsRequest"), S(
         F("min_version", "int16"),
         F("max_version", "int16")))),
     F("throttle_time_ms", "int32", "1+"),
-))
+), flexible="3+", response_header_tags=False)
 
 METADATA = Api(3, "Metadata", 0, 8, S(
     "MetadataRequest",

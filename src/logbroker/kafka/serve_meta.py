@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import InvalidRequestError, UnknownError
 from ..protocol import messages as m
 from . import cluster_meta
-from .api_versions import api_versions_body
+from .api_versions import answer_api_versions
 from .plan import KafkaSite, Plan
 from .wire_errors import kafka_code, kafka_message
 
@@ -18,9 +18,10 @@ CLUSTER_ID = "logbroker"
 
 def api_versions(site: KafkaSite, header, body) -> Plan:
     """The supported table, limited to the APIs served (a newer version
-    was answered by the codec's rule)."""
+    was answered by the codec's rule; a v3 naming its client software
+    wrongly is answered INVALID_REQUEST, as Kafka does)."""
     def answer(_r) -> dict:
-        out = api_versions_body()
+        _, out = answer_api_versions(header, request=body)
         out["api_keys"] = [k for k in out["api_keys"] if k["api_key"] in site.served]
         return out
     return Plan(None, answer)
