@@ -5,8 +5,9 @@ Decoders take ``(view, pos)`` (``view`` a ``memoryview`` of bytes) and return
 every length against the bytes actually left *before* slicing or allocating
 anything, so a peer cannot pin memory by announcing a length; any problem
 raises ``KafkaDecodeError`` (its path is filled in by the caller). Integers
-are big-endian two's complement; ``varint`` / ``varlong`` are zigzag
-base-128 (inside Kafka records). Strings are UTF-8, decoded strictly.
+are big-endian two's complement; ``varint`` / ``varlong`` (zigzag base-128,
+inside Kafka records) are written here and read by ``records/kafka_v2``.
+Strings are UTF-8, decoded strictly.
 
 Flexible versions (KIP-482) add an unsigned varint (``uvarint``: base 128,
 at most 5 bytes, below 2^32), *compact* lengths (uvarint of length + 1, 0
@@ -169,7 +170,7 @@ def bytes_encoder(nullable: bool, compact: bool = False):
     return enc
 
 
-# -- base 128: varint / varlong (zigzag, inside records), uvarint (flexible versions) --------
+# -- base 128: uvarint (flexible versions); varint / varlong writers (zigzag, records) -------
 def _read_base128(view, pos: int, max_bytes: int, what: str) -> tuple:
     """``(raw unsigned value, next_pos)`` of at most ``max_bytes`` bytes."""
     raw, shift, start = 0, 0, pos
@@ -184,14 +185,6 @@ def _read_base128(view, pos: int, max_bytes: int, what: str) -> tuple:
     if pos - start < max_bytes:
         raise KafkaDecodeError(f"{what} runs past the end of the data")
     raise KafkaDecodeError(f"{what} longer than {max_bytes} bytes")
-
-
-def _read_varnum(view, pos: int, max_bytes: int, bits: int, what: str) -> tuple:
-    raw, pos = _read_base128(view, pos, max_bytes, what)
-    value = (raw >> 1) ^ -(raw & 1)
-    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-        raise KafkaDecodeError(f"{what} {value} out of range")
-    return value, pos
 
 
 def read_uvarint(view, pos: int, what: str = "unsigned varint") -> tuple:
@@ -228,16 +221,6 @@ def skip_tagged_fields(view, pos: int) -> int:
                                    f"{len(view) - pos} bytes left")
         pos += size
     return pos
-
-
-def read_varint(view, pos: int) -> tuple:
-    """A zigzag varint (int32, at most 5 bytes): ``(value, next_pos)``."""
-    return _read_varnum(view, pos, 5, 32, "varint")
-
-
-def read_varlong(view, pos: int) -> tuple:
-    """A zigzag varlong (int64, at most 10 bytes): ``(value, next_pos)``."""
-    return _read_varnum(view, pos, 10, 64, "varlong")
 
 
 def write_varint(value: int, out: bytearray, bits: int = 32) -> None:
