@@ -81,6 +81,7 @@ class BrokerCollector:
         out: list = []
         snap: "list[Snapshot]" = []
         for section in (self._requests, self._traffic, self._commit,
+                        lambda: _kafka_families(self.broker),
                         lambda: snap.append(self._snapshot()) or [],
                         lambda: _state_families(snap[0]) if snap else [],
                         lambda: self._group_families(snap[0]) if snap else []):
@@ -188,6 +189,22 @@ class BrokerCollector:
                 if stamp is not None:
                     seconds.add_metric(labels, max(now - stamp / 1000, 0.0))
         return [lag, seconds, committed]
+
+
+def _kafka_families(broker) -> list:
+    """With the Kafka listener on: its Fetch answers' partitions by path
+    (kafka/fetch_records.py: a file slice, or read and converted)."""
+    if getattr(getattr(broker, "config", None), "kafka_port", None) is None:
+        return []
+    from ..kafka.fetch_records import PATHS
+
+    fam = CounterMetricFamily("logbroker_kafka_fetch_slices", "Partitions a Kafka Fetch "
+                              "answered with records, by path: slice (the segment's bytes as "
+                              "they lie, sendfile) or converted (read, our batches rebuilt).",
+                              labels=("path",))
+    for path, n in list(PATHS.items()):
+        fam.add_metric([path], n)
+    return [fam]
 
 
 def _limit_families(broker) -> list:

@@ -1,18 +1,23 @@
 """A Fetch answer's records for a Kafka client: every batch as Kafka
-RecordBatch v2 (docs/kafka.md §2, §3.3).
+RecordBatch v2 (docs/kafka.md §2, §3.3, §4).
 
 Batches written by Kafka clients (magic 2) are stored as they were sent and
-go out unchanged. Batches written by our own clients (magic 1, columnar)
-are converted one by one: decoded by ``records.decoder``, rebuilt by
-``record_batch.build_batch`` with the same base offset, timestamps, leader
-epoch, producer fields and timestamp type, so a Kafka consumer sees the
-same offsets and records our Consumer would. A run of magic-2 batches is
-passed through as one view, never copied twice.
+go out unchanged. A partition's slice whose batches are all Kafka batches
+(``slice_kinds.KINDS`` tells, from the headers it walked, without reading
+the slice) goes out as the file slice itself: ``sendfile`` on plain TCP,
+read into the stream under TLS, exactly as our own listener sends a Fetch
+(broker/answering.py). A slice that holds a batch of ours (magic 1,
+columnar) is read (``pread``) and its batches converted one by one:
+decoded by ``records.decoder``, rebuilt by ``record_batch.build_batch`` with
+the same base offset, timestamps, leader epoch, producer fields and
+timestamp type, so a Kafka consumer sees the same offsets and records our
+Consumer would; the runs of Kafka batches between them are passed through
+as views, never copied twice. Either way the bytes start and end where the
+slice does (whole batches from the first, the last one possibly cut by
+``max_bytes``: Kafka clients drop that tail and fetch again).
 
-The slice is read from its segment here (``pread``, as a TLS answer reads
-it) because its batches must be looked at; a slice of magic-2 batches only
-could go out by ``sendfile`` if the storage told which encodings a slice
-holds (docs/kafka.md, next steps).
+``PATHS`` counts the partitions answered each way in this process
+(``logbroker_kafka_fetch_slices_total``, docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -23,23 +28,32 @@ from ..records.decoder import decode_batch
 from ..records.walker import scan_fields
 from ..storage.results import FileSlice
 from .record_batch import TIMESTAMP_TYPE, KafkaRecord, build_batch
+from .slice_kinds import KINDS
 
 _F_MAGIC, _F_EPOCH = 3, 2  # indexes in format.read_fields' tuple (HEADER's order)
 _NO_EPOCH = -1
+SLICE, CONVERTED = "slice", "converted"
+PATHS = {SLICE: 0, CONVERTED: 0}  # partitions with records answered each way (module docstring)
 
 
 def kafka_records(data) -> tuple:
     """``(records, error code)`` for a partition's fetched ``data`` (a
-    ``FileSlice`` or bytes of whole batches): the records to send (bytes or
-    a view; empty when nothing could be read) and 0, or the error of what
+    ``FileSlice`` or bytes of whole batches): the records to send (the
+    ``FileSlice`` itself when it holds Kafka batches only; else bytes or a
+    view, empty when nothing could be read) and 0, or the error of what
     could not be read (STORAGE_ERROR for a segment shorter than its slice,
     CORRUPT_RECORD for a batch that does not decode) with the batches
     before it."""
     if isinstance(data, FileSlice):
+        if KINDS.kafka_only(data):
+            PATHS[SLICE] += 1
+            return data, 0
+        PATHS[CONVERTED] += 1
         raw = data.read()
         if len(raw) != data.size:
             return b"", StorageError.code
     else:
+        PATHS[CONVERTED] += 1
         raw = data
     view = memoryview(raw).cast("B")
     out, copied_to = [], 0  # pieces to send; bytes of ``view`` already in ``out``

@@ -68,8 +68,10 @@ def fetch(site: KafkaSite, header, body) -> Plan:
     """A long poll through our Fetch (max_wait_ms, min_bytes, max_bytes);
     no fetch sessions (session id 0 answered: the client sends full
     fetches); isolation level ignored (no transactions: the last stable
-    offset is the high watermark). Records go out as Kafka batches
-    (fetch_records.py)."""
+    offset is the high watermark; aborted_transactions null). Records go
+    out as Kafka batches (fetch_records.py): a partition's segment file
+    slice as it lies when it holds Kafka batches only (sendfile, as our
+    Fetch), else read and its batches of ours converted."""
     parts = tuple((t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions)
     req = m.Fetch(max_wait_ms=body.max_wait_ms, min_bytes=body.min_bytes,

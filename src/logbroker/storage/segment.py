@@ -46,7 +46,10 @@ class Segment:
     ``size`` is the byte length of valid data (the file is never longer after
     recovery); ``max_timestamp`` is the largest batch max timestamp seen
     (-1 when unknown or empty); ``created_ms`` the wall-clock time of its first
-    append (-1 while empty), used to roll on age.
+    append (-1 while empty), used to roll on age. ``generation`` counts
+    the ``truncate`` calls: bytes below ``size`` change only through one, so
+    a reader that remembers what it saw of this segment (kafka/slice_kinds.py)
+    compares it; it is bumped before the cut.
     """
 
     def __init__(self, directory: str, base_offset: int, files: FileCache, size: int = 0,
@@ -58,6 +61,7 @@ class Segment:
         self.size = size
         self.max_timestamp = max_timestamp
         self.created_ms = created_ms
+        self.generation = 0
 
     def __repr__(self) -> str:
         return f"Segment({self.path!r}, size={self.size})"
@@ -104,6 +108,7 @@ class Segment:
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes and make that durable."""
+        self.generation += 1
         with self.files.fd(self, self.path) as fd:
             os.ftruncate(fd, size)
             os.fsync(fd)
