@@ -37,13 +37,22 @@ def close_raw_conns():
 
 
 @pytest.fixture
-def broker(tmp_path):
-    """A real ``logbroker serve`` on 127.0.0.1 (a free port), killed by PID after the test."""
-    b = BrokerProcess(tmp_path / "data")
-    try:
-        yield b.start()
-    finally:
-        b.kill()
+def broker(request, tmp_path):
+    """A real ``logbroker serve`` on 127.0.0.1 (a free port), killed by PID after the test.
+    In a module that sets ``SHARE_BROKER = True`` (its tests use topics of their own and
+    leave the broker running) every test gets the module's one broker (``module_broker``)."""
+    if getattr(request.module, "SHARE_BROKER", False):
+        yield request.getfixturevalue("module_broker")
+        return
+    with BrokerProcess(tmp_path / "data") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory):
+    """One real broker for a whole module (see ``broker``), killed by PID after it."""
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data") as started:
+        yield started
 
 
 @pytest.fixture

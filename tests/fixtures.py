@@ -244,6 +244,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> "BrokerProcess":
+        """Start the process without waiting for it (``wait_ready`` does):
+        several brokers start side by side, as ``make cluster`` starts them."""
         args = [LOGBROKER, "serve", "--data-dir", self.data_dir, "--host", "127.0.0.1",
                 "--port", str(self.port), *self.extra]
         if self.config_path:
@@ -251,6 +256,10 @@ class BrokerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> "BrokerProcess":
+        """Wait (bounded) for the launched broker's ready line: its port."""
         line = _readline(self.proc, timeout)
         ready = parse_ready(line)
         if ready is None:

@@ -169,8 +169,10 @@ class Cluster:
         self.etcd_link[i].heal()
 
     def start(self) -> "Cluster":
+        for b in self.brokers.values():  # side by side (as tools/cluster.py), then each waited for
+            b.launch()
         for b in self.brokers.values():
-            b.start()
+            b.wait_ready()
         wait_until(lambda: len(self.metadata().brokers) == len(self.brokers), 15,
                    "every broker registered")
         return self

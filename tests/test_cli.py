@@ -12,7 +12,10 @@ from fixtures import LOGBROKER, BrokerProcess, cli_ok, run_cli
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("cli") / "data").start()
+    # a group's first join waits group_initial_rebalance_delay_ms (1 s by default): 0.1 s here,
+    # the group test's three CLI group consumers each waited out the full second
+    b = BrokerProcess(tmp_path_factory.mktemp("cli") / "data",
+                      config={"group_initial_rebalance_delay_ms": 100}).start()
     yield b
     b.kill()
 

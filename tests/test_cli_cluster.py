@@ -11,6 +11,8 @@ import pytest
 
 from fixtures import closed_port, invoke_cli, invoked_error, invoked_ok
 
+SHARE_BROKER = True  # one broker for the module (conftest's broker): every test has topics of its own
+
 
 @pytest.fixture
 def two(broker):

@@ -12,6 +12,8 @@ from logbroker import Admin, Consumer, Producer
 from logbroker.errors import OffsetOutOfRangeError
 from fixtures import FAST, consume
 
+SHARE_BROKER = True  # one broker for the module (conftest's broker): every test has topics of its own
+
 T0 = 1_700_000_000_000
 
 

@@ -21,6 +21,8 @@ from logbroker.protocol import messages as m
 from logbroker.records import scan_batches
 from fixtures import FAST, consume
 
+SHARE_BROKER = True  # one broker for the module (conftest's broker): every test has topics of its own
+
 
 def read_all(bootstrap, topic, partitions, n):
     with Consumer(bootstrap, auto_offset_reset="earliest", **FAST) as c:
@@ -86,13 +88,14 @@ def test_keyed_records_go_to_their_hash_partition_unkeyed_round_robin(broker):
 
 @pytest.mark.parametrize("acks", ["all", 1, 0])
 def test_every_acks_level_delivers(broker, acks):
+    topic = f"acks-{acks}"
     with Producer(broker.bootstrap, acks=acks, **FAST) as p:
-        handles = [p.send("acks", b"%d" % i) for i in range(100)]
+        handles = [p.send(topic, b"%d" % i) for i in range(100)]
         p.flush()
         offsets = [h.result(10).offset for h in handles]
     assert offsets == ([-1] * 100 if acks == 0 else list(range(100)))
-    assert [r.value for r in read_all(broker.bootstrap, "acks", 1, 100)] == [b"%d" % i
-                                                                          for i in range(100)]
+    assert [r.value for r in read_all(broker.bootstrap, topic, 1, 100)] == [b"%d" % i
+                                                                         for i in range(100)]
 
 
 def test_idempotent_batches_carry_producer_id_and_running_sequences(broker):

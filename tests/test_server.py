@@ -15,6 +15,8 @@ from logbroker.protocol.codec import encode_bytes
 from logbroker.records import build_batch, decode_batch, scan_batches
 from fixtures import RawConn
 
+SHARE_BROKER = True  # one broker for the module (conftest's broker): every test has topics of its own
+
 
 def produce(topic, *batches, acks=-1, pid=-1, epoch=-1):
     return m.Produce(acks=acks, producer_id=pid, producer_epoch=epoch,

@@ -10,6 +10,8 @@ from logbroker.protocol import messages as m
 from logbroker.protocol.codec import encode_bytes
 from logbroker.records import build_batch
 
+SHARE_BROKER = True  # one broker for the module (conftest's broker): every test has topics of its own
+
 
 def produce(topic, partition, value, acks=-1):
     batch = build_batch([value])

@@ -14,6 +14,8 @@ from logbroker.spark import remote  # noqa: E402
 from logbroker.spark.options import SparkSourceError, parse_options  # noqa: E402
 from logbroker.spark.plan import make_planner  # noqa: E402
 
+SHARE_BROKER = True  # one broker for the module's broker tests (conftest's): topics of their own
+
 
 def _produce(bootstrap: str, topic: str, partitions: int, per: int, batch: int = 25) -> None:
     """``per`` records per partition, in batches of ``batch`` (each waited for)."""
@@ -50,25 +52,25 @@ def _records(splits) -> list[tuple]:
 
 
 def test_bootstrap_plan_and_fetch_return_what_a_consumer_reads(broker):
-    _produce(broker.bootstrap, "orders", 2, 150)
-    splits = _plan(bootstrap=broker.bootstrap, subscribe="orders")
+    _produce(broker.bootstrap, "fetched", 2, 150)
+    splits = _plan(bootstrap=broker.bootstrap, subscribe="fetched")
     assert [(s.partition, s.start, s.end, s.bootstrap) for s in splits] == \
         [(0, 0, 150, broker.bootstrap), (1, 0, 150, broker.bootstrap)]
     with Consumer(broker.bootstrap, auto_offset_reset="earliest", **FAST) as c:
-        c.assign([("orders", 0), ("orders", 1)])
+        c.assign([("fetched", 0), ("fetched", 1)])
         want = sorted((r.partition, r.offset, r.key, r.value, tuple(r.headers))
                       for r in consume(c, 300))
     assert len(want) == 300 and _records(splits) == want
 
 
 def test_bootstrap_ranges_timestamps_and_min_partitions(broker):
-    _produce(broker.bootstrap, "orders", 1, 100)
-    splits = _plan(bootstrap=broker.bootstrap, subscribe="orders",
-                   startingOffsets='{"orders":{"0":10}}', endingOffsets='{"orders":{"0":60}}',
+    _produce(broker.bootstrap, "ranged", 1, 100)
+    splits = _plan(bootstrap=broker.bootstrap, subscribe="ranged",
+                   startingOffsets='{"ranged":{"0":10}}', endingOffsets='{"ranged":{"0":60}}',
                    minPartitions="3")
     assert len(splits) == 3 and (splits[0].start, splits[-1].end) == (10, 60)
     assert [r[1] for r in _records(splits)] == list(range(10, 60))
-    by_time = _plan(bootstrap=broker.bootstrap, subscribe="orders",
+    by_time = _plan(bootstrap=broker.bootstrap, subscribe="ranged",
                     startingTimestamp=str(T0 + 455), endingTimestamp=str(T0 + 500))
     assert [(s.start, s.end) for s in by_time] == [(46, 50)]
 
@@ -134,17 +136,17 @@ def test_a_bootstrap_stream_keeps_one_client_and_pickles_without_it(broker):
 
     from logbroker.spark.stream import LogbrokerStreamReader
 
-    _produce(broker.bootstrap, "orders", 2, 10)
-    r = LogbrokerStreamReader({"bootstrap": broker.bootstrap, "subscribe": "orders",
+    _produce(broker.bootstrap, "streamed", 2, 10)
+    r = LogbrokerStreamReader({"bootstrap": broker.bootstrap, "subscribe": "streamed",
                                "startingOffsets": "earliest"})
     start = r.initialOffset()
-    assert start == {"orders": {"0": 0, "1": 0}}
+    assert start == {"streamed": {"0": 0, "1": 0}}
     end = r.latestOffset(start, r.getDefaultReadLimit())
-    assert end == {"orders": {"0": 10, "1": 10}}
+    assert end == {"streamed": {"0": 10, "1": 10}}
     client = r._remote.admin
-    _produce(broker.bootstrap, "orders", 2, 5)  # live high watermarks: no checkpoint to wait for
+    _produce(broker.bootstrap, "streamed", 2, 5)  # live high watermarks: no checkpoint to wait for
     later = r.latestOffset(end, r.getDefaultReadLimit())
-    assert later == {"orders": {"0": 15, "1": 15}} and r._remote.admin is client
+    assert later == {"streamed": {"0": 15, "1": 15}} and r._remote.admin is client
     splits = [p.split for p in r.partitions(end, later)]
     assert [(s.partition, s.start, s.end) for s in splits] == [(0, 10, 15), (1, 10, 15)]
     task_copy = pickle.loads(pickle.dumps(r))

@@ -17,7 +17,7 @@ import pyarrow as pa  # noqa: E402
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType,  # noqa: E402
                                StringType, StructField, StructType)
 
-from fixtures import FAST, BrokerProcess, consume  # noqa: E402
+from fixtures import FAST, consume  # noqa: E402
 from logbroker import Admin, Consumer  # noqa: E402
 from logbroker.client import partition_for_key  # noqa: E402
 from logbroker.errors import RequestTimedOutError, UnknownTopicOrPartitionError  # noqa: E402
@@ -267,12 +267,8 @@ def test_a_failed_delivery_fails_the_task_naming_topic_partition():
 
 # -- in Spark, with a real broker -------------------------------------------------------------
 @pytest.fixture(scope="module")
-def sink_broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("sink") / "data")
-    try:
-        yield b.start()
-    finally:
-        b.kill()
+def sink_broker(module_broker):
+    return module_broker  # conftest's one broker for the module
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:

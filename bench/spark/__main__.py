@@ -4,7 +4,7 @@ the same records, in one run.
 
     python -m bench.spark             # full run (216 MB of payload), ~2 minutes on 2 cores
     python -m bench.spark --profile   # + read() in this process: time and cProfile
-    python -m bench.spark --quick     # smoke test: tiny data, one repeat
+    python -m bench.spark --quick     # smoke test: tiny data, one checked repeat, no warm-up
     python -m bench.spark --json      # JSON on stdout, tables on stderr
 
 Data: ``Store`` writes N records (16-byte keys among 1024 distinct, 200-byte
@@ -23,7 +23,8 @@ Formats: ``logbroker`` and ``floor`` (all seven columns), ``logbroker_kv`` and
 
 Queries (after one untimed round of every query on every format, each query
 gets one checked warm-up per format, then ``--repeats`` rounds, each timing
-every format once, the order reversed every other round; median, min-max):
+every format once, the order reversed every other round; median, min-max;
+``--quick`` has no warm-ups and checks its one round's answers instead):
 
 - ``count``: ``df.count()``
 - ``scan``: ``sum(length(key)) + sum(length(value))`` (a full scan touching both)
@@ -70,7 +71,7 @@ PAYLOAD = KEY_BYTES + VALUE_BYTES
 
 
 def parse_args(argv):
-    ap = harness.parser("spark", __doc__, "tiny data, one repeat (smoke test)")
+    ap = harness.parser("spark", __doc__, "tiny data, one checked repeat, no warm-ups (smoke test)")
     ap.add_argument("--records", type=int, help="records written (default 1,000,000; quick 20,000)")
     ap.add_argument("--repeats", type=int, help="timed repeats per query (default 3; quick 1)")
     ap.add_argument("--profile", action="store_true", help="also time and cProfile read() in-process")
@@ -161,20 +162,28 @@ def formats_of(name: str) -> tuple:
     return tuple(f for f in FORMATS if not (name == "range" and f.startswith("floor")))
 
 
-def run_queries(spark, dfs: dict, layout: dict, repeats: int, log) -> list[dict]:
+def run_queries(spark, dfs: dict, layout: dict, repeats: int, log, warm: bool = True) -> list[dict]:
+    """Every query on every format. ``warm``: after one untimed round of all of
+    them and a checked warm-up of each; ``--quick`` runs neither and checks
+    the timed runs' answers instead."""
     rng = ranges(layout["end_offsets"])
     range_records = sum(e - s for s, e in rng.values())
     rows = []
-    log("warm-up: every query on every format once (JIT, caches)")
-    for name in QUERIES:
-        for fmt in formats_of(name):
-            query(name, fmt, dfs[fmt], rng)()
+    if warm:
+        log("warm-up: every query on every format once (JIT, caches)")
+        for name in QUERIES:
+            for fmt in formats_of(name):
+                query(name, fmt, dfs[fmt], rng)()
     for name in QUERIES:
         covered = (range_records if name == "range" else layout["records"])
         nbytes = covered * (VALUE_BYTES if name == "range" else PAYLOAD)
         thunks = {fmt: query(name, fmt, dfs[fmt], rng) for fmt in formats_of(name)}
-        for thunk in thunks.values():
-            check(name, thunk(), layout["records"], range_records)  # warm-up, checked
+        if warm:
+            for thunk in thunks.values():
+                check(name, thunk(), layout["records"], range_records)  # warm-up, checked
+        else:  # no warm-up: every timed run's answer is checked
+            thunks = {fmt: (lambda t=t: check(name, t(), layout["records"], range_records))
+                      for fmt, t in thunks.items()}
         times: dict = {fmt: [] for fmt in thunks}
         cpu: dict = {fmt: [] for fmt in thunks}
         for r in range(repeats):  # rounds of every format; the order reversed every other round
@@ -319,7 +328,7 @@ def run(args, workdir: str, err) -> dict:
         layout["json_bytes"] = write_json(spark, parquet_dir, json_dir)
         results["data"] = layout
         dfs = frames(spark, data_dir, parquet_dir, json_dir, records)
-        results["queries"] = run_queries(spark, dfs, layout, repeats, log)
+        results["queries"] = run_queries(spark, dfs, layout, repeats, log, warm=not args.quick)
     finally:
         spark.stop()
     results["ratios"] = ratios(results["queries"])
