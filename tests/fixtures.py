@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -206,6 +207,25 @@ async def aconsume(consumer, n: int, timeout: float = 15.0) -> list:
     while len(out) < n and time.monotonic() < deadline:
         out += await consumer.poll(min(1.0, max(deadline - time.monotonic(), 0)))
     return out
+
+
+def missing(why: str, required_env: str) -> None:
+    """A tool the test needs is missing: skip it, or fail it when
+    ``required_env`` is "1" (CI sets it: there the tool must be installed)."""
+    import pytest
+
+    if os.environ.get(required_env) == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def require_tool(name: str, required_env: str, install: str) -> str:
+    """The path of ``name`` on PATH, or ``missing`` (``install``: the script that installs it)."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"{name} not installed: run 'sudo {install}' (make test does as root)",
+                required_env)
+    return path
 
 
 def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):

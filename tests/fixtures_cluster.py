@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-from fixtures import BrokerProcess, RawConn, batch, wait_until
+from fixtures import BrokerProcess, RawConn, batch, require_tool, wait_until
 from fixtures_proxy import TcpProxy, free_port, free_ports  # noqa: F401 (re-exported)
 from logbroker.protocol import messages as m
 
@@ -34,15 +34,7 @@ def cluster_tool():
 def require_etcd() -> str:
     """The path of ``etcd``; skips the test when it is not installed (fails
     instead with LOGBROKER_ETCD_REQUIRED=1)."""
-    import pytest
-
-    path = shutil.which("etcd")
-    if path is None:
-        why = "etcd not installed: run 'sudo tools/install-etcd.sh' (make test does as root)"
-        if os.environ.get("LOGBROKER_ETCD_REQUIRED") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    return path
+    return require_tool("etcd", "LOGBROKER_ETCD_REQUIRED", "tools/install-etcd.sh")
 
 
 class EtcdProcess:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import shutil
 import subprocess
 import time
 
@@ -251,13 +249,9 @@ class Confluent:
 
 def kcat_path() -> str:
     """kcat on PATH; skips without it, or fails with LOGBROKER_KCAT_REQUIRED=1."""
-    path = shutil.which("kcat")
-    if path is None:
-        why = "kcat not installed: run 'sudo tools/install-kcat.sh' (make test does as root)"
-        if os.environ.get("LOGBROKER_KCAT_REQUIRED") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    return path
+    from fixtures import require_tool
+
+    return require_tool("kcat", "LOGBROKER_KCAT_REQUIRED", "tools/install-kcat.sh")
 
 
 def kcat_run(args, stdin: "str | None" = None, log: "list | None" = None) -> str:

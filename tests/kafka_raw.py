@@ -72,17 +72,24 @@ def kafka_broker(data_dir, *extra: str, config: "dict | None" = None, kafka_port
     (BrokerProcess, advertised Kafka "HOST:PORT" from its ready line); checks
     its log holds no traceback at the end, kills it by PID."""
     from fixtures import BrokerProcess
-    from logbroker.cli.serve import KAFKA_READY
 
     b = BrokerProcess(data_dir, "--kafka-port", str(kafka_port), *extra, config=config)
     try:
         b.start()
-        line = b.proc.stdout.readline()  # printed right after the "listening" line
-        assert line.startswith(KAFKA_READY), line
-        yield b, line[len(KAFKA_READY):].strip()
+        yield b, kafka_address(b)
         assert "Traceback" not in b.log()
     finally:
         b.kill()
+
+
+def kafka_address(b) -> str:
+    """The Kafka "HOST:PORT" of a started broker process, from its ready line
+    (printed right after the "listening" line)."""
+    from logbroker.cli.serve import KAFKA_READY
+
+    line = b.proc.stdout.readline()
+    assert line.startswith(KAFKA_READY), line
+    return line[len(KAFKA_READY):].strip()
 
 
 def batch_codecs(bootstrap: str, topic: str) -> set:

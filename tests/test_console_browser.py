@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import FAST, BrokerProcess, consume
+from fixtures import FAST, BrokerProcess, consume, missing
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "build" / "console"
@@ -30,14 +30,12 @@ def _browser_or_skip():
     try:
         import selenium  # noqa: F401
     except ImportError:
-        missing = "selenium is not installed (pip install -e '.[dev]')"
+        why = "selenium is not installed (pip install -e '.[dev]')"
     else:
-        missing = None if chromium and os.path.exists(CHROMEDRIVER) else \
+        why = None if chromium and os.path.exists(CHROMEDRIVER) else \
             "chromium or chromedriver is missing: run 'sudo bash tools/install-chromium.sh'"
-    if missing:
-        if os.environ.get("LOGBROKER_BROWSER_REQUIRED") == "1":
-            pytest.fail(missing)
-        pytest.skip(missing)
+    if why:
+        missing(why, "LOGBROKER_BROWSER_REQUIRED")
     return chromium
 
 

@@ -18,9 +18,8 @@ import time
 import pytest
 from fixtures import Cluster, wait_until
 from fixtures_cluster import EtcdProcess, require_etcd
-from kafka_raw import WAIT, Raw, kread, produce_body
+from kafka_raw import WAIT, Raw, kafka_address, kread, produce_body
 
-from logbroker.cli.serve import KAFKA_READY
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
@@ -41,9 +40,7 @@ def kc(tmp_path_factory):
             cluster.kafka = {}
             for i, b in cluster.brokers.items():
                 # printed with the "listening" line (maybe read into the buffer with it)
-                line = b.proc.stdout.readline()
-                assert line.startswith(KAFKA_READY), line
-                cluster.kafka[i] = line[len(KAFKA_READY):].strip()
+                cluster.kafka[i] = kafka_address(b)
             for i in cluster.brokers:
                 wait_until(lambda: len(metadata(cluster.kafka[i], []).brokers) == 3, 10,
                            f"broker {i}'s Kafka Metadata lists every broker")

@@ -14,11 +14,9 @@ import time
 
 import pytest
 
-from fixtures import BrokerProcess
 from kafka_members import Member, kafka_member, our_member, split, until
-from kafka_raw import WAIT, Raw, kread
+from kafka_raw import WAIT, Raw, kafka_broker, kread
 from logbroker import Admin, Consumer
-from logbroker.cli.serve import KAFKA_READY
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
@@ -30,16 +28,9 @@ FAST = {"heartbeat_interval_ms": 100, "session_timeout_ms": 3000, "max_poll_inte
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
     """(BrokerProcess, Kafka bootstrap); groups settle fast (initial delay 100 ms)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("kafka-groups") / "data", "--kafka-port", "0",
-                      config={"group_initial_rebalance_delay_ms": 100})
-    try:
-        b.start()
-        line = b.proc.stdout.readline()
-        assert line.startswith(KAFKA_READY), line
-        yield b, line[len(KAFKA_READY):].strip()
-        assert "Traceback" not in b.log()
-    finally:
-        b.kill()
+    with kafka_broker(tmp_path_factory.mktemp("kafka-groups") / "data",
+                      config={"group_initial_rebalance_delay_ms": 100}) as got:
+        yield got
 
 
 def _topic(bootstrap: str, name: str, partitions: int, values) -> None:

@@ -14,10 +14,9 @@ import time
 
 import pytest
 
-from fixtures import BrokerProcess, consume, FAST
-from kafka_raw import WAIT, Raw, kread, produce_body
+from fixtures import consume, FAST
+from kafka_raw import WAIT, Raw, kafka_broker, kread, produce_body
 from logbroker import Consumer, Producer
-from logbroker.cli.serve import KAFKA_READY
 from logbroker.kafka.apis import APIS
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 
@@ -31,15 +30,9 @@ from kafka.structs import OffsetAndMetadata  # noqa: E402
 @pytest.fixture(scope="module")
 def kbroker(tmp_path_factory):
     """One broker for the module: (BrokerProcess, Kafka bootstrap "HOST:PORT")."""
-    b = BrokerProcess(tmp_path_factory.mktemp("kafka") / "data", "--kafka-port", "0",
-                      config={"frame_timeout_ms": 1000})
-    try:
-        b.start()
-        line = b.proc.stdout.readline()  # printed right after the "listening" line
-        assert line.startswith(KAFKA_READY), line
-        yield b, line[len(KAFKA_READY):].strip()
-    finally:
-        b.kill()
+    with kafka_broker(tmp_path_factory.mktemp("kafka") / "data",
+                      config={"frame_timeout_ms": 1000}) as got:
+        yield got
 
 
 def test_api_versions_newer_version_then_the_served_table_pipelined(kbroker):

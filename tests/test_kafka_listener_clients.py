@@ -14,25 +14,17 @@ import time
 
 import pytest
 
-from fixtures import BrokerProcess
 from kafka_adapters import _Lines
 from kafka_adapters import kcat_path as _kcat
-from logbroker.cli.serve import KAFKA_READY
+from kafka_raw import kafka_broker
 
 WAIT = 10.0
 
 
 @pytest.fixture(scope="module")
 def kafka_bootstrap(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("kafka-clients") / "data", "--kafka-port", "0")
-    try:
-        b.start()
-        line = b.proc.stdout.readline()
-        assert line.startswith(KAFKA_READY), line
-        yield line[len(KAFKA_READY):].strip()
-        assert "Traceback" not in b.log()
-    finally:
-        b.kill()
+    with kafka_broker(tmp_path_factory.mktemp("kafka-clients") / "data") as (_, bootstrap):
+        yield bootstrap
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])

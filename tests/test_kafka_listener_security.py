@@ -10,9 +10,8 @@ import pytest
 
 from fixtures import BrokerProcess, wait_until
 from fixtures_tls import tls_files
-from kafka_raw import WAIT, Raw, kread, produce_body
+from kafka_raw import WAIT, Raw, kafka_address, kread, produce_body
 from logbroker.broker.config import BrokerConfig
-from logbroker.cli.serve import KAFKA_READY
 from logbroker.errors import InvalidConfigError
 
 kafka = pytest.importorskip("kafka")
@@ -24,7 +23,7 @@ def test_produce_quota_throttles_a_kafka_client(tmp_path):
     over its produce rate gets throttle_time_ms and is read no sooner."""
     with BrokerProcess(tmp_path / "q", "--kafka-port", "0",
                        config={"quota_produce_bytes_per_s": 20_000}) as b:
-        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        bootstrap = kafka_address(b)
         raw = Raw(bootstrap)
         try:
             raw.sock.sendall(raw.send(0, 8, 1, produce_body("q", 1, [b"x" * 30_000])))
@@ -45,7 +44,7 @@ def test_tls_on_the_kafka_listener(tmp_path):
     ca_pem, cert, key = tls_files(tmp_path)
     with BrokerProcess(tmp_path / "tls", "--kafka-port", "0", "--tls-cert", str(cert),
                        "--tls-key", str(key)) as b:
-        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        bootstrap = kafka_address(b)
         tls = dict(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=str(ca_pem))
         p = KafkaProducer(acks="all", **tls)
         assert p.send("secure", value=b"s", partition=0).get(timeout=WAIT).offset == 0
@@ -73,7 +72,7 @@ def test_librdkafka_sasl_ssl_scram_on_the_kafka_listener(tmp_path):
     ca_pem, cert, key = tls_files(tmp_path)
     with BrokerProcess(tmp_path / "sasl-ssl", "--kafka-port", "0", "--tls-cert", str(cert),
                        "--tls-key", str(key), "--auth-required") as b:
-        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        bootstrap = kafka_address(b)
         with Admin(b.bootstrap, tls_ca=str(ca_pem)) as admin:
             admin.create_user("carol", "carol-Pa55word")  # the first user, from loopback
         conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
@@ -117,7 +116,7 @@ def test_kafka_tls_handshakes_count_against_the_connection_limits(tmp_path):
     with BrokerProcess(tmp_path / "lim", "--kafka-port", "0", "--tls-cert", str(cert),
                        "--tls-key", str(key),
                        config={"max_connections_per_ip": 2, "frame_timeout_ms": 1000}) as b:
-        bootstrap = b.proc.stdout.readline()[len(KAFKA_READY):].strip()
+        bootstrap = kafka_address(b)
         host, port = bootstrap.rsplit(":", 1)
         stalled = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
         try:
