@@ -24,6 +24,21 @@ def kread(consumer, n: int) -> list:
     return out
 
 
+def read_back(bootstrap: str, topic: str, n: int) -> list:
+    """The first ``n`` records of ``topic`` partition 0, read from offset 0
+    by our own Consumer at our listener's ``bootstrap`` (bounded by WAIT)."""
+    from fixtures import FAST, consume
+    from logbroker import Consumer
+
+    c = Consumer(bootstrap, **FAST)
+    try:
+        c.assign([(topic, 0)])
+        c.seek(topic, 0, 0)
+        return consume(c, n, timeout=WAIT)
+    finally:
+        c.close()
+
+
 class Raw:
     """A Kafka connection speaking frames through our codec."""
 

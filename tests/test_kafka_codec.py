@@ -99,7 +99,7 @@ def test_response_round_trip(api, version):
 def test_profile_is_the_issue_profile_flexible_only_for_api_versions_v3():
     ranges = {api.name: (api.min_version, api.max_version) for api in PROFILE}
     assert ranges == {
-        "ApiVersions": (0, 3), "Metadata": (0, 8), "Produce": (3, 8), "Fetch": (4, 11),
+        "ApiVersions": (0, 3), "Metadata": (0, 8), "Produce": (0, 8), "Fetch": (4, 11),
         "ListOffsets": (1, 5), "InitProducerId": (0, 1), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
@@ -218,7 +218,7 @@ def test_announced_lengths_are_checked_before_allocating():
 
 
 def test_unknown_api_and_unsupported_versions_keep_the_header():
-    for key, version in ((99, 0), (0, 2), (0, 9), (1, 12), (3, -1)):
+    for key, version in ((99, 0), (0, -1), (0, 9), (1, 12), (3, -1)):
         frame = encode_request(RequestHeader(18, 0, 42, None), {})[4:]
         frame = key.to_bytes(2, "big", signed=True) + version.to_bytes(2, "big", signed=True) + frame[4:]
         with pytest.raises(KafkaUnsupportedVersionError) as info:
@@ -267,7 +267,7 @@ def test_buffers_pass_records_through_uncopied():
 # -- ApiVersions ---------------------------------------------------------------------------
 def test_api_versions_answers():
     table = av.supported_versions()
-    assert (18, 0, 3) in table and (0, 3, 8) in table and len(table) == len(PROFILE)
+    assert (18, 0, 3) in table and (0, 0, 8) in table and len(table) == len(PROFILE)
     for version in (0, 1, 2, 3):
         v, body = av.answer_api_versions(RequestHeader(18, version, 1, None), 5)
         assert v == version

@@ -366,7 +366,7 @@ def test_raw_v3_answered_at_v3_and_a_bad_software_name_invalid_request(bootstrap
         head, body = raw.recv(18, 3)
         assert head.correlation_id == 1 and body.error_code == 0
         table = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-        assert table[18] == (0, 3) and table[0] == (3, 8) and table[1] == (4, 11)
+        assert table[18] == (0, 3) and table[0] == (0, 8) and table[1] == (4, 11)
         _send_raw(raw, v3_frame("bad name", cid=2))  # answered, connection kept (as Kafka)
         head, body = raw.recv(18, 3)
         assert (head.correlation_id, body.error_code, body.api_keys) == (2, 42, ())

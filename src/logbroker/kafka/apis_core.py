@@ -65,7 +65,7 @@ METADATA = Api(3, "Metadata", 0, 8, S(
     F("cluster_authorized_operations", "int32", "8-10", default=-(1 << 31)),
 ))
 
-PRODUCE = Api(0, "Produce", 3, 8, S(
+PRODUCE = Api(0, "Produce", 0, 8, S(
     "ProduceRequest",
     F("transactional_id", "string", "3+", nullable="3+", default=None),
     F("acks", "int16"),

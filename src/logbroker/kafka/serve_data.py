@@ -9,10 +9,15 @@ for a timeout out of range) becomes every partition's error.
 
 from __future__ import annotations
 
-from ..errors import CorruptRecordError, InvalidRequestError
+import time
+
+from ..errors import CorruptRecordError, InvalidRequestError, LogbrokerError
+from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..broker.produce import CLOSE_CONNECTION
+from ..records.compression import READ_LIMIT
 from .fetch_records import kafka_records
+from .legacy_messages import Budget, is_legacy, up_convert
 from .plan import CLOSE, NO_ANSWER, KafkaSite, Plan, by_topic
 from .wire_errors import kafka_code, kafka_message
 
@@ -22,17 +27,30 @@ _TRANSACTIONS = (InvalidRequestError.code, "transactions are not supported")
 
 def produce(site: KafkaSite, header, body) -> Plan:
     """Each partition's records (Kafka batches v2, a view of the frame) are
-    appended as they arrived; acks as ours (0: no answer, 1, -1 all)."""
-    parts, payload, refused = [], [], {}
+    appended as they arrived; acks as ours (0: no answer, 1, -1 all). In
+    Produce v0-2, a legacy message set (magic 0/1) is first up-converted
+    to one v2 batch (legacy_messages.py); its errors are its partition's."""
+    parts, payload, refused, append_ms = [], [], {}, {}
+    legacy = Budget() if header.api_version < 3 else None
     for topic in body.topic_data:
         for p in topic.partition_data:
+            key, records = (topic.name, p.index), p.records
             if body.transactional_id is not None:
-                refused[(topic.name, p.index)] = _TRANSACTIONS
-            elif p.records is None:
-                refused[(topic.name, p.index)] = _NO_RECORDS
-            else:
-                parts.append((topic.name, p.index, len(p.records)))
-                payload.append(p.records)
+                refused[key] = _TRANSACTIONS
+                continue
+            if records is None:
+                refused[key] = _NO_RECORDS
+                continue
+            if legacy is not None and is_legacy(records):
+                try:
+                    converted = up_convert(records, now_ms=int(time.time() * 1000),
+                                           limit=READ_LIMIT, budget=legacy)
+                except LogbrokerError as exc:
+                    refused[key] = _err(exc)
+                    continue
+                records, append_ms[key] = converted.batch, converted.log_append_ms
+            parts.append((topic.name, p.index, len(records)))
+            payload.append(records)
     req = m.Produce(acks=body.acks, timeout_ms=body.timeout_ms, parts=tuple(parts),
                     payload=tuple(payload)) if parts else None
 
@@ -57,6 +75,7 @@ def produce(site: KafkaSite, header, body) -> Plan:
                                                                    or _NO_RECORDS), -1, -1)
                 out.append({"index": p.index, "error_code": kafka_code(error),
                             "base_offset": base, "log_start_offset": start,
+                            "log_append_time_ms": append_ms.get(key, -1) if not error else -1,
                             "error_message": kafka_message(message)})
             responses.append({"name": topic.name, "partition_responses": out})
         throttle = resp.throttle_ms if resp.__class__ is m.ProduceResponse else 0
