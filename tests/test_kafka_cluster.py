@@ -190,6 +190,8 @@ def test_after_the_leader_is_killed_retried_sends_are_acknowledged_and_kept(kc):
     for n in range(5):
         acked[p.send("failover", value=b"before-%d" % n, partition=0).get(timeout=WAIT).offset] \
             = b"before-%d" % n
+    first_epoch = metadata(kc.kafka[survivors[0]], ["failover"]).topics[0].partitions[0] \
+        .leader_epoch
     kc.brokers[old].kill()
     killed = time.monotonic()
     futures = [(b"after-%d" % n, p.send("failover", value=b"after-%d" % n, partition=0))
@@ -205,6 +207,26 @@ def test_after_the_leader_is_killed_retried_sends_are_acknowledged_and_kept(kc):
     assert {b.node_id for b in md.brokers} == set(survivors)  # the dead one is gone
     assert md.topics[0].partitions[0].leader_id == new
     assert list(md.topics[0].partitions[0].offline_replicas) == [old]
+    # KIP-320 at the new leader: the old epoch ends where the new one began
+    # (at or past the 5 records acknowledged before the kill, before every one
+    # acknowledged after it); a consumer that still names the old epoch as
+    # current is fenced
+    epoch = md.topics[0].partitions[0].leader_epoch
+    after = min(o for o, v in acked.items() if v.startswith(b"after"))
+    raw = Raw(kc.kafka[new])
+    try:
+        raw.sock.sendall(raw.send(23, 3, 1, {"replica_id": -1, "topics": [
+            {"topic": "failover", "partitions": [
+                {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": first_epoch},
+                {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": epoch},
+                {"partition": 0, "current_leader_epoch": first_epoch, "leader_epoch": epoch}]}]}))
+        ends = [(p.error_code, p.leader_epoch, p.end_offset)
+                for p in raw.recv(23, 3)[1].topics[0].partitions]
+    finally:
+        raw.close()
+    assert epoch > first_epoch and ends[0][:2] == (0, first_epoch) and 5 <= ends[0][2] <= after
+    assert ends[1][:2] == (0, epoch) and ends[1][2] >= max(acked) + 1
+    assert ends[2] == (74, -1, -1)  # FENCED_LEADER_EPOCH
     c = KafkaConsumer(bootstrap_servers=kc.kafka[survivors[0]], group_id=None)
     tp = TopicPartition("failover", 0)
     c.assign([tp])

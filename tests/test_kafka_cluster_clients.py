@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from kafka_adapters import kcat_path, kcat_records, kcat_run
+from kafka_adapters import (RDKAFKA_LOG, _rdkafka_logger, kcat_path, kcat_records, kcat_run,
+                            protocol_failures)
 from kafka_raw import WAIT, kread
 from test_kafka_cluster import close_refused_sockets, kc, leaders  # noqa: F401 (the fixture)
 
@@ -76,6 +77,25 @@ def test_after_the_leader_is_killed_aiokafka_and_librdkafka_retry_at_the_new_lea
                       "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                       "topic.metadata.refresh.interval.ms": 1000})
 
+    # a librdkafka consumer reading across the failover: the new leader's epoch
+    # makes it check its position with OffsetForLeaderEpoch (KIP-320) first
+    start_log = len(RDKAFKA_LOG.lines)
+    reader = ck.Consumer({"bootstrap.servers": survivors, "group.id": "failover-2-reader",
+                          "enable.auto.commit": False, "auto.offset.reset": "error",
+                          "topic.metadata.refresh.interval.ms": 1000, "debug": "fetch,protocol",
+                          "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500},
+                         logger=_rdkafka_logger())
+    reader.assign([ck.TopicPartition("failover-2", 0, 0)])
+    read: list = []
+
+    def read_up_to(n: int) -> None:
+        deadline = time.monotonic() + 25
+        while len(read) < n and time.monotonic() < deadline:
+            msg = reader.poll(0.2)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                read.append((msg.offset(), msg.value()))
+
     def rd_send(value: bytes) -> None:
         rd.produce("failover-2", value=value, partition=0,
                    on_delivery=lambda err, msg: reports.append((err, msg.offset(), msg.value())))
@@ -92,6 +112,7 @@ def test_after_the_leader_is_killed_aiokafka_and_librdkafka_retry_at_the_new_lea
                                              partition=0)).offset] = b"aio-before-%d" % n
                 rd_send(b"rd-before-%d" % n)
             assert rd.flush(WAIT) == 0
+            read_up_to(6)
             kc.brokers[old].kill()
             killed = time.monotonic()
             for n in range(3):
@@ -107,7 +128,9 @@ def test_after_the_leader_is_killed_aiokafka_and_librdkafka_retry_at_the_new_lea
             await p.stop()
     try:
         acked = asyncio.run(run())
+        read_up_to(12)
     finally:
+        reader.close()
         del rd  # librdkafka's threads end (no reconnecting to the dead broker, or at teardown)
         close_refused_sockets()
     assert [e for e, _o, _v in reports] == [None] * 6
@@ -117,3 +140,10 @@ def test_after_the_leader_is_killed_aiokafka_and_librdkafka_retry_at_the_new_lea
     assert new != old
     got = read_all(kc.kafka[new], "failover-2", 1, 12)
     assert {o: v for (_p, o), v in got.items()} == acked
+    # the reader went on from where it was, every record once, after checking
+    # its position at the new leader (no reset, no truncation reported)
+    assert read == sorted(acked.items()), read
+    log = RDKAFKA_LOG.lines[start_log:]
+    assert any("offset and epoch validation succeeded" in line for line in log), \
+        [line for line in log if "VALID" in line][-10:]
+    assert not protocol_failures(log)

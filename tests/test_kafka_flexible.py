@@ -222,7 +222,6 @@ def test_v3_request_with_unknown_tags_in_header_and_body():
                                  r"least 22 bytes, 17 left")),
     (v3_frame(header_tags=b"\x01"), r"request header: tagged_fields: tagged field 11 of 108 bytes"),
     (v3_frame(body_tags=b""), r"ApiVersions v3 request: tagged_fields: tagged field count runs"),
-    (v3_frame() + b"\x00", r"1 bytes after the body"),
     (v3_frame()[:-3], r"client_software_version: string length 5 exceeds the 3 bytes left")])
 def test_v3_request_malformed(frame, message):
     with pytest.raises(KafkaDecodeError, match=message):
@@ -444,3 +443,14 @@ def test_python_clients_still_connect(bootstrap, client):
     kafka_client.produce(bootstrap, topic, [(b"k", client.encode(), 1_000)], acks=1,
                          idempotent=False, compression="none")
     assert kafka_client.from_offset(bootstrap, topic, 0, 1) == [(0, b"k", client.encode())]
+
+
+def test_librdkafkas_all_topics_metadata_v9_with_its_placeholder_is_read():
+    # librdkafka 2.16's request for every topic at Metadata v9: the 4-byte
+    # array-count placeholder stays (uvarint 0 = null, then three zero bytes
+    # Kafka never reads), then its booleans and tags: bytes as captured
+    frame = bytes.fromhex("0003" "0009" "00000003" "0007") + b"rdkafka" + bytes.fromhex(
+        "00" "00000000" "00" "00" "00" "00")
+    header, body = decode_request(frame)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 9, "rdkafka")
+    assert body.topics is None  # every topic

@@ -3,7 +3,10 @@ three brokers through a real etcd (the cluster fixture of
 test_kafka_cluster.py). FindCoordinator at any broker names the same
 coordinator at its Kafka address; a kafka-python group bootstrapped at a
 broker that is not the coordinator joins, reads every partition (led by
-different brokers), commits, and a second member of the group resumes."""
+different brokers), commits, and a second member of the group resumes.
+Group administration: each broker lists the groups it coordinates, a
+non-coordinator answers NOT_COORDINATOR, kafka-python's admin lists,
+describes and deletes across the three."""
 
 from __future__ import annotations
 
@@ -67,3 +70,50 @@ def test_a_kafka_group_in_a_cluster_joins_reads_commits_and_resumes(kc):  # noqa
     finally:
         c2.close()
         close_refused_sockets()
+
+
+def _call(address: str, api: int, version: int, body: dict):
+    raw = Raw(address)
+    try:
+        raw.sock.sendall(raw.send(api, version, 1, body))
+        return raw.recv(api, version)[1]
+    finally:
+        raw.close()
+
+
+def test_group_administration_in_a_cluster(kc):  # noqa: F811
+    """Each broker lists the groups it coordinates (ListGroups, as Kafka's:
+    admin clients ask every broker); DescribeGroups and DeleteGroups at a
+    broker that does not coordinate the group answer NOT_COORDINATOR (16);
+    kafka-python's admin lists, describes and deletes through the
+    coordinators it finds."""
+    from fixtures import wait_until
+    from kafka.admin import KafkaAdminClient
+
+    groups = [f"g-kadmin-{i}" for i in range(4)]
+    kc.create("kadmin", partitions=1, replication_factor=3)
+    coordinator = {}
+    for g in groups:
+        wait_until(lambda: _coordinator(kc.kafka[1], g)[0] == 0, 15, "a coordinator")
+        coordinator[g] = _coordinator(kc.kafka[1], g)[1]
+        commit = _call(kc.kafka[coordinator[g]], 8, 2, {
+            "group_id": g, "generation_id": -1, "member_id": "", "topics": [
+                {"name": "kadmin", "partitions": [{"partition_index": 0, "committed_offset": 0}]}]})
+        assert commit.topics[0].partitions[0].error_code == 0
+    for i, address in kc.kafka.items():
+        listed = {x.group_id for x in _call(address, 16, 2, {}).groups}
+        assert listed & set(groups) == {g for g in groups if coordinator[g] == i}
+    g = groups[0]
+    other = next(i for i in kc.kafka if i != coordinator[g])
+    assert _call(kc.kafka[other], 15, 4, {"groups": [g]}).groups[0].error_code == 16
+    assert _call(kc.kafka[other], 42, 1, {"groups_names": [g]}).results[0].error_code == 16
+    admin = KafkaAdminClient(bootstrap_servers=kc.kafka[other])
+    try:
+        assert set(groups) <= {x["group_id"] for x in admin.list_groups()}
+        described = admin.describe_groups(groups)
+        assert {name: d["group_state"] for name, d in described.items()} == \
+            dict.fromkeys(groups, "Empty")
+        assert admin.delete_groups(groups) == dict.fromkeys(groups, "OK")
+        assert not set(groups) & {x["group_id"] for x in admin.list_groups()}
+    finally:
+        admin.close()

@@ -167,6 +167,38 @@ def test_metadata_narrowed_list_offsets_and_group_denied(kb):
         raw.close()
 
 
+def test_group_administration_follows_kafkas_acl_rules(kb):
+    """ListGroups without describe on the cluster lists the groups the
+    principal may describe (Kafka's rule; our listener refuses it);
+    DescribeGroups and DeleteGroups need describe / delete on the group."""
+    describe, list_, delete = 15, 16, 42
+    with admin_of(kb) as admin:
+        for group in ("ga-alice", "ga-other"):
+            admin.commit_offsets(group, {("kt", 0): 0})
+        admin.create_acls([Acl("User:alice", "group", "ga-alice", "literal", "describe")])
+    raw, root = authed(kb), authed(kb, "admin", ADMIN_PW)
+    try:
+        raw.sock.sendall(raw.send(list_, 2, 4, {}))
+        listed = raw.recv(list_, 2)[1]
+        assert listed.error_code == 0 and [g.group_id for g in listed.groups] == ["ga-alice"]
+        root.sock.sendall(root.send(list_, 0, 4, {}))  # a super user: every group
+        assert {"ga-alice", "ga-other"} <= {g.group_id for g in root.recv(list_, 0)[1].groups}
+        raw.sock.sendall(raw.send(describe, 4, 5, {"groups": ["ga-alice"]}))
+        got = raw.recv(describe, 4)[1].groups[0]
+        assert (got.error_code, got.group_state) == (0, "Empty")
+        raw.sock.sendall(raw.send(describe, 4, 6, {"groups": ["ga-other", "ga-alice"]}))
+        assert [g.error_code for g in raw.recv(describe, 4)[1].groups] == [30, 30]  # refused whole
+        raw.sock.sendall(raw.send(delete, 1, 7, {"groups_names": ["ga-alice"]}))
+        assert [r.error_code for r in raw.recv(delete, 1)[1].results] == [30]
+        with admin_of(kb) as admin:
+            admin.create_acls([Acl("User:alice", "group", "ga-alice", "literal", "delete")])
+        raw.sock.sendall(raw.send(delete, 1, 8, {"groups_names": ["ga-alice"]}))
+        assert [r.error_code for r in raw.recv(delete, 1)[1].results] == [0]
+    finally:
+        raw.close()
+        root.close()
+
+
 def test_sasl_handshake_v0_takes_raw_tokens(kb):
     raw, client = Raw(kb.kafka), ScramClient(["SCRAM-SHA-256"], "alice", ALICE_PW)
     try:

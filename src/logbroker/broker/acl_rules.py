@@ -12,6 +12,10 @@ the broker answers those with the topics the principal may describe.
 of a topic): a denied topic's parts get the error, the others are served
 (``Partial``).
 A create on a topic is also allowed by create on the cluster (Kafka's rule).
+``NARROWED``: listings a session may serve narrowed instead of refusing
+them when their rule is denied (the Kafka listener asks for it: Kafka's
+ListGroups lists every group with describe on the cluster, else the groups
+the principal may describe); our listener refuses them (docs/security.md).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ PER_PART: dict[type, Callable] = {
     m.Fetch: lambda t, p, code, msg: (t, p, code, msg, -1, -1, 0),
     m.ListOffsets: lambda t, p, code, msg: (t, p, code, msg, -1, -1),
 }
+# request class -> (operation, resource type) each name of its answer needs, when narrowed
+NARROWED: dict[type, tuple] = {m.ListGroups: ("describe", GROUP)}
 ERRORS = {TOPIC: TopicAuthorizationFailedError, GROUP: GroupAuthorizationFailedError,
           CLUSTER: ClusterAuthorizationFailedError}
 
@@ -74,6 +80,14 @@ def _group(operation: str, *topic_ops: str) -> Callable:
     return needs
 
 
+def _epoch_query(msg: m.OffsetForLeaderEpoch, known) -> list:
+    """A follower's (replica id >= 0) is cluster action, as ReplicaFetch; a
+    consumer's (-1, KIP-320: checking its position) describe on each topic."""
+    if msg.replica_id >= 0:
+        return [("cluster_action", CLUSTER, CLUSTER_NAME)]
+    return [("describe", TOPIC, t) for t in dict.fromkeys(p[0] for p in msg.parts)]
+
+
 def _groups(operation: str) -> Callable:
     return lambda msg, known: [(operation, GROUP, g) for g in dict.fromkeys(msg.groups)]
 
@@ -94,7 +108,7 @@ RULES: dict[type, Callable] = {
     m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
     m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
     m.LeaveGroup: _group("read"),
-    m.ReplicaFetch: _cluster("cluster_action"), m.OffsetForLeaderEpoch: _cluster("cluster_action"),
+    m.ReplicaFetch: _cluster("cluster_action"), m.OffsetForLeaderEpoch: _epoch_query,
     m.DescribeCluster: _cluster("describe"), m.ElectLeaders: _cluster("alter"),
     m.CreateUser: _cluster("alter"), m.DeleteUser: _cluster("alter"),
     m.ListUsers: _cluster("describe"),
@@ -135,3 +149,20 @@ class Partial:
                 data.append(b"" if entry is not None else next(payload))
         extra = {"payload": tuple(data)} if payload is not None else {}
         return dataclasses.replace(out, parts=tuple(parts), **extra)
+
+
+class Narrowed:
+    """A listing served although its rule was denied (``NARROWED``):
+    ``request`` is dispatched as it is; ``answer(dispatched)`` keeps of its
+    answer's ``groups`` those ``keep(name)`` allows (an error stays as is)."""
+
+    __slots__ = ("request", "keep")
+
+    def __init__(self, msg: m.Message, keep: Callable) -> None:
+        self.request, self.keep = msg, keep
+
+    async def answer(self, dispatched):
+        out = await dispatched
+        if not isinstance(out, m.Response) or out.error:
+            return out
+        return dataclasses.replace(out, groups=tuple(g for g in out.groups if self.keep(g)))

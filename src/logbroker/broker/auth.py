@@ -45,6 +45,9 @@ and whether to close the connection once it is written.
   describe: ``intercept`` returns that request, to dispatch instead. A
   Produce, Fetch or ListOffsets with some topics denied is a ``Partial``
   (acl_rules.py): the other parts are served, the denied ones get 29.
+  Asked to (``intercept(..., narrow=True)``: the Kafka listener), a
+  ListGroups without describe on the cluster is a ``Narrowed``: served,
+  its answer keeping the groups the principal may describe (Kafka's rule).
 
 Metrics: each failed authentication calls the session's ``failed()``
 (the connection's: ``broker.metrics.auth_failed()`` with metrics on),
@@ -69,7 +72,7 @@ from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, Lo
 from ..protocol import messages as m
 from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS, check_user_name
 from .acl import CLUSTER, CLUSTER_NAME, TOPIC, AclBinding, Authorizer
-from .acl_rules import ERRORS, LISTING, PER_PART, RULES, Partial
+from .acl_rules import ERRORS, LISTING, NARROWED, PER_PART, RULES, Narrowed, Partial
 from .acl_store import AclStore
 from .auth_store import Credentials, UserStore
 from .edge import listed
@@ -165,10 +168,11 @@ class Session:
         self.peer = peer
         self.loopback = _is_loopback(peer.rpartition(":")[0])
 
-    def intercept(self, msg: m.Message, now: float):
+    def intercept(self, msg: m.Message, now: float, narrow: bool = False):
         """None (dispatch ``msg``), ``(response, close)`` (the response may be
-        a coroutine of it: a user or ACL change), or a request to dispatch
-        instead of ``msg`` (module docstring)."""
+        a coroutine of it: a user or ACL change), a request to dispatch
+        instead of ``msg``, a ``Partial`` or (``narrow``) a ``Narrowed``
+        (module docstring)."""
         cls = msg.__class__
         try:
             if cls is m.SaslHandshake:
@@ -189,7 +193,7 @@ class Session:
             code, message = code_and_message(exc)
             return m.RESPONSES[msg.API](error=code, message=message), close
         if not self.gated:
-            return self._authorize(msg) if self.auth.enforcing else None
+            return self._authorize(msg, narrow) if self.auth.enforcing else None
         if cls is m.Handshake:
             return None
         if cls is m.Produce and msg.acks == 0:
@@ -253,10 +257,12 @@ class Session:
                 "authentication from %s failed: %s", self.peer, why)
 
     # -- authorization ------------------------------------------------------------------------
-    def _authorize(self, msg: m.Message):
+    def _authorize(self, msg: m.Message, narrow: bool = False):
         """None, a denial ``(response, close)``, the request narrowed to the
-        topics the principal may describe (acl_rules.LISTING), or a
-        ``Partial`` (some parts denied, acl_rules.PER_PART)."""
+        topics the principal may describe (acl_rules.LISTING), a
+        ``Partial`` (some parts denied, acl_rules.PER_PART), or with
+        ``narrow`` a ``Narrowed`` (a listing of acl_rules.NARROWED denied
+        its rule: its answer filtered instead)."""
         cls, auth, principal = msg.__class__, self.auth, self.principal
         rule = RULES.get(cls)
         if rule is None:  # acl_rules.NO_CHECK
@@ -268,6 +274,9 @@ class Session:
         denied: dict[str, str] = {}  # name -> why (PER_PART: every name is a topic)
         for operation, resource_type, name in rule(msg, auth.known):
             if name not in denied and not auth.allows(principal, operation, resource_type, name):
+                if narrow and cls in NARROWED:  # not a denial: it lists what it may see
+                    op, rtype = NARROWED[cls]
+                    return Narrowed(msg, lambda n: auth.allows(principal, op, rtype, n))
                 log.info("%s (%s) denied %s: %s on %s %r", self.peer, principal, cls.__name__,
                          operation, resource_type, name)
                 why = (f"{cls.__name__} refused: {principal} may not {operation} "

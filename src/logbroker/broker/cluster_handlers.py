@@ -23,6 +23,7 @@ from ..cluster.placement import assign, preferred
 from ..cluster.state import PartitionState, TopicState, default_min_isr, partition_value, topic_value
 from .durability import DataNotifier
 from .edge import check_partition_key, listed
+from .epoch_query import answer_epoch_query
 from .produce import consume_outcome
 from .topics_view import partition_row
 
@@ -291,18 +292,8 @@ class ClusterHandlers:
 
     async def offset_for_leader_epoch(self, req: m.OffsetForLeaderEpoch
                                       ) -> m.OffsetForLeaderEpochResponse:
-        out = []
-        for topic, partition, current, epoch in req.parts:
-            try:
-                check_partition_key(topic, partition)
-                r = self.node.replicas.replicas.get((topic, partition))
-                self.node.replicas.check_leader((topic, partition))
-                if current != r.epoch:
-                    from ..errors import FencedLeaderEpochError, UnknownLeaderEpochError
-
-                    cls = FencedLeaderEpochError if current < r.epoch else UnknownLeaderEpochError
-                    raise cls(f"{topic}-{partition}: epoch {current}, the leader's is {r.epoch}")
-                out.append((topic, partition, 0, "", *r.log.end_offset_for_epoch(epoch)))
-            except LogbrokerError as exc:
-                out.append((topic, partition, *_err(exc), -1, -1))
-        return m.OffsetForLeaderEpochResponse(parts=tuple(out))
+        def lookup(topic: str, partition: int) -> tuple:
+            self.node.replicas.check_leader((topic, partition))
+            r = self.node.replicas.replicas.get((topic, partition))
+            return r.log, r.epoch
+        return answer_epoch_query(req, lookup)

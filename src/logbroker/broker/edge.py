@@ -62,8 +62,10 @@ def _replica_fetch(req: m.ReplicaFetch) -> None:
     limits.check_int(req.replica_id, "replica_id", 0, limits.MAX_INT32)
 
 
-def _replica(req) -> None:
-    limits.check_int(req.replica_id, "replica_id", 0, limits.MAX_INT32)
+def _epoch_query(req: m.OffsetForLeaderEpoch) -> None:
+    """A follower's (its broker id) or a consumer's (-1)."""
+    limits.check_int(req.replica_id, "replica_id (-1 a consumer, else a broker id)", -1,
+                     limits.MAX_INT32)
 
 
 def _topics(req) -> None:
@@ -76,7 +78,8 @@ _CHECKS: dict[type, Callable] = {m.Produce: _produce, m.Fetch: _fetch,
                                  m.CommitOffsets: _group, m.FetchOffsets: _group,
                                  m.JoinGroup: _group, m.SyncGroup: _group, m.Heartbeat: _group,
                                  m.LeaveGroup: _group, m.FindCoordinator: _group,
-                                 m.ReplicaFetch: _replica_fetch, m.OffsetForLeaderEpoch: _replica,
+                                 m.ReplicaFetch: _replica_fetch,
+                                 m.OffsetForLeaderEpoch: _epoch_query,
                                  m.DescribeCluster: _topics, m.ElectLeaders: _topics}
 
 

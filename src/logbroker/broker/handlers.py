@@ -27,6 +27,7 @@ from .auth import BrokerAuth
 from .config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
 from .edge import check_partition_key, check_request, listed
+from .epoch_query import answer_epoch_query
 from .metrics_stats import RequestStats, TrafficStats
 from .produce import ProduceAnswer, produce
 from .topics_view import create_topics, delete_topics, describe_topics
@@ -57,6 +58,7 @@ class Handlers:
             m.DescribeTopics: lambda r: describe_topics(self.store, r),
             m.ListOffsets: self.list_offsets, m.InitProducerId: self.init_producer_id,
             m.DescribeCluster: self.describe_cluster, m.ElectLeaders: self.elect_leaders,
+            m.OffsetForLeaderEpoch: self.offset_for_leader_epoch,
         }
         if cluster is not None:
             self.table.update(cluster.table)
@@ -192,6 +194,11 @@ class Handlers:
         return m.DescribeClusterResponse(
             brokers=((me, self.config.host, self.port, True),),
             partitions=tuple((*p, me) for p in meta.partitions))
+
+    def offset_for_leader_epoch(self, req: m.OffsetForLeaderEpoch
+                                ) -> m.OffsetForLeaderEpochResponse:
+        """A single node leads every partition in epoch 0 (Metadata says so)."""
+        return answer_epoch_query(req, lambda t, p: (self.store.get_log(t, p), 0))
 
     def elect_leaders(self, req: m.ElectLeaders) -> m.ElectLeadersResponse:
         meta = self.metadata(m.Metadata(topics=req.topics))

@@ -102,7 +102,8 @@ def _group_description(row) -> GroupDescription:
                             generation, tuple(_member(*mb) for mb in members))
 
 
-def _member(member_id, instance_id, client_id, host, assignment: bytes) -> MemberDescription:
+def _member(member_id, instance_id, client_id, host, assignment: bytes,
+            _metadata: bytes = b"") -> MemberDescription:
     try:
         partitions = Assignment.decode(assignment).partitions if assignment else ()
     except LogbrokerError:

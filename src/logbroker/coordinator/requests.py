@@ -174,8 +174,8 @@ class GroupRequests:
             return (name, *_err(exc), (), "", "", -1, ())
         now = int(time.time() * 1000)
         rows = tuple(self.host.lag_row(t, p, c, now) for (t, p), c in sorted(g.offsets.items()))
-        members = tuple((mb.member_id, mb.instance_id, mb.client_id, mb.host, mb.assignment)
-                        for mb in g.members.values())
+        members = tuple((mb.member_id, mb.instance_id, mb.client_id, mb.host, mb.assignment,
+                         mb.metadata(g.protocol)) for mb in g.members.values())
         return (name, 0, "", rows, g.state, g.protocol, g.generation, members)
 
     async def list_groups(self, req: m.ListGroups) -> m.ListGroupsResponse:

@@ -10,15 +10,20 @@ advertises exactly this table.
 from __future__ import annotations
 
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
-from .apis_core import API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
+from .apis_configs import DESCRIBE_CONFIGS
+from .apis_core import (API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
+                        OFFSET_FOR_LEADER_EPOCH, PRODUCE)
 from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
                           OFFSET_FETCH, SYNC_GROUP)
+from .apis_group_admin import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from .apis_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .schema import Api
 
 PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
                   FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
                   CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS, SASL_HANDSHAKE,
+                  LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
+                  DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                   SASL_AUTHENTICATE)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
@@ -28,6 +33,8 @@ BY_NAME: dict = {api.name: api for api in PROFILE}
 # there (tests/test_kafka_codec.py checks both).
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
                   19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
+                  15: 5, 16: 3, 42: 2,
+                  32: 4, 23: 4,
                   17: 2}  # SaslHandshake has no flexible version ("none"): past its last
 
 

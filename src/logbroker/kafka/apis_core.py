@@ -1,6 +1,7 @@
 """Schemas of the data-path APIs: ApiVersions, Metadata, Produce, Fetch,
-ListOffsets, InitProducerId (docs/kafka.md). Only ApiVersions reaches a
-flexible version (v3: librdkafka's first request); the others stop below.
+ListOffsets, InitProducerId, OffsetForLeaderEpoch (docs/kafka.md). ApiVersions reaches its first
+flexible version (v3: librdkafka's first request) and Metadata its (v9:
+leader epochs clients trust, KIP-320, decision 83); the others stop below.
 
 Written from the protocol's documented fields (kafka.apache.org/protocol).
 Fields of versions outside a profile range are left out; ``versions`` strings
@@ -29,7 +30,7 @@ API_VERSIONS = Api(18, "ApiVersions", 0, 3, S(
     F("throttle_time_ms", "int32", "1+"),
 ), flexible="3+", response_header_tags=False)
 
-METADATA = Api(3, "Metadata", 0, 8, S(
+METADATA = Api(3, "Metadata", 0, 9, S(
     "MetadataRequest",
     # v0: an empty array asks for every topic; v1+: null does, empty asks for none
     F("topics", Array(S("MetadataRequestTopic", F("name", "string"))), nullable="1+"),
@@ -63,7 +64,7 @@ METADATA = Api(3, "Metadata", 0, 8, S(
             F("offline_replicas", Array("int32"), "5+")))),
         F("topic_authorized_operations", "int32", "8+", default=-(1 << 31))))),
     F("cluster_authorized_operations", "int32", "8-10", default=-(1 << 31)),
-))
+), flexible="9+")
 
 PRODUCE = Api(0, "Produce", 0, 8, S(
     "ProduceRequest",
@@ -182,4 +183,31 @@ INIT_PRODUCER_ID = Api(22, "InitProducerId", 0, 1, S(
     F("error_code", "int16"),
     F("producer_id", "int64", default=-1),
     F("producer_epoch", "int16"),
+))
+
+# KIP-320: a consumer checks its position after a leader change (v2+ carry
+# the epoch it knows as current; v3 names the replica, -1 a consumer)
+OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", 0, 3, S(
+    "OffsetForLeaderEpochRequest",
+    F("replica_id", "int32", "3+", default=-2),
+    F("topics", Array(S(
+        "OffsetForLeaderTopic",
+        F("topic", "string"),
+        F("partitions", Array(S(
+            "OffsetForLeaderPartition",
+            F("partition", "int32"),
+            F("current_leader_epoch", "int32", "2+", default=-1),
+            F("leader_epoch", "int32"))))))),
+), S(
+    "OffsetForLeaderEpochResponse",
+    F("throttle_time_ms", "int32", "2+"),
+    F("topics", Array(S(
+        "OffsetForLeaderTopicResult",
+        F("topic", "string"),
+        F("partitions", Array(S(
+            "EpochEndOffset",
+            F("error_code", "int16"),
+            F("partition", "int32"),
+            F("leader_epoch", "int32", "1+", default=-1),
+            F("end_offset", "int64", default=-1))))))),
 ))

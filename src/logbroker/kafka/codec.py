@@ -95,7 +95,7 @@ def decode_request(frame) -> tuple:
             f"{api.max_version})", header)
     version = header.api_version
     body = _decode_body(api.request, version, view, pos, f"{api.name} v{version} request",
-                        api.is_flexible(version))
+                        api.is_flexible(version), trailing_ok=True)
     return header, body
 
 
@@ -181,12 +181,17 @@ def _api(api_key: int, version: int, error):
 
 
 def _decode_body(message, version: int, view: memoryview, pos: int, context: str,
-                 flexible: bool):
+                 flexible: bool, trailing_ok: bool = False):
+    """``trailing_ok``: bytes after a request's body are ignored, as Kafka's
+    broker does: librdkafka (2.16) asks Metadata v9+ for every topic with
+    its 4-byte array-count placeholder left in place, a uvarint 0 (null)
+    followed by three zero bytes that Kafka never reads. A response must
+    end where its body does."""
     try:
         body, end = decoder(message, version, flexible)(view, pos)
     except KafkaDecodeError as exc:
         raise exc.in_context(context) from None
-    if end != len(view):
+    if end != len(view) and not trailing_ok:
         raise KafkaDecodeError(f"{len(view) - end} bytes after the body", context=context)
     return body
 

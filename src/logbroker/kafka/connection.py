@@ -23,7 +23,9 @@ protocols) and answered with ``codec.encode_response_buffers``.
   ``Session`` (broker/auth.py) answers SaslHandshake / SaslAuthenticate
   (planned as our messages, serve_sasl.py) and checks every other planned
   request as on our listener (a denial, a ``Partial`` of the permitted
-  parts, a narrowed Metadata); a failed authentication is answered, then
+  parts, a narrowed Metadata), except that a ListGroups without describe
+  on the cluster lists the groups the principal may describe (Kafka's
+  rule: a ``Narrowed``); a failed authentication is answered, then
   the connection closes. With ``auth_required``, before authentication
   only ApiVersions and the SASL APIs are read: any other request closes
   the connection unanswered (Kafka's rule), counted as a failure. After a
@@ -53,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..broker.acl_rules import Partial
+from ..broker.acl_rules import Narrowed, Partial
 from ..broker.answering import Answer, AnsweringConnection
 from ..broker.auth import INTERCEPTED
 from ..broker.produce import ProduceAnswer
@@ -156,10 +158,11 @@ class KafkaConnection(AnsweringConnection):
                 answer.response = msg
                 return answer
         if msg is not None and (session.screen or msg.__class__ in INTERCEPTED):
-            got = session.intercept(msg, loop.time())
+            got = session.intercept(msg, loop.time(), narrow=True)  # Kafka's listing rule
             if got.__class__ is tuple:  # answered by the session: SASL, or a denial
                 return self._screened(answer, got, header, loop)
-            if got.__class__ is Partial:  # some parts denied: the others served, then merged
+            if got.__class__ is Partial or got.__class__ is Narrowed:  # some parts denied
+                # (the others served, then merged), or a listing filtered (ListGroups)
                 answer.waiting = self._task(loop, got.answer(self.broker.dispatch(got.request)))
                 answer.frame = frame
                 return answer

@@ -29,6 +29,8 @@ from ..broker.admission import peer_ip
 from ..broker.config import parse_address
 from ..errors import InvalidRequestError
 from . import serve_data, serve_groups, serve_membership, serve_meta, serve_sasl
+from . import serve_group_admin
+from . import serve_configs
 from .apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, \
     INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, \
     SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -47,6 +49,9 @@ HANDLERS = {API_VERSIONS.key: serve_meta.api_versions, METADATA.key: serve_meta.
             SASL_HANDSHAKE.key: serve_sasl.sasl_handshake,
             SASL_AUTHENTICATE.key: serve_sasl.sasl_authenticate,
             OFFSET_FETCH.key: serve_groups.offset_fetch, **serve_membership.handlers()}
+HANDLERS.update(serve_group_admin.handlers())  # ListGroups, DescribeGroups, DeleteGroups
+HANDLERS[32] = serve_configs.describe_configs  # DescribeConfigs
+HANDLERS[23] = serve_data.offset_for_leader_epoch  # OffsetForLeaderEpoch
 
 
 def _not_served(site, header, body):

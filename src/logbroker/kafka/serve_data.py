@@ -1,5 +1,5 @@
 """Kafka data requests, answered through our handlers: Produce, Fetch,
-ListOffsets (docs/kafka.md, "Listener"). Each function takes the
+ListOffsets, OffsetForLeaderEpoch (docs/kafka.md, "Listener"). Each function takes the
 ``KafkaSite``, the request header and body, and returns a ``Plan`` (plan.py).
 
 Partition answers go out grouped by topic, in the order of the request.
@@ -135,3 +135,28 @@ def list_offsets(site: KafkaSite, header, body) -> Plan:
             for topic, group in by_topic(rows)]}
     return Plan(req, answer)
 
+
+
+def offset_for_leader_epoch(site: KafkaSite, header, body) -> Plan:
+    """KIP-320's check of a consumer's position: for each partition the
+    largest epoch <= the one asked for in the leader's history and where
+    it ends (the next epoch's first offset, or the log end), through our
+    OffsetForLeaderEpoch (the one replicas use). ``current_leader_epoch``
+    (v2+) is checked when given: older than the leader's is
+    FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; -1 (v0-1) is not
+    checked. A consumer's replica id is -1 whatever it sent (v3 lets a
+    client send -2, "debugging")."""
+    parts = tuple((t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+                  for t in body.topics for p in t.partitions)
+    req = m.OffsetForLeaderEpoch(replica_id=-1, parts=parts)
+
+    def answer(resp: m.OffsetForLeaderEpochResponse) -> dict:
+        if resp.error:
+            rows = [(t, p, resp.error, -1, -1) for t, p, _c, _e in parts]
+        else:
+            rows = [(t, p, error, epoch, end) for t, p, error, _msg, epoch, end in resp.parts]
+        return {"throttle_time_ms": 0, "topics": [{"topic": topic, "partitions": [
+            {"error_code": kafka_code(error), "partition": index, "leader_epoch": epoch,
+             "end_offset": end} for _t, index, error, epoch, end in group]}
+            for topic, group in by_topic(rows)]}
+    return Plan(req, answer)

@@ -6,11 +6,12 @@ request header and body, and returns a ``Plan`` (plan.py).
 
 from __future__ import annotations
 
-from ..errors import InvalidRequestError, UnknownError
+from ..errors import InvalidConfigError, InvalidRequestError, UnknownError
 from ..protocol import messages as m
 from . import cluster_meta
 from .api_versions import answer_api_versions
 from .plan import KafkaSite, Plan
+from .topic_configs import to_ours
 from .wire_errors import kafka_code, kafka_message
 
 CLUSTER_ID = "logbroker"
@@ -57,8 +58,10 @@ def metadata(site: KafkaSite, header, body) -> Plan:
 
 
 def create_topics(site: KafkaSite, header, body) -> Plan:
-    """Kafka's topic settings (``retention.ms``) are ours with '_' for '.'
-    (``retention_ms``), values as strings (numbers and true/false parsed);
+    """Kafka's topic settings are ours by topic_configs.py's table
+    (``retention.ms`` is ``retention_ms``, ``max.message.bytes``
+    ``max_batch_bytes``, ...), values as strings (numbers and true/false
+    parsed; INVALID_CONFIG for a value we cannot take);
     -1 partitions is the broker's default, -1 replication factor ours (1 on
     a single node). Manual replica assignments are refused (INVALID_REQUEST).
     ``validate_only`` creates nothing: each topic's answer says whether
@@ -68,12 +71,12 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
         try:
             if t.assignments:
                 raise InvalidRequestError("manual replica assignments are not supported")
-            configs = {c.name.replace(".", "_"): _config_value(c.value) for c in t.configs}
+            configs = dict(filter(None, (to_ours(c.name, c.value) for c in t.configs)))
             if t.replication_factor != -1:
                 configs["replication_factor"] = t.replication_factor
             parts = site.config.default_partitions if t.num_partitions == -1 else t.num_partitions
             topics.append((t.name, parts, configs))
-        except InvalidRequestError as exc:
+        except (InvalidRequestError, InvalidConfigError) as exc:
             refused[t.name] = (exc.code, exc.message)
     req = None if body.validate_only else m.CreateTopics(topics=tuple(topics))
 
@@ -89,17 +92,6 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
                         "error_message": kafka_message(message)})
         return {"topics": out}
     return Plan(req, answer)
-
-
-def _config_value(value: "str | None"):
-    if value is None:
-        return None
-    if value in ("true", "false"):
-        return value == "true"
-    try:
-        return int(value)
-    except ValueError:
-        return value
 
 
 def delete_topics(site: KafkaSite, header, body) -> Plan:

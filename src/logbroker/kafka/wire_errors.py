@@ -12,7 +12,8 @@ UNKNOWN_SERVER_ERROR (-1).
 
 from __future__ import annotations
 
-from ..errors import (BrokerUnavailableError, ClusterUnavailableError, LeaderNotAvailableError,
+from ..errors import (BrokerUnavailableError, ClusterUnavailableError,
+                      CoordinatorNotAvailableError, LeaderNotAvailableError,
                       PartitionOfflineError, StorageError, UnknownError)
 
 _REMAP = {PartitionOfflineError.code: StorageError.code,
@@ -25,6 +26,17 @@ def kafka_code(code: int) -> int:
     """The Kafka error code to send for our error ``code`` (0 stays 0)."""
     code = _REMAP.get(code, code)
     return UnknownError.code if code >= _OURS_ONLY else code
+
+
+def kafka_group_code(code: int) -> int:
+    """``kafka_code`` for a group coordinator's answer (the group
+    administration APIs): a broker that cannot reach the cluster right now
+    (CLUSTER_UNAVAILABLE, BROKER_UNAVAILABLE) is COORDINATOR_NOT_AVAILABLE
+    (15, retriable), Kafka's answer while its coordinator is not active,
+    rather than the partition-level LEADER_NOT_AVAILABLE."""
+    if code in (ClusterUnavailableError.code, BrokerUnavailableError.code):
+        return CoordinatorNotAvailableError.code
+    return kafka_code(code)
 
 
 def kafka_message(message: str) -> "str | None":

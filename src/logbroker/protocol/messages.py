@@ -316,12 +316,16 @@ class DescribeGroupsResponse(Response):
     lag_ms) — lag_ms: how old the next record to read is (-1 when caught up
     or unknown); state: "Empty", "PreparingRebalance", "CompletingRebalance"
     or "Stable"; protocol: the assignor of the generation ("" without one);
-    members: (member_id, group_instance_id, client_id, host, assignment) —
-    the assignment as the leader encoded it (client/assignors.py). An
+    members: (member_id, group_instance_id, client_id, host, assignment,
+    metadata) — the assignment as the leader encoded it (client/assignors.py),
+    the metadata the member's subscription for the generation's protocol as
+    it joined with it (b"" when none is known: no protocol chosen yet, or a
+    member restored by a new coordinator that has not joined since). An
     unknown group has error GROUP_ID_NOT_FOUND and nothing else."""
 
     API, SCHEMA = 11, {**_RESP, "groups": [(str, int, str, [(str, int, int, int, int, int, int)],
-                                            str, str, int, [(str, Opt(str), str, str, bytes)])]}
+                                            str, str, int,
+                                            [(str, Opt(str), str, str, bytes, bytes)])]}
     error: int = 0
     message: str = ""
     groups: tuple = ()
