@@ -96,7 +96,7 @@ def test_response_round_trip(api, version):
         assert encode_response(got_header, api.key, version, got) == wire
 
 
-def test_profile_is_the_issue_profile_flexible_only_for_api_versions_v3():
+def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
     ranges = {api.name: (api.min_version, api.max_version) for api in PROFILE}
     assert ranges == {
         "ApiVersions": (0, 3), "Metadata": (0, 9), "Produce": (0, 8), "Fetch": (4, 11),
