@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat clean
+.PHONY: serve test test-slow test-bench cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: $(STAMP) peer-servers etcd-server chromium kcat
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
+
+# the benchmarks' --quick smoke runs (broker, cluster, groups, kafka, latency, spark, storage)
+test-bench: $(STAMP)
+	$(BIN)/pytest -q -m bench
 
 # etcd + 3 brokers on 127.0.0.1 (2379; 9555-9557), data in ./data/cluster; Ctrl-C stops all
 cluster: $(STAMP) etcd-server

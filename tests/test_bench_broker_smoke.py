@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
+
 ROOT = Path(__file__).resolve().parent.parent
 PHASES = {"W1.produce", "W1.consume", "W2.produce", "W2.consume", "roundtrip.raw", "roundtrip",
           "fetch.fill", "fetch.raw", "fetch.consumer"}

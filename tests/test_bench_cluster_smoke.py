@@ -10,8 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fixtures import require_etcd
 from test_bench_broker_smoke import _gone
+
+pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = {"single", "c1-rf1", "c3-rf1", "c3-rf3"}

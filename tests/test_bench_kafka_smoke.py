@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from test_bench_broker_smoke import _gone  # the same check: kill(pid, 0) fails
 
+pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
+
 pytest.importorskip("confluent_kafka")
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from test_bench_broker_smoke import _gone
+
+pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = {"pingpong", "fdatasync", "fdatasync_prealloc", "raw_lazy", "raw_fsync", "sync_lazy",

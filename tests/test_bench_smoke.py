@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
+
 pytest.importorskip("pyarrow")
 
 ROOT = Path(__file__).resolve().parent.parent

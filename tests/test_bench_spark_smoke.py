@@ -17,7 +17,7 @@ pytest.importorskip("pyarrow")
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = [pytest.mark.spark,
+pytestmark = [pytest.mark.spark, pytest.mark.bench,
               pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
                                  reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")]
 
