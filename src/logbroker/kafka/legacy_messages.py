@@ -32,10 +32,11 @@ with a create time >= 0; otherwise the whole batch is log-append time,
 what a reader by time can go by).
 
 What a peer can make us spend is bounded: every length is checked against
-the bytes left before slicing, decompression stops at ``limit`` bytes in
-all (``RecordTooLargeError``), and ``Budget`` caps the messages converted
-per request (each costs a CRC and a few Python steps on the broker's
-loop). Malformed input raises ``CorruptRecordError``; nothing else
+the bytes left before slicing, decompression stops at ``limit`` bytes per
+message set and at ``Budget.inflated`` (64 MiB, the frame limit) per
+request (``RecordTooLargeError``), and ``Budget`` caps the messages
+converted per request (each costs a CRC and a few Python steps on the
+broker's loop). Malformed input raises ``CorruptRecordError``; nothing else
 escapes but ``RecordTooLargeError`` and ``UnsupportedCompressionTypeError``.
 """
 
@@ -61,16 +62,17 @@ _MIN_SIZE = (14, 22)  # a message's smallest size by magic: null key and value
 LZ4 = 3
 LOG_APPEND = 0x08
 MAX_MESSAGES = 100_000  # legacy messages converted per request (see Budget)
+MAX_INFLATED = 64 << 20  # bytes legacy wrappers may decompress to per request (the frame limit)
 
 
 class Budget:
-    """What one request may still convert: ``messages`` left (a request of
-    many partitions shares one)."""
+    """What one request may still convert, shared by its partitions:
+    ``messages`` and decompressed ``inflated`` bytes left."""
 
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "inflated")
 
-    def __init__(self, messages: int = MAX_MESSAGES) -> None:
-        self.messages = messages
+    def __init__(self, messages: int = MAX_MESSAGES, inflated: int = MAX_INFLATED) -> None:
+        self.messages, self.inflated = messages, inflated
 
     def take(self, n: int = 1) -> None:
         self.messages -= n
@@ -185,8 +187,9 @@ def _read_message(msg: memoryview, state: _State, wrapper) -> list:
     if codec == LZ4 and magic == 0:  # Kafka 0.8/0.9's lz4 frames carry a wrong header checksum
         raise UnsupportedCompressionTypeError("lz4 in magic 0 messages (Kafka 0.8/0.9 framing) is "
                                               "not supported: use magic 1 (Produce v2) or later")
-    inner = decompress(codec, value, state.limit)
+    inner = decompress(codec, value, min(state.limit, state.budget.inflated))
     state.limit -= len(inner)
+    state.budget.inflated -= len(inner)
     state.codec = state.codec or codec
     return _read_set(memoryview(inner).toreadonly(), state, (magic, attributes, timestamp))
 
