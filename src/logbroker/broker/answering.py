@@ -136,6 +136,9 @@ class AnsweringConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self.registry.unregister(self)
+        reader = getattr(self, "reader", None)  # both listeners' connections have one
+        if reader is not None:  # its buffers go now, not when a GC pass finds the connection
+            reader.discard()
         for answer in self.pending:
             if isinstance(answer.waiting, asyncio.Task):
                 answer.waiting.cancel()

@@ -48,6 +48,10 @@ class KafkaFrameReader:
     def max_frame_bytes(self) -> int:
         return self._reader.max_frame_bytes
 
+    def discard(self) -> None:
+        """Drop every buffer held (the stream ended): FrameReader.discard."""
+        self._reader.discard()
+
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned as frames."""

@@ -110,6 +110,16 @@ class FrameReader:
         """A frame has begun (at least one byte of it came) and is incomplete."""
         return bool(self._pending) or self._length > 0 or self._big is not None
 
+    def discard(self) -> None:
+        """Drop every buffer held (the stream ended): the incomplete frame,
+        the chunk handed out for a read that never came (asyncio asks for a
+        buffer before the read that finds EOF), frames not taken, spares."""
+        self._pending = bytearray()
+        self._length = self._chunked = self._big_filled = 0
+        self._chunks, self._chunk, self._big = [], None, None
+        self._frames.clear()
+        self._spares = []
+
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Writable space for the next bytes of the stream (never empty)."""
         if self._big is not None:
