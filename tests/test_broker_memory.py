@@ -57,8 +57,8 @@ def test_1024_stalled_frames_stay_under_200_mib(tmp_path, prefix):
         for _ in range(3):
             assert normal.call(m.Handshake()).error == 0
         closed_rss = broker_rss(b)
-        assert closed_rss - baseline < 64 << 20, (baseline >> 20, closed_rss >> 20)
-        # bounded: the broker trims its heap from its 1 s sweep once 64 connections closed
+        # freed memory leaves RSS at the broker's next malloc trim (its 1 s sweep,
+        # once 64 connections closed); memory still held never does (+256 MiB)
         wait_until(lambda: broker_rss(b) - baseline < 16 << 20, timeout=35,
                    what=f"RSS back after close (baseline {baseline >> 20} MiB, "
                         f"{closed_rss >> 20} MiB once the closes were read)")
