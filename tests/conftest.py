@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 
+import kafka_python_sockets
 import pytest
 
 from fixtures import (OPEN, BrokerProcess, Cluster, EtcdProcess, Store, TcpProxy, open_store,
                       require_etcd)
+
+kafka_python_sockets.track()
 
 
 @pytest.fixture
@@ -30,10 +33,12 @@ def store_factory(tmp_path):
 
 @pytest.fixture(autouse=True)
 def close_raw_conns():
-    """Close every raw test connection a test left open."""
+    """Close every raw test connection a test left open, and the sockets
+    kafka-python dropped (kafka_python_sockets.py)."""
     yield
     while OPEN:
         OPEN.pop().close()
+    kafka_python_sockets.close_leftovers()
 
 
 @pytest.fixture
