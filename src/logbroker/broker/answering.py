@@ -29,6 +29,7 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
+from functools import partial
 
 from ..coordinator.requests import PEER
 from ..storage.results import FileSlice
@@ -37,6 +38,18 @@ from .quotas import principal_of
 from .sendfile import read_slices, sendfile
 
 MAX_PENDING = 64  # requests unanswered before reading pauses
+
+
+def _auth_failed(broker) -> None:
+    """A session's failed authentication, counted (metrics)."""
+    if broker.metrics is not None:
+        broker.metrics.auth_failed()
+
+
+def _denied(broker, kind: type) -> None:
+    """A session's request refused by authorization, counted (metrics)."""
+    if broker.metrics is not None:
+        broker.metrics.authz_denied(kind)
 
 
 class Answer:
@@ -74,7 +87,10 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         self.tls = False  # the transport is TLS: no sendfile
         # authentication (auth.py); over TLS the first request may be read before
         # connection_made names the peer (then it is not loopback: safe)
-        self.session = Session(broker.handlers.auth, "?", self._auth_failed, self._denied)
+        # the session's callbacks hold the broker, not this connection: no
+        # reference cycle, so a closed connection is freed at once, not by a GC pass
+        self.session = Session(broker.handlers.auth, "?", partial(_auth_failed, broker),
+                               partial(_denied, broker))
         self.ip: "str | None" = None  # the peer's address while counted (registry)
         self.mute: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
 
@@ -159,17 +175,6 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         if self.can_write is not None and not self.can_write.done():
             self.can_write.set_result(None)
         self.can_write = None
-
-    # -- metrics (the session's callbacks) -------------------------------------------------
-    def _auth_failed(self) -> None:
-        metrics = self.broker.metrics
-        if metrics is not None:
-            metrics.auth_failed()
-
-    def _denied(self, kind: type) -> None:
-        metrics = self.broker.metrics
-        if metrics is not None:
-            metrics.authz_denied(kind)
 
     # -- limits -----------------------------------------------------------------------------
     def _flow(self) -> None:
