@@ -33,11 +33,17 @@ def store_factory(tmp_path):
 
 @pytest.fixture(autouse=True)
 def close_raw_conns():
-    """Close every raw test connection a test left open, and the sockets
-    kafka-python dropped (kafka_python_sockets.py)."""
+    """Close every raw test connection a test left open."""
     yield
     while OPEN:
         OPEN.pop().close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def close_kafka_python_leftovers():
+    """At the session's end, close the sockets kafka-python dropped
+    (kafka_python_sockets.py)."""
+    yield
     kafka_python_sockets.close_leftovers()
 
 

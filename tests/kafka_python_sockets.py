@@ -6,9 +6,10 @@ client closed while one of its connects is still in flight cancels that
 coroutine, and the open socket is dropped. It dies in some later cyclic GC
 pass, and its ResourceWarning (an error under ``filterwarnings = error``)
 lands on whichever test runs then (CI saw it on a test that had done nothing
-wrong). The suite keeps every socket kafka-python opens and closes the ones
-still open when the test that opened them ends; sockets the client closed
-itself are untouched. Our own clients are not patched: a socket of ours
+wrong). The suite keeps every socket kafka-python opens (dropping those
+closed since) and closes the ones still open when the session ends: not at
+each test's end, since a module's fixture may keep a client open across
+its tests. Our own clients are not patched: a socket of ours
 left open still fails the suite."""
 
 from __future__ import annotations
@@ -32,11 +33,18 @@ def track() -> bool:
 
     def tracked(self, *args, **kwargs):
         sock = make(self, *args, **kwargs)
+        if len(_OPENED) >= 64:  # the closed ones go: the list stays short
+            _OPENED[:] = [s for s in _OPENED if s.fileno() != -1]
         _OPENED.append(sock)
         return sock
 
     inet.KafkaNetSocket.socket = tracked
     return True
+
+
+def still_open() -> list[socket.socket]:
+    """The sockets kafka-python opened that are still open."""
+    return [s for s in _OPENED if s.fileno() != -1]
 
 
 def close_leftovers() -> int:
