@@ -49,6 +49,19 @@ def test_acks_zero_gets_no_response(broker):
     assert fetch_values(c, "z") == [b"a"]
 
 
+def test_an_acks_zero_produce_with_an_error_closes_the_connection(broker):
+    """Nobody hears an acks=0 error: the broker closes the connection, so
+    the client refreshes its metadata (Kafka's rule), and keeps what it
+    had accepted before."""
+    c = RawConn(broker.port)
+    c.send(produce("z0", build_batch([b"a"]), acks=0))
+    assert fetch_values(c, "z0") == [b"a"]  # no error: the connection stays
+    data = build_batch([b"b"])
+    c.send(m.Produce(acks=0, parts=(("z0", 7, len(data)),), payload=(data,)))
+    assert c.closed_by_peer(5)  # partition 7 of a 1-partition topic
+    assert fetch_values(RawConn(broker.port), "z0") == [b"a"]
+
+
 def test_bad_crc_is_refused_and_nothing_is_written(broker):
     c = RawConn(broker.port)
     good = build_batch([b"ok"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import LeaderNotAvailableError, LogbrokerError, NotLeaderError, RequestTimedOutError
+from ..errors import LogbrokerError, RequestTimedOutError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 
@@ -155,10 +155,11 @@ def produce(h, req: m.Produce):
         answer.arm(loop, req.timeout_ms)
         return answer
     if req.acks == 0:
-        # nobody hears an acks=0 error: a client sending to a broker that is not
-        # (or no longer) the leader learns it when the connection closes (Kafka)
-        moved = any(r[2] in (NotLeaderError.code, LeaderNotAvailableError.code) for r in results)
-        return CLOSE_CONNECTION if moved else None
+        # nobody hears an acks=0 error: a client learns of any (a leader that
+        # moved, a topic this broker does not know yet, a corrupt batch) when
+        # the connection closes, and refreshes its metadata (Kafka's rule)
+        failed = any(r[2] for r in results)
+        return CLOSE_CONNECTION if failed else None
     return _response(results)
 
 
