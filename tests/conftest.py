@@ -104,9 +104,9 @@ def cluster(tmp_path, etcd):
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one local[2] SparkSession of a test process (one per xdist
-    worker under ``make test``; Spark tests are marked ``spark``), stopped
-    at the end; its Python workers run this interpreter."""
+    """The one local[2] SparkSession of a test process (one per xdist worker of
+    ``make test``; Spark tests are marked
+    ``spark``), stopped at the end; its Python workers run this interpreter."""
     pytest.importorskip("pyspark")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
