@@ -31,10 +31,8 @@ chromium:
 kcat:
 	bash tools/install-kcat.sh
 
-# two worker processes (pytest-xdist), each taking whole test files: module
-# fixtures and the SparkSession stay one per worker; 609 s against 918 s serial
 test: $(STAMP) peer-servers etcd-server chromium kcat
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

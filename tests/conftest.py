@@ -104,8 +104,7 @@ def cluster(tmp_path, etcd):
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one local[2] SparkSession of a test process (one per xdist worker of
-    ``make test``; Spark tests are marked
+    """The one local[2] SparkSession of a test run (Spark tests are marked
     ``spark``), stopped at the end; its Python workers run this interpreter."""
     pytest.importorskip("pyspark")
     os.environ["PYSPARK_PYTHON"] = sys.executable
