@@ -39,9 +39,11 @@ def test_a_kafka_group_in_a_cluster_joins_reads_commits_and_resumes(kc):  # noqa
     from fixtures import wait_until
 
     group = "g-kcluster"
-    wait_until(lambda: _coordinator(kc.kafka[1], group)[0] == 0, 15, "a coordinator")
-    answers = {_coordinator(kc.kafka[i], group) for i in kc.brokers}
-    assert len(answers) == 1  # every broker names the same coordinator
+    def agreed():  # each broker learns the coordinator from its own watch, in its own time
+        answers = {_coordinator(kc.kafka[i], group) for i in kc.brokers}
+        return answers if len(answers) == 1 and next(iter(answers))[0] == 0 else None
+
+    answers = wait_until(agreed, 15, "every broker naming the same coordinator")
     _, node, address = answers.pop()
     assert address == kc.kafka[node]
     bootstrap = next(kc.kafka[i] for i in sorted(kc.brokers) if i != node)
