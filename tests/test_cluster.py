@@ -248,3 +248,20 @@ def test_unclean_leader_election_is_opt_in_per_topic(cluster, unclean):
         watched = time.monotonic()
         while time.monotonic() - watched < 2.5:  # two controller rounds: it stays dark
             assert cluster.state("u", via=other)[0] == -1, "an out-of-sync leader without opt-in"
+
+
+def test_a_broker_started_before_etcd_waits_for_it(tmp_path, etcd):
+    """A broker whose etcd is not up yet retries its registration (up to
+    ETCD_START_WAIT_S) instead of exiting: it serves once etcd answers."""
+    from fixtures import BrokerProcess
+
+    etcd.stop()  # keeps its ports and data: the broker's URL stays right
+    b = BrokerProcess(tmp_path / "b1", "--broker-id", "1", "--etcd", etcd.url)
+    try:
+        b.launch()
+        wait_until(lambda: "etcd not reachable yet" in b.log(), 20, "a retry logged")
+        etcd.start()
+        b.wait_ready(30)
+        assert b.proc.poll() is None
+    finally:
+        b.kill()

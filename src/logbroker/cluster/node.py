@@ -43,6 +43,7 @@ from .view import ClusterView
 log = logging.getLogger("logbroker.cluster")
 PID_BLOCK = 1000
 CLOSE_STEP_S = 3.0
+ETCD_START_WAIT_S = 20.0  # how long a starting broker waits for etcd (Kafka: 18 s for ZooKeeper)
 
 
 class ClusterNode:
@@ -79,12 +80,27 @@ class ClusterNode:
                                                                     // 1000)))
         self.replicas.fenced = lambda: self.session.fenced
         self.replicas.registered = self._registered
-        await self.session.register()
+        await self._first_registration()
         await self._reload()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.session.run()), loop.create_task(self._watch()),
                        loop.create_task(self.controller.run()),
                        loop.create_task(self._every(0.25, self.replicas.check_isr))]
+
+    async def _first_registration(self) -> None:
+        """Register, retrying while etcd cannot be reached for up to
+        ``ETCD_START_WAIT_S`` (a broker started beside etcd, or while etcd
+        is slow, waits for it, as Kafka's waits for ZooKeeper up to
+        zookeeper.connection.timeout.ms); then ClusterUnavailableError."""
+        deadline = time.monotonic() + ETCD_START_WAIT_S
+        while True:
+            try:
+                return await self.session.register()
+            except ClusterUnavailableError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("etcd not reachable yet, retrying: %s", exc)
+                await asyncio.sleep(0.5)
 
     async def advertise_kafka(self, host: str, port: int) -> None:
         """Add our Kafka listener's advertised address to our registration
