@@ -1,4 +1,4 @@
-"""Sockets kafka-python leaks, closed by the suite at each test's end.
+"""Sockets kafka-python leaks, held by the suite and closed at its end.
 
 kafka-python 3.0.12 opens a connection's socket in
 ``KafkaNetSocket.connect`` and awaits writability with no try/finally; a
@@ -34,7 +34,7 @@ def track() -> bool:
     def tracked(self, *args, **kwargs):
         sock = make(self, *args, **kwargs)
         if len(_OPENED) >= 64:  # the closed ones go: the list stays short
-            _OPENED[:] = [s for s in _OPENED if s.fileno() != -1]
+            _OPENED[:] = still_open()
         _OPENED.append(sock)
         return sock
 
@@ -49,10 +49,8 @@ def still_open() -> list[socket.socket]:
 
 def close_leftovers() -> int:
     """Close the kafka-python sockets still open; returns how many."""
-    left = 0
-    while _OPENED:
-        sock = _OPENED.pop()
-        if sock.fileno() != -1:
-            left += 1
-            sock.close()
-    return left
+    left = still_open()
+    _OPENED.clear()
+    for sock in left:
+        sock.close()
+    return len(left)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 
-from fixtures import Cluster, batch, segment_bytes, wait_until
+from fixtures import BrokerProcess, Cluster, batch, segment_bytes, wait_until
 from logbroker.errors import LeaderNotAvailableError, NotEnoughReplicasError, NotLeaderError
 from logbroker.protocol import messages as m
 
@@ -253,8 +253,6 @@ def test_unclean_leader_election_is_opt_in_per_topic(cluster, unclean):
 def test_a_broker_started_before_etcd_waits_for_it(tmp_path, etcd):
     """A broker whose etcd is not up yet retries its registration (up to
     ETCD_START_WAIT_S) instead of exiting: it serves once etcd answers."""
-    from fixtures import BrokerProcess
-
     etcd.stop()  # keeps its ports and data: the broker's URL stays right
     b = BrokerProcess(tmp_path / "b1", "--broker-id", "1", "--etcd", etcd.url)
     try:

@@ -39,6 +39,7 @@ def test_a_kafka_group_in_a_cluster_joins_reads_commits_and_resumes(kc):  # noqa
     from fixtures import wait_until
 
     group = "g-kcluster"
+
     def agreed():  # each broker learns the coordinator from its own watch, in its own time
         answers = {_coordinator(kc.kafka[i], group) for i in kc.brokers}
         return answers if len(answers) == 1 and next(iter(answers))[0] == 0 else None

@@ -47,9 +47,8 @@ import zlib
 from dataclasses import dataclass
 
 from ..errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionTypeError
-from ..records import format as fmt
 from ..records.compression import LZ4, NAMES, decompress
-from ..records.format import LOG_OVERHEAD
+from ..records.format import LOG_APPEND_TIME, LOG_OVERHEAD
 from ..records.encoder import I32_MAX
 from .errors import KafkaEncodeError
 from .record_batch import TIMESTAMP_TYPE, KafkaRecord, build_batch
@@ -60,7 +59,7 @@ _HEAD = struct.Struct(">IbB")  # crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MIN_SIZE = (14, 22)  # a message's smallest size by magic: null key and value
-LOG_APPEND = fmt.LOG_APPEND_TIME  # bit 3, as in our and Kafka's v2 attributes
+LOG_APPEND = LOG_APPEND_TIME  # bit 3, as in our and Kafka's v2 attributes
 MAX_MESSAGES = 100_000  # legacy messages converted per request (see Budget)
 MAX_INFLATED = 64 << 20  # bytes legacy wrappers may decompress to per request (the frame limit)
 
