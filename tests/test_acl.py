@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logbroker.broker.acl import (OPERATIONS, AclBinding, Authorizer)
-from logbroker.broker.acl_rules import NO_CHECK, RULES
+from logbroker.security.acl import (OPERATIONS, AclBinding, Authorizer)
+from logbroker.security.acl_rules import NO_CHECK, RULES
 from logbroker.errors import InvalidRequestError
 from logbroker.protocol import messages as m
 
@@ -153,7 +153,7 @@ def test_rules_name_the_right_resources():
 def test_partial_serves_the_allowed_parts_and_puts_the_denied_back_in_order():
     import asyncio
 
-    from logbroker.broker.acl_rules import Partial
+    from logbroker.security.acl_rules import Partial
 
     req = m.Produce(acks=1, parts=(("a", 0, 1), ("b", 0, 2), ("a", 1, 3)),
                     payload=(b"x", b"yy", b"zzz"))

@@ -15,7 +15,7 @@ from fixtures import BrokerProcess, RawConn, batch, consume, invoke_cli, invoked
 from scramp import ScramClient
 
 from logbroker import Admin, Consumer, Producer
-from logbroker.broker.acl_rules import RULES
+from logbroker.security.acl_rules import RULES
 from logbroker.client.admin_results import Acl
 from logbroker.client.auth import user_credentials
 from logbroker.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError

@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from logbroker.broker.acl import AclBinding
-from logbroker.broker.auth_store import Credentials
+from logbroker.security.acl import AclBinding
+from logbroker.security.auth_store import Credentials
 from logbroker.broker.config import BrokerConfig
 from logbroker.client.auth import user_credentials
 from logbroker.cluster.access_view import AccessView, acl_value

@@ -8,7 +8,7 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logbroker.broker.auth import BrokerAuth, Session
+from logbroker.security.auth import BrokerAuth, Session
 from logbroker.broker.config import BrokerConfig
 from logbroker.errors import LogbrokerError
 from logbroker.protocol import messages as m

@@ -11,9 +11,9 @@ import socket
 
 from logbroker import Admin
 from logbroker.broker.config import BrokerConfig
-from logbroker.broker.connection import ClientConnection
+from logbroker.net.connection import ClientConnection
 from logbroker.broker.server import Broker
-from logbroker.kafka.connection import KafkaConnection
+from logbroker.net.kafka_connection import KafkaConnection
 
 API_VERSIONS_V0 = b"\x00\x00\x00\x0c\x00\x12\x00\x00\x00\x00\x00\x01\x00\x02ab"
 

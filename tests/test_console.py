@@ -10,10 +10,10 @@ import json
 import pytest
 
 from fixtures import T0, fill, open_store
-from logbroker.broker.console import inputs, views
-from logbroker.broker.console.history import History
-from logbroker.broker.console.messages import hexdump, read_page, render
-from logbroker.broker.console.state import State
+from logbroker.console import inputs, views
+from logbroker.console.history import History
+from logbroker.console.messages import hexdump, read_page, render
+from logbroker.console.state import State
 from logbroker.errors import (GroupNotFoundError, InvalidRequestError, InvalidTopicError,
                               LogbrokerError, OffsetOutOfRangeError, UnknownTopicOrPartitionError)
 from logbroker.records import build_batch
@@ -192,7 +192,7 @@ def test_a_page_before_the_log_start_is_out_of_range(tmp_path):
 
 
 def test_a_batch_larger_than_a_page_is_skipped_not_loaded(tmp_path, monkeypatch):
-    from logbroker.broker.console import messages
+    from logbroker.console import messages
 
     monkeypatch.setattr(messages, "PAGE_BYTES", 2048)
     s = open_store(tmp_path)
@@ -226,7 +226,7 @@ def test_render_text_json_hex_and_truncation():
 
 # -- the app ---------------------------------------------------------------------------------
 def test_the_app_has_no_route_that_changes_anything():
-    from logbroker.broker.console.app import make_app
+    from logbroker.console.app import make_app
 
     app = make_app(object())
     changing = {(route.method, route.resource.canonical) for route in app.router.routes()
@@ -237,7 +237,7 @@ def test_the_app_has_no_route_that_changes_anything():
 def test_bad_input_is_a_json_400_and_post_is_refused():
     from aiohttp.test_utils import TestClient, TestServer
 
-    from logbroker.broker.console.app import make_app
+    from logbroker.console.app import make_app
 
     class Fake:
         history, sample_s = History(), 2.0
@@ -267,7 +267,7 @@ def test_bad_input_is_a_json_400_and_post_is_refused():
 def test_a_loopback_console_refuses_a_host_header_naming_another_site():
     from aiohttp.test_utils import TestClient, TestServer
 
-    from logbroker.broker.console.app import _local_name, make_app
+    from logbroker.console.app import _local_name, make_app
 
     class Fake:
         history, sample_s, loopback = History(), 2.0, True
@@ -293,7 +293,7 @@ def test_a_loopback_console_refuses_a_host_header_naming_another_site():
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "broker-1.example"])
 def test_the_console_with_auth_required_needs_tls_off_loopback(tmp_path, host):
     from logbroker.broker.config import BrokerConfig
-    from logbroker.broker.console.app import Console
+    from logbroker.console.app import Console
 
     class B:
         config = BrokerConfig(data_dir=str(tmp_path), auth_required=True, console_port=0,

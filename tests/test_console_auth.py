@@ -300,7 +300,7 @@ class Clock:
 
 
 def test_sessions_expire_idle_and_old_and_the_table_is_bounded():
-    from logbroker.broker.console.sessions import SessionTable
+    from logbroker.console.sessions import SessionTable
 
     clock = Clock()
     table = SessionTable(capacity=3, idle_s=60, max_age_s=300, clock=clock)
@@ -320,7 +320,7 @@ def test_sessions_expire_idle_and_old_and_the_table_is_bounded():
 
 
 def test_throttle_windows_addresses_and_bound():
-    from logbroker.broker.console.throttle import LoginThrottle, key_of
+    from logbroker.console.throttle import LoginThrottle, key_of
 
     clock = Clock()
     t = LoginThrottle(max_failures=2, window_s=60, capacity=3, clock=clock)
@@ -338,11 +338,11 @@ def test_throttle_windows_addresses_and_bound():
 
 
 def test_narrowing_hides_topics_everywhere_a_page_could_show_them():
-    from logbroker.broker.acl import AclBinding, Authorizer
-    from logbroker.broker.console import pages
-    from logbroker.broker.console.access import Access
-    from logbroker.broker.console.history import History
-    from logbroker.broker.console.state import State
+    from logbroker.security.acl import AclBinding, Authorizer
+    from logbroker.console import pages
+    from logbroker.console.access import Access
+    from logbroker.console.history import History
+    from logbroker.console.state import State
     from logbroker.client.assignors import Assignment
 
     class Auth:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from kafka_raw import Raw, kafka_broker, produce_body
-from logbroker.broker.acl import CLUSTER, TOPIC
-from logbroker.broker.acl_rules import RULES
+from logbroker.security.acl import CLUSTER, TOPIC
+from logbroker.security.acl_rules import RULES
 from logbroker.protocol import messages as m
 
 FENCED, UNKNOWN_EPOCH, UNKNOWN_TOPIC = 74, 75, 3

@@ -266,8 +266,8 @@ def test_malformed_kafka_records_are_stored_and_the_broker_gets_around_them(tmp_
         decode_batch(data[:fmt.read_header(data).size])
     assert log.offset_for_timestamp(1_500).offset == 2  # the bad batch's first offset
     assert log.offset_for_timestamp(2_500).offset == 4
-    from logbroker.broker.console.inputs import MessageQuery
-    from logbroker.broker.console.messages import read_page
+    from logbroker.console.inputs import MessageQuery
+    from logbroker.console.messages import read_page
     page = read_page(log, MessageQuery(topic="t", partition=0, offset=0, time_ms=None, limit=10,
                                        format="text"))
     assert [r["offset"] for r in page["records"]] == [0, 1, 2, 4]

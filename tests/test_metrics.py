@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fixtures import BrokerProcess, wait_until
 from logbroker import Consumer, Producer
-from logbroker.broker.metrics import BrokerMetrics
-from logbroker.broker.metrics_collect import BrokerCollector
+from logbroker.metrics.exporter import BrokerMetrics
+from logbroker.metrics.collect import BrokerCollector
 
 # topic -> (records, value bytes): three topics of known size
 WORKLOAD = {"m-a": (100, 100), "m-b": (250, 50), "m-c": (37, 10)}

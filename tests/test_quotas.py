@@ -11,10 +11,10 @@ import asyncio
 
 import pytest
 
-from logbroker.broker.admission import (HEAD_MAX, MAX_CONNECTIONS, MAX_REFUSING, PER_IP,
+from logbroker.net.admission import (HEAD_MAX, MAX_CONNECTIONS, MAX_REFUSING, PER_IP,
                                         Admission, Refusal)
 from logbroker.broker.config import BrokerConfig
-from logbroker.broker.quotas import (ACCOUNT, ANONYMOUS, BURST_S, MAX_THROTTLE_S, ByteRate,
+from logbroker.security.quotas import (ACCOUNT, ANONYMOUS, BURST_S, MAX_THROTTLE_S, ByteRate,
                                      Quotas, principal_of)
 from logbroker.client.throttle import Throttles
 from logbroker.errors import InvalidConfigError, TooManyConnectionsError

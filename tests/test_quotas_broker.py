@@ -18,7 +18,7 @@ from fixtures_tls import tls_files
 from test_metrics import scrape, value
 
 from logbroker import Admin, Consumer, Producer
-from logbroker.broker.quotas import BURST_S
+from logbroker.security.quotas import BURST_S
 from logbroker.errors import TooManyConnectionsError
 from logbroker.protocol import messages as m
 from logbroker.protocol.codec import FrameReader, decode, encode_bytes

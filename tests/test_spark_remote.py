@@ -10,7 +10,7 @@ pytest.importorskip("pyarrow")
 
 from fixtures import FAST, T0, consume  # noqa: E402
 from logbroker import Consumer, Producer  # noqa: E402
-from logbroker.spark import remote  # noqa: E402
+from logbroker.spark import remote
 from logbroker.spark.options import SparkSourceError, parse_options  # noqa: E402
 from logbroker.spark.plan import make_planner  # noqa: E402
 

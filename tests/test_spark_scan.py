@@ -19,7 +19,7 @@ from fixtures import T0, fill, open_store  # noqa: E402
 from logbroker.errors import CorruptRecordError  # noqa: E402
 from logbroker.records import build_batch, decode_batch, stamp  # noqa: E402
 from logbroker.records import format as fmt  # noqa: E402
-from logbroker.spark import scan  # noqa: E402
+from logbroker.spark import scan
 from logbroker.spark.plan import SparkSourceError, Split  # noqa: E402
 from logbroker.storage.segment import segment_name  # noqa: E402
 

@@ -262,7 +262,7 @@ QUOTA_KEYS = ("produce_bytes_per_s", "fetch_bytes_per_s")
 
 
 def _principal(principal) -> None:
-    from ..protocol import messages  # noqa: F401 - auth_messages is imported through it
+    from ..protocol import messages
     from ..protocol.auth_messages import check_user_name
 
     try:

@@ -19,12 +19,12 @@ from ..protocol import messages as m
 from ..protocol.codec import new_scratch
 from ..storage.store import Store
 from . import malloc
-from .admission import Admission, peer_ip
+from ..net.admission import Admission, peer_ip
 from .config import BrokerConfig
-from .connection import ClientConnection
-from .durability import FSYNC_THREADS, DataNotifier, GroupCommit
-from .handlers import Handlers
-from .quotas import Quotas
+from ..net.connection import ClientConnection
+from ..api.durability import FSYNC_THREADS, DataNotifier, GroupCommit
+from ..api.handlers import Handlers
+from ..security.quotas import Quotas
 
 log = logging.getLogger("logbroker.broker")
 
@@ -111,18 +111,18 @@ class Broker:
         self.coordinator.start()
         self.metrics = None
         if self.config.metrics_port is not None:  # docs/metrics.md
-            from .metrics import BrokerMetrics
+            from ..metrics.exporter import BrokerMetrics
 
             self.metrics = BrokerMetrics(self)
             self.metrics.start()
         self.console = None
         if self.config.console_port is not None:  # docs/console.md
-            from .console.app import Console
+            from ..console.app import Console
 
             self.console = Console(self)
             await self.console.start()
         if self.config.kafka_port is not None:
-            from ..kafka.listener import KafkaListener
+            from ..net.kafka_listener import KafkaListener
 
             self.kafka = KafkaListener(self)
             await self.kafka.start()
@@ -138,7 +138,7 @@ class Broker:
     def _protocol_factory(self):
         """Each accepted connection's protocol: a ``ClientConnection``, or
         with ``tls_cert`` a TLS handshake that hands over to one (broker/tls.py)."""
-        from .tls import TlsListener, listener_context
+        from ..net.tls import TlsListener, listener_context
 
         context = listener_context(self.config)
         if context is None:
@@ -149,8 +149,8 @@ class Broker:
         """The consumer groups' coordinator over the offsets topic
         (docs/groups.md), and the handlers of its requests."""
         from ..coordinator.manager import Coordinator
-        from ..coordinator.requests import GroupRequests
-        from .group_host import ClusterHost, LocalHost
+        from ..api.groups import GroupRequests
+        from ..metadata.group_host import ClusterHost, LocalHost
 
         host = ClusterHost(cluster, self.commit, self.config) if cluster is not None \
             else LocalHost(self.store, self.commit, self.config)
@@ -162,7 +162,7 @@ class Broker:
         """Cluster mode: register in etcd (advertising ``advertised_address``
         or the bound address) and start replicating."""
         from ..cluster.node import ClusterNode
-        from .cluster_handlers import ClusterHandlers
+        from ..api.cluster_handlers import ClusterHandlers
         from .config import parse_address
 
         self.node = ClusterNode(self.config, self.store, self.notifier.notify, self.executor)

@@ -18,8 +18,8 @@ creating a first user at once, one is refused (CLUSTER_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from ..broker.acl import AclBinding
-from ..broker.auth_store import FIRST_USER_TAKEN, Credentials
+from ..security.acl import AclBinding
+from ..security.auth_store import FIRST_USER_TAKEN, Credentials
 from ..errors import ClusterAuthorizationFailedError
 from ..protocol.auth_messages import check_user_name
 from .access_view import AccessView, acl_value

@@ -25,8 +25,8 @@ import logging
 
 import msgpack
 
-from ..broker.acl import AclBinding
-from ..broker.auth_store import Credentials
+from ..security.acl import AclBinding
+from ..security.auth_store import Credentials
 from ..errors import LogbrokerError
 from .etcd import Item
 from .state import Keys

@@ -57,7 +57,7 @@ class ClusterNode:
         self.access = AccessView(self.keys)  # users and ACLs (broker/auth.py reads them)
         self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000)
         self.request_timeout = config.replica_timeout_ms / 1000
-        from ..broker.tls import peer_context
+        from ..net.tls import peer_context
 
         self.peer_tls = peer_context(config)  # TLS to the other brokers when ours is on
         self.peer_credentials = inter_broker_credentials(config)  # SCRAM to them, when set

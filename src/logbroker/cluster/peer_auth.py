@@ -31,7 +31,7 @@ def check_settings(config) -> None:
     """INVALID_CONFIG unless the inter-broker settings fit together."""
     user, path = config.inter_broker_user, config.inter_broker_password_file
     if user is not None:
-        from ..protocol import messages  # noqa: F401 - auth_messages is imported through it
+        from ..protocol import messages
         from ..protocol.auth_messages import check_user_name
 
         try:

@@ -14,7 +14,7 @@ import time
 from ..errors import CorruptRecordError, InvalidRequestError, LogbrokerError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from ..broker.produce import CLOSE_CONNECTION
+from ..api.produce import CLOSE_CONNECTION
 from ..records.compression import READ_LIMIT
 from .fetch_records import kafka_records
 from .legacy_messages import Budget, is_legacy, up_convert

@@ -20,8 +20,8 @@ from ..errors import (CoordinatorNotAvailableError, LogbrokerError, NotCoordinat
                       TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..protocol import messages as m
 from ..storage.groups import CommittedOffset
-from .edge import check_partition_key
-from .groups_view import lag_row
+from ..api.edge import check_partition_key
+from ..api.groups_view import lag_row
 
 log = logging.getLogger("logbroker.broker")
 

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, FrameReader, decode, encode
-from .acl_rules import Partial
+from ..security.acl_rules import Partial
 from .answering import Answer, AnsweringConnection
-from .auth import INTERCEPTED
-from .produce import CLOSE_CONNECTION, ProduceAnswer
-from .metrics_stats import ReadPositions
-from .quotas import principal_of
+from ..security.auth import INTERCEPTED
+from ..api.produce import CLOSE_CONNECTION, ProduceAnswer
+from ..metrics.stats import ReadPositions
+from ..security.quotas import principal_of
 
 if TYPE_CHECKING:
-    from .server import Broker
+    from ..broker.server import Broker
 
 _METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 

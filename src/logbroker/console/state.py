@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..metrics_collect import Snapshot
+from ..metrics.collect import Snapshot
 
 
 @dataclass(frozen=True)

@@ -25,17 +25,17 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..broker.admission import peer_ip
+from .admission import peer_ip
 from ..broker.config import parse_address
 from ..errors import InvalidRequestError
-from . import serve_data, serve_groups, serve_membership, serve_meta, serve_sasl
-from . import serve_group_admin
-from . import serve_configs
-from .apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, \
+from ..kafka import serve_data, serve_groups, serve_membership, serve_meta, serve_sasl
+from ..kafka import serve_group_admin
+from ..kafka import serve_configs
+from ..kafka.apis import API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, FETCH, FIND_COORDINATOR, \
     INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, \
     SASL_AUTHENTICATE, SASL_HANDSHAKE
-from .connection import KafkaConnection
-from .plan import KafkaSite
+from .kafka_connection import KafkaConnection
+from ..kafka.plan import KafkaSite
 
 log = logging.getLogger("logbroker.kafka")
 
@@ -69,7 +69,7 @@ class KafkaListener:
 
     async def start(self) -> None:
         """Bind ``host:kafka_port`` and serve."""
-        from ..broker.tls import TlsListener, listener_context
+        from .tls import TlsListener, listener_context
 
         cfg = self.broker.config
         context = listener_context(cfg)

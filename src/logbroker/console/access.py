@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
-from ..acl_rules import ERRORS
+from ..security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
+from ..security.acl_rules import ERRORS
 
 log = logging.getLogger("logbroker.console")
 __all__ = ["Access", "CLUSTER", "CLUSTER_NAME", "GROUP", "TOPIC"]

@@ -75,7 +75,7 @@ from .acl import CLUSTER, CLUSTER_NAME, TOPIC, AclBinding, Authorizer
 from .acl_rules import ERRORS, LISTING, NARROWED, PER_PART, RULES, Narrowed, Partial
 from .acl_store import AclStore
 from .auth_store import Credentials, UserStore
-from .edge import listed
+from ..api.edge import listed
 
 log = logging.getLogger("logbroker.auth")
 SASL = (m.SaslHandshake, m.SaslAuthenticate)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ... import limits
-from ...errors import InvalidRequestError
+from .. import limits
+from ..errors import InvalidRequestError
 
 MAX_PAGE_RECORDS = 50  # records one message-browser page shows at most
 PAGE_BYTES = 1 << 20  # batch bytes one page reads at most

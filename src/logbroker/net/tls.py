@@ -30,8 +30,8 @@ from .admission import Refusal, peer_ip
 from .connection import ClientConnection
 
 if TYPE_CHECKING:
-    from .config import BrokerConfig
-    from .server import Broker
+    from ..broker.config import BrokerConfig
+    from ..broker.server import Broker
 
 log = logging.getLogger("logbroker.tls")
 

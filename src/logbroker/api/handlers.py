@@ -23,12 +23,12 @@ from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..storage.log import Log
 from ..storage.store import Store
-from .auth import BrokerAuth
-from .config import BrokerConfig
+from ..security.auth import BrokerAuth
+from ..broker.config import BrokerConfig
 from .durability import DataNotifier, GroupCommit
 from .edge import check_partition_key, check_request, listed
 from .epoch_query import answer_epoch_query
-from .metrics_stats import RequestStats, TrafficStats
+from ..metrics.stats import RequestStats, TrafficStats
 from .produce import ProduceAnswer, produce
 from .topics_view import create_topics, delete_topics, describe_topics
 
@@ -63,7 +63,7 @@ class Handlers:
         if cluster is not None:
             self.table.update(cluster.table)
         if groups is not None:
-            from .group_host import find_coordinator
+            from ..metadata.group_host import find_coordinator
 
             self.table.update(groups.table)
             self.table[m.FindCoordinator] = lambda r: find_coordinator(self, r)

@@ -55,19 +55,19 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..broker.acl_rules import Narrowed, Partial
-from ..broker.answering import Answer, AnsweringConnection
-from ..broker.auth import INTERCEPTED
-from ..broker.produce import ProduceAnswer
-from ..broker.quotas import principal_of
+from ..security.acl_rules import Narrowed, Partial
+from .answering import Answer, AnsweringConnection
+from ..security.auth import INTERCEPTED
+from ..api.produce import ProduceAnswer
+from ..security.quotas import principal_of
 from ..errors import LogbrokerError
 from ..protocol import messages as m
-from .api_versions import unsupported_version_reply
-from .apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from .codec import decode_request, encode_response_buffers
-from .errors import KafkaDecodeError, KafkaUnsupportedVersionError
-from .framing import KafkaFrameReader
-from .plan import CLOSE, NO_ANSWER
+from ..kafka.api_versions import unsupported_version_reply
+from ..kafka.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from ..kafka.codec import decode_request, encode_response_buffers
+from ..kafka.errors import KafkaDecodeError, KafkaUnsupportedVersionError
+from ..kafka.framing import KafkaFrameReader
+from ..kafka.plan import CLOSE, NO_ANSWER
 
 _CLOSE_AFTER = object()  # an answer slot: close once the answers before it are out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from ...protocol.auth_messages import MAX_USER_CHARS
+from ..protocol.auth_messages import MAX_USER_CHARS
 from .sessions import IDLE_S, MAX_AGE_S
 
 PAGE = """<!doctype html>

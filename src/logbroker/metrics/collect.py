@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from ..errors import LogbrokerError
 from ..records import format as fmt
-from .metrics_stats import Histogram
+from .stats import Histogram
 
 log = logging.getLogger("logbroker.metrics")
 SNAPSHOT_TIMEOUT_S = 5.0

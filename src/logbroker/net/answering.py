@@ -31,10 +31,10 @@ import logging
 from collections import deque
 from functools import partial
 
-from ..coordinator.requests import PEER
+from ..api.groups import PEER
 from ..storage.results import FileSlice
-from .auth import Session
-from .quotas import principal_of
+from ..security.auth import Session
+from ..security.quotas import principal_of
 from .sendfile import read_slices, sendfile
 
 MAX_PENDING = 64  # requests unanswered before reading pauses

@@ -36,10 +36,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ...errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
+from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
                        GroupNotFoundError, InvalidConfigError, LogbrokerError,
                        TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
-from ..metrics_stats import TrafficStats
+from ..metrics.stats import TrafficStats
 from . import inputs, pages
 from .access import Access
 from .history import SAMPLE_S, History
@@ -247,7 +247,7 @@ def _tls(config):
     certificate requirement), or None; INVALID_CONFIG for auth_required
     without TLS on a host other than loopback."""
     if config.tls_cert is not None:
-        from ...tls import server_context
+        from ..tls import server_context
 
         return server_context(config.tls_cert, config.tls_key, config.tls_ca,
                               config.tls_client_auth)

@@ -27,10 +27,10 @@ import json
 import os
 from datetime import datetime, timezone
 
-from ...errors import OffsetOutOfRangeError
-from ...records import check_crc, read_header, scan_batches
-from ...records.format import HEADER_SIZE
-from ...records.kafka_v2 import readable
+from ..errors import OffsetOutOfRangeError
+from ..records import check_crc, read_header, scan_batches
+from ..records.format import HEADER_SIZE
+from ..records.kafka_v2 import readable
 from .inputs import PAGE_BYTES, VALUE_CAP, MessageQuery
 
 

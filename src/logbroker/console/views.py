@@ -8,7 +8,7 @@ errors (UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND), answered as 404.
 
 from __future__ import annotations
 
-from ...errors import GroupNotFoundError, LogbrokerError, UnknownTopicOrPartitionError
+from ..errors import GroupNotFoundError, LogbrokerError, UnknownTopicOrPartitionError
 
 
 def overview(state) -> dict:
@@ -108,7 +108,7 @@ def assignment_of(data: bytes) -> list:
     logbroker client's encoding; [] for another client's or none)."""
     if not data:
         return []
-    from ...client.assignors import Assignment
+    from ..client.assignors import Assignment
 
     try:
         return [f"{t}-{p}" for t, p in Assignment.decode(data).partitions]

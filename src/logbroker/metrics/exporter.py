@@ -26,8 +26,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from .metrics_collect import BrokerCollector
-from .metrics_stats import CommitStats, RequestStats, TrafficStats
+from .collect import BrokerCollector
+from .stats import CommitStats, RequestStats, TrafficStats
 
 log = logging.getLogger("logbroker.metrics")
 POLL_INTERVAL_S = 0.1  # how soon close() stops the server thread

@@ -18,9 +18,9 @@ from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError,
                       NonEmptyGroupError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from .group import Group
-from .manager import Coordinator
-from .records import GroupRecord, OffsetRecord
+from ..coordinator.group import Group
+from ..coordinator.manager import Coordinator
+from ..coordinator.records import GroupRecord, OffsetRecord
 
 PEER: contextvars.ContextVar[str] = contextvars.ContextVar("logbroker_peer", default="")
 MAX_ID_CHARS = 1_000  # member ids are client_id + "-" + a uuid
@@ -154,7 +154,7 @@ class GroupRequests:
         return m.CommitOffsetsResponse(parts=tuple(out))
 
     async def fetch(self, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
-        from ..broker.groups_view import check_fetch_offsets, offsets_answer
+        from .groups_view import check_fetch_offsets, offsets_answer
 
         limits.check_group_name(req.group)
         check_fetch_offsets(req)

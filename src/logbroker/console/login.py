@@ -41,8 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from scramp import ScramException, ScramMechanism
 
-from ...errors import LogbrokerError
-from ...protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, check_user_name
+from ..errors import LogbrokerError
+from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, check_user_name
 from .login_page import render
 from .sessions import MAX_AGE_S, SessionTable
 from .throttle import LoginThrottle, key_of

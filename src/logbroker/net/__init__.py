@@ -1,0 +1,1 @@
+"""The network: listeners of both protocols, connections, TLS handshakes, admission, ordered answering (frames in, answers out)."""
