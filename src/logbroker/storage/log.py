@@ -225,8 +225,9 @@ class Log:
         header, length and CRC of every batch (not ``max_batch_bytes``: what
         the leader took, a follower takes, as in Kafka); the first base offset
         is at or past the log end (a gap of a compacted leader; below it
-        InvalidRequestError naming both: truncate or ``reset_to`` first); no overlap; epochs never decrease nor go below an
-        epoch of this log that holds data. Written unchanged; the index, the
+        InvalidRequestError naming both: truncate or ``reset_to`` first); no
+        overlap; epochs never decrease nor go below an epoch of this log that
+        holds data. Written unchanged; the index, the
         epochs (each batch's own) and the producer state follow, so a promoted
         follower deduplicates retries. The HW is not moved. Durable on return
         when ``sync`` is true (default: the fsync policy), as ``append``.
