@@ -1,4 +1,5 @@
-"""The log of one topic-partition: appends, reads, durability, checkpoints.
+"""The log of one topic-partition: appends, reads, durability, checkpoints,
+the leader-epoch calls of replication and the swap of a compacted group.
 
 Offsets are assigned here: ``append`` stamps each batch's base offset and
 leader epoch in its 16 leading bytes (outside the CRC) and writes the batch
@@ -26,13 +27,12 @@ from .flusher import Flusher
 from .incoming import check_replicated, parse_batches
 from .loader import LoadedLog, load_log
 from .locate import Locator
-from .log_compaction import CompactionSupport
-from .log_replica import ReplicaSupport
-from .cleaner_state import rewind_clean_point
+from .cleaner_state import CleanerState, rewind_clean_point
 from .metastore import MetaStore
 from .results import AppendInfo, FileSlice, TimestampOffset
 from .segment import Segment
 from .segments import RecoveryPoint
+from .swap import Cleaned, SwapFailed, install
 from .truncation import delete_before, reset, truncate_to
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Log(ReplicaSupport, CompactionSupport):
+class Log:
     """Append-only segmented log; use ``Log.open``."""
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
@@ -167,6 +167,25 @@ class Log(ReplicaSupport, CompactionSupport):
                 raise self._fail(f"restarting the log at offset {offset} failed: {exc}") from None
             self._after_cut()
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch: ``(e, end)``, ``e`` the largest epoch
+        <= ``epoch`` in the history, ``end`` the start offset of the next newer
+        epoch there, or the log end if ``e`` is the newest; ``(-1, -1)`` when
+        no epoch <= ``epoch`` is known (an empty history, or only newer ones)."""
+        with self._lock:
+            self._check_online()
+            return self._epochs.end_offset_for(epoch, self._segs.log_end)
+
+    def assign_epoch(self, epoch: int) -> None:
+        """Become leader in ``epoch``: ``(epoch, log end)`` enters the history
+        at once, before any batch of it is written, and is checkpointed before
+        this returns (recovery keeps an epoch that starts at the log end). No-op
+        if ``epoch`` is the newest already; FencedLeaderEpochError if older."""
+        with self._lock:
+            self._check_online()
+            if self._epochs.assign(epoch, self._segs.log_end, self.name):
+                self._checkpoint_locked()
+
     # -- append ------------------------------------------------------------------
     def append(self, batches, leader_epoch: int = 0, *, sync: "bool | None" = None,
                now: "int | None" = None) -> AppendInfo:
@@ -206,8 +225,9 @@ class Log(ReplicaSupport, CompactionSupport):
         header, length and CRC of every batch (not ``max_batch_bytes``: what
         the leader took, a follower takes, as in Kafka); the first base offset
         is at or past the log end (a gap of a compacted leader; below it
-        InvalidRequestError naming both: truncate or ``reset_to`` first); no overlap; epochs never decrease nor go below an
-        epoch of this log that holds data. Written unchanged; the index, the
+        InvalidRequestError naming both: truncate or ``reset_to`` first); no
+        overlap; epochs never decrease nor go below an epoch of this log that
+        holds data. Written unchanged; the index, the
         epochs (each batch's own) and the producer state follow, so a promoted
         follower deduplicates retries. The HW is not moved. Durable on return
         when ``sync`` is true (default: the fsync policy), as ``append``.
@@ -421,6 +441,33 @@ class Log(ReplicaSupport, CompactionSupport):
         """Remove ``.deleted`` files whose delay has passed; returns how many."""
         with self._lock:
             return self._segs.purge(now_ms() if now is None else now)
+
+    # -- compaction (storage/compaction.py reads, storage/swap.py installs) ----------------
+    @property
+    def cuts(self) -> int:
+        """Truncations and resets so far: a compaction pass that read the
+        log under another count is void (its key map may name records that
+        are gone)."""
+        return self._segs.cuts
+
+    def install_cleaned(self, cleaned: "Cleaned | None", state: "CleanerState | None",
+                        cuts: int, now: "int | None" = None) -> bool:
+        """Swap a compacted group in (storage/swap.py, steps 2-4; with
+        ``cleaned`` None only ``state`` is stored), under the lock: appends
+        and reads wait only for a few renames and one LMDB commit. False
+        when the log changed since the compactor read it (nothing done).
+        A failure after the swap's commit point takes the partition
+        offline (the loader finishes the swap at the next start)."""
+        with self._lock:
+            self._check_online()
+            try:
+                done = install(self._segs, self.index, self.meta, self.pid, cleaned, state, cuts,
+                               self._deadline(now))
+            except SwapFailed as exc:
+                raise self._fail(str(exc)) from None
+            if done and cleaned is not None:
+                self._checkpoint_locked()
+            return done
 
     # -- checkpoints ------------------------------------------------------------------
     def checkpoint(self, *, clean: bool = False) -> None:
