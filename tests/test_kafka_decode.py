@@ -17,7 +17,7 @@ from logbroker.kafka.record_batch import KafkaRecord, build_batch
 from logbroker.protocol import messages as m
 from logbroker.records import decode_batch
 from logbroker.records import format as fmt
-from logbroker.records.kafka_v2 import readable
+from logbroker.records.decoder import readable
 from logbroker.records.walker import batch_timestamps
 from logbroker.storage.incoming import parse_batches
 from test_compaction import compact_all, open_compacted, records_of

@@ -19,7 +19,7 @@ from logbroker.kafka.record_batch import KafkaRecord, build_batch
 from logbroker.protocol import messages as m
 from logbroker.records import decode_batch, scan_batches
 from logbroker.records import format as fmt
-from logbroker.records.kafka_v2 import readable
+from logbroker.records.decoder import readable
 
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy (xerial), lz4, zstd
 

@@ -10,9 +10,9 @@ pytest.importorskip("pyarrow")
 
 from fixtures import FAST, T0, consume  # noqa: E402
 from logbroker import Consumer, Producer  # noqa: E402
-from logbroker.spark import remote
+from logbroker.spark import remote_read as remote
 from logbroker.spark.options import SparkSourceError, parse_options  # noqa: E402
-from logbroker.spark.plan import make_planner  # noqa: E402
+from logbroker.spark.planners import make_planner  # noqa: E402
 
 SHARE_BROKER = True  # one broker for the module's broker tests (conftest's): topics of their own
 

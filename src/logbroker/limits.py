@@ -8,10 +8,13 @@ message naming the value and the rule); none raises anything else.
 
 from __future__ import annotations
 
+import ipaddress
+
 import re
 from datetime import datetime, timezone
 
 from .errors import InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError
+from .protocol.messages import EARLIEST, LATEST
 
 MAX_NAME_CHARS = 249  # Kafka's topic-name limit; groups share it (LMDB keys hold <= 511 bytes)
 MAX_PARTITIONS = 10_000
@@ -144,8 +147,6 @@ def check_topic_configs(configs: object) -> dict:
 
 def check_offset_spec(spec: object) -> int:
     """A ListOffsets spec: -2 (earliest), -1 (latest) or a timestamp."""
-    from .protocol.messages import EARLIEST, LATEST
-
     if _is_int(spec) and spec in (EARLIEST, LATEST):
         return spec
     return check_timestamp(spec, "offset spec (-2 earliest, -1 latest, or a timestamp)")
@@ -158,3 +159,30 @@ def check_seconds(value: object, what: str, low: float, high: float) -> float:
         raise InvalidRequestError(f"{what} {_short(value)} is not a number of seconds "
                                   f"in {low:g}..{high:g}")
     return float(value)
+
+
+OFFSETS_TOPIC = "__consumer_offsets"  # the brokers' internal offsets topic (coordinator/records.py)
+
+
+def listed(names) -> list[str]:
+    """Topic names for an answer about "every topic": sorted, without the
+    internal offsets topic (named explicitly, it is answered like any other)."""
+    return sorted(n for n in names if n != OFFSETS_TOPIC)
+
+
+def canonical_ip(host: str) -> str:
+    """An IP address as the broker counts it: canonical text, an IPv6
+    scope dropped, an IPv4-mapped IPv6 address as IPv4. ValueError if
+    ``host`` is not an address."""
+    ip = ipaddress.ip_address(host.partition("%")[0])
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); INVALID_CONFIG otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise InvalidConfigError(f"address must be HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)

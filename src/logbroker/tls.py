@@ -132,3 +132,19 @@ def _readable(path: str, setting: str) -> None:
     except OSError as exc:
         raise InvalidConfigError(f"{setting} {os.fspath(path)!r}: cannot read it "
                                  f"({(exc.strerror or str(exc)).lower()})") from None
+
+
+def listener_context(config) -> "ssl.SSLContext | None":
+    """The listener's context (None without ``tls_cert``); raises
+    ``InvalidConfigError`` for a file that is missing or not PEM."""
+    if config.tls_cert is None:
+        return None
+    return server_context(config.tls_cert, config.tls_key, config.tls_ca, config.tls_client_auth)
+
+
+def peer_context(config) -> "ssl.SSLContext | None":
+    """The context a broker dials its peers with (None without TLS): trusts
+    ``tls_ca`` and presents the broker's own certificate (for mutual TLS)."""
+    if config.tls_cert is None:
+        return None
+    return client_context(config.tls_ca, config.tls_cert, config.tls_key)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import limits
-from ..coordinator.records import TOPIC as INTERNAL_TOPIC
 from ..errors import InvalidTopicError
 from ..protocol import messages as m
 
@@ -32,15 +31,9 @@ def _produce(req: m.Produce) -> None:
 
 def _not_internal(names) -> None:
     """Clients read the offsets topic but never write, create or delete it."""
-    if INTERNAL_TOPIC in names:
-        raise InvalidTopicError(f"{INTERNAL_TOPIC} is the brokers' internal offsets topic: "
+    if limits.OFFSETS_TOPIC in names:
+        raise InvalidTopicError(f"{limits.OFFSETS_TOPIC} is the brokers' internal offsets topic: "
                                 "clients may only read it")
-
-
-def listed(names) -> list[str]:
-    """Topic names for an answer about "every topic": sorted, without the
-    internal offsets topic (named explicitly, it is answered like any other)."""
-    return sorted(n for n in names if n != INTERNAL_TOPIC)
 
 
 def _topic_admin(req) -> None:

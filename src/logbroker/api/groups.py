@@ -10,19 +10,18 @@ one for a partition still loading gets COORDINATOR_LOAD_IN_PROGRESS.
 
 from __future__ import annotations
 
-import contextvars
 import time
 
 from .. import limits
-from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError,
-                      NonEmptyGroupError)
-from ..errors import code_and_message as _err
-from ..protocol import messages as m
 from ..coordinator.group import Group
 from ..coordinator.manager import Coordinator
 from ..coordinator.records import GroupRecord, OffsetRecord
+from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError,
+                      NonEmptyGroupError, UnknownMemberIdError)
+from ..errors import code_and_message as _err
+from ..protocol import messages as m
+from .edge import check_partition_key
 
-PEER: contextvars.ContextVar[str] = contextvars.ContextVar("logbroker_peer", default="")
 MAX_ID_CHARS = 1_000  # member ids are client_id + "-" + a uuid
 MAX_PROTOCOLS = 32
 MAX_METADATA_BYTES = 1 << 20  # all protocols of one JoinGroup together
@@ -53,24 +52,26 @@ def _check_join(req: m.JoinGroup) -> None:
 
 class GroupRequests:
     """Handlers of the group requests, over a ``Coordinator``; ``host``
-    checks topic-partitions and computes lag rows."""
+    checks topic-partitions and computes lag rows; ``meta`` (the metadata
+    interface) names a group's coordinator. Each handler takes the request
+    and the requester's session (a JoinGroup records the member's host)."""
 
-    def __init__(self, coordinator: Coordinator) -> None:
-        self.co = coordinator
+    def __init__(self, coordinator: Coordinator, meta) -> None:
+        self.co, self.meta = coordinator, meta
         self.host = coordinator.host
-        self.table = {
-            m.JoinGroup: self.join, m.SyncGroup: self.sync, m.Heartbeat: self.heartbeat,
-            m.LeaveGroup: self.leave, m.CommitOffsets: self.commit, m.FetchOffsets: self.fetch,
-            m.DescribeGroups: self.describe, m.ListGroups: self.list_groups,
-            m.DeleteGroups: self.delete,
-        }
+
+    async def find_coordinator(self, req: m.FindCoordinator, session) -> m.FindCoordinatorResponse:
+        """The broker coordinating ``req.group`` (metadata/interface.py)."""
+        limits.check_group_name(req.group)
+        broker_id, host, port = await self.meta.coordinator_for(req.group)
+        return m.FindCoordinatorResponse(broker_id=broker_id, host=host, port=port)
 
     # -- membership -----------------------------------------------------------------------------
-    async def join(self, req: m.JoinGroup) -> m.JoinGroupResponse:
+    async def join(self, req: m.JoinGroup, session) -> m.JoinGroupResponse:
         _check_join(req)
         view, g = await self.co.group(req.group, create=True)
         return await self._answer(view, g, "join", lambda: g.join(
-            req, req.client_id, PEER.get(), time.monotonic()))
+            req, req.client_id, session.peer, time.monotonic()))
 
     async def _answer(self, view, g: Group, kind: str, call):
         """Run ``call`` -> (member id, answer or None); a None answer is
@@ -88,26 +89,24 @@ class GroupRequests:
         self.co.changed(view, g)
         return await self.co.wait(key, fut)
 
-    async def sync(self, req: m.SyncGroup) -> m.SyncGroupResponse:
+    async def sync(self, req: m.SyncGroup, session) -> m.SyncGroupResponse:
         _check_member(req)
         if len(req.assignments) > self.co.limits.max_size:
             raise InvalidRequestError(f"{len(req.assignments)} assignments (limit "
                                       f"{self.co.limits.max_size})")
         view, g = await self.co.group(req.group)
         if g is None:
-            from ..errors import UnknownMemberIdError
-
             raise UnknownMemberIdError(f"unknown group {req.group!r}: rejoin")
         return await self._answer(view, g, "sync", lambda: (req.member_id, g.sync(
             req, time.monotonic())))
 
-    async def heartbeat(self, req: m.Heartbeat) -> m.HeartbeatResponse:
+    async def heartbeat(self, req: m.Heartbeat, session) -> m.HeartbeatResponse:
         _check_member(req)
         view, g = await self._existing(req.group)
         g.heartbeat(req, time.monotonic())
         return m.HeartbeatResponse()
 
-    async def leave(self, req: m.LeaveGroup) -> m.LeaveGroupResponse:
+    async def leave(self, req: m.LeaveGroup, session) -> m.LeaveGroupResponse:
         limits.check_group_name(req.group)
         if len(req.members) > self.co.limits.max_size:
             raise InvalidRequestError(f"{len(req.members)} members (limit "
@@ -126,13 +125,11 @@ class GroupRequests:
     async def _existing(self, name: str):
         view, g = await self.co.group(name)
         if g is None:
-            from ..errors import UnknownMemberIdError
-
             raise UnknownMemberIdError(f"unknown group {name!r}: rejoin")
         return view, g
 
     # -- offsets ---------------------------------------------------------------------------------------
-    async def commit(self, req: m.CommitOffsets) -> m.CommitOffsetsResponse:
+    async def commit(self, req: m.CommitOffsets, session) -> m.CommitOffsetsResponse:
         _check_member(req)
         view, g = await self.co.group(req.group, create=True)
         g.check_commit(req.generation, req.member_id, req.group_instance_id)
@@ -153,15 +150,13 @@ class GroupRequests:
             await self.co.write(self.co.partition(req.group), records, view)
         return m.CommitOffsetsResponse(parts=tuple(out))
 
-    async def fetch(self, req: m.FetchOffsets) -> m.FetchOffsetsResponse:
-        from .groups_view import check_fetch_offsets, offsets_answer
-
+    async def fetch(self, req: m.FetchOffsets, session) -> m.FetchOffsetsResponse:
         limits.check_group_name(req.group)
         check_fetch_offsets(req)
         _, g = await self.co.group(req.group)
         return offsets_answer(req, g.offsets if g is not None else {})
 
-    async def describe(self, req: m.DescribeGroups) -> m.DescribeGroupsResponse:
+    async def describe(self, req: m.DescribeGroups, session) -> m.DescribeGroupsResponse:
         return m.DescribeGroupsResponse(groups=tuple([await self._describe(name)
                                                      for name in req.groups]))
 
@@ -178,11 +173,11 @@ class GroupRequests:
                          mb.metadata(g.protocol)) for mb in g.members.values())
         return (name, 0, "", rows, g.state, g.protocol, g.generation, members)
 
-    async def list_groups(self, req: m.ListGroups) -> m.ListGroupsResponse:
+    async def list_groups(self, req: m.ListGroups, session) -> m.ListGroupsResponse:
         names = {g.name for g in self.co.groups() if g.members or g.offsets}
         return m.ListGroupsResponse(groups=tuple(sorted(names)))
 
-    async def delete(self, req: m.DeleteGroups) -> m.DeleteGroupsResponse:
+    async def delete(self, req: m.DeleteGroups, session) -> m.DeleteGroupsResponse:
         out = []
         for name in req.groups:
             try:
@@ -199,3 +194,19 @@ class GroupRequests:
             except LogbrokerError as exc:
                 out.append((name, *_err(exc)))
         return m.DeleteGroupsResponse(groups=tuple(out))
+
+
+def check_fetch_offsets(req: m.FetchOffsets) -> None:
+    for topic, partition in req.parts or ():
+        check_partition_key(topic, partition)
+
+
+def offsets_answer(req: m.FetchOffsets, committed: dict) -> m.FetchOffsetsResponse:
+    """The answer to ``req`` from a group's committed offsets by (topic, partition)."""
+    wanted = req.parts if req.parts is not None else sorted(committed)
+    out = []
+    for topic, partition in wanted:
+        c = committed.get((topic, partition))
+        out.append((topic, partition, -1, "", 0) if c is None
+                   else (topic, partition, c.offset, c.metadata, c.commit_ms))
+    return m.FetchOffsetsResponse(parts=tuple(out))

@@ -19,8 +19,8 @@ import asyncio
 from ..errors import LogbrokerError, RequestTimedOutError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from .edge import check_partition_key
 
-CLOSE_CONNECTION = object()  # an answer meaning: answer nothing, close the connection
 
 
 class ProduceAnswer:
@@ -110,68 +110,49 @@ class ProduceAnswer:
 _WAITING = -1000  # a part's code while its ack is outstanding (never sent: always replaced)
 
 
-def produce(h, req: m.Produce):
+def produce(svc, req: m.Produce, session):
     """The response (or None, or CLOSE_CONNECTION for acks=0), or a
-    ``ProduceAnswer`` that will complete with it. ``h`` is the ``Handlers``; ``acks`` and
-    ``timeout_ms`` were checked at the edge (edge.py)."""
+    ``ProduceAnswer`` that will complete with it. ``acks`` and
+    ``timeout_ms`` were checked at the edge (edge.py); each part is
+    appended through the metadata interface (a single node's log, or as
+    the partition's leader), and an acks=-1 answer waits for what it says
+    (``when_acked``: the fsync, or the in-sync replicas)."""
     results, answer = [], None
     wait = req.acks == -1
-    loop = asyncio.get_running_loop()
-    traffic = h.traffic  # metrics (None when off): bytes and records in, per part
+    meta = svc.meta
+    traffic = svc.traffic  # metrics (None when off): bytes and records in, per part
     for (topic, partition, _), data in zip(req.parts, req.payload):
         try:
-            if h.replicas is not None:
-                fut, lg, info = h.cluster.leader_append(h.commit, topic, partition, data, req.acks)
-            else:
-                lg = h.log_for(topic, partition, create=h.config.auto_create_topics)
-                info = lg.append(data, sync=False)  # whole part checked, then written
-                fut = None
+            check_partition_key(topic, partition)
+            appended = meta.append(topic, partition, data, req.acks)
         except LogbrokerError as exc:
             results.append([topic, partition, *_err(exc), -1, -1])
             continue
+        info = appended.info
         index = len(results)
-        results.append([topic, partition, 0, "", info.first_offset, lg.log_start_offset])
+        results.append([topic, partition, 0, "", info.first_offset, appended.log.log_start_offset])
         if traffic is not None and info.batches:  # retried duplicates are not counted again
             traffic.produced(topic, partition, info.size, info.last_offset - info.first_offset + 1)
-        if h.replicas is None:
-            if wait:
-                if answer is None:
-                    answer = ProduceAnswer(results, "fsync")
-                results[index][2] = _WAITING
-                if not h.commit.request_cb(lg, info.last_offset + 1, answer.callback(index)):
-                    results[index][2] = 0  # already durable
-                    answer.waiting -= 1
-            else:
-                h.commit.request_cb(lg, info.last_offset + 1, _ignore)  # durable soon, unwaited
-        elif fut is not None:
-            if wait:
-                if answer is None:
-                    answer = ProduceAnswer(results, "in-sync replicas")
-                results[index][2] = _WAITING
-                answer.wait_future(index, fut)
-            else:
-                fut.add_done_callback(consume_outcome)
+        if not wait:
+            meta.when_acked(appended, req.acks, None)
+            continue
+        if answer is None:
+            answer = ProduceAnswer(results, meta.ack_wait)
+        results[index][2] = _WAITING
+        if not meta.when_acked(appended, req.acks, answer.callback(index)):
+            results[index][2] = 0  # already durable
+            answer.waiting -= 1
     if answer is not None and answer.waiting:
-        answer.arm(loop, req.timeout_ms)
+        answer.arm(asyncio.get_running_loop(), req.timeout_ms)
         return answer
     if req.acks == 0:
         # nobody hears an acks=0 error: a client learns of any (a leader that
         # moved, a topic this broker does not know yet, a corrupt batch) when
         # the connection closes, and refreshes its metadata (Kafka's rule)
         failed = any(r[2] for r in results)
-        return CLOSE_CONNECTION if failed else None
+        return m.CLOSE_CONNECTION if failed else None
     return _response(results)
 
 
 def _response(results: list) -> m.ProduceResponse:
     return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
-
-
-def _ignore(exc) -> None:
-    """An unwaited fsync (acks 0/1): a failure shows as a partition offline."""
-
-
-def consume_outcome(fut: asyncio.Future) -> None:
-    """A done callback retrieving an unwaited future's error (no 'never retrieved' log)."""
-    if not fut.cancelled():
-        fut.exception()

@@ -39,12 +39,12 @@ TOML layout (every key optional)::
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidConfigError, LogbrokerError
+from ..limits import canonical_ip, parse_address
 from ..storage.config import LogConfig, StorageConfig
 from .fdlimit import segment_file_budget
 
@@ -111,7 +111,7 @@ class BrokerConfig:
     inter_broker_user: "str | None" = None
     inter_broker_password_file: "str | None" = None
     console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
-    # -- quotas and limits (docs/security.md, "Quotas and limits"): broker/quotas.py -----
+    # -- quotas and limits (docs/security.md, "Quotas and limits"): security/quotas.py -----
     max_connections_per_ip: int = 1024  # open connections from one IP address
     max_connections_per_ip_overrides: tuple = ()  # (("IP", limit), ...); TOML: a table IP = limit
     quota_produce_bytes_per_s: int = 0  # per principal (User:NAME or User:ANONYMOUS); 0: no quota
@@ -296,21 +296,3 @@ def _ip(text) -> str:
     except (ValueError, TypeError):
         raise InvalidConfigError(f"max_connections_per_ip_overrides: {str(text)[:60]!r} is not "
                                  "an IP address") from None
-
-
-def canonical_ip(host: str) -> str:
-    """An IP address as the broker counts it: canonical text, an IPv6
-    scope dropped, an IPv4-mapped IPv6 address as IPv4. ValueError if
-    ``host`` is not an address."""
-    ip = ipaddress.ip_address(host.partition("%")[0])
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return str(ip)
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` -> (host, port); INVALID_CONFIG otherwise."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise InvalidConfigError(f"address must be HOST:PORT, got {address!r}")
-    return host.strip("[]"), int(port)

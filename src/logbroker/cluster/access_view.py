@@ -16,7 +16,7 @@ before that write keeps it. A value that cannot be decoded is logged and
 skipped (etcd is shared; one bad key must not stop a broker).
 
 ``on_acls()`` runs after every change of the bindings (the Authorizer's
-re-index, broker/auth.py), once per ``reset`` or ``apply_all``.
+re-index, security/auth.py), once per ``reset`` or ``apply_all``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ broker is a replica of), then runs, until ``close()``:
 - one fetcher per leader it follows (follower.py).
 
 Every loop logs its errors and goes on. Requests reach the node through
-the broker's handlers (broker/cluster_handlers.py). ``connect_to`` dials a
+the broker's handlers (metadata/cluster.py). ``connect_to`` dials a
 peer: TLS when ours is on, then SCRAM as ``inter_broker_user`` when set
 (peer_auth.py).
 """
@@ -29,6 +29,7 @@ from dataclasses import replace
 from ..errors import BrokerUnavailableError, ClusterUnavailableError, for_code
 from ..protocol import messages as m
 from ..storage.log import Log
+from ..tls import peer_context
 from ..storage.store import Store
 from .access_view import AccessView
 from .controller import Controller
@@ -54,11 +55,9 @@ class ClusterNode:
         self.me = config.broker_id
         self.keys = Keys(config.cluster_name)
         self.view = ClusterView(self.keys)
-        self.access = AccessView(self.keys)  # users and ACLs (broker/auth.py reads them)
+        self.access = AccessView(self.keys)  # users and ACLs (security/auth.py reads them)
         self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000)
         self.request_timeout = config.replica_timeout_ms / 1000
-        from ..net.tls import peer_context
-
         self.peer_tls = peer_context(config)  # TLS to the other brokers when ours is on
         self.peer_credentials = inter_broker_credentials(config)  # SCRAM to them, when set
         self.replica_fetch_bytes = config.replica_fetch_max_bytes

@@ -84,12 +84,12 @@ class Console:
         ssl_context = _tls(b.config)
         if b.config.auth_required:
             metrics = b.metrics
-            self.gate = Gate(b.handlers.auth, None if metrics is None else metrics.auth_failed,
+            self.gate = Gate(b.services.auth, None if metrics is None else metrics.auth_failed,
                              secure=ssl_context is not None)
         # the traffic counters: the metrics' when they are on, else ours on the same hook
         self.traffic = b.metrics.traffic if b.metrics is not None else TrafficStats()
-        if b.handlers.traffic is None:
-            b.handlers.traffic = self.traffic
+        if b.services.traffic is None:
+            b.services.traffic = self.traffic
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logbroker-console")
         self._runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from ..errors import OffsetOutOfRangeError
 from ..records import check_crc, read_header, scan_batches
 from ..records.format import HEADER_SIZE
-from ..records.kafka_v2 import readable
+from ..records.decoder import readable
 from .inputs import PAGE_BYTES, VALUE_CAP, MessageQuery
 
 

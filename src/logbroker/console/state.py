@@ -26,7 +26,7 @@ class State:
     logs: dict  # (topic, partition) -> (log_start, hw, log_end, size_bytes, offline)
     groups: list  # of dicts: name, state, protocol, generation, members, offsets
     traffic: dict  # (topic, partition) -> (bytes_in, records_in, bytes_out)
-    cluster: "dict | None"  # None on a single node; see _cluster
+    cluster: "dict | None"  # None on a single node (metadata's cluster_state)
 
 
 def take(broker, traffic=None) -> State:
@@ -34,16 +34,12 @@ def take(broker, traffic=None) -> State:
     snap = Snapshot.take(broker)
     logs = {(t, p): (start, hw, end, size, down)
             for _lg, t, p, end, hw, start, size, down in snap.logs}
-    node = broker.node
-    if node is None:
-        topics = {t.name: t.partitions for t in broker.store.topics.list()}
-    else:
-        topics = {name: t.partitions for name, t in list(node.view.topics.items())}
+    topics = broker.meta.topic_counts()
     counts = {} if traffic is None else {tp: tuple(v) for tp, v in list(traffic.parts.items())}
     return State(broker.config.broker_id, f"{broker.config.host}:{broker.port}",
                  int(time.time() * 1000), snap.connections, topics, logs,
                  [_group(g) for g in broker.coordinator.groups() if g.members or g.offsets],
-                 counts, None if node is None else _cluster(node, snap.cluster))
+                 counts, broker.meta.cluster_state(snap.cluster))
 
 
 def _group(g) -> dict:
@@ -51,13 +47,3 @@ def _group(g) -> dict:
             "members": [(mb.member_id, mb.instance_id, mb.client_id, mb.host, mb.assignment)
                         for mb in list(g.members.values())],
             "offsets": {tp: co.offset for tp, co in list(g.offsets.items())}}
-
-
-def _cluster(node, numbers: dict) -> dict:
-    view = node.view
-    return {"name": node.config.cluster_name, "controller": view.controller, "me": node.me,
-            "brokers": sorted((b.id, b.host, b.port) for b in list(view.brokers.values())),
-            "partitions": {key: (s.leader, tuple(s.replicas), tuple(s.isr), s.leader_epoch)
-                           for key, s in list(view.partitions.items())},
-            "replication": {name: t.replication_factor for name, t in list(view.topics.items())},
-            "under_replicated_led": numbers["under"], "leaders": numbers["leaders"]}

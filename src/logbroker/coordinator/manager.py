@@ -2,7 +2,7 @@
 
 A group lives in partition ``partition_for(group)`` of the offsets topic;
 the leader of that partition coordinates it. The coordinator learns what it
-leads from its ``host`` (broker/group_host.py: the single node, or the
+leads from its ``host`` (metadata/local.py and metadata/cluster_host.py: the single node, or the
 replica manager of a cluster), rebuilds a partition's groups from its log
 when it becomes leader (COORDINATOR_LOAD_IN_PROGRESS meanwhile), and drops
 them when it stops leading (their members get NOT_COORDINATOR and find the

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 import crc32c
 import msgpack
 
+from .. import limits
 from ..records.builder import build_batch
 from ..records.decoder import decode_batch
 
 log = logging.getLogger("logbroker.coordinator")
 
-TOPIC = "__consumer_offsets"
+TOPIC = limits.OFFSETS_TOPIC
 _OFFSET, _GROUP = 1, 2
 
 

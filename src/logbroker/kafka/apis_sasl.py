@@ -5,7 +5,7 @@ SaslAuthenticate*.json). docs/kafka.md, "Security".
 
 SaslHandshake v1 means the SASL tokens follow in SaslAuthenticate
 requests; v0 that they follow as raw size-prefixed frames without a
-request header (kafka/connection.py speaks both).
+request header (net/kafka_connection.py speaks both).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ go out unchanged. A partition's slice whose batches are all Kafka batches
 (``slice_kinds.KINDS`` tells, from the headers it walked, without reading
 the slice) goes out as the file slice itself: ``sendfile`` on plain TCP,
 read into the stream under TLS, exactly as our own listener sends a Fetch
-(broker/answering.py). A slice that holds a batch of ours (magic 1,
+(net/answering.py). A slice that holds a batch of ours (magic 1,
 columnar) is read (``pread``) and its batches converted one by one:
 decoded by ``records.decoder``, rebuilt by ``record_batch.build_batch`` with
 the same base offset, timestamps, leader epoch, producer fields and

@@ -2,7 +2,7 @@
 
 A handler of ``serve_meta`` / ``serve_data`` turns a decoded Kafka request
 into a ``Plan``: the logbroker request to run through the broker's
-``Handlers`` (``request``; None when there is nothing to run) and the
+pipeline (api/pipeline.py) (``request``; None when there is nothing to run) and the
 function that turns that request's response (None without a request) into
 the Kafka response body, ``answer``. ``answer`` may instead return
 ``NO_ANSWER`` (an acks=0 Produce: nothing is written) or ``CLOSE`` (close
@@ -29,16 +29,17 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class KafkaSite:
-    """What the Kafka handlers know of the broker: its id, the address
-    Kafka clients are told (Metadata, FindCoordinator), its settings and,
-    in a cluster, its live view of the cluster (read at answer time)."""
+    """What the Kafka translators know of the broker: its id, the address
+    Kafka clients are told (Metadata, FindCoordinator), its settings and
+    its metadata (``meta.directory()``: the brokers' Kafka addresses and
+    the controller, read at answer time; metadata/interface.py)."""
 
     broker_id: int
     host: str
     port: int
     config: object  # the BrokerConfig
     served: frozenset = frozenset()  # the API keys answered (ApiVersions lists only these)
-    cluster: object = None  # cluster mode: the broker's ClusterView (cluster_meta.py); else None
+    meta: object = None  # the broker's metadata interface (cluster_meta.py reads its directory)
 
 
 def by_topic(rows, key=lambda row: row[0]) -> list:

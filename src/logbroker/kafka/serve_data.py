@@ -14,7 +14,6 @@ import time
 from ..errors import CorruptRecordError, InvalidRequestError, LogbrokerError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from ..api.produce import CLOSE_CONNECTION
 from ..records.compression import READ_LIMIT
 from .fetch_records import kafka_records
 from .legacy_messages import Budget, is_legacy, up_convert
@@ -55,7 +54,7 @@ def produce(site: KafkaSite, header, body) -> Plan:
                     payload=tuple(payload)) if parts else None
 
     def answer(resp):
-        if resp is CLOSE_CONNECTION:
+        if resp is m.CLOSE_CONNECTION:
             return CLOSE
         if body.acks == 0:
             return NO_ANSWER

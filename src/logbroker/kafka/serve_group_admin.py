@@ -29,7 +29,7 @@ Per group: NOT_COORDINATOR (16) at a broker that does not coordinate it,
 COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15) while
 the broker cannot reach the cluster (wire_errors.kafka_group_code),
 INVALID_GROUP_ID (24) for a name our rules refuse. ACLs: the session
-checks our requests (kafka/connection.py): describe / delete on each
+checks our requests (net/kafka_connection.py): describe / delete on each
 group (a request naming a denied group is refused whole: every group gets
 GROUP_AUTHORIZATION_FAILED, 30); ListGroups lists every group with
 describe on the cluster, else only the groups the principal may describe
@@ -117,11 +117,3 @@ def delete_groups(site: KafkaSite, header, body) -> Plan:
         return {"results": [{"group_id": name, "error_code": kafka_group_code(error)}
                             for name, error in rows]}
     return Plan(m.DeleteGroups(groups=names), answer)
-
-
-def handlers() -> dict:
-    """The group administration APIs by key, for the listener's table."""
-    from .apis_group_admin import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
-
-    return {LIST_GROUPS.key: list_groups, DESCRIBE_GROUPS.key: describe_groups,
-            DELETE_GROUPS.key: delete_groups}

@@ -110,11 +110,3 @@ def leave_group(site: KafkaSite, header, body) -> Plan:
             {"member_id": mid, "group_instance_id": iid, "error_code": error}
             for (mid, iid), error in zip(members, errors)]}
     return Plan(req, answer)
-
-
-def handlers() -> dict:
-    """The membership APIs by key, for the listener's table."""
-    from .apis_groups import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
-
-    return {JOIN_GROUP.key: join_group, SYNC_GROUP.key: sync_group,
-            HEARTBEAT.key: heartbeat, LEAVE_GROUP.key: leave_group}

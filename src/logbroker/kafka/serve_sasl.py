@@ -1,10 +1,10 @@
-"""Kafka's SASL requests, answered by our broker's ``Session`` (broker/auth.py):
+"""Kafka's SASL requests, answered by our broker's ``Session`` (security/auth.py):
 SaslHandshake and SaslAuthenticate become our messages of the same names,
 so the SCRAM-SHA-256 exchange, its failures, deadline and metrics are one
 code path for both listeners (docs/kafka.md, "Security"). Each function
 takes the ``KafkaSite``, the request header and body, and returns a
-``Plan`` (plan.py); the connection passes the request to its session
-(``Session.intercept``), which answers it.
+``Plan`` (plan.py); the broker's pipeline runs it through api/sasl.py,
+which the connection's session answers.
 """
 
 from __future__ import annotations

@@ -49,19 +49,8 @@ class Snapshot:
                   for lg in broker.store.logs()]
         s.offsets = [(g.name, tp, co.offset) for g in broker.coordinator.groups()
                      for tp, co in list(g.offsets.items())]
-        s.cluster = None if broker.node is None else _cluster_numbers(broker.node)
+        s.cluster = broker.meta.cluster_numbers()  # None on a single node
         return s
-
-
-def _cluster_numbers(node) -> dict:
-    from ..cluster.replicas import LEADER
-
-    leaders = [r for r in node.replicas.replicas.values() if r.role == LEADER and r.state is not None]
-    return {"leaders": len(leaders),
-            "under": sum(1 for r in leaders if len(r.state.isr) < len(r.state.replicas)),
-            "shrinks": node.replicas.isr_shrinks, "expands": node.replicas.isr_expands,
-            "controller_changes": node.controller_changes,
-            "controller": 1 if node.controller.active else 0}
 
 
 class BrokerCollector:

@@ -72,7 +72,7 @@ class BrokerMetrics:
                                         kwargs={"poll_interval": POLL_INTERVAL_S},
                                         name="logbroker-metrics", daemon=True)
         self._thread.start()
-        b.handlers.requests, b.handlers.traffic, b.commit.stats = \
+        b.services.requests, b.services.traffic, b.commit.stats = \
             self.requests, self.traffic, self.commit
         log.info("metrics on %s", self.url)
 

@@ -28,7 +28,7 @@ import time
 from ..errors import TooManyConnectionsError
 from ..protocol import messages as m
 from ..protocol.codec import DecodeError, decode, encode
-from ..broker.config import canonical_ip
+from ..limits import canonical_ip
 
 log = logging.getLogger("logbroker.connection")
 MAX_REFUSING = 8  # refusals answering at the same time

@@ -1,5 +1,5 @@
 """Ordered answering: what our listener's connections and the Kafka
-listener's share (broker/connection.py, kafka/connection.py).
+listener's share (net/connection.py, net/kafka_connection.py).
 
 ``AnsweringConnection`` is the part of a client connection that does not
 depend on the protocol: the ``pending`` deque of requests read and not yet
@@ -26,12 +26,13 @@ refused, let go of the transport) and ``unregister(conn)``.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from collections import deque
 from functools import partial
 
-from ..api.groups import PEER
+from ..errors import LogbrokerError
+from ..metrics.stats import ReadPositions
+from ..protocol import messages as m
 from ..storage.results import FileSlice
 from ..security.auth import Session
 from ..security.quotas import principal_of
@@ -59,20 +60,22 @@ class Answer:
     or quotas.ACCOUNT). Subclasses add their protocol's fields and set every
     slot in their own ``__init__`` (no chained call on the hot path)."""
 
-    __slots__ = ("size", "response", "waiting", "hooked", "throttle")
+    __slots__ = ("size", "response", "waiting", "hooked", "throttle", "close_after")
 
 
 class AnsweringConnection(asyncio.BufferedProtocol):
     """The shared core (module docstring). ``KIND`` names the protocol in log lines."""
 
-    __slots__ = ("broker", "registry", "transport", "pending", "inflight_bytes", "read_paused",
+    __slots__ = ("broker", "registry", "reader", "transport", "pending", "inflight_bytes", "read_paused",
                  "paused", "can_write", "writer", "idle", "peer", "last_frame_at",
-                 "partial_since", "tls", "session", "ip", "mute")
+                 "partial_since", "tls", "session", "ip", "muted", "reads")
     KIND = ""
     log = logging.getLogger("logbroker.connection")
 
-    def __init__(self, broker, registry) -> None:
-        self.broker, self.registry = broker, registry
+    def __init__(self, broker, registry, reader) -> None:
+        """``reader``: the protocol's sans-I/O frame reader (``get_buffer``,
+        ``buffer_updated``, ``next_frame``, ``in_frame``, ``discard``)."""
+        self.broker, self.registry, self.reader = broker, registry, reader
         self.transport: "asyncio.Transport | None" = None
         self.pending: deque = deque()  # the requests read and not yet answered, in order
         self.inflight_bytes = 0
@@ -89,10 +92,11 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         # connection_made names the peer (then it is not loopback: safe)
         # the session's callbacks hold the broker, not this connection: no
         # reference cycle, so a closed connection is freed at once, not by a GC pass
-        self.session = Session(broker.handlers.auth, "?", partial(_auth_failed, broker),
+        self.session = Session(broker.services.auth, "?", partial(_auth_failed, broker),
                                partial(_denied, broker))
         self.ip: "str | None" = None  # the peer's address while counted (registry)
-        self.mute: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
+        self.muted: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
+        self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)
 
     # -- public API (the servers') ------------------------------------------------------
     def pause(self) -> None:
@@ -150,18 +154,50 @@ class AnsweringConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         return False
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Frames in: each whole frame is started (``_start``) in the order
+        read; a request whose answer closes the connection stops reading."""
+        if self.transport is None and self.ip is None:  # refused (a TLS one is counted
+            return  # by its handshake and may get bytes before connection_made)
+        reader = self.reader
+        try:
+            reader.buffer_updated(nbytes)
+        except LogbrokerError as exc:  # a size prefix out of range: the stream is lost
+            self._lost(exc)
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        tasks_ok, got = True, False
+        while (frame := reader.next_frame()) is not None:
+            got = True
+            self.last_frame_at = now
+            self.inflight_bytes += len(frame)
+            answer = self._start(frame, loop, tasks_ok)
+            self.pending.append(answer)
+            if isinstance(answer.waiting, asyncio.Task):
+                tasks_ok = False
+            if answer.close_after:
+                self.pause()  # nothing after a bad frame or a failed authentication is read
+                break
+        if not reader.in_frame:
+            self.partial_since = None
+        elif self.partial_since is None or got:
+            self.partial_since = now  # a new frame began in these bytes
+        self._pump()
+
     def connection_lost(self, exc) -> None:
         self.registry.unregister(self)
-        reader = getattr(self, "reader", None)  # both listeners' connections have one
-        if reader is not None:  # its buffers go now, not when a GC pass finds the connection
-            reader.discard()
+        self.reader.discard()  # its buffers go now, not when a GC pass finds the connection
         for answer in self.pending:
             if isinstance(answer.waiting, asyncio.Task):
                 answer.waiting.cancel()
         if self.writer is not None:
             self.writer.cancel()
-        if self.mute is not None:
-            self.mute.cancel()
+        if self.muted is not None:
+            self.muted.cancel()
         self._set_idle()
         if self.can_write is not None and not self.can_write.done():
             self.can_write.cancel()
@@ -179,7 +215,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
     # -- limits -----------------------------------------------------------------------------
     def _flow(self) -> None:
         limit = self.broker.config.max_inflight_bytes
-        stop = self.paused or self.mute is not None or self.inflight_bytes > limit \
+        stop = self.paused or self.muted is not None or self.inflight_bytes > limit \
             or len(self.pending) >= MAX_PENDING
         if self.transport is None or self.transport.is_closing() or stop == self.read_paused:
             return
@@ -197,29 +233,49 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         response, mute = self.broker.quotas.answer(response, throttle, principal_of(
             self.session.principal), asyncio.get_running_loop().time())
         if mute:
-            self._mute(mute)
+            self.mute(mute)
         return response
 
-    def _mute(self, ms: int) -> None:
+    def mute(self, ms: int) -> None:
         """Read nothing for ``ms`` from now (KIP-219: the throttled client
         is slowed, never disconnected); a longer mute under way stands."""
         loop = asyncio.get_running_loop()
         when = loop.time() + ms / 1000
-        if self.mute is not None:
-            if self.mute.when() >= when:
+        if self.muted is not None:
+            if self.muted.when() >= when:
                 return
-            self.mute.cancel()
-        self.mute = loop.call_at(when, self._unmute)
+            self.muted.cancel()
+        self.muted = loop.call_at(when, self._unmute)
         self._flow()
 
     def _unmute(self) -> None:
-        self.mute = None
+        self.muted = None
         self._flow()
 
-    def _task(self, loop, coro) -> asyncio.Task:
-        ctx = contextvars.copy_context()
-        ctx.run(PEER.set, self.peer)  # a JoinGroup records the member's host
-        return loop.create_task(coro, context=ctx)
+    def task(self, coro) -> asyncio.Task:
+        """Run ``coro`` (a request's handling) as a task of the loop."""
+        return asyncio.get_running_loop().create_task(coro)
+
+    def count_reads(self, msg) -> None:
+        """A Fetch about to be served: count the records its client read
+        since its previous one (metrics.stats.ReadPositions), when traffic
+        is counted (metrics or the console on)."""
+        if msg.__class__ is m.Fetch:
+            if self.reads is None:
+                traffic = self.broker.services.traffic
+                if traffic is None:
+                    return
+                self.reads = ReadPositions(traffic)
+            self.reads.fetch(msg.parts)
+
+    # -- the protocol's part ----------------------------------------------------------------
+    def _start(self, frame, loop, tasks_ok: bool) -> Answer:
+        """Decode one frame and start its request (api/pipeline.py). The protocol's."""
+        raise NotImplementedError
+
+    def _lost(self, exc) -> None:
+        """The byte stream cannot be framed any more (``exc``). The protocol's."""
+        raise NotImplementedError
 
     # -- writing, in order ------------------------------------------------------------------
     def _encode(self, answer: Answer):

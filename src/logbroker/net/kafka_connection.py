@@ -1,65 +1,39 @@
 """One Kafka client connection: frames in, answers out, in request order.
 
-The shape of ``broker/connection.py`` for the Kafka protocol: each frame is
-decoded (``codec.decode_request``), turned into a ``Plan`` by its API's
-handler (``serve_meta`` / ``serve_data``), run through the broker's
-``Handlers`` (so the same edge checks, storage and long polls serve both
-protocols) and answered with ``codec.encode_response_buffers``.
+This module is the Kafka protocol's part only: each frame is decoded
+(``codec.decode_request``), turned into a ``Plan`` by its API's translator
+(api/registry.KAFKA: kafka/serve_*.py), its request run through the
+broker's one pipeline (api/pipeline.py: session, ACLs, quotas, edge
+checks, its handler, exactly as our listener's), and the plan's answer
+encoded with ``codec.encode_response_buffers``.
 
 - Order: Kafka clients pipeline, and answers go out strictly in the order
-  of the requests. Requests start in the order read: a Produce is appended
-  in the loop turn that read it (its acks=-1 answer completes from the
-  fsync's callback, as ours), unless an earlier request of the same read
-  became a task, when it becomes a task too.
+  of the requests (answering.py).
 - No answer for an acks=0 Produce (Kafka's rule); a connection whose acks=0
-  Produce hit a partition this broker does not lead is closed.
+  Produce failed is closed.
 - Decode errors: an ApiVersions request at a newer version gets Kafka's v0
   UNSUPPORTED_VERSION answer (api_versions.py); any other unsupported API
   or version, and any malformed frame, closes the connection once the
-  answers before it are written (Kafka closes too). Nothing of a bad request
-  reaches the handlers; a bug in a handler is logged and aborts only this
+  answers before it are written (Kafka closes too). Nothing of a bad
+  request reaches the pipeline; a bug in a translator closes only this
   connection.
-- Authentication and ACLs (docs/kafka.md §4.7): the connection's
-  ``Session`` (broker/auth.py) answers SaslHandshake / SaslAuthenticate
-  (planned as our messages, serve_sasl.py) and checks every other planned
-  request as on our listener (a denial, a ``Partial`` of the permitted
-  parts, a narrowed Metadata), except that a ListGroups without describe
-  on the cluster lists the groups the principal may describe (Kafka's
-  rule: a ``Narrowed``); a failed authentication is answered, then
-  the connection closes. With ``auth_required``, before authentication
-  only ApiVersions and the SASL APIs are read: any other request closes
-  the connection unanswered (Kafka's rule), counted as a failure. After a
-  SaslHandshake v0 the SCRAM messages are raw size-prefixed frames
-  (``raw_sasl``), answered the same way.
-- Quotas (broker/quotas.py) as on our listener, for the session's
-  principal (``User:ANONYMOUS`` until authenticated); a Produce's bytes are metered as read,
-  a Fetch's when answered; the answer carries ``throttle_time_ms`` and the
-  connection reads nothing for that long (KIP-219); a fetch already in
-  debt is answered empty at once.
-- Limits as our listener's: ``max_frame_bytes`` (a larger size prefix
-  closes the connection), ``frame_timeout_ms`` (a frame begun must arrive
-  whole), ``idle_timeout_ms``, and reading pauses while more than
-  ``max_inflight_bytes`` or ``MAX_PENDING`` requests are unanswered or the
-  socket's write buffer is full. Memory follows the bytes received
-  (``KafkaFrameReader``); an idle connection holds no buffer.
-
-The ordering, writing, limits, timeouts and the listener's API
-(``pause()``, ``drain()``, ``close(why)``, ``idle_check(now)``) are
-``broker/answering.AnsweringConnection``'s, shared with our listener; this
-module is the Kafka protocol's part: framing, decoding, planning,
-screening, metering.
+- Authentication (docs/kafka.md §4.7): with ``auth_required``, before
+  authentication only ApiVersions and the SASL APIs are read: any other
+  request closes the connection unanswered (Kafka's rule), counted as a
+  failure. After a SaslHandshake v0 the SCRAM messages are raw
+  size-prefixed frames (``raw_sasl``), answered by the session the same
+  way. The pipeline runs with Kafka's listing rule (``narrow``: a
+  ListGroups without describe on the cluster lists the groups the
+  principal may describe).
+- Limits as our listener's (answering.py); memory follows the bytes
+  received (``KafkaFrameReader``); an idle connection holds no buffer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from ..security.acl_rules import Narrowed, Partial
 from .answering import Answer, AnsweringConnection
-from ..security.auth import INTERCEPTED
-from ..api.produce import ProduceAnswer
-from ..security.quotas import principal_of
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..kafka.api_versions import unsupported_version_reply
@@ -73,50 +47,22 @@ _CLOSE_AFTER = object()  # an answer slot: close once the answers before it are 
 
 
 class KafkaConnection(AnsweringConnection):
-    __slots__ = ("listener", "reader", "raw_sasl")
+    __slots__ = ("listener", "raw_sasl")
     KIND = "Kafka "
     log = logging.getLogger("logbroker.kafka")
 
     def __init__(self, listener) -> None:
-        super().__init__(listener.broker, listener)
+        """``listener``: the KafkaListener (its site, translators, registration)."""
+        broker = listener.broker
+        super().__init__(broker, listener, KafkaFrameReader(broker.config.max_frame_bytes,
+                                                            scratch=broker.scratch))
         self.listener = listener
-        self.reader = KafkaFrameReader(self.broker.config.max_frame_bytes,
-                                       scratch=self.broker.scratch)
         self.raw_sasl = False  # after a SaslHandshake v0: frames are raw SASL tokens
 
-    # -- asyncio callbacks -------------------------------------------------------------
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer(sizehint)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self.transport is None and self.ip is None:  # refused (a TLS one is counted
-            return  # by its handshake and may get bytes before connection_made)
-        reader = self.reader
-        try:
-            reader.buffer_updated(nbytes)
-        except KafkaDecodeError as exc:  # a size prefix out of range: the stream is lost
-            self.pending.append(_Answer(None, 0, _CLOSE_AFTER, why=_unreadable(exc.message)))
-            self.pause()
-            self._pump()
-            return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        tasks_ok, got = True, False
-        while (frame := reader.next_frame()) is not None:
-            got = True
-            self.last_frame_at = now
-            self.inflight_bytes += len(frame)
-            answer = self._start(frame, loop, tasks_ok)
-            self.pending.append(answer)
-            if isinstance(answer.waiting, asyncio.Task):
-                tasks_ok = False
-            if answer.response is _CLOSE_AFTER or answer.close_after:
-                self.pause()  # nothing after a bad frame or a failed authentication is read
-                break
-        if not reader.in_frame:
-            self.partial_since = None
-        elif self.partial_since is None or got:
-            self.partial_since = now  # a new frame began in these bytes
+    def _lost(self, exc) -> None:
+        """A size prefix out of range: the answers before it go out, then close."""
+        self.pending.append(_Answer(None, 0, _CLOSE_AFTER, why=_unreadable(exc.message)))
+        self.pause()
         self._pump()
 
     # -- work ----------------------------------------------------------------------------
@@ -148,59 +94,25 @@ class KafkaConnection(AnsweringConnection):
                                header.api_version, self.peer)
             return _Answer(None, size, _CLOSE_AFTER, why=_unreadable("internal error"))
         answer = _Answer(header, size, None, plan.answer)
-        msg = plan.request
-        if msg.__class__ in _METERED and self.broker.quotas is not None:
-            msg, answer.throttle = self.broker.quotas.meter(
-                msg, principal_of(self.session.principal), loop.time())
-            if answer.throttle > 0:
-                self._mute(answer.throttle)
-            if msg.__class__ is m.FetchResponse:  # over the fetch quota: answered empty
-                answer.response = msg
-                return answer
-        if msg is not None and (session.screen or msg.__class__ in INTERCEPTED):
-            got = session.intercept(msg, loop.time(), narrow=True)  # Kafka's listing rule
-            if got.__class__ is tuple:  # answered by the session: SASL, or a denial
-                return self._screened(answer, got, header, loop)
-            if got.__class__ is Partial or got.__class__ is Narrowed:  # some parts denied
-                # (the others served, then merged), or a listing filtered (ListGroups)
-                answer.waiting = self._task(loop, got.answer(self.broker.dispatch(got.request)))
-                answer.frame = frame
-                return answer
-            if got is not None:  # the request narrowed to what the principal may see
-                msg = got
-        if msg is None:
-            answer.response = _ANSWERED_NONE
-        elif msg.__class__ is m.Produce and tasks_ok:
-            out = self.broker.dispatch_now(msg)
-            if isinstance(out, ProduceAnswer) or asyncio.iscoroutine(out):
-                answer.waiting = out if isinstance(out, ProduceAnswer) else self._task(loop, out)
-            else:
-                answer.response = out
-        else:
-            answer.waiting = self._task(loop, self.broker.dispatch(msg))
         answer.frame = frame  # records are views of the frame: kept until answered
-        return answer
-
-    def _screened(self, answer: "_Answer", got: tuple, header, loop) -> "_Answer":
-        """``answer`` given the session's ``(response, close)`` (auth.py)."""
-        response, close = got
-        if response is None:  # a denied acks=0 Produce: no answer, the connection closes
-            return _Answer(None, answer.size, _CLOSE_AFTER, why="acks=0 produce refused")
-        if asyncio.iscoroutine(response):  # an admin change (none served here yet)
-            answer.waiting = self._task(loop, response)
+        if plan.request is None:
+            answer.response = _ANSWERED_NONE
             return answer
-        answer.response, answer.close_after = response, close
-        if header.api_key == SASL_HANDSHAKE.key and header.api_version == 0 and not response.error:
-            self.raw_sasl = True
+        # the broker's one pipeline (api/pipeline.py), with Kafka's listing rule
+        self.broker.pipeline.start(self, answer, plan.request, loop, tasks_ok, narrow=True)
+        if header.api_key == SASL_HANDSHAKE.key and header.api_version == 0 \
+                and answer.response is not None and not answer.response.error:
+            self.raw_sasl = True  # SCRAM's messages follow as raw size-prefixed frames
         return answer
 
     def _raw_token(self, frame, size: int, loop) -> "_Answer":
         """A SASL token after a SaslHandshake v0: a size-prefixed frame with
         no header, answered the same way; a failure closes the connection
         unanswered (the v0 wire has no error field)."""
-        response, close = self.session.intercept(m.SaslAuthenticate(auth_bytes=bytes(frame)),
-                                                 loop.time())
-        if close or response.error:
+        try:
+            response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)))
+        except LogbrokerError as exc:
+            self.session.fail(exc.message)
             self.raw_sasl = False
             return _Answer(None, size, _CLOSE_AFTER, why="SASL authentication failed")
         if self.session.principal:  # the exchange is complete: Kafka requests follow
@@ -212,6 +124,9 @@ class KafkaConnection(AnsweringConnection):
         """The buffers of a ready answer (AnsweringConnection._pump)."""
         if a.response is _CLOSE_AFTER:
             self.close(a.why)
+            return False
+        if a.close_after and a.response is None:  # a denied acks=0 Produce: no answer
+            self.close("acks=0 produce refused")
             return False
         buffers = a.buffers()
         a.frame = None
@@ -232,7 +147,6 @@ def _unreadable(why: str) -> str:
 
 _BEFORE_AUTH = frozenset({API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_AUTHENTICATE.key})
 _ANSWERED_NONE = object()  # a plan without a request: its answer takes None
-_METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 
 
 class _Answer(Answer):
@@ -240,13 +154,13 @@ class _Answer(Answer):
     Kafka answer of its own), and the plan's ``answer`` that makes the Kafka
     body of our response."""
 
-    __slots__ = ("header", "make", "why", "frame", "close_after")
+    __slots__ = ("header", "make", "why", "frame")
 
     def __init__(self, header, size: int, response, make=None, *, why: str = "") -> None:
         self.header, self.size, self.response, self.make = header, size, response, make
         self.waiting, self.hooked, self.why, self.frame = None, False, why, None
         self.throttle = 0  # ms its answer carries, or quotas.ACCOUNT (Quotas.meter)
-        self.close_after = False  # close the connection once this is answered
+        self.close_after = response is _CLOSE_AFTER  # close the connection once answered
 
     def buffers(self):
         """The buffers to write, or NO_ANSWER / CLOSE."""

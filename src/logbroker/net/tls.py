@@ -23,48 +23,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from typing import TYPE_CHECKING
 
-from ..tls import client_context, reason, server_context
+from ..tls import reason
 from .admission import Refusal, peer_ip
-from .connection import ClientConnection
 
-if TYPE_CHECKING:
-    from ..broker.config import BrokerConfig
-    from ..broker.server import Broker
 
 log = logging.getLogger("logbroker.tls")
 
 
-def listener_context(config: "BrokerConfig") -> "ssl.SSLContext | None":
-    """The listener's context (None without ``tls_cert``); raises
-    ``InvalidConfigError`` for a file that is missing or not PEM."""
-    if config.tls_cert is None:
-        return None
-    return server_context(config.tls_cert, config.tls_key, config.tls_ca, config.tls_client_auth)
-
-
-def peer_context(config: "BrokerConfig") -> "ssl.SSLContext | None":
-    """The context a broker dials its peers with (None without TLS): trusts
-    ``tls_ca`` and presents the broker's own certificate (for mutual TLS)."""
-    if config.tls_cert is None:
-        return None
-    return client_context(config.tls_ca, config.tls_cert, config.tls_key)
-
-
 class TlsListener:
     """The protocol factory of a TLS listener: ``create_server(listener.protocol, ...)``.
-    ``make_conn()`` makes the connection a handshake hands over to (ours by
-    default); ``registry`` (``unregister(conn)``) uncounts it when its
+    ``make_conn()`` makes the connection a handshake hands over to;
+    ``registry`` (the net.listener.Listener) (``unregister(conn)``) uncounts it when its
     handshake fails. ``answer_refusals``: a connection over a limit is
     answered TOO_MANY_CONNECTIONS (our protocol) or just closed (Kafka's
     listener, as Kafka does)."""
 
-    def __init__(self, broker: "Broker", context: ssl.SSLContext, make_conn=None,
-                 registry=None, answer_refusals: bool = True) -> None:
+    def __init__(self, broker, context: ssl.SSLContext, make_conn, registry,
+                 answer_refusals: bool = True) -> None:
         self.broker, self.context = broker, context
-        self.make_conn = make_conn or (lambda: ClientConnection(broker))
-        self.registry = registry or broker
+        self.make_conn = make_conn
+        self.registry = registry
         self.answer_refusals = answer_refusals
         self.timeout = broker.config.frame_timeout_ms / 1000
         self.handshakes: set[asyncio.Task] = set()

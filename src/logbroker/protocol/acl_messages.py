@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .messages import _RESP, Message, Response, _register
+from .message_base import RESP as _RESP, Message, Response, register as _register
 
 BINDING = (str, str, str, str, str, str)
 FILTER = {"principal": str, "resource_type": str, "name": str, "pattern": str, "operation": str,

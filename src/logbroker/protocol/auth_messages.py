@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InvalidRequestError
-from .messages import _RESP, Message, Response, _register
+from .message_base import RESP as _RESP, Message, Response, register as _register
 
 MECHANISM = "SCRAM-SHA-256"
 MECHANISMS = (MECHANISM,)

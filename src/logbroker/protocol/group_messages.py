@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .messages import _RESP, Message, Response, _register
+from .message_base import RESP as _RESP, Message, Response, register as _register
 from .schema import Opt
 
 

@@ -14,34 +14,17 @@ docs/protocol.md describes every message.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from .schema import Map, Opt
 
 PROTOCOL_VERSION = 1
 EARLIEST, LATEST = -2, -1  # ListOffsets specs
+# a handler's answer meaning: write nothing and close the connection (an acks=0
+# Produce that failed: its client learns of the error by the close, Kafka's rule)
+CLOSE_CONNECTION = object()
 
-REQUESTS: dict[int, type] = {}
-RESPONSES: dict[int, type] = {}
+from .message_base import REQUESTS, RESPONSES, RESP as _RESP, Message, Response, register as _register  # noqa: F401
 
-
-def _register(cls):
-    (RESPONSES if cls.RESPONSE else REQUESTS)[cls.API] = cls
-    return cls
-
-
-class Message:
-    API: ClassVar[int]
-    RESPONSE: ClassVar[bool] = False
-    SCHEMA: ClassVar[dict[str, Any]]
-    HAS_PAYLOAD: ClassVar[bool] = False
-
-
-class Response(Message):
-    RESPONSE = True
-
-
-_RESP = {"error": int, "message": str}
 
 
 @_register

@@ -29,7 +29,7 @@ import dataclasses
 from ..errors import CorruptRecordError, InvalidRecordError
 from . import format as fmt
 from .compression import READ_LIMIT, decompress
-from .decoder import RecordBatch, decode_batch
+from .columns import RecordBatch, decode_ours
 from .encoder import I32_MAX, I32_MIN, encode_batch
 
 _MIN_RECORD = 7  # bytes of the smallest record: seven one-byte fields
@@ -106,20 +106,6 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
                                  f"of {header.record_count} record(s) has one without")
 
 
-def readable(data) -> "RecordBatch | None":
-    """The whole batch ``data`` (CRC checked by the caller) decoded, or None
-    when it is a Kafka batch whose records do not decode (stored unwalked,
-    ``check_batch``): for the broker's own readers (offset-for-timestamp,
-    compaction, the console), which then go by its header and keep it as
-    it is rather than fail the partition. A bad magic-1 batch still raises."""
-    try:
-        return decode_batch(data, verify=False)
-    except CorruptRecordError:
-        if fmt.read_header(data, 0).magic != fmt.KAFKA_MAGIC:
-            raise
-        return None
-
-
 def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,
                  limit: int = READ_LIMIT) -> RecordBatch:
     """The whole magic-2 batch ``batch`` (header at 0, ``header`` its
@@ -134,7 +120,8 @@ def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,
                        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
                        base_sequence=header.base_sequence,
                        log_append_time=bool(header.attributes & fmt.LOG_APPEND_TIME))
-    columns = decode_batch(raw, verify=False)
+    mv = memoryview(raw).cast("B")
+    columns = decode_ours(mv, 0, len(mv), fmt.read_header(mv, 0), verify=False)
     return dataclasses.replace(columns, header=dataclasses.replace(
         header, first_timestamp=columns.header.first_timestamp))
 

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ..errors import CorruptRecordError
 from . import format as fmt
-from .kafka_v2 import readable
+from .decoder import readable
 
 WINDOW = 4 << 20
 

@@ -9,7 +9,7 @@ Kafka's rules:
 - a super user is always allowed;
 - a matching deny wins over any allow;
 - no matching allow: denied (ACLs are enforced only where the broker says
-  so, broker/auth.py);
+  so, security/auth.py);
 - a binding matches a resource by its literal name (``*``: every name of
   that type) or, with pattern ``prefix``, every name starting with it;
 - principal ``User:*`` matches every authenticated user (never the

@@ -8,7 +8,7 @@ cluster/access_store.py's ``EtcdAclStore`` keeps them in etcd):
 - ``list()``: every binding, sorted; synchronous and cheap;
 - ``await add(bindings)`` (how many were new) and ``await remove(flt)``
   (the bindings removed) return once the change is durable and ``list()``
-  shows it; ``on_change()`` (the Authorizer's re-index, broker/auth.py)
+  shows it; ``on_change()`` (the Authorizer's re-index, security/auth.py)
   has run by then.
 
 Here writes are short LMDB transactions on the broker's loop, committed

@@ -1,53 +1,46 @@
-"""Authentication on the broker: SCRAM-SHA-256 through ``scramp``, one
-``Session`` per connection (docs/security.md, "Authentication").
+"""Authentication and authorization state: SCRAM-SHA-256 through
+``scramp``, one ``Session`` per connection (docs/security.md,
+"Authentication"), used by the request pipeline's first two stages
+(api/pipeline.py) and by the handlers that authorize themselves.
 
-A connection starts anonymous. ``Session.intercept(msg)`` runs for every
-request as it is read, in order, before dispatch; it returns None (the
-request goes on to the handlers) or ``(response, close)``: the answer,
-and whether to close the connection once it is written.
+A connection starts anonymous.
 
-- SaslHandshake, then two SaslAuthenticate steps (client-first ->
-  server-first, client-final -> server-final); anything else out of order
-  is ILLEGAL_SASL_STATE. A failed step is answered with
-  SASL_AUTHENTICATION_FAILED and the connection is closed; so is an
-  exchange not finished within ``frame_timeout_ms`` of its handshake
-  (``expired``). Each exchange has a fresh server nonce (scramp's, from
-  ``secrets``), so a client-final replayed on another connection fails.
+- The SASL exchange (``handshake``, then two ``step``s: client-first ->
+  server-first, client-final -> server-final; answered by api/sasl.py):
+  anything out of order is ILLEGAL_SASL_STATE. A failed step raises one of
+  ``CLOSING_ERRORS`` (the pipeline answers, then closes the connection);
+  so does an exchange not finished within ``frame_timeout_ms`` of its
+  handshake (``expired``). Each exchange has a fresh server nonce
+  (scramp's, from ``secrets``), so a client-final replayed on another
+  connection fails.
 - An unknown user gets made-up credentials (a salt stable per name) and
   fails at the proof, as a wrong password does: the answer does not tell
   which names exist. The broker log does.
 - With ``auth_required``, an anonymous connection's requests other than
-  Handshake and the SASL ones are refused with SASL_AUTHENTICATION_FAILED
-  (an acks=0 produce, which gets no answer, closes the connection).
-- User administration (CreateUser, DeleteUser, ListUsers) is answered here.
-  With ``auth_required`` it needs an authenticated connection (a super
-  user's when ``super_users`` is set), or — the bootstrap rule — a
-  connection from a loopback address while no user exists. The check is
-  made as the request is read; a change (CreateUser, DeleteUser) is then
-  answered by a coroutine, ``(coroutine, False)``, that the connection runs
-  as a task: it returns the response once the store has the change (LMDB:
-  at once; etcd: once etcd has it, cluster/access_store.py) and never
-  raises. The bootstrap rule's write is conditional in the store (no user
-  may exist by then), so of two racing first users the second is refused,
-  on one broker or across a cluster.
-- ACL administration (CreateAcls, DeleteAcls, DescribeAcls) likewise,
-  without a bootstrap rule (docs/security.md, "Authorization").
-- Where users and ACLs live: a single node's LMDB (auth_store.py,
-  acl_store.py), or in cluster mode etcd, read from the broker's mirror
-  (cluster/access_view.py); the sessions see one interface.
-- Authorization: when ACLs are enforced (``auth_required`` with
-  ``super_users`` set: ``BrokerAuth.enforcing``), every other request of an
-  authenticated connection is checked against the ACLs (acl.py) by its
-  entry in acl_rules.py; a denied one is answered with its response class
-  and TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED (29/30/31) naming the
-  operation and the resource, and counted (``denied(cls)``). A Metadata or
-  DescribeTopics of every topic becomes one of the topics the principal may
-  describe: ``intercept`` returns that request, to dispatch instead. A
-  Produce, Fetch or ListOffsets with some topics denied is a ``Partial``
-  (acl_rules.py): the other parts are served, the denied ones get 29.
-  Asked to (``intercept(..., narrow=True)``: the Kafka listener), a
-  ListGroups without describe on the cluster is a ``Narrowed``: served,
-  its answer keeping the groups the principal may describe (Kafka's rule).
+  Handshake and ``SELF_AUTHORIZED`` ones are refused
+  (``refuse_anonymous``: SASL_AUTHENTICATION_FAILED; an acks=0 produce,
+  which gets no answer, closes the connection).
+- User and ACL administration (api/access.py) call ``may_administer``:
+  with ``auth_required`` an authenticated connection allowed to alter (or
+  describe) the cluster, or — the bootstrap rule, for users only — a
+  connection from a loopback address while no user exists.
+- Where users and ACLs live: the metadata's stores (a single node's LMDB,
+  auth_store.py and acl_store.py; or etcd, read from the broker's mirror,
+  cluster/access_store.py); ``BrokerAuth`` takes them from
+  ``meta.access_stores``.
+- Authorization (``authorize``): when ACLs are enforced (``auth_required``
+  with ``super_users`` set: ``BrokerAuth.enforcing``), every other request
+  of an authenticated connection is checked against the ACLs (acl.py) by
+  its entry in acl_rules.py. It returns None (allowed), a denial
+  ``(response, close)`` (its response class with
+  TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, 29/30/31, naming the operation
+  and the resource; counted, ``denied(cls)``), a Metadata or
+  DescribeTopics of every topic narrowed to the topics the principal may
+  describe, a ``Partial`` (some topics of a Produce, Fetch or ListOffsets
+  denied: the other parts are served, the denied ones get 29) or, asked
+  to (``narrow=True``: the Kafka listener), a ``Narrowed`` ListGroups
+  (served, its answer keeping the groups the principal may describe:
+  Kafka's rule). The pipeline is the one reader of these shapes.
 
 Metrics: each failed authentication calls the session's ``failed()``
 (the connection's: ``broker.metrics.auth_failed()`` with metrics on),
@@ -67,21 +60,24 @@ from scramp import ScramException, ScramMechanism
 
 from .. import limits
 from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, LogbrokerError,
-                      ResourceNotFoundError, SaslAuthenticationFailedError, UnknownError,
-                      UnsupportedSaslMechanismError, code_and_message)
+                      SaslAuthenticationFailedError, UnsupportedSaslMechanismError)
 from ..protocol import messages as m
-from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS, check_user_name
-from .acl import CLUSTER, CLUSTER_NAME, TOPIC, AclBinding, Authorizer
+from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS
+from .acl import CLUSTER, CLUSTER_NAME, TOPIC, Authorizer
 from .acl_rules import ERRORS, LISTING, NARROWED, PER_PART, RULES, Narrowed, Partial
-from .acl_store import AclStore
-from .auth_store import Credentials, UserStore
-from ..api.edge import listed
+from ..limits import listed
 
 log = logging.getLogger("logbroker.auth")
 SASL = (m.SaslHandshake, m.SaslAuthenticate)
 USER_ADMIN = (m.CreateUser, m.DeleteUser, m.ListUsers)
 ACL_ADMIN = (m.CreateAcls, m.DeleteAcls, m.DescribeAcls)
-INTERCEPTED = frozenset(SASL + USER_ADMIN + ACL_ADMIN)
+# requests their handlers authorize themselves (the SASL exchange; user and
+# ACL administration, with the bootstrap rule): the session's gate and the
+# ACL check pass them on (api/pipeline.py)
+SELF_AUTHORIZED = frozenset(SASL + USER_ADMIN + ACL_ADMIN)
+# errors of the SASL exchange: answered, then the connection closes
+CLOSING_ERRORS = (SaslAuthenticationFailedError, IllegalSaslStateError,
+                  UnsupportedSaslMechanismError)
 FAILED = "invalid user name or password"
 _NEW, _HANDSHAKEN, _FIRST, _DONE = range(4)
 
@@ -93,21 +89,15 @@ class BrokerAuth:
     ACLs in etcd), else None or False (the LMDB ``meta``'s). ``topics``: the
     store's topic table (``get``, ``list``)."""
 
-    def __init__(self, meta, config, cluster=None, topics=None) -> None:
+    def __init__(self, config, stores, topics=None) -> None:
+        """``stores(on_acls)`` -> (users, acls): the metadata's stores
+        (metadata/interface.py), calling ``on_acls()`` after each ACL change."""
         self.config = config
         self.required = config.auth_required
         self.super_users = frozenset(config.super_users)
         self.enforcing = self.required and bool(self.super_users)  # ACLs checked
         self.topics = topics
-        if cluster:
-            from ..cluster.access_store import EtcdAclStore, EtcdUserStore
-
-            cluster.access.on_acls = self.reload_acls
-            self.users = EtcdUserStore(cluster.etcd, cluster.keys, cluster.access)
-            self.acls = EtcdAclStore(cluster.etcd, cluster.keys, cluster.access)
-        else:
-            self.users = UserStore(meta)
-            self.acls = AclStore(meta, self.reload_acls)
+        self.users, self.acls = stores(self.reload_acls)
         self.authorizer = Authorizer((), self.super_users)
         self.reload_acls()
         self.mechanism = ScramMechanism(MECHANISM)
@@ -146,7 +136,7 @@ class BrokerAuth:
 class Session:
     """One connection's authentication state (module docstring)."""
 
-    __slots__ = ("auth", "peer", "failed", "denied", "loopback", "principal", "gated", "screen",
+    __slots__ = ("auth", "peer", "failed", "denied", "loopback", "principal", "gated",
                  "state", "server", "user", "deadline")
 
     def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None) -> None:
@@ -154,7 +144,6 @@ class Session:
         once per request refused by authorization (metrics)."""
         self.auth, self.failed = auth, failed
         self.denied = denied or (lambda cls: None)
-        self.screen = auth.required  # every request must pass intercept()
         self.set_peer(peer)
         self.principal = ""  # "User:NAME" once authenticated
         self.gated = auth.required  # anonymous requests are refused
@@ -168,53 +157,29 @@ class Session:
         self.peer = peer
         self.loopback = _is_loopback(peer.rpartition(":")[0])
 
-    def intercept(self, msg: m.Message, now: float, narrow: bool = False):
-        """None (dispatch ``msg``), ``(response, close)`` (the response may be
-        a coroutine of it: a user or ACL change), a request to dispatch
-        instead of ``msg``, a ``Partial`` or (``narrow``) a ``Narrowed``
-        (module docstring)."""
-        cls = msg.__class__
-        try:
-            if cls is m.SaslHandshake:
-                return self._handshake(msg, now), False
-            if cls is m.SaslAuthenticate:
-                return self._step(msg)
-            if cls in USER_ADMIN:
-                return self._user_admin(msg), False
-            if cls in ACL_ADMIN:
-                return self._acl_admin(msg), False
-        except LogbrokerError as exc:
-            close = isinstance(exc, (SaslAuthenticationFailedError, IllegalSaslStateError,
-                                     UnsupportedSaslMechanismError))
-            if close:
-                self._fail(exc.message)
-            elif isinstance(exc, ClusterAuthorizationFailedError):
-                self.denied(cls)
-            code, message = code_and_message(exc)
-            return m.RESPONSES[msg.API](error=code, message=message), close
-        if not self.gated:
-            return self._authorize(msg, narrow) if self.auth.enforcing else None
-        if cls is m.Handshake:
-            return None
-        if cls is m.Produce and msg.acks == 0:
-            self.failed()
-            return None, True  # it gets no answer: the connection closes instead
+    def refuse_anonymous(self, msg: m.Message):
+        """The answer to an unauthenticated connection's request when the
+        broker requires authentication: ``(response, close)`` (an acks=0
+        Produce, which gets no answer, closes the connection instead)."""
         self.failed()
+        if msg.__class__ is m.Produce and msg.acks == 0:
+            return None, True
         return m.RESPONSES[msg.API](
             error=SaslAuthenticationFailedError.code,
-            message=f"{cls.__name__} refused: this broker requires authentication "
+            message=f"{msg.__class__.__name__} refused: this broker requires authentication "
                     f"({MECHANISM}; give the client a username and password)"), False
 
     def expired(self, now: float) -> bool:
         """The exchange under way has outlived its bound (the caller closes)."""
         if self.deadline is not None and now > self.deadline:
             self.deadline = None
-            self._fail("not completed within frame_timeout_ms")
+            self.fail("not completed within frame_timeout_ms")
             return True
         return False
 
     # -- the exchange ------------------------------------------------------------------------
-    def _handshake(self, msg: m.SaslHandshake, now: float) -> m.SaslHandshakeResponse:
+    def handshake(self, msg: m.SaslHandshake, now: float) -> m.SaslHandshakeResponse:
+        """The first SASL step: the mechanism chosen (an error closes the connection)."""
         if self.state != _NEW:
             raise IllegalSaslStateError("one SaslHandshake per connection (re-authentication "
                                         "is not supported)")
@@ -226,7 +191,9 @@ class Session:
         self.deadline = now + self.auth.config.frame_timeout_ms / 1000
         return m.SaslHandshakeResponse(mechanisms=MECHANISMS)
 
-    def _step(self, msg: m.SaslAuthenticate):
+    def step(self, msg: m.SaslAuthenticate) -> m.SaslAuthenticateResponse:
+        """A SCRAM step: server-first, then server-final with the principal
+        (an error closes the connection)."""
         if self.state not in (_HANDSHAKEN, _FIRST):
             raise IllegalSaslStateError("SaslAuthenticate " + (
                 "before SaslHandshake" if self.state == _NEW else "after the exchange ended"))
@@ -237,7 +204,7 @@ class Session:
                 self.user = _user_of(text)
                 self.state = _FIRST
                 return m.SaslAuthenticateResponse(auth_bytes=self.server.get_server_first()
-                                                  .encode()), False
+                                                  .encode())
             self.server.set_client_final(text)
             final = self.server.get_server_final().encode()
         except (ScramException, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
@@ -248,16 +215,17 @@ class Session:
         self.state, self.deadline, self.server = _DONE, None, None
         self.principal, self.gated = f"User:{self.user}", False
         log.info("%s authenticated as %s", self.peer, self.principal)
-        return m.SaslAuthenticateResponse(auth_bytes=final, principal=self.principal), False
+        return m.SaslAuthenticateResponse(auth_bytes=final, principal=self.principal)
 
-    def _fail(self, why: str) -> None:
+    def fail(self, why: str) -> None:
+        """The exchange failed (the caller closes the connection once answered)."""
         self.state, self.deadline, self.server = _DONE, None, None
         self.failed()
         log.log(logging.DEBUG if why == FAILED else logging.WARNING,
                 "authentication from %s failed: %s", self.peer, why)
 
     # -- authorization ------------------------------------------------------------------------
-    def _authorize(self, msg: m.Message, narrow: bool = False):
+    def authorize(self, msg: m.Message, narrow: bool = False):
         """None, a denial ``(response, close)``, the request narrowed to the
         topics the principal may describe (acl_rules.LISTING), a
         ``Partial`` (some parts denied, acl_rules.PER_PART), or with
@@ -298,70 +266,8 @@ class Session:
             return None, True  # it gets no answer: the connection closes instead
         return m.RESPONSES[msg.API](error=code, message=why), False
 
-    # -- ACLs ---------------------------------------------------------------------------------
-    def _acl_admin(self, msg):
-        cls, store = msg.__class__, self.auth.acls
-        self._may_administer("describe" if cls is m.DescribeAcls else "alter")
-        if cls is m.CreateAcls:
-            return self._stored(msg, self._add_acls([AclBinding(*row) for row in msg.acls]))
-        flt = AclBinding(msg.principal, msg.resource_type, msg.name, msg.pattern, msg.operation,
-                         msg.permission)
-        if cls is m.DeleteAcls:
-            return self._stored(msg, self._remove_acls(flt))
-        return m.DescribeAclsResponse(acls=tuple(b.fields() for b in store.list()
-                                                 if b.matches(flt)))
-
-    async def _add_acls(self, bindings: list[AclBinding]) -> m.CreateAclsResponse:
-        created = await self.auth.acls.add(bindings)
-        log.info("%s added %d ACL(s)", self.principal or self.peer, created)
-        return m.CreateAclsResponse(created=created)
-
-    async def _remove_acls(self, flt: AclBinding) -> m.DeleteAclsResponse:
-        gone = await self.auth.acls.remove(flt)
-        log.info("%s removed %d ACL(s)", self.principal or self.peer, len(gone))
-        return m.DeleteAclsResponse(acls=tuple(b.fields() for b in gone))
-
-    # -- users --------------------------------------------------------------------------------
-    def _user_admin(self, msg):
-        users = self.auth.users
-        first = self._may_administer("describe" if msg.__class__ is m.ListUsers else "alter",
-                                     users)
-        if msg.__class__ is m.ListUsers:
-            return m.ListUsersResponse(users=tuple(users.list()))
-        check_user_name(msg.name)
-        if msg.__class__ is m.DeleteUser:
-            return self._stored(msg, self._delete_user(msg.name))
-        cred = Credentials(msg.mechanism, msg.salt, msg.stored_key, msg.server_key,
-                           msg.iterations).check()
-        return self._stored(msg, self._put_user(msg.name, cred, first))
-
-    async def _put_user(self, name: str, cred: Credentials, first: bool) -> m.CreateUserResponse:
-        created = await self.auth.users.put(name, cred, first=first)
-        log.info("%s %s user %r", self.principal or self.peer,
-                 "created" if created else "changed the password of", name)
-        return m.CreateUserResponse(created=created)
-
-    async def _delete_user(self, name: str) -> m.DeleteUserResponse:
-        if not await self.auth.users.delete(name):
-            raise ResourceNotFoundError(f"no user {name!r}")
-        log.info("%s deleted user %r", self.principal or self.peer, name)
-        return m.DeleteUserResponse()
-
-    async def _stored(self, msg: m.Message, change):
-        """The answer to an admin change: ``change``'s response once the store
-        has it, or its error as ``msg``'s response; never raises."""
-        try:
-            return await change
-        except LogbrokerError as exc:
-            if isinstance(exc, ClusterAuthorizationFailedError):
-                self.denied(msg.__class__)  # the bootstrap rule lost a race
-            code, message = code_and_message(exc)
-        except Exception:  # noqa: BLE001 - a bug must not leave the request unanswered
-            log.exception("%s failed", msg.__class__.__name__)
-            code, message = UnknownError.code, "internal error (see broker log)"
-        return m.RESPONSES[msg.API](error=code, message=message)
-
-    def _may_administer(self, operation: str, users=None) -> bool:
+    # -- administration -----------------------------------------------------------------------
+    def may_administer(self, operation: str, users=None) -> bool:
         """CLUSTER_AUTHORIZATION_FAILED unless this connection may do
         ``operation`` on the cluster; ``users``: the bootstrap rule applies.
         True when only the bootstrap rule allows it (the write must check

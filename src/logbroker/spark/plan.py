@@ -21,9 +21,9 @@ from ..storage.config import LogConfig
 from ..storage.index import PartitionIndex, iter_entries
 from ..storage.locate import scan_start
 from ..storage.metastore import FILENAME, MetaStore
-from ..storage.segment import parse_segment_name
 from ..storage.store import parse_partition_dir
 from ..storage.topics import TopicStore
+from .scan import iter_batches, list_segments
 from .options import (DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_SPLIT_BYTES,  # noqa: F401
                       Options, SparkSourceError, Split, data_loss, parse_options)
 
@@ -35,16 +35,6 @@ def list_partitions(data_dir: str) -> dict[str, list[int]]:
         if parsed and os.path.isdir(os.path.join(data_dir, name)):
             out.setdefault(parsed[0], []).append(parsed[1])
     return {t: sorted(ps) for t, ps in sorted(out.items())}
-
-
-def list_segments(directory: str) -> list[tuple[int, str]]:
-    """``(base offset, path)`` of the live ``.log`` segments, ascending."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    segs = [(parse_segment_name(n), os.path.join(directory, n)) for n in names]
-    return sorted((b, p) for b, p in segs if b is not None)
 
 
 def _size(path: str) -> int:
@@ -262,8 +252,6 @@ class Planner(PlannerBase):
                          ts: int) -> int:
         """The search of ``Log.offset_for_timestamp``, read-only: the LMDB time
         index gives the start, the one walker finds the record."""
-        from .scan import iter_batches
-
         pid, lso, hw = bounds
         directory = os.path.join(self.o.data_dir, f"{topic}-{partition}")
         index = PartitionIndex(self.meta, pid) if pid >= 0 and self.meta.has("tidx") else None
@@ -278,12 +266,3 @@ class Planner(PlannerBase):
                                                              want=lambda h: h.max_timestamp >= ts))
         hit = first_at_or_after(batches, ts, start, hw)
         return hw if hit is None else hit[0]
-
-
-def make_planner(o: Options) -> PlannerBase:
-    """The planner of ``o``: over its data dir, or (``bootstrap``) over running brokers."""
-    if o.bootstrap:
-        from .remote import RemotePlanner
-
-        return RemotePlanner(o)
-    return Planner(o)

@@ -20,8 +20,9 @@ from ..records.arrow import (HEADERS_TYPE, Piece, pieces_binary, pieces_headers,
                              pieces_timestamp_types, pieces_timestamps, repeated)
 from ..records.decoder import RecordBatch, decode_batch
 from ..records.walker import scan_file
-from .options import data_loss
-from .plan import Split, list_segments
+from ..storage.segment import parse_segment_name
+from .options import Split, data_loss
+from .remote_read import fetch_batches
 
 WINDOW = 2 << 20  # preads of 2 MiB: faster than 8 MiB here (the CRC reads it while cached)
 
@@ -83,8 +84,6 @@ def split_batches(split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]
     """The CRC-checked batches of a split: from the segment files, or (a
     ``bootstrap`` split) fetched from the partition's leader (remote.py)."""
     if split.bootstrap:
-        from .remote import fetch_batches
-
         return fetch_batches(split)
     return iter_batches(split)
 
@@ -212,3 +211,13 @@ def read_split(split: Split) -> Iterator[pa.RecordBatch]:
         nbytes += size
     if group:
         yield _build(split, schema, group, rows)
+
+
+def list_segments(directory: str) -> list[tuple[int, str]]:
+    """``(base offset, path)`` of the live ``.log`` segments, ascending."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    segs = [(parse_segment_name(n), os.path.join(directory, n)) for n in names]
+    return sorted((b, p) for b, p in segs if b is not None)

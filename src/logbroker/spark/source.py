@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
 
-from .plan import SparkSourceError, Split, make_planner, parse_options
+from .partition import LogbrokerPartition
+from .plan import SparkSourceError, parse_options
+from .planners import make_planner
 from .scan import read_split
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()),
@@ -32,18 +34,6 @@ def spark_schema(include_headers: bool) -> StructType:
     if include_headers:
         fields.append(StructField("headers", HEADERS))
     return StructType(fields)
-
-
-class LogbrokerPartition(InputPartition):
-    """One planned offset range (a ``Split``); plain data, so it pickles."""
-
-    def __init__(self, split: Split) -> None:
-        super().__init__(split)
-        self.split = split
-
-    def __repr__(self) -> str:
-        s = self.split
-        return f"LogbrokerPartition({s.topic}-{s.partition} [{s.start}, {s.end}))"
 
 
 def pick_columns(schema: "StructType | None") -> tuple:

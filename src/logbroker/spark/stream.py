@@ -44,7 +44,9 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from . import offsets as lo
 from ..protocol.messages import EARLIEST
 from .options import Options, SparkSourceError, data_loss, parse_options
-from .plan import PlannerBase, make_planner
+from .partition import LogbrokerPartition
+from .plan import PlannerBase
+from .planners import make_planner
 from .scan import read_split
 
 log = logging.getLogger(__name__)
@@ -214,8 +216,6 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # -- micro-batches --------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list:
         """The splits of records [start, end) of every partition in ``end``."""
-        from .source import LogbrokerPartition
-
         begin = lo.from_json(start, "the micro-batch's start offsets")
         stop = lo.from_json(end, "the micro-batch's end offsets")
         with self._planning() as planner:

@@ -40,7 +40,7 @@ from typing import Iterator
 
 from ..records import format as fmt
 from ..records.compact import encode_runs
-from ..records.kafka_v2 import readable
+from ..records.decoder import readable
 from ..records.walker import scan_file
 from .cleaner_state import CleanerState, load_state
 from .index import PartitionIndex

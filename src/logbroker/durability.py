@@ -23,8 +23,8 @@ from collections import deque
 from concurrent.futures import Executor
 from typing import Callable
 
-from ..storage.config import FLUSH_LAZY
-from ..storage.log import Log
+from .storage.config import FLUSH_LAZY
+from .storage.log import Log
 
 log = logging.getLogger(__name__)
 INLINE_FSYNC_BELOW = 0.002  # s: a lone fsync this quick (on average) runs on the loop thread
@@ -219,3 +219,9 @@ class GroupCommit:
             self._start(lg, pending)
         else:
             self._pending.pop(lg, None)
+
+
+def consume_outcome(fut: asyncio.Future) -> None:
+    """A done callback retrieving an unwaited future's error (no 'never retrieved' log)."""
+    if not fut.cancelled():
+        fut.exception()

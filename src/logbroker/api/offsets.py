@@ -1,0 +1,63 @@
+"""Offsets of a partition's log: ListOffsets (earliest, latest, by time)
+and OffsetForLeaderEpoch (a follower truncating to its leader's log, or a
+consumer checking its position after a leader change, KIP-320), answered
+alike on a single node and in a cluster (metadata/interface.py)."""
+
+from __future__ import annotations
+
+from .. import limits
+from ..errors import FencedLeaderEpochError, LogbrokerError, UnknownLeaderEpochError
+from ..errors import code_and_message as _err
+from ..protocol import messages as m
+from .edge import check_partition_key
+
+
+def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
+    """Per part: the log start (EARLIEST), the high watermark (LATEST), or
+    the first offset at or after a time (-1 when none below the HW)."""
+    meta, out = svc.meta, []
+    for topic, partition, spec in req.parts:
+        try:
+            check_partition_key(topic, partition)
+            lg = meta.log_for(topic, partition)
+            meta.check_settled(topic, partition)
+            limits.check_offset_spec(spec)
+            if spec == m.EARLIEST:
+                out.append((topic, partition, 0, "", lg.log_start_offset, -1))
+            elif spec == m.LATEST:
+                out.append((topic, partition, 0, "", lg.high_watermark, -1))
+            else:
+                hit = lg.offset_for_timestamp(spec)
+                if hit is None or hit.offset >= lg.high_watermark:
+                    out.append((topic, partition, 0, "", -1, -1))
+                else:
+                    out.append((topic, partition, 0, "", hit.offset, hit.timestamp))
+        except LogbrokerError as exc:
+            out.append((topic, partition, *_err(exc), -1, -1))
+    return m.ListOffsetsResponse(parts=tuple(out))
+
+
+def offset_for_leader_epoch(svc, req: m.OffsetForLeaderEpoch, session
+                            ) -> m.OffsetForLeaderEpochResponse:
+    """Each part's ``(largest epoch <= the one asked, its end offset)``,
+    from the leader's log and epoch (``meta.epoch_of``: NOT_LEADER,
+    UNKNOWN_TOPIC_OR_PARTITION, ...: that part's error). A current epoch of
+    -1 is not checked (a consumer that knows none); another one older than
+    the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. A log
+    with no epoch history yet (nothing written) answers an epoch >= 0 with
+    the leader's epoch and its end."""
+    out = []
+    for topic, partition, current, epoch in req.parts:
+        try:
+            check_partition_key(topic, partition)
+            log, leader_epoch = svc.meta.epoch_of(topic, partition)
+            if current != -1 and current != leader_epoch:
+                cls = FencedLeaderEpochError if current < leader_epoch else UnknownLeaderEpochError
+                raise cls(f"{topic}-{partition}: epoch {current}, the leader's is {leader_epoch}")
+            found = log.end_offset_for_epoch(epoch)
+            if found[0] == -1 and epoch >= 0 and not log.epochs:
+                found = (leader_epoch, log.log_end_offset)
+            out.append((topic, partition, 0, "", *found))
+        except LogbrokerError as exc:
+            out.append((topic, partition, *_err(exc), -1, -1))
+    return m.OffsetForLeaderEpochResponse(parts=tuple(out))

@@ -1,0 +1,52 @@
+"""Topic administration: CreateTopics, DeleteTopics, DescribeTopics, each
+topic's name, count and settings checked here, the change made by the
+metadata interface (a single node's LMDB, or etcd in a cluster)."""
+
+from __future__ import annotations
+
+from .. import limits
+from ..errors import LogbrokerError
+from ..errors import code_and_message as _err
+from ..protocol import messages as m
+from ..limits import listed
+
+
+async def create_topics(svc, req: m.CreateTopics, session) -> m.CreateTopicsResponse:
+    out = []
+    for name, partitions, configs in req.topics:
+        try:
+            limits.check_topic_name(name)
+            limits.check_partition_count(partitions)
+            await svc.meta.create_topic(name, partitions, dict(limits.check_topic_configs(configs)))
+            out.append((name, 0, ""))
+        except LogbrokerError as exc:
+            out.append((name, *_err(exc)))
+    return m.CreateTopicsResponse(topics=tuple(out))
+
+
+async def delete_topics(svc, req: m.DeleteTopics, session) -> m.DeleteTopicsResponse:
+    out = []
+    for name in req.topics:
+        try:
+            await svc.meta.delete_topic(limits.check_topic_name(name))
+            out.append((name, 0, ""))
+        except LogbrokerError as exc:
+            out.append((name, *_err(exc)))
+    return m.DeleteTopicsResponse(topics=tuple(out))
+
+
+def describe_topics(svc, req: m.DescribeTopics, session) -> m.DescribeTopicsResponse:
+    """Per topic its effective settings and per partition its offsets, size
+    and segments; an offline or missing partition carries its error and
+    reason (PARTITION_OFFLINE with the damage it found, ...)."""
+    meta = svc.meta
+    names = req.topics if req.topics is not None else listed(meta.topic_names())
+    out = []
+    for name in names:
+        try:
+            configs, parts = meta.describe_topic(limits.check_topic_name(name))
+        except LogbrokerError as exc:
+            out.append((name, *_err(exc), {}, ()))
+            continue
+        out.append((name, 0, "", configs, parts))
+    return m.DescribeTopicsResponse(topics=tuple(out))

@@ -1,0 +1,322 @@
+"""The cluster's metadata (interface.py), the broker started with ``--etcd``:
+metadata, topic admin and producer ids are read from the node's mirror of
+etcd and written as compare-and-set transactions; the data path asks the
+replica manager (only a partition's leader serves clients; acks=all waits
+until the in-sync replicas have the records).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..cluster.access_store import EtcdAclStore, EtcdUserStore
+from ..cluster.node import ClusterNode
+from ..cluster.placement import assign, preferred
+from ..cluster.replicas import LEADER
+from ..cluster.state import (PartitionState, TopicState, default_min_isr, partition_value,
+                             topic_value)
+from ..durability import DataNotifier, consume_outcome
+from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
+                      NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from ..errors import code_and_message as _err
+from .cluster_host import ClusterHost
+from .interface import Appended, PartitionRow
+from .local import partition_entry
+from .offsets_topic import offsets_topic_configs
+
+log = logging.getLogger("logbroker.broker")
+VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
+TXN_OPS = 100  # etcd's default limit is 128 operations per transaction
+
+
+class ClusterMetadata:
+    ack_wait = "in-sync replicas"
+
+    def __init__(self, node: ClusterNode, config, commit) -> None:
+        self.node, self.config, self.commit = node, config, commit
+        self.store = node.store
+        self.me = node.me
+        self.cluster_name = config.cluster_name
+        self.appended = DataNotifier()  # wakes followers' long polls (ReplicaFetch)
+        self._host = ClusterHost(self, commit, config)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def leave(self) -> None:
+        """Leave the cluster at shutdown (the controller hands our
+        leaderships to in-sync followers at once)."""
+        await self.node.leave()
+
+    async def close(self) -> None:
+        await self.node.close()
+
+    # -- brokers ---------------------------------------------------------------------------
+    def check_available(self) -> None:
+        """A broker without a live etcd session has a frozen view (it may
+        still name itself leader): CLUSTER_UNAVAILABLE sends the client elsewhere."""
+        self.node.check_available()
+
+    def brokers(self) -> tuple:
+        return tuple((b.id, b.host, b.port) for b in sorted(self.node.view.brokers.values(),
+                                                             key=lambda b: b.id))
+
+    def described_brokers(self) -> tuple:
+        view = self.node.view
+        replicas = {r for st in view.partitions.values() for r in st.replicas}
+        brokers = [(b.id, b.host, b.port, True) for b in view.brokers.values()]
+        brokers += [(r, "", 0, False) for r in replicas - set(view.brokers)]
+        return tuple(sorted(brokers))
+
+    def controller(self) -> int:
+        return self.node.view.controller
+
+    # -- topics ----------------------------------------------------------------------------
+    def topic_partitions(self, name: str) -> "int | None":
+        topic = self.node.view.topics.get(name)
+        return None if topic is None else topic.partitions
+
+    def topic_names(self) -> list[str]:
+        return list(self.node.view.topics)
+
+    def topic_counts(self) -> dict:
+        return {name: t.partitions for name, t in list(self.node.view.topics.items())}
+
+    def partitions_of(self, name: str) -> list[PartitionRow]:
+        return [_row(st) for st in self.node.view.partitions_of(name)]
+
+    def all_partitions(self, names) -> list[PartitionRow]:
+        return [_row(st) for st in sorted(self.node.view.partitions.values(), key=lambda s: s.key)
+                if names is None or st.topic in names]
+
+    async def auto_create(self, name: str) -> None:
+        try:
+            await self._create(name, self.config.default_partitions, {})
+        except TopicAlreadyExistsError:  # another broker auto-created it meanwhile
+            await self._until(lambda: name in self.node.view.topics)
+
+    async def create_topic(self, name: str, partitions: int, configs: dict) -> None:
+        await self._create(name, partitions, configs)
+
+    async def create_internal(self, name: str, partitions: int, configs: dict, rf: int) -> None:
+        """Create an internal topic (the offsets topic) with replication
+        factor ``rf``, or the live brokers' count if fewer are live."""
+        await self._create(name, partitions, {**configs, "replication_factor":
+                                              max(1, min(rf, len(self.node.view.live)))})
+
+    async def _create(self, name: str, partitions: int, configs: dict) -> None:
+        node = self.node
+        node.check_available()
+        view = node.view
+        if name in view.topics:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        rf = configs.pop("replication_factor", None) or self.config.default_replication_factor \
+            or min(3, len(view.live))
+        min_isr = configs.get("min_insync_replicas", default_min_isr(rf))
+        if min_isr > rf:
+            raise InvalidConfigError(f"min_insync_replicas {min_isr} exceeds the replication "
+                                     f"factor {rf}: every write would be refused")
+        placed = assign(partitions, rf, view.live, view.partitions.values())
+        topic = TopicState(name, partitions, rf, configs)
+        writes = {}
+        for p, replicas in enumerate(placed):
+            st = PartitionState(name, p, replicas, replicas[0], replicas, 0)
+            writes[node.keys.partition(name, p)] = partition_value(st)
+        # partition states first (etcd allows 128 operations per transaction),
+        # the topic last: brokers act on a topic's partitions once it exists
+        keys = list(writes)
+        for i in range(0, len(keys), TXN_OPS):
+            chunk = {k: writes[k] for k in keys[i:i + TXN_OPS]}
+            if not await node.etcd.cas(chunk, {k: 0 for k in chunk}):
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists (or is being "
+                                              "created)")
+        if not await node.etcd.cas({node.keys.topic(name): topic_value(topic)},
+                                   {node.keys.topic(name): 0}):
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        log.info("created topic %s: %d partition(s), replication factor %d, replicas %s", name,
+                 partitions, rf, placed)
+        await self._until(lambda: name in view.topics and
+                          len(view.partitions_of(name)) == partitions)
+
+    async def delete_topic(self, name: str) -> None:
+        node = self.node
+        node.check_available()
+        topic = node.view.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        if not await node.etcd.cas({node.keys.topic(name): None},
+                                   {node.keys.topic(name): topic.version}):
+            raise UnknownTopicOrPartitionError(f"topic {name!r} changed meanwhile; retry")
+        parts = [node.keys.partition(name, p) for p in range(topic.partitions)]
+        for i in range(0, len(parts), TXN_OPS):
+            await node.etcd.cas(dict.fromkeys(parts[i:i + TXN_OPS]), {})
+        await self._until(lambda: name not in node.view.topics)
+
+    def describe_topic(self, name: str) -> tuple:
+        """Settings from etcd; per partition this broker's replica (its leader
+        has the authoritative HW: clients ask each leader for its own
+        partitions), or NOT_LEADER_OR_FOLLOWER for one hosted elsewhere."""
+        node = self.node
+        topic = node.view.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        configs = node.store.config.log.replace(**topic.log_overrides()).to_dict()
+        configs.update(partitions=topic.partitions, replication_factor=topic.replication_factor,
+                       min_insync_replicas=topic.min_insync_replicas,
+                       unclean_leader_election=str(topic.unclean_leader_election).lower())
+        parts = []
+        for p in range(topic.partitions):
+            if (name, p) in node.replicas.replicas:
+                parts.append(partition_entry(node.store, name, p))
+            else:
+                st = node.view.partitions.get((name, p))
+                where = f"broker {st.leader}" if st and st.leader >= 0 else "no broker now"
+                parts.append((p, -1, -1, -1, 0, 0, *_err(NotLeaderError(
+                    f"{name}-{p} is not hosted on broker {node.me} (leader: {where})"))))
+        return configs, tuple(parts)
+
+    async def elect_preferred(self, row: PartitionRow) -> int:
+        """Move leadership to the preferred replica when it is live and in
+        sync (a compare-and-set on the partition's state)."""
+        node = self.node
+        st = node.view.partitions.get((row.topic, row.partition))
+        if st is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {row.topic!r}")
+        new = preferred(st, node.view.live)
+        if new is not None and not await node.cas_partition(st, new):
+            raise UnknownTopicOrPartitionError(f"{st.topic}-{st.partition} changed "
+                                               "meanwhile; retry")
+        return (new or st).leader
+
+    async def _until(self, cond) -> None:
+        deadline = time.monotonic() + VIEW_WAIT_S
+        while not cond() and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
+    async def new_producer_id(self) -> int:
+        return await self.node.new_producer_id()
+
+    # -- the data path ---------------------------------------------------------------------
+    def _known(self, topic: str) -> None:
+        if topic not in self.node.view.topics:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+
+    def log_for(self, topic: str, partition: int, *, create: bool = False):
+        """The leader's log (NOT_LEADER on a follower); topics are created by
+        CreateTopics or Metadata's auto-creation only."""
+        self._known(topic)
+        return self.node.replicas.leader((topic, partition)).log
+
+    def check_settled(self, topic: str, partition: int) -> None:
+        self.node.replicas.settled_leader((topic, partition))
+
+    def append(self, topic: str, partition: int, data, acks: int) -> Appended:
+        """Append as the leader in its epoch (NOT_LEADER, NOT_ENOUGH_REPLICAS
+        refuse first, nothing written); ``pending`` is the future of acks=all
+        (the HW covers the records) or of the local fsync (acks 0/1)."""
+        self._known(topic)
+        replicas = self.node.replicas
+        r = replicas.leader_for_produce((topic, partition), acks)
+        lg = r.log
+        info = lg.append(data, r.epoch, sync=False)
+        self.appended.notify(lg)
+        end = info.last_offset + 1
+        local = self.commit.request(lg, end)
+        if acks != -1:
+            return Appended(lg, info, local)
+        if local is not None:
+            local.add_done_callback(consume_outcome)  # a failed fsync shows as a HW that never moves
+        return Appended(lg, info, replicas.committed(r, end))
+
+    def when_acked(self, appended: Appended, acks: int, cb) -> bool:
+        fut = appended.pending
+        if fut is None:
+            return False
+        if acks != -1:
+            fut.add_done_callback(consume_outcome)
+            return False
+        fut.add_done_callback(lambda f: cb(None if f.cancelled() else f.exception()))
+        return True
+
+    def epoch_of(self, topic: str, partition: int) -> tuple:
+        self.node.replicas.check_leader((topic, partition))
+        r = self.node.replicas.replicas.get((topic, partition))
+        return r.log, r.epoch
+
+    def check_replication(self) -> None:
+        """Replication requests are served in a cluster."""
+
+    def replica_log(self, topic: str, partition: int, replica_id: int, offset: int, epoch: int):
+        """The leader's log a follower fetches from (its progress recorded)."""
+        return self.node.replicas.on_replica_fetch((topic, partition), replica_id, offset,
+                                                   epoch).log
+
+    async def wait_appended(self, logs, seconds: float) -> None:
+        await self.appended.wait(logs, seconds)
+
+    # -- groups, security, the Kafka listener ------------------------------------------------
+    def group_host(self) -> ClusterHost:
+        return self._host
+
+    async def coordinator_for(self, group: str) -> tuple:
+        """The broker leading ``group``'s offsets partition; the offsets
+        topic is created on first use (COORDINATOR_NOT_AVAILABLE until it
+        has a leader)."""
+        from ..coordinator.records import TOPIC, partition_for
+
+        node, config = self.node, self.config
+        node.check_available()
+        view = node.view
+        if TOPIC not in view.topics:
+            try:
+                await self.create_internal(TOPIC, config.offsets_topic_num_partitions,
+                                           offsets_topic_configs(config),
+                                           config.offsets_topic_replication_factor)
+            except TopicAlreadyExistsError:
+                pass
+        topic = view.topics.get(TOPIC)
+        st = view.partitions.get((TOPIC, partition_for(group, topic.partitions))) if topic else None
+        broker = view.brokers.get(st.leader) if st is not None else None
+        if broker is None:
+            raise CoordinatorNotAvailableError(f"group {group!r}: its offsets partition has no "
+                                               "leader yet")
+        return broker.id, broker.host, broker.port
+
+    def access_stores(self, on_acls) -> tuple:
+        """Users and ACL bindings in etcd, read from the node's mirror."""
+        node = self.node
+        node.access.on_acls = on_acls
+        return (EtcdUserStore(node.etcd, node.keys, node.access),
+                EtcdAclStore(node.etcd, node.keys, node.access))
+
+    async def advertise_kafka(self, host: str, port: int) -> None:
+        await self.node.advertise_kafka(host, port)
+
+    def directory(self):
+        """The live view: its brokers carry their Kafka addresses (``kafka``)."""
+        return self.node.view
+
+    def cluster_numbers(self) -> dict:
+        node = self.node
+        leaders = [r for r in node.replicas.replicas.values()
+                   if r.role == LEADER and r.state is not None]
+        return {"leaders": len(leaders),
+                "under": sum(1 for r in leaders if len(r.state.isr) < len(r.state.replicas)),
+                "shrinks": node.replicas.isr_shrinks, "expands": node.replicas.isr_expands,
+                "controller_changes": node.controller_changes,
+                "controller": 1 if node.controller.active else 0}
+
+    def cluster_state(self, numbers: dict) -> dict:
+        node = self.node
+        view = node.view
+        return {"name": self.cluster_name, "controller": view.controller, "me": node.me,
+                "brokers": sorted((b.id, b.host, b.port) for b in list(view.brokers.values())),
+                "partitions": {key: (s.leader, tuple(s.replicas), tuple(s.isr), s.leader_epoch)
+                               for key, s in list(view.partitions.items())},
+                "replication": {name: t.replication_factor for name, t in list(view.topics.items())},
+                "under_replicated_led": numbers["under"], "leaders": numbers["leaders"]}
+
+
+def _row(st: PartitionState) -> PartitionRow:
+    return PartitionRow(st.topic, st.partition, st.leader, st.leader_epoch, st.replicas, st.isr,
+                        st.preferred_leader)

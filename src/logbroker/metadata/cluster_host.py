@@ -1,0 +1,88 @@
+"""The offsets partitions in a cluster, the coordinator's host
+(coordinator/manager.py): the replica manager says what this broker leads;
+a write is acknowledged once the partition's high watermark covers it
+(acks=all)."""
+
+from __future__ import annotations
+
+from .. import limits
+from ..cluster.state import unpack
+from ..coordinator.records import TOPIC, partition_for
+from ..errors import LogbrokerError, NotCoordinatorError, UnknownTopicOrPartitionError
+from ..storage.groups import CommittedOffset
+from .offsets_topic import lag_row
+
+
+class ClusterHost:
+    topic = TOPIC
+
+    def __init__(self, meta, commit, config) -> None:
+        """``meta``: the ClusterMetadata whose ``append`` writes as the leader."""
+        self.meta, self.commit, self.config = meta, commit, config
+        self.node = meta.node
+        self.replicas = self.node.replicas
+
+    @property
+    def partitions(self) -> int:
+        topic = self.node.view.topics.get(TOPIC)
+        return topic.partitions if topic is not None else self.config.offsets_topic_num_partitions
+
+    def leader(self, p: int):
+        try:
+            r = self.replicas.leader((TOPIC, p))
+        except LogbrokerError:
+            raise NotCoordinatorError(f"broker {self.node.me} does not lead {TOPIC}-{p}: find the "
+                                      "coordinator again") from None
+        return r.log, r.epoch
+
+    def settled(self, p: int) -> bool:
+        try:
+            self.replicas.settled_leader((TOPIC, p))
+            return True
+        except LogbrokerError:
+            return False
+
+    def led(self) -> dict[int, int]:
+        if self.replicas.fenced():
+            return {}
+        out = {}
+        for (topic, p), r in list(self.replicas.replicas.items()):
+            if topic == TOPIC:
+                try:
+                    out[p] = self.leader(p)[1]
+                except LogbrokerError:
+                    pass
+        return out
+
+    async def append(self, p: int, data: bytes) -> None:
+        fut = self.meta.append(TOPIC, p, data, -1).pending
+        if fut is not None:
+            await fut
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        limits.check_topic_name(topic)
+        limits.check_partition(partition)
+        t = self.node.view.topics.get(topic)
+        if t is None or partition >= t.partitions:
+            raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
+
+    def lag_row(self, topic: str, partition: int, c, now: int) -> tuple:
+        return lag_row(self.node.store, topic, partition, c, now)
+
+    async def legacy(self, p: int) -> dict:
+        """Offsets the cluster kept in etcd before groups had a coordinator."""
+        prefix = self.node.keys.offsets
+        items, _ = await self.node.etcd.load(prefix)
+        out: dict = {}
+        for it in items:
+            group, topic, part = it.key[len(prefix):].rsplit("/", 2)
+            if partition_for(group, self.partitions) != p or not part.isdigit():
+                continue
+            v = unpack(it.value)
+            out.setdefault(group, {})[(topic, int(part))] = CommittedOffset(
+                int(v["offset"]), str(v.get("metadata", "")), int(v.get("commit_ms", 0)))
+        return out
+
+    async def forget_legacy(self, groups: list) -> None:
+        for g in groups:
+            await self.node.etcd.delete_prefix(self.node.keys.group_offsets(g))

@@ -1,0 +1,82 @@
+"""What the request handlers know of the cluster: one interface, two
+implementations (``local.LocalMetadata``: a single node, its LMDB;
+``cluster.ClusterMetadata``: etcd's view and the controller). The broker
+picks one at start (broker/server.py); no other module asks which.
+
+A partition row is ``PartitionRow``: the state a Metadata answer carries.
+Every method raises the registry's error for a refused call (an unknown
+topic, a partition this broker does not lead, a cluster without a live
+etcd session); handlers turn it into that part's error.
+
+The methods (both implementations have each):
+
+- ``check_available()``: CLUSTER_UNAVAILABLE when answers would be stale.
+- ``brokers()`` ((id, host, port) of the live brokers, by id),
+  ``described_brokers()`` ((id, host, port, live), replicas that are not
+  live included), ``controller()``, ``cluster_name``.
+- ``topic_partitions(name)`` (its partition count, None when unknown),
+  ``topic_names()``, ``partitions_of(name)`` (PartitionRow per partition),
+  ``all_partitions(names)`` (every partition of ``names``, None: all).
+- ``async create_topic(name, partitions, configs)``, ``async
+  auto_create(name)``, ``async delete_topic(name)``,
+  ``describe_topic(name)`` -> (configs, partition entries), ``async
+  elect_preferred(row)`` -> the leader after a preferred election.
+- ``async new_producer_id()``.
+- The data path: ``log_for(topic, partition, create=False)`` (the leader's
+  log), ``check_settled(topic, partition)``, ``append(topic, partition,
+  data, acks)`` -> an ``Appended``, ``when_acked(appended, acks, cb)``,
+  ``epoch_of(topic, partition)`` -> (log, leader epoch),
+  ``replica_log(...)`` and ``wait_appended(logs, seconds)`` (replication),
+  ``ack_wait`` (what an acks=all produce waits for, in its timeout error).
+- Groups: ``group_host()`` (where the offsets partitions live),
+  ``async coordinator_for(group)`` -> (id, host, port).
+- Security: ``access_stores(on_acls)`` -> (users, acls).
+- For the Kafka listener, the console and metrics: ``directory()`` (the
+  brokers' Kafka addresses and the controller), ``async
+  advertise_kafka(host, port)``, ``topic_counts()``, ``cluster_numbers()``
+  and ``cluster_state(numbers)`` (None on a single node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRow:
+    """One partition as a Metadata answer states it."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple
+    isr: tuple
+    preferred: int
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What ``append`` wrote: the log, its AppendInfo, and what the
+    implementation needs to tell when the acks are met (``pending``)."""
+
+    log: object
+    info: object
+    pending: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaBroker:
+    """A live broker as Kafka clients reach it (``kafka``: (host, port) of
+    its Kafka listener, None without one)."""
+
+    id: int
+    kafka: "tuple[str, int] | None"
+
+
+@dataclass(frozen=True, slots=True)
+class Directory:
+    """The brokers Kafka clients may reach, by id, and the controller."""
+
+    brokers: dict
+    controller: int

@@ -1,0 +1,238 @@
+"""A single node's metadata (interface.py): this broker is the only broker,
+the controller and every partition's leader in epoch 0; topics, users and
+ACLs live in its LMDB; a write is acknowledged once fsynced.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .. import limits
+from ..coordinator.records import TOPIC as OFFSETS_TOPIC
+from ..coordinator.records import partition_for
+from ..errors import (InvalidReplicationFactorError, InvalidRequestError, LogbrokerError,
+                      UnknownTopicOrPartitionError)
+from ..errors import code_and_message as _err
+from ..security.acl_store import AclStore
+from ..security.auth_store import UserStore
+from ..storage.store import Store
+from .interface import Appended, Directory, KafkaBroker, PartitionRow
+from .offsets_topic import lag_row, offsets_topic_configs
+
+
+class LocalMetadata:
+    ack_wait = "fsync"
+
+    def __init__(self, store: Store, config, commit, port: int) -> None:
+        self.store, self.config, self.commit, self.port = store, config, commit, port
+        self.me = config.broker_id
+        self.cluster_name = ""  # a single node is no named cluster (DescribeCluster says "")
+        self._next_producer_id = int(time.time() * 1000) << 8
+        self._directory = Directory({self.me: KafkaBroker(self.me, None)}, self.me)
+        self._host = LocalHost(store, commit, config)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def leave(self) -> None:
+        """Nothing to leave: a single node."""
+
+    async def close(self) -> None:
+        """Nothing to close: the store is the broker's."""
+
+    # -- brokers ---------------------------------------------------------------------------
+    def check_available(self) -> None:
+        """A single node is always available."""
+
+    def brokers(self) -> tuple:
+        return ((self.me, self.config.host, self.port),)
+
+    def described_brokers(self) -> tuple:
+        return ((self.me, self.config.host, self.port, True),)
+
+    def controller(self) -> int:
+        """A single node has no controller: -1 in our answers (the Kafka
+        listener names this broker: ``directory``)."""
+        return -1
+
+    # -- topics ----------------------------------------------------------------------------
+    def topic_partitions(self, name: str) -> "int | None":
+        topic = self.store.topics.get(name)
+        return None if topic is None else topic.partitions
+
+    def topic_names(self) -> list[str]:
+        return [t.name for t in self.store.topics.list()]
+
+    def topic_counts(self) -> dict:
+        return {t.name: t.partitions for t in self.store.topics.list()}
+
+    def partitions_of(self, name: str) -> list[PartitionRow]:
+        me = self.me
+        return [PartitionRow(name, p, me, 0, (me,), (me,), me)
+                for p in range(self.topic_partitions(name) or 0)]
+
+    def all_partitions(self, names) -> list[PartitionRow]:
+        return [row for name in sorted(self.topic_names()) if names is None or name in names
+                for row in self.partitions_of(name)]
+
+    async def auto_create(self, name: str) -> None:
+        self.store.create_topic(name, self.config.default_partitions)
+
+    async def create_topic(self, name: str, partitions: int, configs: dict) -> None:
+        """A single node has replication factor 1; the cluster's settings
+        (min ISR, unclean election) are dropped."""
+        if configs.pop("replication_factor", 1) != 1:
+            raise InvalidReplicationFactorError("a single broker (no --etcd) has replication "
+                                                "factor 1")
+        for key in ("min_insync_replicas", "unclean_leader_election"):
+            configs.pop(key, None)
+        self.store.create_topic(name, partitions, **configs)
+
+    async def delete_topic(self, name: str) -> None:
+        self.store.delete_topic(name)
+
+    def describe_topic(self, name: str) -> tuple:
+        """(effective settings, per partition its offsets, size and segments)."""
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        configs = topic.log_config(self.store.config.log).to_dict()
+        configs["partitions"] = topic.partitions
+        return configs, tuple(partition_entry(self.store, name, p)
+                              for p in range(topic.partitions))
+
+    async def elect_preferred(self, row: PartitionRow) -> int:
+        """Every partition's leader is this broker already."""
+        return row.leader
+
+    async def new_producer_id(self) -> int:
+        self._next_producer_id += 1
+        return self._next_producer_id
+
+    # -- the data path ---------------------------------------------------------------------
+    def log_for(self, topic: str, partition: int, *, create: bool = False):
+        """The partition's log (its topic created first if ``create`` and unknown)."""
+        try:
+            return self.store.get_log(topic, partition)
+        except UnknownTopicOrPartitionError:
+            if not create or self.store.topics.get(topic) is not None:
+                raise
+        self.store.create_topic(topic, self.config.default_partitions)
+        return self.store.get_log(topic, partition)
+
+    def check_settled(self, topic: str, partition: int) -> None:
+        """A single node's leadership never moves."""
+
+    def append(self, topic: str, partition: int, data, acks: int) -> Appended:
+        lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
+        return Appended(lg, lg.append(data, sync=False))  # whole part checked, then written
+
+    def when_acked(self, appended: Appended, acks: int, cb) -> bool:
+        """``cb(error | None)`` once the records are durable (acks=-1): True
+        if it will be called, False when they already are. Other acks: the
+        fsync is requested and nobody waits (False)."""
+        end = appended.info.last_offset + 1
+        if acks != -1:
+            self.commit.request_cb(appended.log, end, _ignore)  # durable soon, unwaited
+            return False
+        return bool(self.commit.request_cb(appended.log, end, cb))
+
+    def epoch_of(self, topic: str, partition: int) -> tuple:
+        """A single node leads every partition in epoch 0 (Metadata says so)."""
+        return self.store.get_log(topic, partition), 0
+
+    def check_replication(self) -> None:
+        raise InvalidRequestError("ReplicaFetch is not a request of a single node")
+
+    def replica_log(self, topic, partition, replica_id, offset, epoch):
+        self.check_replication()
+
+    async def wait_appended(self, logs, seconds: float) -> None:
+        self.check_replication()
+
+    # -- groups, security, the Kafka listener ------------------------------------------------
+    def group_host(self) -> "LocalHost":
+        return self._host
+
+    async def coordinator_for(self, group: str) -> tuple:
+        return self.me, self.config.host, self.port
+
+    def access_stores(self, on_acls) -> tuple:
+        """The users and ACL bindings in this node's LMDB."""
+        return UserStore(self.store.meta), AclStore(self.store.meta, on_acls)
+
+    async def advertise_kafka(self, host: str, port: int) -> None:
+        self._directory = Directory({self.me: KafkaBroker(self.me, (host, port))}, self.me)
+
+    def directory(self) -> Directory:
+        """This broker alone, at its Kafka listener's address, the controller."""
+        return self._directory
+
+    def cluster_numbers(self) -> None:
+        return None
+
+    def cluster_state(self, numbers) -> None:
+        return None
+
+
+def partition_entry(store: Store, topic: str, p: int) -> tuple:
+    """One DescribeTopics partition entry from the local log (or its error)."""
+    try:
+        lg = store.get_log(topic, p)
+    except LogbrokerError as exc:
+        return (p, -1, -1, -1, 0, 0, *_err(exc))
+    error = (*_err(lg.offline),) if lg.offline is not None else (0, "")
+    return (p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes(),
+            len(lg.segments), *error)
+
+
+def _ignore(exc) -> None:
+    """An unwaited fsync (acks 0/1): a failure shows as a partition offline."""
+
+
+class LocalHost:
+    """The offsets partitions on a single node: this broker leads them all;
+    a write is acknowledged once fsynced (coordinator/manager.py's host)."""
+
+    topic = OFFSETS_TOPIC
+
+    def __init__(self, store, commit, config) -> None:
+        self.store, self.commit, self.config = store, commit, config
+        topic = store.topics.get(OFFSETS_TOPIC)
+        self.exists = topic is not None
+        self.partitions = topic.partitions if topic else config.offsets_topic_num_partitions
+
+    def leader(self, p: int):
+        if not self.exists:  # created on the first group request, as Kafka does
+            self.store.create_topic(OFFSETS_TOPIC, self.partitions,
+                                    **offsets_topic_configs(self.config))
+            self.exists = True
+        return self.store.get_log(OFFSETS_TOPIC, p), 0
+
+    def settled(self, p: int) -> bool:
+        return True
+
+    def led(self) -> dict[int, int]:
+        return dict.fromkeys(range(self.partitions), 0) if self.exists else {}
+
+    async def append(self, p: int, data: bytes) -> None:
+        lg = self.store.get_log(OFFSETS_TOPIC, p)
+        info = lg.append(data, sync=False)
+        fut = self.commit.request(lg, info.last_offset + 1)
+        if fut is not None:
+            await fut
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        limits.check_topic_name(topic)
+        limits.check_partition(partition)
+        self.store.get_log(topic, partition)
+
+    def lag_row(self, topic: str, partition: int, c, now: int) -> tuple:
+        return lag_row(self.store, topic, partition, c, now)
+
+    async def legacy(self, p: int) -> dict:
+        groups = self.store.groups
+        return {g: groups.fetch(g) for g in groups.groups()
+                if partition_for(g, self.partitions) == p}
+
+    async def forget_legacy(self, groups: list) -> None:
+        for g in groups:
+            self.store.groups.delete(g)

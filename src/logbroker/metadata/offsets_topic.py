@@ -1,0 +1,38 @@
+"""The offsets topic as both metadata implementations host it: its
+settings, and the lag row of one committed offset read from the local log."""
+
+from __future__ import annotations
+
+from ..errors import LogbrokerError
+from ..records import format as fmt
+from ..storage.store import Store
+
+
+def offsets_topic_configs(config) -> dict:
+    """The offsets topic's settings: compacted, 100 MiB segments (Kafka's)."""
+    return {"cleanup_policy": "compact", "segment_bytes": config.offsets_topic_segment_bytes}
+
+
+def lag_row(store: Store, topic: str, partition: int, c, now: int) -> tuple:
+    """(topic, partition, committed, log_end, lag, commit_ms, lag_ms) of one
+    committed offset: the log end is the high watermark, the lag in ms how
+    long ago the next record to read was written (-1: caught up); -1 where
+    the partition is not in ``store``."""
+    try:
+        lg = store.get_log(topic, partition)
+        end = lg.high_watermark
+    except LogbrokerError:
+        return (topic, partition, c.offset, -1, -1, c.commit_ms, -1)
+    lag = max(0, end - c.offset)
+    return (topic, partition, c.offset, end, lag, c.commit_ms,
+            _lag_ms(lg, c.offset, now) if lag else -1)
+
+
+def _lag_ms(lg, offset: int, now: int) -> int:
+    try:
+        data = lg.read(max(offset, lg.log_start_offset), 1, upto=lg.high_watermark)
+    except LogbrokerError:
+        return -1
+    if len(data) < fmt.HEADER_SIZE:
+        return -1
+    return max(0, now - fmt.read_header(data).first_timestamp)

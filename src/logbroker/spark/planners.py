@@ -1,0 +1,13 @@
+"""Which planner a query uses: over its data dir (plan.Planner) or, with
+``bootstrap``, over running brokers (remote.RemotePlanner)."""
+
+from __future__ import annotations
+
+from .options import Options
+from .plan import Planner, PlannerBase
+from .remote import RemotePlanner
+
+
+def make_planner(o: Options) -> PlannerBase:
+    """The planner of ``o``: over its data dir, or (``bootstrap``) over running brokers."""
+    return RemotePlanner(o) if o.bootstrap else Planner(o)
