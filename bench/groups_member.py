@@ -1,5 +1,5 @@
 """A consumer-group member in a process of its own, for the groups bench
-(bench/groups.py) and the schedule test (tests/test_group_schedules.py).
+(bench/groups.py) and the schedule test (tests/coordinator/test_group_schedules.py).
 
     python -m bench.groups_member SPEC_JSON
 

@@ -1,6 +1,6 @@
 """The parent's side of group member processes (bench/groups_member.py), a
 steady producer thread, and what a group's coordinator says about it; for
-bench/groups.py and tests/test_group_schedules.py.
+bench/groups.py and tests/coordinator/test_group_schedules.py.
 
 ``MemberProc`` starts ``python -m bench.groups_member`` (with
 ``PR_SET_PDEATHSIG``: it dies with its parent), reads its lines in a daemon

@@ -18,7 +18,7 @@ running. Data survives a restart; ``rm -rf DATA_DIR`` starts afresh.
 The children run in their own session (a terminal's Ctrl-C reaches only this
 script, which stops them in order) and get SIGTERM if this script dies.
 
-Standard library only: ``make cluster`` runs it, and tests/fixtures.py starts
+Standard library only: ``make cluster`` runs it, and tests/support/fixtures.py starts
 its test etcd with ``etcd_command`` and ``wait_until_up`` from here.
 """
 
