@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from bench.broker.profiling import Profiler
 from bench.broker.server import BrokerServer, Worker, reset_peak
-from bench.stats import MiB
+from bench.common.stats import MiB
 
 SECTIONS = ("w1", "w2", "roundtrip", "fetch")
 

@@ -2,7 +2,7 @@
 target), over seeded random schedules of joins, clean leaves and kill -9s
 of the members of one consumer group on a real single-node broker.
 
-Members are of two kinds: processes (bench/groups_member.py, killed with
+Members are of two kinds: processes (bench/groups/member.py, killed with
 SIGKILL or closed through their stdin) and in-process sync consumers, each
 polled by a thread of its own. Every member reports its own view of what it
 owns through its rebalance callbacks (``assign`` / ``revoke`` / ``lost``,
@@ -44,7 +44,7 @@ from tests.support.fixtures import FAST, ROOT, BrokerProcess
 from logbroker import Admin, Consumer
 
 sys.path.insert(0, str(ROOT))  # the member processes and the feeder are the groups bench's
-from bench.groups_procs import Feeder, MemberProc, describe  # noqa: E402
+from bench.groups.procs import Feeder, MemberProc, describe  # noqa: E402
 
 PARTITIONS = 6
 MAX_LIVE = 7  # more members than partitions: one of them owns nothing

@@ -1,9 +1,9 @@
 """Spark sink benchmark (issue 13, item 4): ``df.write.format("logbroker")``
 beside the Python Producer it writes through, in one run.
 
-    python -m bench.spark_sink            # 1,000,000 records, 3 repeats (~2 minutes on 2 cores)
-    python -m bench.spark_sink --quick    # smoke test: 20,000 records, one repeat
-    python -m bench.spark_sink --json     # JSON on stdout, tables on stderr
+    python -m bench.spark.sink            # 1,000,000 records, 3 repeats (~2 minutes on 2 cores)
+    python -m bench.spark.sink --quick    # smoke test: 20,000 records, one repeat
+    python -m bench.spark.sink --json     # JSON on stdout, tables on stderr
 
 One fresh ``logbroker serve`` (fsync, the default) runs in a temporary dir
 inside the checkout and is stopped by its PID at the end. Each repeat runs,
@@ -37,12 +37,12 @@ import statistics
 import sys
 import time
 
-from bench import harness
+from bench.common import harness
 from bench.broker.phases import Params
 from bench.broker.server import BrokerServer, Worker
-from bench.spark_stream import make_spark  # local[2], no UI, 127.0.0.1, this interpreter
-from bench.environment import environment
-from bench.stats import summary
+from bench.spark.stream import make_spark  # local[2], no UI, 127.0.0.1, this interpreter
+from bench.common.environment import environment
+from bench.common.stats import summary
 
 TARGET = 0.5
 W2 = Params()  # the broker bench's W2: records, value and key sizes, cardinality, producer settings
@@ -176,7 +176,7 @@ def tables(results: dict) -> list:
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    ap = harness.parser("spark_sink", __doc__, "20,000 records, one repeat (a smoke test)")
+    ap = harness.parser("spark.sink", __doc__, "20,000 records, one repeat (a smoke test)")
     ap.add_argument("--records", type=int, default=W2.w2_records, help="records per write (W2: 1,000,000)")
     ap.add_argument("--repeats", type=int, default=3, help="alternated repeats (>= 3 for the target)")
     args = harness.parse(ap, argv)

@@ -8,7 +8,7 @@ consumer; real brokers on 127.0.0.1, every member a process of its own.
     python -m bench.groups --only crash,leave --trials 9 --session-ms 3000
     python -m bench.groups --json       # JSON on stdout, tables on stderr
 
-Sections (bench/groups_trials.py says exactly what is timed):
+Sections (bench/groups/trials.py says exactly what is timed):
 
 - **throughput**: ``--records`` records of ``--value-bytes`` (8-byte keys)
   over a 6-partition topic, read by one consumer and by a group of 3 (each a
@@ -39,11 +39,11 @@ import sys
 
 from rich.console import Console
 
-from bench import harness
+from bench.common import harness
 from bench.cluster.procs import Setup
-from bench.environment import environment
-from bench.groups_trials import QUICK, Params, fill, hand_over_trials, throughput_run
-from bench.stats import summary
+from bench.common.environment import environment
+from bench.groups.trials import QUICK, Params, fill, hand_over_trials, throughput_run
+from bench.common.stats import summary
 
 SECTIONS = ("throughput", "crash", "leave", "cluster")
 

@@ -1,8 +1,8 @@
-"""The parent's side of group member processes (bench/groups_member.py), a
+"""The parent's side of group member processes (bench/groups/member.py), a
 steady producer thread, and what a group's coordinator says about it; for
-bench/groups.py and tests/coordinator/test_group_schedules.py.
+bench/groups/__main__.py and tests/coordinator/test_group_schedules.py.
 
-``MemberProc`` starts ``python -m bench.groups_member`` (with
+``MemberProc`` starts ``python -m bench.groups.member`` (with
 ``PR_SET_PDEATHSIG``: it dies with its parent), reads its lines in a daemon
 thread, and answers from them: its own view of what it owns (``view``), the
 first record of each partition after a time (``firsts_after``), its
@@ -23,7 +23,7 @@ import time
 
 from bench import ROOT
 from bench.broker.server import spawn
-from bench.cluster.procs import wait_for  # noqa: F401 (re-exported for groups_trials)
+from bench.cluster.procs import wait_for  # noqa: F401 (re-exported for bench.groups.trials)
 
 
 def parse_parts(text: str) -> set:
@@ -41,7 +41,7 @@ class MemberProc:
         self.client_id = spec["settings"]["client_id"]
         self.lines: list = []  # (kind, time, rest...) as printed
         with open(log_path, "ab") as log:
-            self.proc = spawn([sys.executable, "-m", "bench.groups_member", json.dumps(spec)],
+            self.proc = spawn([sys.executable, "-m", "bench.groups.member", json.dumps(spec)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                               text=True, cwd=str(ROOT))
         self.pid = self.proc.pid

@@ -1,4 +1,4 @@
-"""The measurements of ``python -m bench.latency`` (bench/latency.py says
+"""The measurements of ``python -m bench.latency`` (bench/latency/__main__.py says
 what the bench is): each stage returns the latencies of its timed sends
 (nanoseconds, in send order) and what it counted meanwhile.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from bench.broker import worker
 from bench.broker.server import CLK_TCK, BrokerServer, spawn, stop_process
 from bench.peers.limits import Peer, blocking_pingpong
-from bench.stats import KiB, MiB, percentile_ms
+from bench.common.stats import KiB, MiB, percentile_ms
 
 VALUE_BYTES, KEY_BYTES = 1024, 16
 

@@ -1,7 +1,7 @@
 """A consumer-group member in a process of its own, for the groups bench
-(bench/groups.py) and the schedule test (tests/coordinator/test_group_schedules.py).
+(bench/groups/__main__.py) and the schedule test (tests/coordinator/test_group_schedules.py).
 
-    python -m bench.groups_member SPEC_JSON
+    python -m bench.groups.member SPEC_JSON
 
 ``SPEC_JSON``: ``{"bootstrap", "group", "topics": [...], "settings": {...}
 (Consumer settings, e.g. client_id, session_timeout_ms), "max_seconds"

@@ -2,8 +2,8 @@
 without security, with TLS, and with TLS plus SCRAM-SHA-256 authentication,
 alternated rounds, medians.
 
-    python -m bench.tls_ab                  # 5 rounds each, ~3-4 minutes
-    python -m bench.tls_ab --rounds 3 --records 100000
+    python -m bench.tls                  # 5 rounds each, ~3-4 minutes
+    python -m bench.tls --rounds 3 --records 100000
 
 Each round is one ``bench.broker`` run (phases.py) restricted to W1: a fresh
 ``logbroker serve`` (``--port 0``, a temporary data dir under ``--dir``,
@@ -102,7 +102,7 @@ def one_round(variant: str, p: Params, workdir: str, certs: tuple) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.tls", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each (default 5)")
     ap.add_argument("--records", type=int, default=Params.w1_records)
     ap.add_argument("--dir", default=os.getcwd(), help="where the work dir goes")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bench import ROOT
-from bench.stats import MiB
+from bench.common.stats import MiB
 
 
 def _run(cmd: list[str]) -> str:

@@ -1,8 +1,8 @@
 """Metrics on vs off (issue 14): the same produce workload against a broker
 without and with ``--metrics-port``, alternated rounds, medians.
 
-    python -m bench.metrics_ab                 # 5 rounds each, ~1 minute
-    python -m bench.metrics_ab --rounds 3 --records 50000
+    python -m bench.metrics                 # 5 rounds each, ~1 minute
+    python -m bench.metrics --rounds 3 --records 50000
 
 Each round starts a fresh ``logbroker serve`` (``--port 0``, a temporary data
 dir on the checkout's disk, default flush "fsync") with metrics off or on
@@ -121,7 +121,7 @@ def one_round(metrics: bool, args) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.metrics", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each (default 5)")
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--sends", type=int, default=2_000)

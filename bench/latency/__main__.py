@@ -9,7 +9,7 @@ switches and syscalls per send.
 
 Each round runs every stage once (the order rotates from round to round),
 each after 200 warm-up sends; figures are the median over rounds of each
-stage's p50 (and p99), with min-max. Stages (bench/latency_stages.py):
+stage's p50 (and p99), with min-max. Stages (bench/latency/stages.py):
 
 1. floors: loopback TCP 100 B ping-pong (blocking sockets, an echo
    process); 1 KiB ``pwrite`` + ``fdatasync`` on a growing file, and on a
@@ -44,10 +44,10 @@ import sys
 
 from rich.console import Console
 
-from bench import harness
-from bench.environment import environment
-from bench.latency_report import STAGES, summarize, tables
-from bench.latency_stages import Params, broker_stage, pingpong, pwrite_fdatasync, syscalls
+from bench.common import harness
+from bench.common.environment import environment
+from bench.latency.report import STAGES, summarize, tables
+from bench.latency.stages import Params, broker_stage, pingpong, pwrite_fdatasync, syscalls
 
 QUICK = Params(rounds=1, sends=300)
 BROKER_STAGES = {"raw_lazy": ("lazy", "raw"), "raw_fsync": ("fsync", "raw"),

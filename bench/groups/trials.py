@@ -1,6 +1,6 @@
-"""The measurements of the groups bench (bench/groups.py), each on a running
+"""The measurements of the groups bench (bench/groups/__main__.py), each on a running
 setup (bench/cluster/procs.py's ``Setup``: a single node, or etcd + 3
-brokers) and with member processes (bench/groups_procs.py).
+brokers) and with member processes (bench/groups/procs.py).
 
 - ``hand_over_trials``: a group of ``members`` processes over a topic of
   ``partitions`` partitions that a Feeder keeps writing to; each trial takes
@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from bench.groups_procs import Feeder, MemberProc, describe, settled, wait_for
+from bench.groups.procs import Feeder, MemberProc, describe, settled, wait_for
 
 _ids = itertools.count(1)
 

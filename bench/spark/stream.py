@@ -1,9 +1,9 @@
 """Spark streaming and reads over the protocol (issue 13): one broker, one
 local[2] SparkSession, one run.
 
-    python -m bench.spark_stream            # ~2 minutes here
-    python -m bench.spark_stream --quick    # smoke test
-    python -m bench.spark_stream --json     # JSON on stdout, tables on stderr
+    python -m bench.spark.stream            # ~2 minutes here
+    python -m bench.spark.stream --quick    # smoke test
+    python -m bench.spark.stream --json     # JSON on stdout, tables on stderr
 
 - Data: a fresh ``logbroker serve`` (fsync, checkpoints every 100 ms so a
   data-dir reader sees its high watermark promptly) on 127.0.0.1; the sync
@@ -34,19 +34,20 @@ import os
 import threading
 import time
 
-from bench import ROOT, harness
+from bench import ROOT
+from bench.common import harness
 from bench.broker.server import BrokerServer
-from bench.environment import environment
-from bench.harness import fmt_s, table, targets_table
+from bench.common.environment import environment
+from bench.common.harness import fmt_s, table, targets_table
 from bench.spark.session import local_session
-from bench.stats import summary
+from bench.common.stats import summary
 
 TOPIC, KEY_BYTES, VALUE_BYTES = "bench", 16, 200
 SCAN = "sum(length(key)) + sum(length(value)) as n"
 
 
 def parse_args(argv):
-    ap = harness.parser("spark_stream", __doc__, "tiny data, one repeat, a short latency run")
+    ap = harness.parser("spark.stream", __doc__, "tiny data, one repeat, a short latency run")
     ap.add_argument("--records", type=int, help="records written (default 1,000,000; quick 20,000)")
     ap.add_argument("--repeats", type=int, help="timed repeats per case (default 3; quick 1)")
     ap.add_argument("--latency-seconds", type=float, help="length of the latency run (default 20; quick 4)")

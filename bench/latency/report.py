@@ -4,8 +4,8 @@ median over rounds), and the report's tables."""
 
 from __future__ import annotations
 
-from bench import harness
-from bench.stats import summary
+from bench.common import harness
+from bench.common.stats import summary
 
 STAGES = {
     "pingpong": "loopback TCP 100 B ping-pong, blocking sockets",
