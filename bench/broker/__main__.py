@@ -43,11 +43,11 @@ import sys
 
 from rich.console import Console
 
-from bench.common import harness
 from bench.broker.phases import QUICK, SECTIONS, Params, Run, phase_names
 from bench.broker.profiling import Profiler
 from bench.broker.profiling import summarize as summarize_profiles
 from bench.broker.report import calibration, summarize, tables, targets
+from bench.common import harness
 from bench.common.environment import environment
 
 

@@ -32,7 +32,7 @@ from rich.console import Console
 
 from bench import ROOT
 from bench.common import harness
-from bench.broker.server import LOGBROKER
+from bench.common.procs import LOGBROKER
 from bench.common.stats import summary
 
 # (phase, metric, label, higher is better)

@@ -39,11 +39,11 @@ import sys
 
 from rich.console import Console
 
-from bench.common import harness
 from bench.cluster.procs import Setup
+from bench.common import harness
 from bench.common.environment import environment
-from bench.groups.trials import QUICK, Params, fill, hand_over_trials, throughput_run
 from bench.common.stats import summary
+from bench.groups.trials import QUICK, Params, fill, hand_over_trials, throughput_run
 
 SECTIONS = ("throughput", "crash", "leave", "cluster")
 

@@ -22,8 +22,7 @@ import threading
 import time
 
 from bench import ROOT
-from bench.broker.server import spawn
-from bench.cluster.procs import wait_for  # noqa: F401 (re-exported for bench.groups.trials)
+from bench.common.procs import spawn
 
 
 def parse_parts(text: str) -> set:

@@ -22,7 +22,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from bench.groups.procs import Feeder, MemberProc, describe, settled, wait_for
+from bench.common.procs import wait_until
+from bench.groups.procs import Feeder, MemberProc, describe, settled
 
 _ids = itertools.count(1)
 
@@ -66,7 +67,7 @@ def settle(admin, group: str, members: list, partitions: set, timeout: float = 6
         return settled(box[0], members, partitions)
 
     try:
-        wait_for(check, timeout, f"group {group} settled with {len(members)} members", 0.05)
+        wait_until(check, timeout, f"group {group} settled with {len(members)} members", 0.05)
     except TimeoutError as exc:
         views = {mb.client_id: sorted(mb.view()) for mb in members}
         raise TimeoutError(f"{exc}; coordinator: {box[0]}; members: {views}") from None
@@ -127,8 +128,8 @@ def one_hand_over(kind: str, members: list, slot: int, p: Params) -> dict:
         got = merged("firsts_after")
         return got if theirs <= set(got) else None
 
-    firsts = wait_for(all_read, p.session_ms / 1000 + 30,
-                      f"the {kind} victim's partitions read elsewhere")
+    firsts = wait_until(all_read, p.session_ms / 1000 + 30,
+                        f"the {kind} victim's partitions read elsewhere", 0.02)
     assigned = merged("assigned_after")
     if kind == "leave":
         victim.close()
@@ -160,8 +161,8 @@ def throughput_run(k: int, admin, bootstrap: str, topic: str, p: Params, workdir
         t0 = time.monotonic()
         for mb in members:
             mb.tell("go")
-        wait_for(lambda: sum(mb.count()[0] for mb in members) >= p.records,
-                 max(60.0, p.records / 20_000), f"{k} member(s) reading {p.records} records", 0.05)
+        wait_until(lambda: sum(mb.count()[0] for mb in members) >= p.records,
+                   max(60.0, p.records / 20_000), f"{k} member(s) reading {p.records} records", 0.05)
         counts = [mb.count() for mb in members]
     finally:
         close_all(members)

@@ -27,9 +27,11 @@ import time
 from dataclasses import dataclass
 
 from bench.broker import worker
-from bench.broker.server import CLK_TCK, BrokerServer, spawn, stop_process
-from bench.peers.limits import Peer, blocking_pingpong
+from bench.broker.server import BrokerServer
+from bench.common.procfs import CLK_TCK
+from bench.common.procs import spawn, stop_process
 from bench.common.stats import KiB, MiB, percentile_ms
+from bench.peers.limits import Peer, blocking_pingpong
 
 VALUE_BYTES, KEY_BYTES = 1024, 16
 

@@ -27,49 +27,40 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
 
+from bench.common.procfs import cpu_seconds
+from bench.common.procs import BrokerProcess
 from logbroker import Producer
-from logbroker.cli.serve import parse_ready
-
-LOGBROKER = os.path.join(os.path.dirname(sys.executable), "logbroker")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Broker:
+    """A fresh broker in a temporary dir under ``base``, metrics on or off;
+    ``stop`` stops it by PID and removes the dir."""
+
     def __init__(self, metrics: bool, base: str) -> None:
         self.dir = tempfile.mkdtemp(prefix="metrics-ab-", dir=base)
-        args = [LOGBROKER, "serve", "--data-dir", os.path.join(self.dir, "data"), "--port", "0",
-                "--log-level", "warning"] + (["--metrics-port", "0"] if metrics else [])
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        ready = parse_ready(line)
-        if ready is None:
+        self.server = BrokerProcess(os.path.join(self.dir, "data"), "--log-level", "warning",
+                                    *(["--metrics-port", "0"] if metrics else []),
+                                    die_with_parent=True, raise_on_hang=False)
+        try:
+            self.server.start()
+            # the metrics line follows the ready line, maybe already buffered: readline
+            self.url = self.server.proc.stdout.readline().rsplit(" ", 1)[1].strip() if metrics else None
+        except BaseException:
             self.stop()
-            raise RuntimeError(f"broker did not start: {line!r}")
-        self.bootstrap = "%s:%d" % ready
-        self.url = self.proc.stdout.readline().rsplit(" ", 1)[1].strip() if metrics else None
+            raise
+        self.bootstrap = self.server.bootstrap
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS
+        return cpu_seconds(self.server.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        self.server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

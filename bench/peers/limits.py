@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from bench import ROOT
 from bench.common import harness
-from bench.broker.server import read_line, spawn, stop_process
+from bench.common.procs import read_line, spawn, stop_process
 from bench.common.stats import GiB, KiB, MiB, bounded, percentile_ms
 from bench.storage.append import Appender  # its "raw" target: os.write + os.fdatasync
 from bench.storage.common import remove

@@ -37,12 +37,12 @@ import statistics
 import sys
 import time
 
-from bench.common import harness
 from bench.broker.phases import Params
 from bench.broker.server import BrokerServer, Worker
-from bench.spark.stream import make_spark  # local[2], no UI, 127.0.0.1, this interpreter
+from bench.common import harness
 from bench.common.environment import environment
 from bench.common.stats import summary
+from bench.spark.stream import make_spark  # local[2], no UI, 127.0.0.1, this interpreter
 
 TARGET = 0.5
 W2 = Params()  # the broker bench's W2: records, value and key sizes, cardinality, producer settings

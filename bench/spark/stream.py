@@ -35,12 +35,12 @@ import threading
 import time
 
 from bench import ROOT
-from bench.common import harness
 from bench.broker.server import BrokerServer
+from bench.common import harness
 from bench.common.environment import environment
 from bench.common.harness import fmt_s, table, targets_table
-from bench.spark.session import local_session
 from bench.common.stats import summary
+from bench.spark.session import local_session
 
 TOPIC, KEY_BYTES, VALUE_BYTES = "bench", 16, 200
 SCAN = "sum(length(key)) + sum(length(value)) as n"

@@ -13,15 +13,7 @@ from tests.support.fixtures import BrokerProcess
 from logbroker import Admin, Consumer, Producer
 from logbroker.errors import BrokerUnavailableError, CorruptRecordError, RequestTimedOutError
 from logbroker.records import scan_batches
-from tests.support.fixtures import FAST, consume, wait_until
-
-
-def closed_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nobody listens there once closed
+from tests.support.fixtures import FAST, closed_port, consume, wait_until
 
 
 def test_unreachable_broker_raises_documented_errors_quickly():

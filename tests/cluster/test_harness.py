@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import (ROOT, RawConn, _readline, closed_port, cluster_tool, free_port,
+from tests.support.fixtures import (ROOT, RawConn, read_line, closed_port, cluster_tool, free_port,
                       require_etcd, wait_until)
 
 CLUSTER_PY = os.path.join(ROOT, "tools", "cluster.py")
@@ -394,7 +394,7 @@ class ClusterPy:
         return self
 
     def readline(self, timeout: float) -> str:
-        line = _readline(self.proc, timeout).rstrip("\n")
+        line = read_line(self.proc, timeout).rstrip("\n")
         self.lines.append(line)
         return line
 

@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 import pytest
-from tests.support.fixtures import LOGBROKER, BrokerProcess, RawConn, _readline, cli_error, consume, invoke_cli, \
+from tests.support.fixtures import LOGBROKER, BrokerProcess, RawConn, read_line, cli_error, consume, invoke_cli, \
     invoked_error, invoked_ok, run_cli
 from scramp import ScramClient
 
@@ -60,7 +60,7 @@ def test_open_single_node_says_so(tmp_path):
     proc = subprocess.Popen([LOGBROKER, "serve", "--data-dir", str(tmp_path / "open"), "--port",
                              "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        line = _readline(proc, 30)
+        line = read_line(proc, 30)
         assert line.startswith("logbroker listening on 127.0.0.1:")
         assert line.rstrip().endswith(" (open: no authentication, loopback only)")
     finally:

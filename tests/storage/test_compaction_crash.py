@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.support.fixtures import _readline
+from tests.support.fixtures import read_line
 from tests.storage.test_compaction import open_compacted, records_of
 
 from logbroker.storage.swap import PAUSE_ENV
@@ -58,7 +58,7 @@ def run_child(data, step: "str | None", timeout: float = 60.0) -> str:
     try:
         last = ""
         while True:
-            line = _readline(proc, timeout)  # bounded: "" when the child ends or stays silent
+            line = read_line(proc, timeout)  # bounded: "" when the child ends or stays silent
             if not line:
                 break
             last = line.strip()

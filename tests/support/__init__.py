@@ -2,8 +2,9 @@
 
 - ``fixtures``: stores and crash simulation, batch, record and message samples,
   raw protocol connections, client polling, the CLI (in process and as a
-  process), bounded waits, real broker processes; re-exports the cluster's
-  helpers.
+  process); re-exports the process helpers of ``bench.common.procs``
+  (``BrokerProcess``, ``EtcdProcess``, free ports, ``read_line``,
+  ``wait_until``) and the cluster's.
 - ``cluster``: ``Cluster``, real brokers joined through a real etcd.
 - ``proxy``: ``TcpProxy``, a fault-injecting TCP proxy.
 - ``tls``: test certificates (trustme).

@@ -1,122 +1,26 @@
-"""Cluster test helpers (no tests here): free ports, a real etcd, and
-``Cluster``, real brokers joined through it (optionally each behind
-TcpProxy fronts, tests/support/proxy.py). Every wait is bounded; processes are
-stopped by PID.
+"""Cluster test helpers (no tests here): ``Cluster``, real brokers joined
+through a real etcd (``EtcdProcess`` of bench/common/procs.py), optionally
+each behind TcpProxy fronts (tests/support/proxy.py). Every wait is bounded;
+processes are stopped by PID.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import subprocess
 
-from tests.support.fixtures import BrokerProcess, RawConn, batch, require_tool, wait_until
-from tests.support.proxy import TcpProxy, free_port, free_ports  # noqa: F401 (re-exported)
+from bench import ROOT as _ROOT
+from bench.common.procs import BrokerProcess, EtcdProcess, free_port  # noqa: F401 (EtcdProcess re-exported)
 from logbroker.protocol import messages as m
+from tests.support.fixtures import RawConn, batch, require_tool, wait_until
+from tests.support.proxy import TcpProxy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@functools.cache
-def cluster_tool():
-    """tools/cluster.py as a module: the etcd command line, ``spawn`` and the
-    bounded waits are the same for ``make cluster`` and the tests."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("logbroker_cluster_tool",
-                                                  os.path.join(ROOT, "tools", "cluster.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+ROOT = str(_ROOT)  # the checkout
 
 
 def require_etcd() -> str:
     """The path of ``etcd``; skips the test when it is not installed (fails
     instead with LOGBROKER_ETCD_REQUIRED=1)."""
     return require_tool("etcd", "LOGBROKER_ETCD_REQUIRED", "tools/install-etcd.sh")
-
-
-class EtcdProcess:
-    """A real one-member ``etcd`` on two free 127.0.0.1 ports (client, peer),
-    its data in ``data_dir`` and its output in ``data_dir + ".log"``;
-    ``fast`` raft ticks (10 ms heartbeat, 100 ms election: lease TTLs down to
-    1 s). ``start`` waits (bounded) until ``/health`` says true; a restart
-    after ``stop``/``kill`` keeps the ports and the data, so brokers find it
-    at the same ``url``. Stopped by PID; ``close`` also deletes the data
-    (etcd preallocates a 64 MB WAL)."""
-
-    def __init__(self, data_dir, *, name: str = "test", fast: bool = True) -> None:
-        self.data_dir = str(data_dir)
-        self.log_path = self.data_dir + ".log"
-        self.name, self.fast = name, fast
-        self.client_port = self.peer_port = 0
-        self.proc: "subprocess.Popen | None" = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.client_port)
-
-    def start(self, timeout: float = 30.0) -> "EtcdProcess":
-        tool = cluster_tool()
-        binary = shutil.which("etcd") or "etcd"
-        fresh = self.client_port == 0
-        for attempt in range(3 if fresh else 1):
-            if fresh:
-                self.client_port, self.peer_port = free_ports(2)
-            self.proc = tool.spawn(tool.etcd_command(self.data_dir, self.client_port, self.peer_port,
-                                                     name=self.name, fast=self.fast, etcd=binary),
-                                   self.log_path, env=tool.etcd_env())
-            try:
-                tool.wait_until_up(self.healthy, self.proc, "etcd", self.log_path, timeout)
-                return self
-            except tool.StartError as exc:
-                self.kill()
-                taken = "address already in use" in tool.log_tail(self.log_path, 5)
-                if not (fresh and taken and attempt < 2):  # a port taken since free_ports: again
-                    raise RuntimeError(str(exc)) from None
-        raise AssertionError("unreachable")
-
-    def healthy(self) -> bool:
-        return self.client_port != 0 and cluster_tool().etcd_healthy(self.url)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> "int | None":
-        """SIGTERM to its own PID and wait (SIGKILL after ``timeout`` s): the exit status."""
-        if self.proc is None:
-            return None
-        try:
-            return cluster_tool().stop_all([self.proc], timeout)[0]
-        finally:
-            self.proc = None
-
-    def kill(self) -> None:
-        """SIGKILL to its own PID: a crash."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait(timeout=30)
-            self.proc = None
-
-    def close(self) -> None:
-        """Kill it and delete its data dir (the log stays)."""
-        self.kill()
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def log(self) -> str:
-        return cluster_tool().log_tail(self.log_path, 1 << 30)
-
-    def __enter__(self) -> "EtcdProcess":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 # -- a cluster of real brokers (issue 10) -------------------------------------------------------

@@ -1,8 +1,10 @@
 """Helpers shared by the tests (no tests here): stores and crash simulation, batch
-and record samples, protocol message samples, real broker processes, raw wire
-connections, client polling helpers, a Spark test data set; the cluster's
-helpers (etcd, Cluster, TcpProxy, free ports) live in tests/support/cluster.py and
-tests/support/proxy.py and are re-exported here.
+and record samples, protocol message samples, raw wire connections, client
+polling helpers, the CLI, a Spark test data set. Processes (``BrokerProcess``,
+``EtcdProcess``, free ports, ``read_line``, ``wait_until``) are the benches'
+own, ``bench.common.procs``, and the cluster's helpers (``Cluster``,
+``TcpProxy``) live in tests/support/cluster.py and tests/support/proxy.py; all
+are re-exported here.
 
 Brokers are real ``logbroker serve`` processes on 127.0.0.1, stopped by PID; waits
 are bounded (deadlines, never sleeps as synchronisation).
@@ -11,16 +13,15 @@ are bounded (deadlines, never sleeps as synchronisation).
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 
+from bench.common.procfs import status_kib
+from bench.common.procs import (LOGBROKER, BrokerProcess, EtcdProcess, cluster_tool,  # noqa: F401
+                                free_port, free_ports, read_line, wait_until)
 from logbroker.protocol import messages as m
-from logbroker.cli.serve import parse_ready
 from logbroker.protocol.codec import FrameReader, decode, encode_bytes
 from logbroker.records import build_batch
 from logbroker.storage.config import LogConfig, StorageConfig
@@ -229,122 +230,7 @@ def require_tool(name: str, required_env: str, install: str) -> str:
     return path
 
 
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
-    """Call ``predicate`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.01)
-
-
-# -- broker processes and raw connections ----------------------------------
-LOGBROKER = os.path.join(os.path.dirname(sys.executable), "logbroker")
-
-
-class BrokerProcess:
-    def __init__(self, data_dir, *extra: str, config: "dict | None" = None) -> None:
-        self.data_dir = str(data_dir)
-        self.extra = list(extra)
-        self.port = 0
-        self.proc: "subprocess.Popen | None" = None
-        self.config_path = None
-        if config:
-            self.config_path = os.path.join(self.data_dir + ".toml")
-            with open(self.config_path, "w") as fh:
-                for key, value in config.items():
-                    fh.write(f"{key} = {value!r}\n".replace("'", '"').replace("True", "true")
-                             .replace("False", "false"))
-        self.log_path = self.data_dir + ".log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
-        return self.launch().wait_ready(timeout)
-
-    def launch(self) -> "BrokerProcess":
-        """Start the process without waiting for it (``wait_ready`` does):
-        several brokers start side by side, as ``make cluster`` starts them."""
-        args = [LOGBROKER, "serve", "--data-dir", self.data_dir, "--host", "127.0.0.1",
-                "--port", str(self.port), *self.extra]
-        if self.config_path:
-            args += ["--config", self.config_path]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
-        log.close()
-        return self
-
-    def wait_ready(self, timeout: float = 30.0) -> "BrokerProcess":
-        """Wait (bounded) for the launched broker's ready line: its port."""
-        line = _readline(self.proc, timeout)
-        ready = parse_ready(line)
-        if ready is None:
-            self.kill()
-            raise RuntimeError(f"broker did not start: {line!r}; log:\n{self.log()}")
-        self.port = ready[1]
-        return self
-
-    def log(self) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as fh:
-                return fh.read()
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: the exit code (0 after a clean shutdown)."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        finally:
-            self._close()
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing flushed or checkpointed by the broker."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait(timeout=30)
-            self._close()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def _close(self) -> None:
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
-
-    def __enter__(self) -> "BrokerProcess":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.kill()
-
-
-def _readline(proc: subprocess.Popen, timeout: float) -> str:
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                return proc.stdout.readline()
-            if proc.poll() is not None:
-                return ""
-        return ""
-    finally:
-        sel.close()
-
-
+# -- raw connections --------------------------------------------------------
 OPEN: list["RawConn"] = []  # closed by the close_raw_conns fixture in conftest.py
 
 
@@ -405,11 +291,7 @@ class RawConn:
 CLI_ERROR_NAME = r"(?:[A-Z][A-Z0-9_]*)"  # error: NAME: ... (a registry name, USAGE, OS_ERROR)
 
 
-def closed_port() -> int:
-    """A loopback port nobody listens on (bound once, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+closed_port = free_port  # a loopback port nobody listens on (bound once, then released)
 
 
 def run_cli(*args: str, bootstrap: "str | None" = None, stdin: "bytes | None" = None,
@@ -469,8 +351,7 @@ def invoked_error(result, name: str) -> str:
 # -- broker memory (issue 9 helper: the broker's edge) ---------------------------------
 def broker_rss(broker: BrokerProcess) -> int:
     """The broker process's resident set size in bytes (Linux /proc)."""
-    with open(f"/proc/{broker.proc.pid}/status") as fh:
-        return next(int(line.split()[1]) << 10 for line in fh if line.startswith("VmRSS:"))
+    return status_kib(broker.pid, "VmRSS") << 10
 
 
 def raise_nofile(needed: int) -> None:
@@ -508,6 +389,5 @@ def invoked_ok(result) -> str:
 
 
 # -- the cluster's helpers live in tests/support/cluster.py and tests/support/proxy.py; re-exported
-from tests.support.cluster import (ROOT, Cluster, EtcdProcess, cluster_tool,  # noqa: E402,F401
-                              free_port, free_ports, require_etcd, segment_bytes)
+from tests.support.cluster import ROOT, Cluster, require_etcd, segment_bytes  # noqa: E402,F401
 from tests.support.proxy import TcpProxy  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""A fault-injecting TCP proxy for loopback tests (stdlib only; no test here).
+"""A fault-injecting TCP proxy for loopback tests (no test here).
 
 How a cluster test wires it: broker i listens on its own port but advertises
 proxy i's address (--advertised-address), so every client and every peer
@@ -15,21 +15,7 @@ import socket
 import struct
 import threading
 
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports nobody listens on (bound together, then released)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
+from bench.common.procs import free_port
 
 
 class _ProxyConn:
