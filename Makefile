@@ -52,7 +52,7 @@ bench: $(STAMP) peer-servers
 bench-quick: $(STAMP) peer-servers
 	$(BIN)/python -m bench.peers --quick
 
-# the other benches (python -m bench.<name> --help): figures in docs/benchmarks.md
+# the other benches (python -m bench.<name> --help; every one in bench/README.md): figures in docs/benchmarks.md
 bench-storage: $(STAMP)
 	$(BIN)/python -m bench.storage
 

@@ -1,13 +1,7 @@
-"""logbroker's benchmarks, each a package run from the checkout root:
-
-    python -m bench.storage   # the storage engine (issue 2)
-    python -m bench.broker    # a single-node broker with the Python clients (issue 3)
-    python -m bench.spark     # the Spark data source beside Parquet and JSON (issue 4)
-    python -m bench.peers     # beside Redis Streams, NATS JetStream, RabbitMQ Streams (issue 5)
-
-Shared by all: ``bench.harness`` (command line, work dir, output),
-``bench.stats`` (bounded loops, medians, percentiles) and
-``bench.environment`` (what a run ran on).
+"""logbroker's benchmarks, each a package run from the checkout root as
+``python -m bench.<name>``; bench/README.md lists every entry point, its
+command and what it measures. ``bench.common`` holds what they share (the
+command line and output, statistics, the environment, the processes).
 """
 
 from pathlib import Path

@@ -1,14 +1,14 @@
-"""pytest fixtures; the helpers they use live in tests/fixtures.py."""
+"""pytest fixtures; the helpers they use live in tests/support/fixtures.py."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-import kafka_python_sockets
+from tests.support import kafka_python_sockets
 import pytest
 
-from fixtures import (OPEN, BrokerProcess, Cluster, EtcdProcess, Store, TcpProxy, open_store,
+from tests.support.fixtures import (OPEN, BrokerProcess, Cluster, EtcdProcess, Store, TcpProxy, open_store,
                       require_etcd)
 
 kafka_python_sockets.track()
@@ -93,7 +93,7 @@ def tcp_proxy():
 
 @pytest.fixture
 def cluster(tmp_path, etcd):
-    """A real cluster: ``Cluster`` (fixtures_cluster.py) of 3 brokers joined
+    """A real cluster: ``Cluster`` (tests/support/cluster.py) of 3 brokers joined
     through the ``etcd`` fixture, killed by PID after the test."""
     c = Cluster(tmp_path, etcd.url)
     try:

@@ -18,8 +18,9 @@ running. Data survives a restart; ``rm -rf DATA_DIR`` starts afresh.
 The children run in their own session (a terminal's Ctrl-C reaches only this
 script, which stops them in order) and get SIGTERM if this script dies.
 
-Standard library only: ``make cluster`` runs it, and tests/fixtures.py starts
-its test etcd with ``etcd_command`` and ``wait_until_up`` from here.
+Standard library only: ``make cluster`` runs it, and bench/common/procs.py (the
+benches' and the tests' etcd) starts etcd with ``etcd_command`` and
+``wait_until_up`` from here.
 """
 
 from __future__ import annotations

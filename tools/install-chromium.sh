@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Debian's chromium and chromium-driver if `chromium` or
 # `chromedriver` is not on PATH: the headless browser of the web console's
-# tests (tests/test_console_browser.py, driven by selenium through
+# tests (tests/console/test_browser.py, driven by selenium through
 # /usr/bin/chromedriver). Needs root; otherwise says so and exits 0 (the
 # browser tests then skip) unless LOGBROKER_BROWSER_REQUIRED=1.
 set -euo pipefail

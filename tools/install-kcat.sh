@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian's kcat (the Kafka command-line client, librdkafka) if `kcat`
-# is not on PATH: tests/test_kafka_listener_clients.py runs it against the
+# is not on PATH: tests/kafka/test_listener_clients.py runs it against the
 # broker's Kafka listener. Needs root; otherwise says so and exits 0 (the kcat
 # tests then skip) unless LOGBROKER_KCAT_REQUIRED=1.
 set -euo pipefail

@@ -32,7 +32,7 @@ is removed at the end, also on error, Ctrl-C or SIGTERM.
 Modules (in ``bench/broker/``): ``phases`` (parameters, runs, phases),
 ``worker`` (the client processes), ``server`` (processes and ``/proc``),
 ``profiling`` (``--profile``), ``report`` (medians, targets, tables);
-``bench.harness`` runs it.
+``bench.common.harness`` runs it.
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ import sys
 
 from rich.console import Console
 
-from bench import harness
 from bench.broker.phases import QUICK, SECTIONS, Params, Run, phase_names
 from bench.broker.profiling import Profiler
 from bench.broker.profiling import summarize as summarize_profiles
 from bench.broker.report import calibration, summarize, tables, targets
-from bench.environment import environment
+from bench.common import harness
+from bench.common.environment import environment
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:

@@ -21,8 +21,9 @@ import time
 from dataclasses import dataclass
 
 from bench.broker.profiling import Profiler
-from bench.broker.server import BrokerServer, Worker, reset_peak
-from bench.stats import MiB
+from bench.broker.server import BrokerServer, Worker
+from bench.common.procfs import reset_peak
+from bench.common.stats import MiB
 
 SECTIONS = ("w1", "w2", "roundtrip", "fetch")
 

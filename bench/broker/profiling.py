@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.broker.server import spawn
+from bench.common.procs import spawn
 
 _LINE = re.compile(r" \(([^()]*?):\d+\)$")
 _RUN = re.compile(r"-r\d+$")

@@ -1,12 +1,12 @@
 """Output of the broker benchmark: medians over runs, the targets check and
-its rich tables (``bench.harness`` prints them and writes them as markdown)."""
+its rich tables (``bench.common.harness`` prints them and writes them as markdown)."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from bench.harness import fmt_s, table, targets_table
-from bench.stats import MiB, summary
+from bench.common.harness import fmt_s, table, targets_table
+from bench.common.stats import MiB, summary
 
 # per-phase metrics summarised over runs: name -> how to get it from a phase result
 METRICS = {

@@ -27,7 +27,7 @@ exits. On error it prints ``{"error": ...}``. Modes (``spec["mode"]``):
 - ``fetch_consumer``: the same range through ``logbroker.Consumer.poll``.
 
 ``spec["tls"]`` (optional): the clients' TLS keywords (``tls_ca``, ...;
-bench/tls_ab.py). Every loop is bounded by a count and by ``deadline_s``. With ``profile`` set,
+bench/tls/__main__.py). Every loop is bounded by a count and by ``deadline_s``. With ``profile`` set,
 the timed section runs under cProfile (main thread only) and the stats are
 dumped to that path.
 """
@@ -45,7 +45,7 @@ import time
 from itertools import cycle, islice
 from operator import attrgetter
 
-from bench.stats import percentile_ms
+from bench.common.stats import percentile_ms
 from logbroker import Admin, Consumer, Producer
 from logbroker.protocol import codec
 from logbroker.protocol import messages as m

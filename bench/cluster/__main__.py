@@ -52,11 +52,11 @@ import sys
 
 from rich.console import Console
 
-from bench import harness
 from bench.cluster import failover
 from bench.cluster.phases import QUICK, SECTIONS, Params, phase_count, run_round
 from bench.cluster.report import summarize, tables, targets
-from bench.environment import environment
+from bench.common import harness
+from bench.common.environment import environment
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:

@@ -30,9 +30,10 @@ import time
 
 from rich.console import Console
 
-from bench import ROOT, harness
-from bench.broker.server import LOGBROKER
-from bench.stats import summary
+from bench import ROOT
+from bench.common import harness
+from bench.common.procs import LOGBROKER
+from bench.common.stats import summary
 
 # (phase, metric, label, higher is better)
 METRICS = (("W1.produce", "records_per_s", "W1 produce rec/s", True),
@@ -107,7 +108,7 @@ def values(out: dict, phase: str, metric: str) -> list[float]:
 
 
 def run(args: argparse.Namespace, workdir: str, err: Console) -> dict:
-    from bench.environment import environment
+    from bench.common.environment import environment
 
     log = harness.progress_log()
     machine = environment(workdir)

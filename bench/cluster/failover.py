@@ -31,7 +31,8 @@ import signal
 import threading
 import time
 
-from bench.cluster.procs import ClusterWorker, Setup, wait_for
+from bench.cluster.procs import ClusterWorker, Setup
+from bench.common.procs import wait_until
 
 TOPIC = "failover"
 
@@ -104,7 +105,7 @@ def prepare(setup: Setup, min_isr: "int | None") -> None:
         part = describe(setup)[0]
         return part.leader >= 0 and len(part.isr) == 3
 
-    wait_for(ready, 30, "failover topic with 3 replicas in sync", 0.1)
+    wait_until(ready, 30, "failover topic with 3 replicas in sync", 0.1)
 
 
 def restore(setup: Setup, victim: int, timeout: float) -> dict:
@@ -115,7 +116,7 @@ def restore(setup: Setup, victim: int, timeout: float) -> dict:
     t0 = time.monotonic()
     setup.restart(victim, timeout)
     t1 = time.monotonic()
-    wait_for(lambda: victim in describe(setup)[0].isr, timeout, f"broker {victim} back in the ISR", 0.05)
+    wait_until(lambda: victim in describe(setup)[0].isr, timeout, f"broker {victim} back in the ISR", 0.05)
     t2 = time.monotonic()
     part = describe(setup)[0]
     if part.leader != part.preferred_leader:
@@ -125,7 +126,7 @@ def restore(setup: Setup, victim: int, timeout: float) -> dict:
             now = describe(setup)[0]
             return now.leader == now.preferred_leader and len(now.isr) == 3
 
-        wait_for(back, timeout, "preferred leader back", 0.05)
+        wait_until(back, timeout, "preferred leader back", 0.05)
     return {"restart_s": t1 - t0, "rejoin_isr_s": t2 - t1, "reelect_s": time.monotonic() - t2}
 
 

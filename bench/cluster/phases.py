@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from bench.broker.server import WorkerError
 from bench.cluster.procs import ClusterWorker, Setup, cpu_delta, sample
-from bench.stats import MiB
+from bench.common.stats import MiB
 
 SECTIONS = ("throughput", "roundtrip", "failover")
 # config -> (setup, replication factor of its topics)

@@ -19,75 +19,21 @@ data dir.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from bench import ROOT
-from logbroker.cli.serve import parse_ready
-from bench.broker.server import (
-    CLK_TCK,
-    LOGBROKER,
-    Worker,
-    cpu_seconds,
-    read_line,
-    spawn,
-    stop_process,
-    system_cpu,
-)
+from bench.broker.profiling import find_py_spy
+from bench.broker.server import Worker
+from bench.common.procfs import cpu_seconds, system_cpu, thread_cpu
+from bench.common.procs import BrokerProcess, EtcdProcess, log_tail, spawn, wait_until
 
-HOST = "127.0.0.1"
 SETUPS = ("single", "cluster1", "cluster3")
 BROKERS = {"single": 1, "cluster1": 1, "cluster3": 3}
-
-
-@functools.cache
-def cluster_tool():
-    """tools/cluster.py as a module (the etcd command line and health check
-    of ``make cluster``; it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("logbroker_cluster_tool", ROOT / "tools" / "cluster.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports nobody listens on (bound together, then released)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind((HOST, 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.02):
-    """Call ``predicate`` until it returns something truthy (returned); raise
-    TimeoutError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what}: not within {timeout:g} s")
-        time.sleep(interval)
-
-
-def log_tail(path: str, chars: int = 2000) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()[-chars:]
-    except OSError:
-        return ""
 
 
 class ClusterWorker(Worker):
@@ -108,28 +54,6 @@ class ClusterWorker(Worker):
 
 
 # -- /proc ---------------------------------------------------------------------------------
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of a process by thread group: ``main`` (the thread whose id
-    is the PID: a broker's event loop) and the others by their kernel name
-    (``comm``: the I/O pool and etcd client threads share the process name
-    unless their library renames them)."""
-    out: dict[str, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                head, rest = fh.read().rsplit(")", 1)
-        except OSError:
-            continue  # the thread ended meanwhile
-        fields = rest.split()
-        name = "main" if tid == str(pid) else "thread:" + head.split("(", 1)[1]
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return out
-
-
 def sample(pids: dict[str, int]) -> dict:
     """CPU seconds of each named process (and of its threads) and the machine's."""
     procs = {}
@@ -157,8 +81,6 @@ def cpu_delta(before: dict, after: dict) -> dict:
 
 def py_spy_dump(pid: int) -> str:
     """``py-spy dump`` of a process's Python threads (bounded), or why not."""
-    from bench.broker.profiling import find_py_spy
-
     tool = find_py_spy()
     if tool is None:
         return "py-spy not installed: no stacks (pip install py-spy)"
@@ -170,100 +92,19 @@ def py_spy_dump(pid: int) -> str:
 
 
 # -- processes -----------------------------------------------------------------------------
-class Etcd:
+def etcd(data_dir: str) -> EtcdProcess:
     """A one-member etcd on two free loopback ports, data in ``data_dir``;
     default raft ticks, like ``make cluster``."""
-
-    def __init__(self, data_dir: str) -> None:
-        self.data_dir = data_dir
-        self.log_path = data_dir + ".log"
-        self.port = 0
-        self.proc: "subprocess.Popen | None" = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def start(self, timeout: float = 30.0) -> "Etcd":
-        tool = cluster_tool()
-        for attempt in range(3):
-            self.port, peer = free_ports(2)
-            with open(self.log_path, "ab") as log:
-                self.proc = spawn(tool.etcd_command(self.data_dir, self.port, peer),
-                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=tool.etcd_env())
-            try:
-                wait_for(lambda: tool.etcd_healthy(self.url, 0.5) or self.proc.poll() is not None, timeout,
-                         "etcd healthy")
-            except TimeoutError:
-                pass
-            if self.proc.poll() is None and tool.etcd_healthy(self.url, 0.5):
-                return self
-            self.stop()
-            if "address already in use" not in log_tail(self.log_path) or attempt == 2:
-                raise RuntimeError(f"etcd did not start; {self.log_path}:\n{log_tail(self.log_path)}")
-        raise AssertionError("unreachable")
-
-    def stop(self, timeout: float = 15.0) -> None:
-        stop_process(self.proc, timeout)
-        self.proc = None
+    return EtcdProcess(data_dir, name="logbroker", fast=False, die_with_parent=True)
 
 
-class Broker:
-    """``logbroker serve --host 127.0.0.1 --port P --data-dir D [--broker-id I --etcd URL]``."""
-
-    def __init__(self, broker_id: int, data_dir: str, etcd_url: "str | None") -> None:
-        self.id, self.data_dir, self.etcd_url = broker_id, data_dir, etcd_url
-        self.log_path = data_dir + ".log"
-        self.port = 0
-        self.proc: "subprocess.Popen | None" = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    def launch(self) -> None:
-        args = [LOGBROKER, "serve", "--data-dir", self.data_dir, "--host", HOST, "--port", str(self.port),
-                "--log-level", "warning"]
-        if self.etcd_url:
-            args += ["--broker-id", str(self.id), "--etcd", self.etcd_url]
-        with open(self.log_path, "ab") as log:
-            self.proc = spawn(args, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
-
-    def ready(self, timeout: float) -> None:
-        """Wait for the ``logbroker listening on`` line (a cluster broker prints
-        it once registered in etcd)."""
-        line = read_line(self.proc, timeout)
-        ready = parse_ready(line)
-        if ready is None:
-            self.kill()
-            raise RuntimeError(f"broker {self.id} did not start: {line!r}; {self.log_path}:\n"
-                               f"{log_tail(self.log_path)}")
-        self.port = ready[1]
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL to its PID (a crash: nothing flushed, its lease left to expire)."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-            stop_process(self.proc)  # closes its pipes
-            self.proc = None
-
-    def stop(self, timeout: float = 30.0) -> "int | None":
-        code = stop_process(self.proc, timeout)
-        self.proc = None
-        return code
+def broker(broker_id: int, data_dir: str, etcd_url: "str | None") -> BrokerProcess:
+    """``logbroker serve --host 127.0.0.1 --port P --data-dir D --log-level warning
+    [--broker-id I --etcd URL]``; ``wait_ready`` waits for its ready line (a
+    cluster broker prints it once registered in etcd)."""
+    cluster = ["--broker-id", str(broker_id), "--etcd", etcd_url] if etcd_url else []
+    return BrokerProcess(data_dir, "--log-level", "warning", *cluster, die_with_parent=True,
+                         raise_on_hang=False)
 
 
 class Setup:
@@ -275,8 +116,8 @@ class Setup:
         self.kind = kind
         self.dir = os.path.join(workdir, kind)
         os.makedirs(self.dir, exist_ok=True)
-        self.etcd = None if kind == "single" else Etcd(os.path.join(self.dir, "etcd"))
-        self.brokers: dict[int, Broker] = {}
+        self.etcd = None if kind == "single" else etcd(os.path.join(self.dir, "etcd"))
+        self.brokers: dict[int, BrokerProcess] = {}
         self.exit_codes: dict[str, "int | None"] = {}
         self.hung: dict[str, str] = {}  # broker -> its threads' stacks when it did not stop in time
         self.start_s = self.stop_s = 0.0
@@ -305,10 +146,10 @@ class Setup:
                 self.etcd.start(timeout)
             url = self.etcd.url if self.etcd is not None else None
             for i in range(1, BROKERS[self.kind] + 1):
-                self.brokers[i] = Broker(i, os.path.join(self.dir, f"broker-{i}"), url)
+                self.brokers[i] = broker(i, os.path.join(self.dir, f"broker-{i}"), url)
                 self.brokers[i].launch()
             for b in self.brokers.values():
-                b.ready(timeout)
+                b.wait_ready(timeout)
             if self.clustered:
                 self.wait_registered(timeout)
         except BaseException:
@@ -333,13 +174,13 @@ class Setup:
                 desc = admin.describe_cluster()
                 return {b.id for b in desc.brokers if b.live} >= want and desc.controller >= 0
 
-            wait_for(registered, timeout, "every broker registered", 0.05)
+            wait_until(registered, timeout, "every broker registered", 0.05)
 
     def restart(self, i: int, timeout: float = 60.0) -> None:
         """Start broker ``i`` again on its port and data dir (after a kill)."""
         b = self.brokers[i]
         b.launch()
-        b.ready(timeout)
+        b.wait_ready(timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
         """The brokers (SIGTERM by PID, all at once), then etcd; exit codes kept.

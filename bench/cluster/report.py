@@ -4,8 +4,8 @@ round, CPU by process role, failover figures, the targets and their tables."""
 from __future__ import annotations
 
 from bench.cluster.phases import CONFIGS, LABELS
-from bench.harness import fmt_s, table, targets_table
-from bench.stats import summary
+from bench.common.harness import fmt_s, table, targets_table
+from bench.common.stats import summary
 
 PAIRS = (("c3-rf3", "c3-rf1"), ("c3-rf3", "c1-rf1"), ("c3-rf3", "single"), ("c3-rf1", "single"),
          ("c1-rf1", "single"))

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-from bench.stats import percentile_ms
+from bench.common.stats import percentile_ms
 
 
 def figures(sends: list, acks: dict, t_kill: "float | None") -> dict:

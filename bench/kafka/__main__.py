@@ -40,12 +40,13 @@ import sys
 import threading
 from unittest import mock
 
-from bench import harness
 from bench.broker import server
 from bench.broker.phases import QUICK, Params, Run
 from bench.broker.report import calibration, summarize
-from bench.broker.server import BrokerServer, spawn
-from bench.environment import environment
+from bench.broker.server import BrokerServer
+from bench.common import harness
+from bench.common.environment import environment
+from bench.common.procs import spawn
 from bench.peers import limits
 from logbroker.cli.serve import KAFKA_READY
 

@@ -41,7 +41,7 @@ from itertools import cycle, islice
 
 from bench.broker import worker as base
 from bench.broker.worker import Deadline, ensure_topic, make_keys, make_values
-from bench.stats import MiB
+from bench.common.stats import MiB
 
 CONSUME_BATCH = 10_000
 

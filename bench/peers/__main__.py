@@ -38,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import ROOT, harness
+from bench import ROOT
+from bench.common import harness
 from bench.peers.clients import client_main
 
 FULL = {"W1": (200_000, 1024), "W2": (1_000_000, 100), "RT": 10_000, "RT1k": 10_000, "scale": (1000, 100),
@@ -109,7 +110,7 @@ def write_docs(section: str, path: Path) -> None:
 
 
 def run_all(args, sizes: dict, work: str, log) -> dict:
-    from bench.environment import environment
+    from bench.common.environment import environment
     from bench.peers import limits
     from bench.peers.run import run_system
 

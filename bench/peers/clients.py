@@ -33,8 +33,8 @@ from collections import deque
 from itertools import islice
 
 from bench import ROOT
-from bench.broker.server import spawn, stop_process
-from bench.stats import percentile_ms
+from bench.common.procs import spawn, stop_process
+from bench.common.stats import percentile_ms
 
 KEYS, KEY_BYTES, VALUES = 1024, 16, 1021
 

@@ -41,10 +41,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from bench import ROOT, harness
-from bench.broker.server import read_line, spawn, stop_process
-from bench.stats import GiB, KiB, MiB, bounded, percentile_ms
-from bench.storage.append import _Appender  # its "raw" target: os.write + os.fdatasync
+from bench import ROOT
+from bench.common import harness
+from bench.common.procs import read_line, spawn, stop_process
+from bench.common.stats import GiB, KiB, MiB, bounded, percentile_ms
+from bench.storage.append import Appender  # its "raw" target: os.write + os.fdatasync
 from bench.storage.common import remove
 
 READY = "limits peer listening on "
@@ -79,7 +80,7 @@ QUICK = Budget(seq_64k_bytes=640 * KiB, seq_1m_bytes=3 * MiB, disk_seconds=0.1, 
 def seq_write_fsync(path: str, chunk: int, max_bytes: int, seconds: float) -> dict:
     """A new file (O_EXCL, nothing preallocated), ``chunk`` bytes per os.write,
     os.fdatasync after each."""
-    appender = _Appender("raw", [os.urandom(chunk)], path)
+    appender = Appender("raw", [os.urandom(chunk)], path)
     try:
         appender.slice(max(1, max_bytes // chunk), seconds)
     finally:
@@ -90,7 +91,7 @@ def seq_write_fsync(path: str, chunk: int, max_bytes: int, seconds: float) -> di
 
 def append_fdatasync_latency(path: str, size: int, max_ops: int, seconds: float) -> dict:
     """``size``-byte appends to an O_APPEND file, each os.write + os.fdatasync timed."""
-    appender = _Appender("raw", [os.urandom(size)], path)
+    appender = Appender("raw", [os.urandom(size)], path)
     fcntl.fcntl(appender.fd, fcntl.F_SETFL, fcntl.fcntl(appender.fd, fcntl.F_GETFL) | os.O_APPEND)
     lat: list[int] = []
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from bench.broker.server import CLK_TCK, reset_peak, status_kib
+from bench.common.procfs import CLK_TCK, reset_peak, status_kib
 
 
 def descendants(pid: int) -> list[int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from bench import stats
+from bench.common import stats
 from bench.peers.clients import KEY_BYTES
 from bench.peers.run import SYSTEMS
 

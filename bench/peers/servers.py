@@ -8,16 +8,10 @@ import socket
 import subprocess
 import time
 
-from bench.broker.server import spawn, stop_process
+from bench.common.procs import free_port, spawn, stop_process
 
 
 # -- servers -------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_port(port: int, proc, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -35,7 +35,7 @@ from bench.peers.clients import (
     nats_publish_all,
     redis_xadd_all,
 )
-from bench.stats import percentile_ms
+from bench.common.stats import percentile_ms
 
 WINDOW = 1000
 

@@ -55,13 +55,14 @@ import os
 import subprocess
 import sys
 
-from bench import ROOT, harness
-from bench.environment import environment
-from bench.harness import fmt_s, table, targets_table
+from bench import ROOT
+from bench.common import harness
+from bench.common.environment import environment
+from bench.common.harness import fmt_s, table, targets_table
+from bench.common.stats import MiB, summary, timed
 from bench.spark.cputime import tree_cpu_seconds
-from bench.spark.session import local_session
 from bench.spark.data import KEY_BYTES, TOPIC, VALUE_BYTES, fmt_mib, write_json, write_parquet, write_store
-from bench.stats import MiB, summary, timed
+from bench.spark.session import local_session
 
 FORMATS = ("logbroker", "floor", "logbroker_kv", "floor_kv", "parquet", "json")
 FLOORS = {"logbroker": "floor", "logbroker_kv": "floor_kv"}  # ours -> its no-work source

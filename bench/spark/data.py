@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.stats import MiB
+from bench.common.stats import MiB
 from logbroker.records.encoder import encode_batch
 from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.storage.store import Store

@@ -31,7 +31,7 @@ it elsewhere) that is removed at the end, also on error or Ctrl-C.
 
 Modules (in ``bench/storage/``): ``common`` (parameters, data and store
 helpers), ``codec`` (encode, decode), ``append``, ``read``, ``reopen`` and
-``report`` (targets, tables); ``bench.harness`` runs it.
+``report`` (targets, tables); ``bench.common.harness`` runs it.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import sys
 
 from rich.console import Console
 
-from bench import harness
-from bench.environment import environment
-from bench.stats import GiB
+from bench.common import harness
+from bench.common.environment import environment
+from bench.common.stats import GiB
 from bench.storage.append import bench_append
 from bench.storage.codec import DECODE_MODES, bench_decode, bench_encode
 from bench.storage.common import QUICK, SECTIONS, SHAPES, Params

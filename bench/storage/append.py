@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 
-from bench.stats import bounded, summary
+from bench.common.stats import bounded, summary
 from bench.storage.common import SHAPES, TOPIC, Params, batch_pool, open_store, remove
 
 
-class _Appender:
+class Appender:
     """One append target: "raw" (a plain file, os.write + os.fdatasync per write)
     or a logbroker log with flush policy "fsync" or "lazy". Totals accumulate
     over the slices the target is given."""
@@ -64,7 +64,7 @@ def _append_repeat(pool: list[bytes], workdir: str, p: Params) -> dict[str, dict
     per_slice = max(1, max_calls // p.append_slices)
     seconds = p.append_seconds / p.append_slices
     out = {}
-    targets = [_Appender(k, pool, os.path.join(workdir, f"append-{k}")) for k in ("raw", "fsync")]
+    targets = [Appender(k, pool, os.path.join(workdir, f"append-{k}")) for k in ("raw", "fsync")]
     try:
         for i in range(p.append_slices):
             for t in (targets if i % 2 == 0 else targets[::-1]):
@@ -72,7 +72,7 @@ def _append_repeat(pool: list[bytes], workdir: str, p: Params) -> dict[str, dict
     finally:
         for t in targets:
             out[t.kind] = t.close()
-    lazy = _Appender("lazy", pool, os.path.join(workdir, "append-lazy"))
+    lazy = Appender("lazy", pool, os.path.join(workdir, "append-lazy"))
     try:
         lazy.slice(max_calls, p.append_seconds / 2)
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bench.stats import bounded, summary
+from bench.common.stats import bounded, summary
 from bench.storage.common import SHAPES, Params, make_batch, make_values
 from logbroker.records import decode_batch
 from logbroker.records.encoder import encode_batch

@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from bench.stats import GiB, MiB
+from bench.common.stats import GiB, MiB
 from logbroker.records.encoder import encode_batch
 from logbroker.storage import segment as segment_mod
 from logbroker.storage.config import LogConfig, StorageConfig

@@ -8,7 +8,7 @@ import os
 import shutil
 import time
 
-from bench.stats import MiB, summary
+from bench.common.stats import MiB, summary
 from bench.storage.common import TOPIC, Params, batch_pool, fill, open_store
 from logbroker.records import scan_batches
 from logbroker.storage.store import Store

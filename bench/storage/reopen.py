@@ -9,7 +9,7 @@ import os
 import shutil
 import time
 
-from bench.stats import summary
+from bench.common.stats import summary
 from bench.storage.common import TOPIC, Params, batch_pool, count_segment_reads, crash, fill, open_store
 from logbroker.storage import checkpoints as ck
 from logbroker.storage.store import Store

@@ -1,12 +1,12 @@
 """Output of the storage benchmark: the targets check and its rich tables
-(``bench.harness`` prints them and writes them as markdown)."""
+(``bench.common.harness`` prints them and writes them as markdown)."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from bench.harness import fmt_s, table, targets_table
-from bench.stats import GiB, MiB
+from bench.common.harness import fmt_s, table, targets_table
+from bench.common.stats import GiB, MiB
 
 
 def encode_table(rows: list[dict]) -> Table:

@@ -30,7 +30,7 @@ BY_NAME: dict = {api.name: api for api in PROFILE}
 
 # The first flexible version of each API (Kafka's "flexibleVersions"): the
 # profile's ranges stay below it but ApiVersions', whose ``flexible`` starts
-# there (tests/test_kafka_codec.py checks both).
+# there (tests/kafka/test_codec.py checks both).
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
                   19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
                   15: 5, 16: 3, 42: 2,

@@ -1,6 +1,6 @@
 """What every request kind needs from the ACLs (docs/security.md,
 "Authorization"): one entry per request class of ``m.REQUESTS``, checked
-by tests/test_acl.py, so a new request cannot go unchecked.
+by tests/security/test_acl.py, so a new request cannot go unchecked.
 
 ``RULES[cls](msg, known)`` lists the ``(operation, resource_type, name)``
 the principal needs for ``msg``, every one of them (``known(topic)``: the

@@ -1,0 +1,1 @@
+"""Log compaction throughput (issue 11): ``python -m bench.compaction``."""

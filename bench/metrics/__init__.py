@@ -1,0 +1,1 @@
+"""Metrics on vs off (issue 14): ``python -m bench.metrics``."""

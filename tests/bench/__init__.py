@@ -1,0 +1,1 @@
+"""Smoke runs of the benchmarks (marker bench: make test-bench) and the peer report."""

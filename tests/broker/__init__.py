@@ -1,0 +1,1 @@
+"""The broker process: server, connections, answering, produce and fetch handling, memory, fd limit, kill -9."""

@@ -1,0 +1,1 @@
+"""The logbroker command line and inspect (src/logbroker/cli, src/logbroker/dump)."""

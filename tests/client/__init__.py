@@ -1,0 +1,1 @@
+"""The clients: producer, consumer, admin, routing, assignors (src/logbroker/client)."""

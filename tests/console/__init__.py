@@ -1,0 +1,1 @@
+"""The read-only web console."""

@@ -1,0 +1,1 @@
+"""The Kafka codec and the Kafka listener, single node and cluster (src/logbroker/kafka)."""

@@ -1,0 +1,1 @@
+"""Prometheus metrics of a broker and of a cluster."""

@@ -1,0 +1,1 @@
+"""Our wire protocol: messages, schema, codec (src/logbroker/protocol)."""

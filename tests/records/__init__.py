@@ -1,0 +1,1 @@
+"""Record batch formats, the encoder, the walkers and Arrow (src/logbroker/records)."""

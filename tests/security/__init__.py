@@ -1,0 +1,1 @@
+"""Security: ACLs, SCRAM authentication, quotas and limits, TLS."""

@@ -1,0 +1,69 @@
+"""Segment files and the descriptor cache."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.fixtures import batch
+from logbroker.errors import CorruptRecordError
+from logbroker.records import stamp
+from logbroker.storage.files import FileCache
+from logbroker.storage.segment import Segment, parse_segment_name, segment_name
+
+
+def stamped(values, offset):
+    raw = batch(values)
+    return stamp(raw, offset, 0) + raw[16:]
+
+
+def test_segment_names():
+    assert segment_name(42) == "00000000000000000042.log"
+    assert parse_segment_name("00000000000000000042.log") == 42
+    for bad in ("42.log", "00000000000000000042.log.deleted", "0000000000000000004x.log", "a.txt"):
+        assert parse_segment_name(bad) is None
+
+
+def test_write_many_buffers_and_scan_across_chunks(tmp_path):
+    files = FileCache(4)
+    seg = Segment.create(str(tmp_path), 0, files)
+    with pytest.raises(FileExistsError):
+        Segment.create(str(tmp_path), 0, files)
+    blobs = [stamped([b"v%d" % i, b"x" * (i % 50)], 2 * i) for i in range(1500)]
+    seg.write([memoryview(b) for b in blobs], sum(map(len, blobs)))  # > IOV_MAX buffers
+    assert seg.size == os.path.getsize(seg.path) == sum(map(len, blobs))
+    for chunk in (61, 100, 4096, 1 << 20):  # a batch larger than the chunk is read whole
+        got = [(pos, h.base_offset) for pos, h in seg.scan(0, chunk=chunk)]
+        assert [o for _, o in got] == [2 * i for i in range(1500)]
+    assert seg.read(0, len(blobs[0])) == blobs[0]
+
+
+def test_scan_stops_at_incomplete_tail_and_names_the_position_of_damage(tmp_path):
+    files = FileCache(4)
+    seg = Segment.create(str(tmp_path), 0, files)
+    good = stamped([b"a"], 0) + stamped([b"b"], 1)
+    seg.write([good, stamped([b"c"], 2)[:30]], len(good) + 30)
+    assert [h.base_offset for _, h in seg.scan()] == [0, 1]
+    seg.truncate(len(good))
+    seg.write([b"\0" * 70], 70)
+    with pytest.raises(CorruptRecordError) as err:
+        list(seg.scan())
+    assert err.value.position == len(good) and seg.path in str(err.value)
+
+
+def test_file_cache_bounds_idle_descriptors_and_never_closes_one_in_use(tmp_path):
+    cache = FileCache(2)
+    segs = [Segment.create(str(tmp_path), i, cache) for i in range(5)]
+    for s in segs:
+        s.write([b"x" * 10], 10)
+    assert cache.open_count() <= 2
+    with cache.fd(segs[0], segs[0].path) as fd0:
+        for s in segs[1:]:
+            s.read(0, 10)
+        assert os.pread(fd0, 10, 0) == b"x" * 10  # still open although least recent
+        cache.forget(segs[0])  # closing is deferred until the user is done
+        assert os.pread(fd0, 10, 0) == b"x" * 10
+    with pytest.raises(OSError):
+        os.fstat(fd0)
+    assert cache.open_count() <= 2

@@ -1,0 +1,86 @@
+"""Data dir: topics, group offsets, clean marker, exclusive lock, config errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.fixtures import batch, crash, open_store, values_of
+from logbroker.storage.config import LogConfig
+from logbroker.errors import (InvalidConfigError, InvalidTopicError, StorageError,
+                              TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from logbroker.storage.groups import CommittedOffset
+
+
+def test_topics_create_list_delete_and_overrides(tmp_path):
+    s = open_store(tmp_path)
+    s.create_topic("orders", 3, segment_bytes=4096, retention_ms=1000)
+    with pytest.raises(TopicAlreadyExistsError):
+        s.create_topic("orders")
+    with pytest.raises(InvalidTopicError):
+        s.create_topic("bad/name")
+    with pytest.raises(InvalidConfigError):
+        s.create_topic("x", 1, no_such_setting=1)
+    assert s.get_log("orders", 2).config.segment_bytes == 4096
+    s.get_log("orders", 1).append([batch([b"o"])])
+    s.close()
+    s = open_store(tmp_path)
+    assert [t.name for t in s.topics.list()] == ["orders"]
+    assert s.get_log("orders", 2).config.retention_ms == 1000
+    assert values_of(s.get_log("orders", 1)) == [b"o"]
+    s.delete_topic("orders")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        s.get_log("orders", 0)
+    assert not (tmp_path / "orders-0").exists()
+    s.create_topic("orders")  # a new topic of the same name starts empty
+    assert s.get_log("orders", 0).log_end_offset == 0
+    s.close()
+
+
+def test_group_offsets_are_durable_and_listed(tmp_path):
+    s = open_store(tmp_path)
+    s.groups.commit("g1", {("t", 0): 5, ("t", 1): CommittedOffset(7, "meta")})
+    s.groups.commit("g2", {("u", 0): 1})
+    s.groups.commit("g1", {("t", 0): 6})
+    crash(s)  # commits survive a crash: each one is a synced transaction
+    s = open_store(tmp_path)
+    got = s.groups.fetch("g1")
+    assert {k: v.offset for k, v in got.items()} == {("t", 0): 6, ("t", 1): 7}
+    assert got[("t", 1)].metadata == "meta" and got[("t", 1)].commit_ms > 0
+    assert s.groups.fetch("g1", "u") == {}
+    assert s.groups.groups() == ["g1", "g2"]
+    assert s.groups.delete("g1") == 2
+    assert s.groups.groups() == ["g2"]
+    s.close()
+
+
+def test_clean_marker_only_after_clean_close(tmp_path):
+    s = open_store(tmp_path)
+    assert not s.was_clean
+    s.close()
+    assert (tmp_path / ".clean_shutdown").exists()
+    s = open_store(tmp_path)
+    assert s.was_clean and not (tmp_path / ".clean_shutdown").exists()
+    crash(s)
+    s = open_store(tmp_path)
+    assert not s.was_clean
+    s.close()
+
+
+def test_a_data_dir_is_opened_by_one_process_at_a_time(tmp_path):
+    s = open_store(tmp_path)
+    with pytest.raises(StorageError, match="in use"):
+        open_store(tmp_path)
+    s.close()
+    open_store(tmp_path).close()
+
+
+def test_log_config_validation():
+    with pytest.raises(InvalidConfigError):
+        LogConfig(flush="sometimes")
+    with pytest.raises(InvalidConfigError):
+        LogConfig(segment_bytes=10)
+    with pytest.raises(InvalidConfigError):
+        LogConfig(retention_ms=-5)
+    assert LogConfig.from_dict({"flush": "lazy"}).flush == "lazy"
+    with pytest.raises(InvalidConfigError):
+        LogConfig.from_dict({"nope": 1})

@@ -1,0 +1,1 @@
+"""Structural rules of the code base, checked on the source (docs/architecture.md)."""
