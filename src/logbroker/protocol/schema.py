@@ -18,6 +18,12 @@ MAX_INT = (1 << 63) - 1
 MIN_INT = -(1 << 63)
 
 
+def fields_of(spec: Any) -> "tuple | None":
+    """The field specs of a part class (a NamedTuple of a message, read by
+    name; on the wire the list of its fields in order), or None."""
+    return getattr(spec, "FIELDS", None) if isinstance(spec, type) else None
+
+
 @dataclass(frozen=True)
 class Opt:
     spec: Any
