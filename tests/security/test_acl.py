@@ -11,6 +11,7 @@ from logbroker.security.acl import (OPERATIONS, AclBinding, Authorizer)
 from logbroker.security.acl_rules import NO_CHECK, RULES
 from logbroker.errors import InvalidRequestError
 from logbroker.protocol import messages as m
+from logbroker.protocol.parts import FetchPart, OffsetCommit, ProducePart
 
 ALICE, BOB = "User:alice", "User:bob"
 
@@ -133,13 +134,14 @@ def test_every_request_kind_has_an_acl_rule():
 
 def test_rules_name_the_right_resources():
     known = {"orders"}.__contains__
-    produce = m.Produce(parts=(("orders", 0, 1), ("orders", 1, 1), ("new", 0, 1)))
+    produce = m.Produce(parts=(ProducePart("orders", 0, 1), ProducePart("orders", 1, 1),
+                               ProducePart("new", 0, 1)))
     assert RULES[m.Produce](produce, known) == [("write", "topic", "orders"),
                                                 ("write", "topic", "new"),
                                                 ("create", "topic", "new")]
-    assert RULES[m.Fetch](m.Fetch(parts=(("orders", 0, 0, 1),)), known) == [
+    assert RULES[m.Fetch](m.Fetch(parts=(FetchPart("orders", 0, 0, 1),)), known) == [
         ("read", "topic", "orders")]
-    commit = m.CommitOffsets(group="g", offsets=(("orders", 0, 5, ""),))
+    commit = m.CommitOffsets(group="g", offsets=(OffsetCommit("orders", 0, 5, ""),))
     assert RULES[m.CommitOffsets](commit, known) == [("read", "group", "g"),
                                                      ("read", "topic", "orders")]
     assert RULES[m.Heartbeat](m.Heartbeat(group="g"), known) == [("read", "group", "g")]
@@ -155,8 +157,8 @@ def test_partial_serves_the_allowed_parts_and_puts_the_denied_back_in_order():
 
     from logbroker.security.acl_rules import Partial
 
-    req = m.Produce(acks=1, parts=(("a", 0, 1), ("b", 0, 2), ("a", 1, 3)),
-                    payload=(b"x", b"yy", b"zzz"))
+    req = m.Produce(acks=1, parts=(ProducePart("a", 0, 1), ProducePart("b", 0, 2),
+                                   ProducePart("a", 1, 3)), payload=(b"x", b"yy", b"zzz"))
     partial = Partial(req, {"a": "no"}, 29)
     assert partial.request.parts == (("b", 0, 2),) and partial.request.payload == (b"yy",)
 
@@ -169,7 +171,8 @@ def test_partial_serves_the_allowed_parts_and_puts_the_denied_back_in_order():
     async def none():
         return None
     assert asyncio.run(partial.answer(none())) is None  # acks=0: still no answer
-    fetch = Partial(m.Fetch(parts=(("a", 0, 0, 9), ("b", 0, 0, 9))), {"b": "no"}, 29)
+    fetch = Partial(m.Fetch(parts=(FetchPart("a", 0, 0, 9), FetchPart("b", 0, 0, 9))), {"b": "no"},
+                    29)
 
     async def fetched():
         return m.FetchResponse(parts=(("a", 0, 0, "", 5, 0, 2),), payload=(b"ab",))

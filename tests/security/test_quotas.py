@@ -19,6 +19,7 @@ from logbroker.security.quotas import (ACCOUNT, ANONYMOUS, BURST_S, MAX_THROTTLE
 from logbroker.client.throttle import Throttles
 from logbroker.errors import InvalidConfigError, TooManyConnectionsError
 from logbroker.protocol import messages as m
+from logbroker.protocol.parts import FetchedPart, FetchPart, ProducePart
 from logbroker.protocol.codec import FrameReader, decode, encode_bytes
 
 RATE = 1000  # bytes per second
@@ -86,11 +87,12 @@ def test_quotas_from_config():
 
 # -- what a Produce or Fetch costs --------------------------------------------------------------
 def produce_of(*sizes: int) -> m.Produce:
-    return m.Produce(parts=tuple(("t", i, n) for i, n in enumerate(sizes)),
+    return m.Produce(parts=tuple(ProducePart("t", i, n) for i, n in enumerate(sizes)),
                      payload=tuple(b"x" * n for n in sizes))
 
 
-FETCH = m.Fetch(max_bytes=50 << 20, parts=(("t", 0, 5, 1 << 20), ("u", 1, 0, 1 << 20)))
+FETCH = m.Fetch(max_bytes=50 << 20, parts=(FetchPart("t", 0, 5, 1 << 20),
+                                           FetchPart("u", 1, 0, 1 << 20)))
 
 
 def test_a_produce_is_accounted_by_its_parts_bytes():
@@ -107,11 +109,12 @@ def test_a_fetch_is_capped_then_accounted_when_answered():
     q = Quotas(None, ByteRate("fetch", RATE))
     capped, throttle = q.meter(FETCH, "User:c", 0.0)
     assert throttle == ACCOUNT and capped.max_bytes == RATE * BURST_S and capped.parts == FETCH.parts
-    resp = m.FetchResponse(parts=(("t", 0, 0, "", 9, 0, 1500), ("u", 1, 0, "", 3, 0, 0)),
+    resp = m.FetchResponse(parts=(FetchedPart("t", 0, 0, "", 9, 0, 1500),
+                                  FetchedPart("u", 1, 0, "", 3, 0, 0)),
                            payload=(b"x" * 1500, b""))
     out, mute = q.answer(resp, ACCOUNT, "User:c", 0.0)
     assert (out.throttle_ms, mute) == (500, 500) and out.payload is resp.payload
-    empty = m.FetchResponse(parts=(("t", 0, 0, "", 9, 0, 0),))
+    empty = m.FetchResponse(parts=(FetchedPart("t", 0, 0, "", 9, 0, 0),))
     assert q.answer(empty, ACCOUNT, "User:d", 0.0) == (empty, 0)
 
 

@@ -8,6 +8,7 @@ from .. import __version__, limits
 from ..errors import LogbrokerError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import LeaderElected, PartitionLeaders, PartitionPlacement, TopicCount
 from ..limits import listed
 
 
@@ -36,11 +37,11 @@ async def metadata(svc, req: m.Metadata, session) -> m.MetadataResponse:
                 count = meta.topic_partitions(name)
             if count is None:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-            topics.append((name, 0, "", count))
-            parts.extend((r.topic, r.partition, r.leader, r.leader_epoch, r.replicas, r.isr)
-                         for r in meta.partitions_of(name))
+            topics.append(TopicCount(name, 0, "", count))
+            parts.extend(PartitionLeaders(r.topic, r.partition, r.leader, r.leader_epoch,
+                                          r.replicas, r.isr) for r in meta.partitions_of(name))
         except LogbrokerError as exc:
-            topics.append((name, *_err(exc), 0))
+            topics.append(TopicCount(name, *_err(exc), 0))
     return m.MetadataResponse(brokers=meta.brokers(), topics=tuple(topics),
                               controller=meta.controller(), partitions=tuple(parts))
 
@@ -49,8 +50,8 @@ async def describe_cluster(svc, req: m.DescribeCluster, session) -> m.DescribeCl
     meta = svc.meta
     meta.check_available()
     names = set(req.topics) if req.topics is not None else None
-    parts = tuple((r.topic, r.partition, r.leader, r.leader_epoch, r.replicas, r.isr, r.preferred)
-                  for r in meta.all_partitions(names))
+    parts = tuple(PartitionPlacement(r.topic, r.partition, r.leader, r.leader_epoch, r.replicas,
+                                     r.isr, r.preferred) for r in meta.all_partitions(names))
     return m.DescribeClusterResponse(cluster=meta.cluster_name, controller=meta.controller(),
                                      brokers=meta.described_brokers(), partitions=parts)
 
@@ -65,11 +66,12 @@ async def elect_leaders(svc, req: m.ElectLeaders, session) -> m.ElectLeadersResp
     for row in meta.all_partitions(names):
         seen.add(row.topic)
         try:
-            out.append((row.topic, row.partition, 0, "", await meta.elect_preferred(row)))
+            out.append(LeaderElected(row.topic, row.partition, 0, "", await meta.elect_preferred(row)))
         except LogbrokerError as exc:
-            out.append((row.topic, row.partition, *_err(exc), row.leader))
+            out.append(LeaderElected(row.topic, row.partition, *_err(exc), row.leader))
     for name in sorted((names or set()) - seen):
-        out.append((name, -1, *_err(UnknownTopicOrPartitionError(f"unknown topic {name!r}")), -1))
+        unknown = UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        out.append(LeaderElected(name, -1, *_err(unknown), -1))
     return m.ElectLeadersResponse(parts=tuple(out))
 
 

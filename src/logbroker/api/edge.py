@@ -37,7 +37,8 @@ def _not_internal(names) -> None:
 
 
 def _topic_admin(req) -> None:
-    _not_internal(t if isinstance(t, str) else t[0] for t in req.topics)
+    """CreateTopics' NewTopic parts, or DeleteTopics' names."""
+    _not_internal(t if isinstance(t, str) else t.name for t in req.topics)
 
 
 def _fetch(req: m.Fetch) -> None:

@@ -10,6 +10,7 @@ from .. import limits
 from ..errors import LogbrokerError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import FetchedPart, ReplicaFetchedPart
 from .edge import check_partition_key
 
 
@@ -25,8 +26,8 @@ async def fetch(svc, req: m.Fetch, session) -> m.FetchResponse:
             if total and svc.traffic is not None:
                 fetched = svc.traffic.fetched
                 for part in parts:
-                    if part[6]:
-                        fetched(part[0], part[1], part[6])
+                    if part.nbytes:
+                        fetched(part.topic, part.partition, part.nbytes)
             return m.FetchResponse(parts=tuple(parts), payload=tuple(payload))
         await svc.notifier.wait(logs, left)
 
@@ -34,7 +35,7 @@ async def fetch(svc, req: m.Fetch, session) -> m.FetchResponse:
 def _read(meta, req: m.Fetch):
     parts, payload, logs, total, failed = [], [], [], 0, False
     budget = max(req.max_bytes, 1)
-    for topic, partition, offset, max_bytes in req.parts:
+    for topic, partition, offset, max_bytes in req.parts:  # FetchPart
         lg = None
         try:
             check_partition_key(topic, partition)
@@ -46,15 +47,15 @@ def _read(meta, req: m.Fetch):
             if budget > 0 or total == 0:
                 data = lg.slice(offset, max(1, min(max_bytes, budget)), upto=lg.high_watermark)
             data = data or b""
-            parts.append((topic, partition, 0, "", lg.high_watermark, lg.log_start_offset,
-                          len(data)))
+            parts.append(FetchedPart(topic, partition, 0, "", lg.high_watermark,
+                                     lg.log_start_offset, len(data)))
             payload.append(data)
             total += len(data)
             budget -= len(data)
         except LogbrokerError as exc:
             failed = True
             hw, start = (-1, -1) if lg is None else (lg.high_watermark, lg.log_start_offset)
-            parts.append((topic, partition, *_err(exc), hw, start, 0))
+            parts.append(FetchedPart(topic, partition, *_err(exc), hw, start, 0))
             payload.append(b"")
     return parts, payload, total, logs, failed
 
@@ -77,7 +78,7 @@ async def replica_fetch(svc, req: m.ReplicaFetch, session) -> m.ReplicaFetchResp
 def _replica_read(meta, req: m.ReplicaFetch):
     parts, payload, logs, total = [], [], [], 0
     budget = max(req.max_bytes, 1)
-    for topic, partition, offset, epoch, max_bytes in req.parts:
+    for topic, partition, offset, epoch, max_bytes in req.parts:  # ReplicaFetchPart
         lg = None
         try:
             check_partition_key(topic, partition)
@@ -88,8 +89,9 @@ def _replica_read(meta, req: m.ReplicaFetch):
             if budget > 0 or total == 0:
                 data = lg.slice(offset, max(1, min(max_bytes, budget)))
             n = data.size if data else 0
-            parts.append((topic, partition, 0, "", lg.high_watermark, lg.log_start_offset,
-                          lg.log_end_offset, data.segment.base_offset if data else -1, n))
+            parts.append(ReplicaFetchedPart(topic, partition, 0, "", lg.high_watermark,
+                                            lg.log_start_offset, lg.log_end_offset,
+                                            data.segment.base_offset if data else -1, n))
             payload.append(data or b"")
             total += n
             budget -= n
@@ -100,6 +102,6 @@ def _replica_read(meta, req: m.ReplicaFetch):
                 hw, start, end = lg.high_watermark, lg.log_start_offset, lg.log_end_offset
             except LogbrokerError:
                 pass
-            parts.append((topic, partition, *_err(exc), hw, start, end, -1, 0))
+            parts.append(ReplicaFetchedPart(topic, partition, *_err(exc), hw, start, end, -1, 0))
             payload.append(b"")
     return parts, payload, total, logs

@@ -20,6 +20,8 @@ from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError,
                       NonEmptyGroupError, UnknownMemberIdError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import (CommittedPart, GroupDescription, GroupResult, MemberDescription,
+                              MemberResult, PartitionResult)
 from .edge import check_partition_key
 
 MAX_ID_CHARS = 1_000  # member ids are client_id + "-" + a uuid
@@ -116,9 +118,9 @@ class GroupRequests:
         for member_id, instance_id in req.members:
             try:
                 g.leave(member_id, instance_id, time.monotonic())
-                out.append((member_id, 0, ""))
+                out.append(MemberResult(member_id, 0, ""))
             except LogbrokerError as exc:
-                out.append((member_id, *_err(exc)))
+                out.append(MemberResult(member_id, *_err(exc)))
         self.co.changed(view, g)
         return m.LeaveGroupResponse(members=tuple(out))
 
@@ -143,9 +145,9 @@ class GroupRequests:
                     raise InvalidRequestError(f"metadata of {len(meta)} characters (limit "
                                               f"{limits.MAX_COMMIT_METADATA})")
                 records.append(OffsetRecord(req.group, topic, partition, offset, meta, now))
-                out.append((topic, partition, 0, ""))
+                out.append(PartitionResult(topic, partition, 0, ""))
             except LogbrokerError as exc:
-                out.append((topic, partition, *_err(exc)))
+                out.append(PartitionResult(topic, partition, *_err(exc)))
         if records:
             await self.co.write(self.co.partition(req.group), records, view)
         return m.CommitOffsetsResponse(parts=tuple(out))
@@ -160,18 +162,19 @@ class GroupRequests:
         return m.DescribeGroupsResponse(groups=tuple([await self._describe(name)
                                                      for name in req.groups]))
 
-    async def _describe(self, name: str) -> tuple:
+    async def _describe(self, name: str) -> GroupDescription:
         try:
             _, g = await self.co.group(limits.check_group_name(name))
             if g is None or (not g.members and not g.offsets):
                 raise GroupNotFoundError(f"unknown group {name!r}")
         except LogbrokerError as exc:
-            return (name, *_err(exc), (), "", "", -1, ())
+            return GroupDescription(name, *_err(exc), (), "", "", -1, ())
         now = int(time.time() * 1000)
         rows = tuple(self.host.lag_row(t, p, c, now) for (t, p), c in sorted(g.offsets.items()))
-        members = tuple((mb.member_id, mb.instance_id, mb.client_id, mb.host, mb.assignment,
-                         mb.metadata(g.protocol)) for mb in g.members.values())
-        return (name, 0, "", rows, g.state, g.protocol, g.generation, members)
+        members = tuple(MemberDescription(mb.member_id, mb.instance_id, mb.client_id, mb.host,
+                                          mb.assignment, mb.metadata(g.protocol))
+                        for mb in g.members.values())
+        return GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members)
 
     async def list_groups(self, req: m.ListGroups, session) -> m.ListGroupsResponse:
         names = {g.name for g in self.co.groups() if g.members or g.offsets}
@@ -190,9 +193,9 @@ class GroupRequests:
                 records = [OffsetRecord(name, t, p, None) for t, p in sorted(g.offsets)]
                 await self.co.write(self.co.partition(name), records + [GroupRecord(name, None)],
                                     view)
-                out.append((name, 0, ""))
+                out.append(GroupResult(name, 0, ""))
             except LogbrokerError as exc:
-                out.append((name, *_err(exc)))
+                out.append(GroupResult(name, *_err(exc)))
         return m.DeleteGroupsResponse(groups=tuple(out))
 
 
@@ -207,6 +210,6 @@ def offsets_answer(req: m.FetchOffsets, committed: dict) -> m.FetchOffsetsRespon
     out = []
     for topic, partition in wanted:
         c = committed.get((topic, partition))
-        out.append((topic, partition, -1, "", 0) if c is None
-                   else (topic, partition, c.offset, c.metadata, c.commit_ms))
+        out.append(CommittedPart(topic, partition, -1, "", 0) if c is None
+                   else CommittedPart(topic, partition, c.offset, c.metadata, c.commit_ms))
     return m.FetchOffsetsResponse(parts=tuple(out))

@@ -9,6 +9,7 @@ from .. import limits
 from ..errors import FencedLeaderEpochError, LogbrokerError, UnknownLeaderEpochError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import EpochEnd, OffsetFound
 from .edge import check_partition_key
 
 
@@ -23,17 +24,17 @@ def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
             meta.check_settled(topic, partition)
             limits.check_offset_spec(spec)
             if spec == m.EARLIEST:
-                out.append((topic, partition, 0, "", lg.log_start_offset, -1))
+                out.append(OffsetFound(topic, partition, 0, "", lg.log_start_offset, -1))
             elif spec == m.LATEST:
-                out.append((topic, partition, 0, "", lg.high_watermark, -1))
+                out.append(OffsetFound(topic, partition, 0, "", lg.high_watermark, -1))
             else:
                 hit = lg.offset_for_timestamp(spec)
                 if hit is None or hit.offset >= lg.high_watermark:
-                    out.append((topic, partition, 0, "", -1, -1))
+                    out.append(OffsetFound(topic, partition, 0, "", -1, -1))
                 else:
-                    out.append((topic, partition, 0, "", hit.offset, hit.timestamp))
+                    out.append(OffsetFound(topic, partition, 0, "", hit.offset, hit.timestamp))
         except LogbrokerError as exc:
-            out.append((topic, partition, *_err(exc), -1, -1))
+            out.append(OffsetFound(topic, partition, *_err(exc), -1, -1))
     return m.ListOffsetsResponse(parts=tuple(out))
 
 
@@ -54,10 +55,10 @@ def offset_for_leader_epoch(svc, req: m.OffsetForLeaderEpoch, session
             if current != -1 and current != leader_epoch:
                 cls = FencedLeaderEpochError if current < leader_epoch else UnknownLeaderEpochError
                 raise cls(f"{topic}-{partition}: epoch {current}, the leader's is {leader_epoch}")
-            found = log.end_offset_for_epoch(epoch)
-            if found[0] == -1 and epoch >= 0 and not log.epochs:
-                found = (leader_epoch, log.log_end_offset)
-            out.append((topic, partition, 0, "", *found))
+            found_epoch, end = log.end_offset_for_epoch(epoch)
+            if found_epoch == -1 and epoch >= 0 and not log.epochs:
+                found_epoch, end = leader_epoch, log.log_end_offset
+            out.append(EpochEnd(topic, partition, 0, "", found_epoch, end))
         except LogbrokerError as exc:
-            out.append((topic, partition, *_err(exc), -1, -1))
+            out.append(EpochEnd(topic, partition, *_err(exc), -1, -1))
     return m.OffsetForLeaderEpochResponse(parts=tuple(out))

@@ -19,6 +19,7 @@ import asyncio
 from ..errors import LogbrokerError, RequestTimedOutError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import ProducedPart
 from .edge import check_partition_key
 
 
@@ -33,6 +34,8 @@ class ProduceAnswer:
     __slots__ = ("results", "waiting", "response", "timer", "what", "listeners", "future")
 
     def __init__(self, results: list, what: str) -> None:
+        """``results``: the response's ProducedParts, in order, a waiting
+        one's error ``_WAITING`` until its callback replaces it."""
         self.results, self.waiting, self.what = results, 0, what
         self.response: "m.ProduceResponse | None" = None
         self.timer: "asyncio.TimerHandle | None" = None
@@ -72,7 +75,8 @@ class ProduceAnswer:
         def done(exc: "BaseException | None") -> None:
             if self.response is not None:
                 return
-            self.results[index][2:4] = [0, ""] if exc is None else list(_err(exc))
+            error, message = (0, "") if exc is None else _err(exc)
+            self.results[index] = self.results[index]._replace(error=error, message=message)
             self.waiting -= 1
             if not self.waiting:
                 self._finish()
@@ -90,9 +94,10 @@ class ProduceAnswer:
         self.timer = None
         if self.response is not None:
             return
-        for r in self.results:
-            if r[2] == _WAITING:
-                r[2:4] = [RequestTimedOutError.code, f"timed out waiting for the {self.what}"]
+        for i, r in enumerate(self.results):
+            if r.error == _WAITING:
+                self.results[i] = r._replace(error=RequestTimedOutError.code,
+                                             message=f"timed out waiting for the {self.what}")
         self._finish()
 
     def _finish(self) -> None:
@@ -126,11 +131,12 @@ def produce(svc, req: m.Produce, session):
             check_partition_key(topic, partition)
             appended = meta.append(topic, partition, data, req.acks)
         except LogbrokerError as exc:
-            results.append([topic, partition, *_err(exc), -1, -1])
+            results.append(ProducedPart(topic, partition, *_err(exc), -1, -1))
             continue
         info = appended.info
         index = len(results)
-        results.append([topic, partition, 0, "", info.first_offset, appended.log.log_start_offset])
+        results.append(ProducedPart(topic, partition, _WAITING if wait else 0, "",
+                                    info.first_offset, appended.log.log_start_offset))
         if traffic is not None and info.batches:  # retried duplicates are not counted again
             traffic.produced(topic, partition, info.size, info.last_offset - info.first_offset + 1)
         if not wait:
@@ -138,9 +144,8 @@ def produce(svc, req: m.Produce, session):
             continue
         if answer is None:
             answer = ProduceAnswer(results, meta.ack_wait)
-        results[index][2] = _WAITING
         if not meta.when_acked(appended, req.acks, answer.callback(index)):
-            results[index][2] = 0  # already durable
+            results[index] = results[index]._replace(error=0)  # already durable
             answer.waiting -= 1
     if answer is not None and answer.waiting:
         answer.arm(asyncio.get_running_loop(), req.timeout_ms)
@@ -149,10 +154,10 @@ def produce(svc, req: m.Produce, session):
         # nobody hears an acks=0 error: a client learns of any (a leader that
         # moved, a topic this broker does not know yet, a corrupt batch) when
         # the connection closes, and refreshes its metadata (Kafka's rule)
-        failed = any(r[2] for r in results)
+        failed = any(r.error for r in results)
         return m.CLOSE_CONNECTION if failed else None
     return _response(results)
 
 
 def _response(results: list) -> m.ProduceResponse:
-    return m.ProduceResponse(parts=tuple(tuple(r) for r in results))
+    return m.ProduceResponse(parts=tuple(results))

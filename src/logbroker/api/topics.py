@@ -8,6 +8,7 @@ from .. import limits
 from ..errors import LogbrokerError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import TopicDescription, TopicResult
 from ..limits import listed
 
 
@@ -18,9 +19,9 @@ async def create_topics(svc, req: m.CreateTopics, session) -> m.CreateTopicsResp
             limits.check_topic_name(name)
             limits.check_partition_count(partitions)
             await svc.meta.create_topic(name, partitions, dict(limits.check_topic_configs(configs)))
-            out.append((name, 0, ""))
+            out.append(TopicResult(name, 0, ""))
         except LogbrokerError as exc:
-            out.append((name, *_err(exc)))
+            out.append(TopicResult(name, *_err(exc)))
     return m.CreateTopicsResponse(topics=tuple(out))
 
 
@@ -29,9 +30,9 @@ async def delete_topics(svc, req: m.DeleteTopics, session) -> m.DeleteTopicsResp
     for name in req.topics:
         try:
             await svc.meta.delete_topic(limits.check_topic_name(name))
-            out.append((name, 0, ""))
+            out.append(TopicResult(name, 0, ""))
         except LogbrokerError as exc:
-            out.append((name, *_err(exc)))
+            out.append(TopicResult(name, *_err(exc)))
     return m.DeleteTopicsResponse(topics=tuple(out))
 
 
@@ -46,7 +47,7 @@ def describe_topics(svc, req: m.DescribeTopics, session) -> m.DescribeTopicsResp
         try:
             configs, parts = meta.describe_topic(limits.check_topic_name(name))
         except LogbrokerError as exc:
-            out.append((name, *_err(exc), {}, ()))
+            out.append(TopicDescription(name, *_err(exc), {}, ()))
             continue
-        out.append((name, 0, "", configs, parts))
+        out.append(TopicDescription(name, 0, "", configs, parts))
     return m.DescribeTopicsResponse(topics=tuple(out))

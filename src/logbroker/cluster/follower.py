@@ -31,6 +31,7 @@ import time
 from ..errors import (FencedLeaderEpochError, LogbrokerError, NotLeaderError,
                       OffsetOutOfRangeError, UnknownLeaderEpochError, for_code)
 from ..protocol import messages as m
+from ..protocol.parts import EpochQuery, ReplicaFetchPart
 from ..records.walker import whole_batches
 from ..storage.config import FLUSH_FSYNC
 from ..storage.log import Log
@@ -127,7 +128,8 @@ class LeaderFetcher:
 
     async def _truncate(self, conn, todo) -> None:
         req = m.OffsetForLeaderEpoch(replica_id=self.node.me, parts=tuple(
-            (k[0], k[1], p.epoch, _latest_epoch(p.log)) for k, p in todo))
+            EpochQuery(topic, partition, p.epoch, _latest_epoch(p.log))
+            for (topic, partition), p in todo))
         resp = await conn.request(req, self.node.request_timeout)
         _check(resp)
         for (topic, partition, code, message, epoch, end), (key, p) in zip(resp.parts, todo):
@@ -157,8 +159,9 @@ class LeaderFetcher:
             return
         req = m.ReplicaFetch(replica_id=self.node.me, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
                              max_bytes=self.node.replica_fetch_bytes,
-                             parts=tuple((k[0], k[1], p.log.log_end_offset, p.epoch,
-                                          self.node.replica_fetch_bytes) for k, p in parts))
+                             parts=tuple(ReplicaFetchPart(topic, partition, p.log.log_end_offset,
+                                                          p.epoch, self.node.replica_fetch_bytes)
+                                         for (topic, partition), p in parts))
         resp = await conn.request(req, self.node.request_timeout + FETCH_WAIT_MS / 1000)
         _check(resp)
         for part, data, (key, p) in zip(resp.parts, resp.payload, parts):

@@ -14,6 +14,7 @@ import time
 from ..errors import CorruptRecordError, InvalidRequestError, LogbrokerError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
+from ..protocol.parts import EpochQuery, FetchPart, OffsetQuery, ProducePart
 from ..records.compression import READ_LIMIT
 from .fetch_records import kafka_records
 from .legacy_messages import Budget, is_legacy, up_convert
@@ -48,7 +49,7 @@ def produce(site: KafkaSite, header, body) -> Plan:
                     refused[key] = _err(exc)
                     continue
                 records, append_ms[key] = converted.batch, converted.log_append_ms
-            parts.append((topic.name, p.index, len(records)))
+            parts.append(ProducePart(topic.name, p.index, len(records)))
             payload.append(records)
     req = m.Produce(acks=body.acks, timeout_ms=body.timeout_ms, parts=tuple(parts),
                     payload=tuple(payload)) if parts else None
@@ -90,7 +91,7 @@ def fetch(site: KafkaSite, header, body) -> Plan:
     out as Kafka batches (fetch_records.py): a partition's segment file
     slice as it lies when it holds Kafka batches only (sendfile, as our
     Fetch), else read and its batches of ours converted."""
-    parts = tuple((t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+    parts = tuple(FetchPart(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions)
     req = m.Fetch(max_wait_ms=body.max_wait_ms, min_bytes=body.min_bytes,
                   max_bytes=body.max_bytes, parts=parts)
@@ -119,7 +120,7 @@ def fetch(site: KafkaSite, header, body) -> Plan:
 def list_offsets(site: KafkaSite, header, body) -> Plan:
     """Earliest (-2), latest (-1: the high watermark) or the first offset
     whose timestamp is at or after a time; the answer's leader epoch is -1."""
-    parts = tuple((t.name, p.partition_index, p.timestamp) for t in body.topics
+    parts = tuple(OffsetQuery(t.name, p.partition_index, p.timestamp) for t in body.topics
                   for p in t.partitions)
     req = m.ListOffsets(parts=parts)
 
@@ -145,7 +146,7 @@ def offset_for_leader_epoch(site: KafkaSite, header, body) -> Plan:
     FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; -1 (v0-1) is not
     checked. A consumer's replica id is -1 whatever it sent (v3 lets a
     client send -2, "debugging")."""
-    parts = tuple((t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+    parts = tuple(EpochQuery(t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
                   for t in body.topics for p in t.partitions)
     req = m.OffsetForLeaderEpoch(replica_id=-1, parts=parts)
 

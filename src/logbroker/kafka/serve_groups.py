@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import CoordinatorNotAvailableError
 from ..protocol import messages as m
+from ..protocol.parts import OffsetCommit, TopicPartition
 from .cluster_meta import kafka_address
 from .plan import KafkaSite, Plan, by_topic
 from .wire_errors import kafka_code, kafka_message
@@ -49,7 +50,8 @@ def offset_commit(site: KafkaSite, header, body) -> Plan:
     rebalance), or without membership (generation -1, no member id:
     accepted while the group has no members); ``retention_time_ms`` and the
     leader epoch are ignored."""
-    offsets = tuple((t.name, p.partition_index, p.committed_offset, p.committed_metadata or "")
+    offsets = tuple(OffsetCommit(t.name, p.partition_index, p.committed_offset,
+                                 p.committed_metadata or "")
                     for t in body.topics for p in t.partitions)
     req = m.CommitOffsets(group=body.group_id, offsets=offsets, generation=body.generation_id,
                           member_id=body.member_id, group_instance_id=body.group_instance_id)
@@ -69,7 +71,7 @@ def offset_fetch(site: KafkaSite, header, body) -> Plan:
     """The group's committed offsets (-1 and null metadata where none);
     null topics (v2+) asks for every partition the group committed."""
     parts = None if body.topics is None else tuple(
-        (t.name, p) for t in body.topics for p in t.partition_indexes)
+        TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes)
     req = m.FetchOffsets(group=body.group_id, parts=parts)
 
     def answer(resp: m.FetchOffsetsResponse) -> dict:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..errors import InconsistentGroupProtocolError, LogbrokerError
 from ..protocol import messages as m
+from ..protocol.parts import LeavingMember, MemberAssignment, Protocol
 from .member_bytes import (assignment_to_kafka, assignment_to_ours, checked,
                            subscription_to_kafka, subscription_to_ours)
 from .plan import KafkaSite, Plan
@@ -46,7 +47,7 @@ def join_group(site: KafkaSite, header, body) -> Plan:
             f"protocol type {body.protocol_type!r}: the Kafka listener serves 'consumer' "
             "groups only"), failed)
     try:
-        protocols = tuple((p.name, checked(subscription_to_ours, p.metadata))
+        protocols = tuple(Protocol(p.name, checked(subscription_to_ours, p.metadata))
                           for p in body.protocols)
     except LogbrokerError as exc:
         return _refused(exc, failed)
@@ -70,7 +71,8 @@ def join_group(site: KafkaSite, header, body) -> Plan:
 
 def sync_group(site: KafkaSite, header, body) -> Plan:
     try:
-        assignments = tuple((a.member_id, checked(assignment_to_ours, a.assignment))
+        assignments = tuple(MemberAssignment(a.member_id,
+                                             checked(assignment_to_ours, a.assignment))
                             for a in body.assignments)
     except LogbrokerError as exc:
         return _refused(exc, {"assignment": b""})
@@ -97,7 +99,7 @@ def leave_group(site: KafkaSite, header, body) -> Plan:
     if header.api_version < 3:
         members = ((body.member_id, None),)
     else:
-        members = tuple((mb.member_id, mb.group_instance_id) for mb in body.members)
+        members = tuple(LeavingMember(mb.member_id, mb.group_instance_id) for mb in body.members)
     req = m.LeaveGroup(group=body.group_id, members=members)
 
     def answer(resp: m.LeaveGroupResponse) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InvalidConfigError, InvalidRequestError, UnknownError
 from ..protocol import messages as m
+from ..protocol.parts import NewTopic
 from . import cluster_meta
 from .api_versions import answer_api_versions
 from .plan import KafkaSite, Plan
@@ -75,7 +76,7 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
             if t.replication_factor != -1:
                 configs["replication_factor"] = t.replication_factor
             parts = site.config.default_partitions if t.num_partitions == -1 else t.num_partitions
-            topics.append((t.name, parts, configs))
+            topics.append(NewTopic(t.name, parts, configs))
         except (InvalidRequestError, InvalidConfigError) as exc:
             refused[t.name] = (exc.code, exc.message)
     req = None if body.validate_only else m.CreateTopics(topics=tuple(topics))

@@ -21,6 +21,7 @@ from ..durability import DataNotifier, consume_outcome
 from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
                       NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
+from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription
 from .cluster_host import ClusterHost
 from .interface import Appended, PartitionRow
 from .local import partition_entry
@@ -58,14 +59,14 @@ class ClusterMetadata:
         self.node.check_available()
 
     def brokers(self) -> tuple:
-        return tuple((b.id, b.host, b.port) for b in sorted(self.node.view.brokers.values(),
-                                                             key=lambda b: b.id))
+        return tuple(BrokerAddress(b.id, b.host, b.port)
+                     for b in sorted(self.node.view.brokers.values(), key=lambda b: b.id))
 
     def described_brokers(self) -> tuple:
         view = self.node.view
         replicas = {r for st in view.partitions.values() for r in st.replicas}
-        brokers = [(b.id, b.host, b.port, True) for b in view.brokers.values()]
-        brokers += [(r, "", 0, False) for r in replicas - set(view.brokers)]
+        brokers = [BrokerState(b.id, b.host, b.port, True) for b in view.brokers.values()]
+        brokers += [BrokerState(r, "", 0, False) for r in replicas - set(view.brokers)]
         return tuple(sorted(brokers))
 
     def controller(self) -> int:
@@ -171,8 +172,9 @@ class ClusterMetadata:
             else:
                 st = node.view.partitions.get((name, p))
                 where = f"broker {st.leader}" if st and st.leader >= 0 else "no broker now"
-                parts.append((p, -1, -1, -1, 0, 0, *_err(NotLeaderError(
-                    f"{name}-{p} is not hosted on broker {node.me} (leader: {where})"))))
+                elsewhere = NotLeaderError(f"{name}-{p} is not hosted on broker {node.me} "
+                                           f"(leader: {where})")
+                parts.append(PartitionDescription(p, -1, -1, -1, 0, 0, *_err(elsewhere)))
         return configs, tuple(parts)
 
     async def elect_preferred(self, row: PartitionRow) -> int:

@@ -13,6 +13,7 @@ from ..coordinator.records import partition_for
 from ..errors import (InvalidReplicationFactorError, InvalidRequestError, LogbrokerError,
                       UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
+from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription
 from ..security.acl_store import AclStore
 from ..security.auth_store import UserStore
 from ..storage.store import Store
@@ -43,10 +44,10 @@ class LocalMetadata:
         """A single node is always available."""
 
     def brokers(self) -> tuple:
-        return ((self.me, self.config.host, self.port),)
+        return (BrokerAddress(self.me, self.config.host, self.port),)
 
     def described_brokers(self) -> tuple:
-        return ((self.me, self.config.host, self.port, True),)
+        return (BrokerState(self.me, self.config.host, self.port, True),)
 
     def controller(self) -> int:
         """A single node has no controller: -1 in our answers (the Kafka
@@ -173,15 +174,15 @@ class LocalMetadata:
         return None
 
 
-def partition_entry(store: Store, topic: str, p: int) -> tuple:
+def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:
     """One DescribeTopics partition entry from the local log (or its error)."""
     try:
         lg = store.get_log(topic, p)
     except LogbrokerError as exc:
-        return (p, -1, -1, -1, 0, 0, *_err(exc))
-    error = (*_err(lg.offline),) if lg.offline is not None else (0, "")
-    return (p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes(),
-            len(lg.segments), *error)
+        return PartitionDescription(p, -1, -1, -1, 0, 0, *_err(exc))
+    error = _err(lg.offline) if lg.offline is not None else (0, "")
+    return PartitionDescription(p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark,
+                                lg.size_in_bytes(), len(lg.segments), *error)
 
 
 def _ignore(exc) -> None:

@@ -4,6 +4,7 @@ settings, and the lag row of one committed offset read from the local log."""
 from __future__ import annotations
 
 from ..errors import LogbrokerError
+from ..protocol.parts import LagRow
 from ..records import format as fmt
 from ..storage.store import Store
 
@@ -13,19 +14,18 @@ def offsets_topic_configs(config) -> dict:
     return {"cleanup_policy": "compact", "segment_bytes": config.offsets_topic_segment_bytes}
 
 
-def lag_row(store: Store, topic: str, partition: int, c, now: int) -> tuple:
-    """(topic, partition, committed, log_end, lag, commit_ms, lag_ms) of one
-    committed offset: the log end is the high watermark, the lag in ms how
+def lag_row(store: Store, topic: str, partition: int, c, now: int) -> LagRow:
+    """The LagRow of one committed offset: the log end is the high watermark, the lag in ms how
     long ago the next record to read was written (-1: caught up); -1 where
     the partition is not in ``store``."""
     try:
         lg = store.get_log(topic, partition)
         end = lg.high_watermark
     except LogbrokerError:
-        return (topic, partition, c.offset, -1, -1, c.commit_ms, -1)
+        return LagRow(topic, partition, c.offset, -1, -1, c.commit_ms, -1)
     lag = max(0, end - c.offset)
-    return (topic, partition, c.offset, end, lag, c.commit_ms,
-            _lag_ms(lg, c.offset, now) if lag else -1)
+    return LagRow(topic, partition, c.offset, end, lag, c.commit_ms,
+                  _lag_ms(lg, c.offset, now) if lag else -1)
 
 
 def _lag_ms(lg, offset: int, now: int) -> int:

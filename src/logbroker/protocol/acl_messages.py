@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .message_base import RESP as _RESP, Message, Response, register as _register
+from .parts import AclRow
 
-BINDING = (str, str, str, str, str, str)
+BINDING = AclRow  # a binding: (principal, resource_type, name, pattern, operation, permission)
 FILTER = {"principal": str, "resource_type": str, "name": str, "pattern": str, "operation": str,
           "permission": str}
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidRequestError
 from .message_base import RESP as _RESP, Message, Response, register as _register
+from .parts import UserInfo
 
 MECHANISM = "SCRAM-SHA-256"
 MECHANISMS = (MECHANISM,)
@@ -133,7 +134,7 @@ class ListUsers(Message):
 class ListUsersResponse(Response):
     """users: (name, mechanism, iterations), by name; never salts or keys."""
 
-    API, SCHEMA = 27, {**_RESP, "users": [(str, str, int)]}
+    API, SCHEMA = 27, {**_RESP, "users": [UserInfo]}
     error: int = 0
     message: str = ""
     users: tuple = ()

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from .message_base import RESP as _RESP, Message, Response, register as _register
 from .schema import Opt
+from .parts import (BrokerState, EpochEnd, EpochQuery, LeaderElected, PartitionPlacement,
+                    ReplicaFetchedPart, ReplicaFetchPart)
 
 
 @_register
@@ -31,7 +33,7 @@ class ReplicaFetch(Message):
     believes current (the leader refuses a stale or future one)."""
 
     API, SCHEMA = 14, {"replica_id": int, "max_wait_ms": int, "min_bytes": int, "max_bytes": int,
-                       "parts": [(str, int, int, int, int)]}
+                       "parts": [ReplicaFetchPart]}
     replica_id: int = -1
     max_wait_ms: int = 500
     min_bytes: int = 1
@@ -47,8 +49,7 @@ class ReplicaFetchResponse(Response):
     leader's segment the bytes come from (-1 with none), so the follower rolls
     its segments where the leader did and keeps its files byte-identical."""
 
-    API, SCHEMA, HAS_PAYLOAD = 14, {**_RESP, "parts": [(str, int, int, str, int, int, int, int,
-                                                        int)]}, True
+    API, SCHEMA, HAS_PAYLOAD = 14, {**_RESP, "parts": [ReplicaFetchedPart]}, True
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -61,7 +62,7 @@ class OffsetForLeaderEpoch(Message):
     """parts: (topic, partition, current_leader_epoch, epoch): the end offset
     of ``epoch`` (the first offset of the next newer epoch, or the log end)."""
 
-    API, SCHEMA = 15, {"replica_id": int, "parts": [(str, int, int, int)]}
+    API, SCHEMA = 15, {"replica_id": int, "parts": [EpochQuery]}
     replica_id: int = -1
     parts: tuple = ()
 
@@ -72,7 +73,7 @@ class OffsetForLeaderEpochResponse(Response):
     """parts: (topic, partition, error, message, epoch, end_offset): epoch is
     the newest of the leader's epochs <= the one asked for (-1, end -1: none)."""
 
-    API, SCHEMA = 15, {**_RESP, "parts": [(str, int, int, str, int, int)]}
+    API, SCHEMA = 15, {**_RESP, "parts": [EpochEnd]}
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -93,8 +94,7 @@ class DescribeClusterResponse(Response):
     isr, preferred_leader)."""
 
     API, SCHEMA = 16, {**_RESP, "cluster": str, "controller": int,
-                       "brokers": [(int, str, int, bool)],
-                       "partitions": [(str, int, int, int, [int], [int], int)]}
+                       "brokers": [BrokerState], "partitions": [PartitionPlacement]}
     error: int = 0
     message: str = ""
     cluster: str = ""
@@ -118,7 +118,7 @@ class ElectLeadersResponse(Response):
     """parts: (topic, partition, error, message, leader): the leader after
     the election (moved or not)."""
 
-    API, SCHEMA = 17, {**_RESP, "parts": [(str, int, int, str, int)]}
+    API, SCHEMA = 17, {**_RESP, "parts": [LeaderElected]}
     error: int = 0
     message: str = ""
     parts: tuple = ()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from .message_base import RESP as _RESP, Message, Response, register as _register
 from .schema import Opt
+from .parts import JoinedMember, LeavingMember, MemberAssignment, MemberResult, Protocol
 
 
 @_register
@@ -56,7 +57,7 @@ class JoinGroup(Message):
 
     API, SCHEMA = 19, {"group": str, "session_timeout_ms": int, "rebalance_timeout_ms": int,
                        "member_id": str, "group_instance_id": Opt(str), "protocol_type": str,
-                       "protocols": [(str, bytes)], "client_id": str}
+                       "protocols": [Protocol], "client_id": str}
     group: str = ""
     session_timeout_ms: int = 45_000
     rebalance_timeout_ms: int = 300_000
@@ -74,7 +75,7 @@ class JoinGroupResponse(Response):
     of every member of the generation, metadata for the chosen protocol."""
 
     API, SCHEMA = 19, {**_RESP, "generation": int, "protocol": str, "leader": str,
-                       "member_id": str, "members": [(str, Opt(str), bytes)]}
+                       "member_id": str, "members": [JoinedMember]}
     error: int = 0
     message: str = ""
     generation: int = -1
@@ -90,7 +91,7 @@ class SyncGroup(Message):
     """assignments (from the leader only): (member_id, assignment bytes)."""
 
     API, SCHEMA = 20, {"group": str, "generation": int, "member_id": str,
-                       "group_instance_id": Opt(str), "assignments": [(str, bytes)]}
+                       "group_instance_id": Opt(str), "assignments": [MemberAssignment]}
     group: str = ""
     generation: int = -1
     member_id: str = ""
@@ -131,7 +132,7 @@ class HeartbeatResponse(Response):
 class LeaveGroup(Message):
     """members: (member_id, group_instance_id)."""
 
-    API, SCHEMA = 22, {"group": str, "members": [(str, Opt(str))]}
+    API, SCHEMA = 22, {"group": str, "members": [LeavingMember]}
     group: str = ""
     members: tuple = ()
 
@@ -141,7 +142,7 @@ class LeaveGroup(Message):
 class LeaveGroupResponse(Response):
     """members: (member_id, error, message)."""
 
-    API, SCHEMA = 22, {**_RESP, "members": [(str, int, str)]}
+    API, SCHEMA = 22, {**_RESP, "members": [MemberResult]}
     error: int = 0
     message: str = ""
     members: tuple = ()

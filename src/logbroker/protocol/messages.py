@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .schema import Map, Opt
+from .schema import Opt
 
 PROTOCOL_VERSION = 1
 EARLIEST, LATEST = -2, -1  # ListOffsets specs
@@ -24,6 +24,10 @@ EARLIEST, LATEST = -2, -1  # ListOffsets specs
 CLOSE_CONNECTION = object()
 
 from .message_base import REQUESTS, RESPONSES, RESP as _RESP, Message, Response, register as _register  # noqa: F401
+from .parts import (BrokerAddress, CommittedPart, FetchedPart, FetchPart, GroupDescription,
+                    GroupResult, NewTopic, OffsetCommit, OffsetFound, OffsetQuery, PartitionLeaders,
+                    PartitionResult, ProducedPart, ProducePart, TopicCount, TopicDescription,
+                    TopicPartition, TopicResult)
 
 
 
@@ -64,8 +68,8 @@ class MetadataResponse(Response):
     while the partition has none. A single node is broker 0 (or its
     ``broker_id``), leader of everything at epoch 0; controller is -1 there."""
 
-    API, SCHEMA = 1, {**_RESP, "brokers": [(int, str, int)], "topics": [(str, int, str, int)],
-                      "controller": int, "partitions": [(str, int, int, int, [int], [int])]}
+    API, SCHEMA = 1, {**_RESP, "brokers": [BrokerAddress], "topics": [TopicCount],
+                      "controller": int, "partitions": [PartitionLeaders]}
     error: int = 0
     message: str = ""
     brokers: tuple = ()
@@ -79,7 +83,7 @@ class MetadataResponse(Response):
 class CreateTopics(Message):
     """topics: (name, partitions, configs)."""
 
-    API, SCHEMA = 2, {"topics": [(str, int, Map(object))]}
+    API, SCHEMA = 2, {"topics": [NewTopic]}
     topics: tuple = ()
 
 
@@ -88,7 +92,7 @@ class CreateTopics(Message):
 class CreateTopicsResponse(Response):
     """topics: (name, error, message)."""
 
-    API, SCHEMA = 2, {**_RESP, "topics": [(str, int, str)]}
+    API, SCHEMA = 2, {**_RESP, "topics": [TopicResult]}
     error: int = 0
     message: str = ""
     topics: tuple = ()
@@ -106,7 +110,7 @@ class DeleteTopics(Message):
 class DeleteTopicsResponse(Response):
     """topics: (name, error, message)."""
 
-    API, SCHEMA = 3, {**_RESP, "topics": [(str, int, str)]}
+    API, SCHEMA = 3, {**_RESP, "topics": [TopicResult]}
     error: int = 0
     message: str = ""
     topics: tuple = ()
@@ -127,8 +131,7 @@ class DescribeTopicsResponse(Response):
     error, message) — error PARTITION_OFFLINE and the damage found for an
     offline partition."""
 
-    API, SCHEMA = 4, {**_RESP, "topics": [(str, int, str, Map(object),
-                                           [(int, int, int, int, int, int, int, str)])]}
+    API, SCHEMA = 4, {**_RESP, "topics": [TopicDescription]}
     error: int = 0
     message: str = ""
     topics: tuple = ()
@@ -142,7 +145,7 @@ class Produce(Message):
     not idempotent."""
 
     API, SCHEMA, HAS_PAYLOAD = 5, {"acks": int, "timeout_ms": int, "producer_id": int,
-                                   "producer_epoch": int, "parts": [(str, int, int)]}, True
+                                   "producer_epoch": int, "parts": [ProducePart]}, True
     acks: int = -1
     timeout_ms: int = 30_000
     producer_id: int = -1
@@ -159,7 +162,7 @@ class ProduceResponse(Response):
     nothing more from this connection for that long, and the client should
     send nothing on it meanwhile (the records were written all the same)."""
 
-    API, SCHEMA = 5, {**_RESP, "parts": [(str, int, int, str, int, int)], "throttle_ms": int}
+    API, SCHEMA = 5, {**_RESP, "parts": [ProducedPart], "throttle_ms": int}
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -173,7 +176,7 @@ class Fetch(Message):
     min_bytes are available or after max_wait_ms (long poll)."""
 
     API, SCHEMA = 6, {"max_wait_ms": int, "min_bytes": int, "max_bytes": int,
-                      "parts": [(str, int, int, int)]}
+                      "parts": [FetchPart]}
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 50 << 20
@@ -188,7 +191,7 @@ class FetchResponse(Response):
     principal already over its quota is answered at once with every part
     empty (error 0, high_watermark and log_start -1: not read)."""
 
-    API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [(str, int, int, str, int, int, int)],
+    API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [FetchedPart],
                                    "throttle_ms": int}, True
     error: int = 0
     message: str = ""
@@ -203,7 +206,7 @@ class ListOffsets(Message):
     """parts: (topic, partition, spec): spec -2 earliest, -1 latest, else a
     timestamp in ms (the earliest offset whose record timestamp is >= it)."""
 
-    API, SCHEMA = 7, {"parts": [(str, int, int)]}
+    API, SCHEMA = 7, {"parts": [OffsetQuery]}
     parts: tuple = ()
 
 
@@ -213,7 +216,7 @@ class ListOffsetsResponse(Response):
     """parts: (topic, partition, error, message, offset, timestamp); offset -1
     when no record has a timestamp that late."""
 
-    API, SCHEMA = 7, {**_RESP, "parts": [(str, int, int, str, int, int)]}
+    API, SCHEMA = 7, {**_RESP, "parts": [OffsetFound]}
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -229,7 +232,7 @@ class CommitOffsets(Message):
     has no members."""
 
     API, SCHEMA = 8, {"group": str, "generation": int, "member_id": str,
-                      "group_instance_id": Opt(str), "offsets": [(str, int, int, str)]}
+                      "group_instance_id": Opt(str), "offsets": [OffsetCommit]}
     group: str = ""
     offsets: tuple = ()
     generation: int = -1
@@ -242,7 +245,7 @@ class CommitOffsets(Message):
 class CommitOffsetsResponse(Response):
     """parts: (topic, partition, error, message)."""
 
-    API, SCHEMA = 8, {**_RESP, "parts": [(str, int, int, str)]}
+    API, SCHEMA = 8, {**_RESP, "parts": [PartitionResult]}
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -253,7 +256,7 @@ class CommitOffsetsResponse(Response):
 class FetchOffsets(Message):
     """parts: (topic, partition), or None for everything the group committed."""
 
-    API, SCHEMA = 9, {"group": str, "parts": Opt([(str, int)])}
+    API, SCHEMA = 9, {"group": str, "parts": Opt([TopicPartition])}
     group: str = ""
     parts: "tuple | None" = None
 
@@ -263,7 +266,7 @@ class FetchOffsets(Message):
 class FetchOffsetsResponse(Response):
     """parts: (topic, partition, offset, metadata, commit_ms); offset -1: none."""
 
-    API, SCHEMA = 9, {**_RESP, "parts": [(str, int, int, str, int)]}
+    API, SCHEMA = 9, {**_RESP, "parts": [CommittedPart]}
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -306,9 +309,7 @@ class DescribeGroupsResponse(Response):
     member restored by a new coordinator that has not joined since). An
     unknown group has error GROUP_ID_NOT_FOUND and nothing else."""
 
-    API, SCHEMA = 11, {**_RESP, "groups": [(str, int, str, [(str, int, int, int, int, int, int)],
-                                            str, str, int,
-                                            [(str, Opt(str), str, str, bytes, bytes)])]}
+    API, SCHEMA = 11, {**_RESP, "groups": [GroupDescription]}
     error: int = 0
     message: str = ""
     groups: tuple = ()
@@ -342,7 +343,7 @@ class DeleteGroups(Message):
 class DeleteGroupsResponse(Response):
     """groups: (group, error, message)."""
 
-    API, SCHEMA = 13, {**_RESP, "groups": [(str, int, str)]}
+    API, SCHEMA = 13, {**_RESP, "groups": [GroupResult]}
     error: int = 0
     message: str = ""
     groups: tuple = ()

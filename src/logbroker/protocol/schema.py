@@ -1,14 +1,16 @@
 """A tiny structural type checker for decoded msgpack values.
 
 Specs: a type (``int``, ``str``, ``bool``, ``bytes``), ``Opt(spec)`` (None
-allowed), ``[spec]`` (a list of), ``(spec, ...)`` (a fixed-length list),
-``Map(spec)`` (str keys to spec values). ``check`` raises
+allowed), ``[spec]`` (a list of), a part class (``@part``: a NamedTuple, a
+fixed-length list on the wire, read by name once decoded), ``(spec, ...)``
+(a fixed-length list), ``Map(spec)`` (str keys to spec values). ``check`` raises
 ``InvalidRequestError`` naming the path of the first mismatch, so a peer's
 malformed message never reaches handler code as a TypeError.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,36 @@ def fields_of(spec: Any) -> "tuple | None":
     """The field specs of a part class (a NamedTuple of a message, read by
     name; on the wire the list of its fields in order), or None."""
     return getattr(spec, "FIELDS", None) if isinstance(spec, type) else None
+
+
+def part(cls):
+    """Class decorator for a message part, a ``NamedTuple``: its ``FIELDS``
+    (the specs its fields are checked by) read from its annotations:
+    ``int``, ``str``, ``bool``, ``bytes``, ``object`` (a scalar), ``dict``
+    (``Map(object)``), ``X | None`` (``Opt``), ``tuple[X, ...]`` (a list of
+    X) and earlier part classes of the same module by name."""
+    names = sys.modules[cls.__module__].__dict__
+    cls.FIELDS = tuple(_spec_of(cls.__annotations__[f], names) for f in cls._fields)
+    return cls
+
+
+_SCALARS = {"int": int, "str": str, "bool": bool, "bytes": bytes, "object": object}
+
+
+def _spec_of(text, names: dict) -> Any:
+    text = getattr(text, "__forward_arg__", text).strip()  # NamedTuple keeps ForwardRefs
+    if text.endswith("| None"):
+        return Opt(_spec_of(text[: -len("| None")], names))
+    if text.startswith("tuple[") and text.endswith(", ...]"):
+        return [_spec_of(text[len("tuple["): -len(", ...]")], names)]
+    if text == "dict":
+        return Map(object)
+    if text in _SCALARS:
+        return _SCALARS[text]
+    found = names.get(text)
+    if fields_of(found) is None:
+        raise TypeError(f"no spec for the annotation {text!r}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -46,6 +78,11 @@ def check(value: Any, spec: Any, path: str = "") -> Any:
         if not isinstance(value, (list, tuple)):
             raise InvalidRequestError(f"{path or 'message'}: expected a list")
         return tuple(check(v, spec[0], f"{path}[{i}]") for i, v in enumerate(value))
+    items = fields_of(spec)
+    if items is not None:
+        if not isinstance(value, (list, tuple)) or len(value) != len(items):
+            raise InvalidRequestError(f"{path or 'message'}: expected a list of {len(items)} items")
+        return spec._make(check(v, s, f"{path}[{i}]") for i, (v, s) in enumerate(zip(value, items)))
     if isinstance(spec, tuple):
         if not isinstance(value, (list, tuple)) or len(value) != len(spec):
             raise InvalidRequestError(f"{path or 'message'}: expected a list of {len(spec)} items")
@@ -103,6 +140,18 @@ def compile_spec(spec: Any):
                 raise Mismatch
             return tuple(map(inner, v))
         return many
+    if fields_of(spec) is not None:
+        items = [compile_spec(s) for s in fields_of(spec)]
+        if any(f is None for f in items):
+            return None
+        n, make = len(items), spec._make
+
+        def named(v):
+            if (v.__class__ is not list and v.__class__ is not tuple and v.__class__ is not spec) \
+                    or len(v) != n:
+                raise Mismatch
+            return make([f(x) for f, x in zip(items, v)])
+        return named
     if isinstance(spec, tuple):
         items = [compile_spec(s) for s in spec]
         if any(f is None for f in items):

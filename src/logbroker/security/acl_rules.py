@@ -26,6 +26,7 @@ from typing import Callable
 from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
                       TopicAuthorizationFailedError)
 from ..protocol import messages as m
+from ..protocol.parts import FetchedPart, OffsetFound, ProducedPart
 from .acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
 
 NO_CHECK: dict[type, str] = {
@@ -37,9 +38,9 @@ NO_CHECK: dict[type, str] = {
 LISTING = frozenset({m.Metadata, m.DescribeTopics})
 # request class -> a denied part's entry in the answer, from (topic, partition, code, message)
 PER_PART: dict[type, Callable] = {
-    m.Produce: lambda t, p, code, msg: (t, p, code, msg, -1, -1),
-    m.Fetch: lambda t, p, code, msg: (t, p, code, msg, -1, -1, 0),
-    m.ListOffsets: lambda t, p, code, msg: (t, p, code, msg, -1, -1),
+    m.Produce: lambda t, p, code, msg: ProducedPart(t, p, code, msg, -1, -1),
+    m.Fetch: lambda t, p, code, msg: FetchedPart(t, p, code, msg, -1, -1, 0),
+    m.ListOffsets: lambda t, p, code, msg: OffsetFound(t, p, code, msg, -1, -1),
 }
 # request class -> (operation, resource type) each name of its answer needs, when narrowed
 NARROWED: dict[type, tuple] = {m.ListGroups: ("describe", GROUP)}
@@ -57,7 +58,7 @@ def _topics_of(operation: str, entries: Callable) -> Callable:
 
 
 def _produce(msg: m.Produce, known) -> list:
-    names = dict.fromkeys(t for t, _, _ in msg.parts)
+    names = dict.fromkeys(part.topic for part in msg.parts)
     return [(op, TOPIC, t) for t in names
             for op in (("write",) if known(t) else ("write", "create"))]
 
@@ -74,7 +75,7 @@ def _group(operation: str, *topic_ops: str) -> Callable:
     def needs(msg, known):
         out = [(operation, GROUP, msg.group)]
         entries = getattr(msg, "offsets", None) or getattr(msg, "parts", None) or ()
-        for t in dict.fromkeys(e[0] for e in entries):
+        for t in dict.fromkeys(e.topic for e in entries):
             out += [(op, TOPIC, t) for op in topic_ops]
         return out
     return needs
@@ -85,7 +86,7 @@ def _epoch_query(msg: m.OffsetForLeaderEpoch, known) -> list:
     consumer's (-1, KIP-320: checking its position) describe on each topic."""
     if msg.replica_id >= 0:
         return [("cluster_action", CLUSTER, CLUSTER_NAME)]
-    return [("describe", TOPIC, t) for t in dict.fromkeys(p[0] for p in msg.parts)]
+    return [("describe", TOPIC, t) for t in dict.fromkeys(p.topic for p in msg.parts)]
 
 
 def _groups(operation: str) -> Callable:
@@ -94,12 +95,12 @@ def _groups(operation: str) -> Callable:
 
 RULES: dict[type, Callable] = {
     m.Metadata: _metadata,
-    m.CreateTopics: _topics_of("create", lambda r: (t[0] for t in r.topics)),
+    m.CreateTopics: _topics_of("create", lambda r: (t.name for t in r.topics)),
     m.DeleteTopics: _topics_of("delete", lambda r: r.topics),
     m.DescribeTopics: _topics_of("describe", lambda r: r.topics or ()),
     m.Produce: _produce,
-    m.Fetch: _topics_of("read", lambda r: (p[0] for p in r.parts)),
-    m.ListOffsets: _topics_of("describe", lambda r: (p[0] for p in r.parts)),
+    m.Fetch: _topics_of("read", lambda r: (p.topic for p in r.parts)),
+    m.ListOffsets: _topics_of("describe", lambda r: (p.topic for p in r.parts)),
     m.CommitOffsets: _group("read", "read"),
     m.FetchOffsets: _group("describe", "describe"),
     m.ListGroups: _cluster("describe"),
@@ -127,9 +128,9 @@ class Partial:
     def __init__(self, msg: m.Message, denied: dict[str, str], code: int) -> None:
         """``denied``: topic -> the message of its denial."""
         make = PER_PART[msg.__class__]
-        keep = [i for i, part in enumerate(msg.parts) if part[0] not in denied]
-        self.entries = {i: make(part[0], part[1], code, denied[part[0]])
-                        for i, part in enumerate(msg.parts) if part[0] in denied}
+        keep = [i for i, part in enumerate(msg.parts) if part.topic not in denied]
+        self.entries = {i: make(part.topic, part.partition, code, denied[part.topic])
+                        for i, part in enumerate(msg.parts) if part.topic in denied}
         narrowed = {"parts": tuple(msg.parts[i] for i in keep)}
         if msg.HAS_PAYLOAD:
             narrowed["payload"] = tuple(msg.payload[i] for i in keep)

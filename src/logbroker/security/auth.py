@@ -255,8 +255,8 @@ class Session:
         if not denied:
             return None
         code = ERRORS[TOPIC].code
-        if all(part[0] in denied for part in msg.parts):
-            return self._deny(msg, code, denied[msg.parts[0][0]])
+        if all(part.topic in denied for part in msg.parts):
+            return self._deny(msg, code, denied[msg.parts[0].topic])
         self.denied(cls)
         return Partial(msg, denied, code)
 

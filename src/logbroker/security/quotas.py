@@ -28,6 +28,7 @@ import dataclasses
 import math
 
 from ..protocol import messages as m
+from ..protocol.parts import FetchedPart
 
 BURST_S = 1.0  # seconds of a principal's rate it may send at once after being idle
 MAX_THROTTLE_S = 10.0  # the longest throttle (and debt) a principal can run up (Kafka: ~11 s)
@@ -141,14 +142,15 @@ class Quotas:
         if msg.__class__ is m.Produce:
             if self.produce is None:
                 return msg, 0
-            return msg, self.produce.record(principal, sum(p[2] for p in msg.parts), now)
+            return msg, self.produce.record(principal, sum(p.nbytes for p in msg.parts), now)
         rate = self.fetch
         window = 0 if rate is None else rate.window(principal)
         if not window:
             return msg, 0
         ms = rate.refuse(principal, now)
         if ms:
-            return m.FetchResponse(parts=tuple((p[0], p[1], 0, "", -1, -1, 0) for p in msg.parts),
+            return m.FetchResponse(parts=tuple(FetchedPart(p.topic, p.partition, 0, "", -1, -1, 0)
+                                               for p in msg.parts),
                                    payload=(b"",) * len(msg.parts), throttle_ms=ms), ms
         if msg.max_bytes > window:
             msg = dataclasses.replace(msg, max_bytes=window)
@@ -164,7 +166,7 @@ class Quotas:
             return response, 0
         mute = 0
         if throttle == ACCOUNT:
-            nbytes = sum(p[6] for p in response.parts)
+            nbytes = sum(p.nbytes for p in response.parts)
             throttle = mute = nbytes and self.fetch.record(principal, nbytes, now)
             if not throttle:
                 return response, 0
