@@ -8,7 +8,7 @@ from .. import __version__, limits
 from ..errors import LogbrokerError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from ..protocol.parts import LeaderElected, PartitionLeaders, PartitionPlacement, TopicCount
+from ..protocol.parts import LeaderElected, PartitionLeaders, TopicCount
 from ..limits import listed
 
 
@@ -50,8 +50,7 @@ async def describe_cluster(svc, req: m.DescribeCluster, session) -> m.DescribeCl
     meta = svc.meta
     meta.check_available()
     names = set(req.topics) if req.topics is not None else None
-    parts = tuple(PartitionPlacement(r.topic, r.partition, r.leader, r.leader_epoch, r.replicas,
-                                     r.isr, r.preferred) for r in meta.all_partitions(names))
+    parts = tuple(meta.all_partitions(names))
     return m.DescribeClusterResponse(cluster=meta.cluster_name, controller=meta.controller(),
                                      brokers=meta.described_brokers(), partitions=parts)
 
@@ -66,7 +65,8 @@ async def elect_leaders(svc, req: m.ElectLeaders, session) -> m.ElectLeadersResp
     for row in meta.all_partitions(names):
         seen.add(row.topic)
         try:
-            out.append(LeaderElected(row.topic, row.partition, 0, "", await meta.elect_preferred(row)))
+            leader = await meta.elect_preferred(row)
+            out.append(LeaderElected(row.topic, row.partition, 0, "", leader))
         except LogbrokerError as exc:
             out.append(LeaderElected(row.topic, row.partition, *_err(exc), row.leader))
     for name in sorted((names or set()) - seen):

@@ -21,9 +21,9 @@ from ..durability import DataNotifier, consume_outcome
 from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
                       NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
-from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription
+from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from .cluster_host import ClusterHost
-from .interface import Appended, PartitionRow
+from .interface import Appended
 from .local import partition_entry
 from .offsets_topic import offsets_topic_configs
 
@@ -83,10 +83,10 @@ class ClusterMetadata:
     def topic_counts(self) -> dict:
         return {name: t.partitions for name, t in list(self.node.view.topics.items())}
 
-    def partitions_of(self, name: str) -> list[PartitionRow]:
+    def partitions_of(self, name: str) -> list[PartitionPlacement]:
         return [_row(st) for st in self.node.view.partitions_of(name)]
 
-    def all_partitions(self, names) -> list[PartitionRow]:
+    def all_partitions(self, names) -> list[PartitionPlacement]:
         return [_row(st) for st in sorted(self.node.view.partitions.values(), key=lambda s: s.key)
                 if names is None or st.topic in names]
 
@@ -177,7 +177,7 @@ class ClusterMetadata:
                 parts.append(PartitionDescription(p, -1, -1, -1, 0, 0, *_err(elsewhere)))
         return configs, tuple(parts)
 
-    async def elect_preferred(self, row: PartitionRow) -> int:
+    async def elect_preferred(self, row: PartitionPlacement) -> int:
         """Move leadership to the preferred replica when it is live and in
         sync (a compare-and-set on the partition's state)."""
         node = self.node
@@ -319,6 +319,6 @@ class ClusterMetadata:
                 "under_replicated_led": numbers["under"], "leaders": numbers["leaders"]}
 
 
-def _row(st: PartitionState) -> PartitionRow:
-    return PartitionRow(st.topic, st.partition, st.leader, st.leader_epoch, st.replicas, st.isr,
+def _row(st: PartitionState) -> PartitionPlacement:
+    return PartitionPlacement(st.topic, st.partition, st.leader, st.leader_epoch, st.replicas, st.isr,
                         st.preferred_leader)

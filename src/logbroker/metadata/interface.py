@@ -3,7 +3,8 @@ implementations (``local.LocalMetadata``: a single node, its LMDB;
 ``cluster.ClusterMetadata``: etcd's view and the controller). The broker
 picks one at start (broker/server.py); no other module asks which.
 
-A partition row is ``PartitionRow``: the state a Metadata answer carries.
+A partition's state is a ``PartitionPlacement`` (protocol/parts.py: leader,
+epoch, replicas, ISR, preferred leader), as DescribeCluster answers it.
 Every method raises the registry's error for a refused call (an unknown
 topic, a partition this broker does not lead, a cluster without a live
 etcd session); handlers turn it into that part's error.
@@ -15,7 +16,7 @@ The methods (both implementations have each):
   ``described_brokers()`` ((id, host, port, live), replicas that are not
   live included), ``controller()``, ``cluster_name``.
 - ``topic_partitions(name)`` (its partition count, None when unknown),
-  ``topic_names()``, ``partitions_of(name)`` (PartitionRow per partition),
+  ``topic_names()``, ``partitions_of(name)`` (a PartitionPlacement per partition),
   ``all_partitions(names)`` (every partition of ``names``, None: all).
 - ``async create_topic(name, partitions, configs)``, ``async
   auto_create(name)``, ``async delete_topic(name)``,
@@ -40,19 +41,6 @@ The methods (both implementations have each):
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRow:
-    """One partition as a Metadata answer states it."""
-
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple
-    isr: tuple
-    preferred: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ from ..coordinator.records import partition_for
 from ..errors import (InvalidReplicationFactorError, InvalidRequestError, LogbrokerError,
                       UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
-from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription
+from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from ..security.acl_store import AclStore
 from ..security.auth_store import UserStore
 from ..storage.store import Store
-from .interface import Appended, Directory, KafkaBroker, PartitionRow
+from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
 
 
@@ -65,12 +65,12 @@ class LocalMetadata:
     def topic_counts(self) -> dict:
         return {t.name: t.partitions for t in self.store.topics.list()}
 
-    def partitions_of(self, name: str) -> list[PartitionRow]:
+    def partitions_of(self, name: str) -> list[PartitionPlacement]:
         me = self.me
-        return [PartitionRow(name, p, me, 0, (me,), (me,), me)
+        return [PartitionPlacement(name, p, me, 0, (me,), (me,), me)
                 for p in range(self.topic_partitions(name) or 0)]
 
-    def all_partitions(self, names) -> list[PartitionRow]:
+    def all_partitions(self, names) -> list[PartitionPlacement]:
         return [row for name in sorted(self.topic_names()) if names is None or name in names
                 for row in self.partitions_of(name)]
 
@@ -100,7 +100,7 @@ class LocalMetadata:
         return configs, tuple(partition_entry(self.store, name, p)
                               for p in range(topic.partitions))
 
-    async def elect_preferred(self, row: PartitionRow) -> int:
+    async def elect_preferred(self, row: PartitionPlacement) -> int:
         """Every partition's leader is this broker already."""
         return row.leader
 

@@ -1,1 +1,2 @@
-"""Prometheus metrics: request and traffic counters, collectors of broker state, the exporter (docs/metrics.md)."""
+"""Prometheus metrics: request and traffic counters, collectors of broker
+state, the exporter (docs/metrics.md)."""

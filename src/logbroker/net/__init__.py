@@ -1,1 +1,2 @@
-"""The network: listeners of both protocols, connections, TLS handshakes, admission, ordered answering (frames in, answers out)."""
+"""The network: listeners of both protocols, connections, TLS handshakes,
+admission, ordered answering (frames in, answers out)."""
