@@ -5,6 +5,8 @@ etcd items (brokers with and without a Kafka address, a dead leader)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import msgpack
 
 from logbroker.cluster.etcd import Item
@@ -12,6 +14,7 @@ from logbroker.cluster.state import BrokerInfo, Keys, broker_from, broker_value
 from logbroker.cluster.view import ClusterView
 from logbroker.kafka import cluster_meta
 from logbroker.kafka.plan import KafkaSite
+from logbroker.metadata.interface import Directory, KafkaBroker
 
 
 def test_registration_round_trip_and_a_value_without_the_kafka_field():
@@ -29,7 +32,8 @@ def _site(items) -> KafkaSite:
     view = ClusterView(keys)
     view.reset([Item(k if k.startswith("/") else keys.root + k, msgpack.packb(v), 10, 0, 2)
                  for k, v in items], 10)
-    return KafkaSite(1, "k1.example", 9092, None, frozenset(), view)
+    meta = SimpleNamespace(directory=lambda: view)  # ClusterMetadata's directory is its view
+    return KafkaSite(1, "k1.example", 9092, None, frozenset(), meta)
 
 
 def test_metadata_pieces_from_the_cluster_view():
@@ -43,7 +47,8 @@ def test_metadata_pieces_from_the_cluster_view():
         {"node_id": 2, "host": "k2.example", "port": 9093, "rack": None}]
     assert cluster_meta.controller_id(site) == 2
     assert cluster_meta.kafka_address(site, 2) == ("k2.example", 9093)
-    assert cluster_meta.kafka_address(site, 3) is None and cluster_meta.kafka_address(site, 9) is None
+    assert cluster_meta.kafka_address(site, 3) is None
+    assert cluster_meta.kafka_address(site, 9) is None
     led = cluster_meta.partition(site, 0, 2, 4, (2, 1, 4), (2, 1))
     assert (led["error_code"], led["leader_id"], led["leader_epoch"], led["offline_replicas"]) \
         == (0, 2, 4, [4])  # broker 4 is not live
@@ -54,7 +59,9 @@ def test_metadata_pieces_from_the_cluster_view():
 
 
 def test_single_node_is_its_own_broker_controller_and_leader():
-    site = KafkaSite(0, "127.0.0.1", 9092, None)
+    directory = Directory({0: KafkaBroker(0, ("127.0.0.1", 9092))}, 0)  # LocalMetadata's
+    site = KafkaSite(0, "127.0.0.1", 9092, None,
+                     meta=SimpleNamespace(directory=lambda: directory))
     assert cluster_meta.brokers(site) == [
         {"node_id": 0, "host": "127.0.0.1", "port": 9092, "rack": None}]
     assert cluster_meta.controller_id(site) == 0

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from .options import Options
 from .plan import Planner, PlannerBase
-from .remote import RemotePlanner
 
 
 def make_planner(o: Options) -> PlannerBase:
     """The planner of ``o``: over its data dir, or (``bootstrap``) over running brokers."""
-    return RemotePlanner(o) if o.bootstrap else Planner(o)
+    if not o.bootstrap:
+        return Planner(o)
+    from .remote import RemotePlanner  # only then is the client imported (spark.md)
+
+    return RemotePlanner(o)

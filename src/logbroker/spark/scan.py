@@ -22,7 +22,6 @@ from ..records.decoder import RecordBatch, decode_batch
 from ..records.walker import scan_file
 from ..storage.segment import parse_segment_name
 from .options import Split, data_loss
-from .remote_read import fetch_batches
 
 WINDOW = 2 << 20  # preads of 2 MiB: faster than 8 MiB here (the CRC reads it while cached)
 
@@ -84,6 +83,8 @@ def split_batches(split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]
     """The CRC-checked batches of a split: from the segment files, or (a
     ``bootstrap`` split) fetched from the partition's leader (remote.py)."""
     if split.bootstrap:
+        from .remote_read import fetch_batches  # only then is the client imported
+
         return fetch_batches(split)
     return iter_batches(split)
 
