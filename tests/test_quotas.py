@@ -16,7 +16,7 @@ from logbroker.broker.admission import (HEAD_MAX, MAX_CONNECTIONS, MAX_REFUSING,
 from logbroker.broker.config import BrokerConfig
 from logbroker.broker.quotas import (ACCOUNT, ANONYMOUS, BURST_S, MAX_THROTTLE_S, ByteRate,
                                      Quotas, principal_of)
-from logbroker.client.throttle import Throttles
+from logbroker.client.net.throttle import Throttles
 from logbroker.errors import InvalidConfigError, TooManyConnectionsError
 from logbroker.protocol import messages as m
 from logbroker.protocol.codec import FrameReader, decode, encode_bytes

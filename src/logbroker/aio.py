@@ -23,12 +23,12 @@ import logging
 from functools import partial
 from typing import AsyncIterator
 
-from .client.admin_core import METHODS as ADMIN_METHODS, AdminCore
-from .client.consumer_core import COROUTINES, DIRECT, REBALANCE, ConsumerCore
-from .client.handles import LoopSignal, RecordHandle, RecordMetadata
-from .client.routing import Router
-from .client.producer_core import ProducerCore
-from .client.records import ConsumerRecord
+from .client.admin.core import METHODS as ADMIN_METHODS, AdminCore
+from .client.consumer.core import COROUTINES, DIRECT, REBALANCE, ConsumerCore
+from .client.producer.handles import LoopSignal, RecordHandle, RecordMetadata
+from .client.net.routing import Router
+from .client.producer.core import ProducerCore
+from .client.consumer.records import ConsumerRecord
 from .client.settings import TlsSettings, client_options
 from .client.waiting import AsyncShell, IdleTimer, LoopWakeup, awaiting, direct, forward
 

@@ -29,7 +29,7 @@ import logging
 
 import msgpack
 
-from ..client.assignors.messages import VERSION, Assignment, Subscription
+from ..protocol.consumer_protocol import VERSION, Assignment, Subscription
 from ..errors import InvalidRequestError, LogbrokerError
 from .consumer_protocol import (KafkaAssignment, KafkaSubscription, decode_assignment,
                                 decode_subscription, encode_assignment, encode_subscription)
