@@ -21,9 +21,12 @@ closes the connection the same way. Timeouts are checked by a watchdog
 every ``WATCHDOG_S`` seconds (the oldest pending request first: the broker
 answers in order).
 
-TLS (``open(..., tls=context)``): the handshake runs on the non-blocking
-socket, then a ``TlsBrokerConnection`` (tls_connection.py) reads and writes
-through the ``ssl.SSLSocket``; this class's plaintext path is unchanged.
+The socket's reads and writes are a strategy of the connection's: ``PLAIN``
+(plain_io.py: ``sendmsg`` of the buffers, one read per readable event) or, with
+TLS (``open(..., tls=context)``: the handshake runs on the non-blocking
+socket first), ``TLS`` from tls_connection.py, which reads and writes
+through the ``ssl.SSLSocket``. The strategy holds no state: the socket, the
+queue and the lock are the connection's.
 """
 
 from __future__ import annotations
@@ -35,18 +38,21 @@ import socket
 import threading
 import time
 from collections import deque
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from ...errors import BrokerUnavailableError, LogbrokerError, RequestTimedOutError
 from ...protocol.codec import FrameReader, decode, encode
 from ...protocol.messages import Message
+from .plain_io import PLAIN
+from .tls_connection import TLS, handshake
 
 if TYPE_CHECKING:
     import ssl
 
 log = logging.getLogger("logbroker.client")
 WATCHDOG_S = 0.1
-_MAX_IOV = 512
+_UNLOCKED = nullcontext()
 
 
 class BrokerConnection:
@@ -54,8 +60,8 @@ class BrokerConnection:
     / ``send_only()``; ``close()`` on the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, address: str,
-                 max_frame_bytes: int) -> None:
-        self.loop, self.address, self._sock = loop, address, sock
+                 max_frame_bytes: int, io=PLAIN) -> None:
+        self.loop, self.address, self._sock, self._io = loop, address, sock, io
         self._fd = sock.fileno()
         self._reader = FrameReader(max_frame_bytes=max_frame_bytes, trusted=True)  # answers we asked for
         self._pending: dict[int, tuple] = {}  # cid -> (callback, deadline), in send order
@@ -87,10 +93,8 @@ class BrokerConnection:
                 await loop.sock_connect(sock, addr)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if tls is not None:
-                    from .tls_connection import TlsBrokerConnection, handshake
-
                     sock = await handshake(loop, sock, tls, host, f"{host}:{port}")
-                    return TlsBrokerConnection(loop, sock, f"{host}:{port}", max_frame_bytes)
+                    return cls(loop, sock, f"{host}:{port}", max_frame_bytes, TLS)
         except BaseException as exc:  # cancelled too: the socket is never left open
             if sock is not None:
                 sock.close()
@@ -144,15 +148,13 @@ class BrokerConnection:
 
     def _write(self, bufs: list) -> None:
         """Write now what the kernel takes, queue the rest (lock held)."""
+        bufs = self._io.prepare(bufs)
         if not self._out:
             try:
-                sent = self._sock.sendmsg(bufs) if len(bufs) <= _MAX_IOV else 0
-            except (BlockingIOError, InterruptedError):
-                sent = 0
+                bufs = self._io.send_now(self._sock, bufs)
             except OSError as exc:
                 self._failed_write(exc)
                 return
-            bufs = _skip(bufs, sent)
             if not bufs:
                 return
         self._queue(bufs)
@@ -182,39 +184,49 @@ class BrokerConnection:
     def _on_writable(self) -> None:
         with self._wlock:
             while self._out and self.error is None:
-                bufs = list(self._out)[:_MAX_IOV]
                 try:
-                    sent = self._sock.sendmsg(bufs)
-                except (BlockingIOError, InterruptedError):
-                    return
+                    if not self._io.send_queued(self._sock, self._out):
+                        return
                 except OSError as exc:
                     self._failed_write(exc)
                     return
-                for _ in range(len(bufs)):
-                    self._out.popleft()
-                rest = _skip(bufs, sent)
-                self._out.extendleft(reversed(rest))
-                if rest:
-                    return
             self._writer_armed = False
-            self.loop.remove_writer(self._fd)
+            if self._sock is not None:
+                self.loop.remove_writer(self._fd)
 
     def _on_readable(self) -> None:
-        try:
-            n = self._sock.recv_into(self._reader.get_buffer())
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self.close(BrokerUnavailableError(f"connection to {self.address} lost: {exc}"))
-            return
-        if n == 0:
-            self._closed_by_broker()
-            return
-        self._received(n)
+        """Read what is there: one read (plaintext), or with TLS until the
+        socket has nothing or ``reads_per_event`` reads found nothing more
+        decrypted (the loop calls again while the socket stays readable)."""
+        io, reader, reads = self._io, self._reader, 0
+        while True:
+            error: "LogbrokerError | None" = None
+            with self._wlock if io.locked_reads else _UNLOCKED:
+                sock = self._sock
+                if sock is None:
+                    return
+                try:
+                    n = io.recv_into(sock, reader.get_buffer(), self.address)
+                except LogbrokerError as exc:
+                    n, error = 0, exc
+                if n is None:
+                    return
+                more = error is None and io.pending(sock)
+            if error is not None:
+                if io.log_read_errors:
+                    log.warning("closing connection to %s: %s", self.address, error.message)
+                self.close(error)
+                return
+            if n == 0:
+                self._closed_by_broker()
+                return
+            self._received(n)
+            reads += 1
+            if not more and reads >= io.reads_per_event:
+                return
 
     def _closed_by_broker(self) -> None:
-        hint = "" if self._reader.frames_read else \
-            " before answering (is it a TLS listener? then pass tls_ca)"
+        hint = "" if self._reader.frames_read else self._io.closed_hint
         self.close(BrokerUnavailableError(f"connection to {self.address} closed by the broker"
                                           f"{hint}"))
 
@@ -316,19 +328,6 @@ def _numeric(host: str, port: int) -> "tuple | None":
 def _first(infos: list) -> tuple:
     family, type_, proto, _, addr = infos[0]
     return family, type_, proto, addr
-
-
-def _skip(bufs: list, sent: int) -> list:
-    """``bufs`` without their first ``sent`` bytes."""
-    for i, buf in enumerate(bufs):
-        n = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
-        if sent < n:
-            rest = bufs[i:]
-            if sent:
-                rest[0] = memoryview(buf)[sent:]
-            return rest
-        sent -= n
-    return []
 
 
 def _call(callback, response, error) -> None:

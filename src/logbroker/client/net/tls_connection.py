@@ -1,4 +1,4 @@
-"""A broker connection over TLS: the handshake and the SSLSocket's reads and writes.
+"""TLS for a broker connection: the handshake, and the SSLSocket's reads and writes.
 
 ``handshake()`` wraps a connected non-blocking socket and drives the
 handshake on the loop (``SSLWantReadError`` / ``SSLWantWriteError`` wait
@@ -7,7 +7,9 @@ reason (untrusted certificate, host name mismatch, refused client
 certificate), or a retriable ``BrokerUnavailableError`` if the broker just
 closed the connection.
 
-``TlsBrokerConnection`` keeps ``BrokerConnection``'s contract; what differs:
+``TLS`` (a ``TlsIO``) is the ``BrokerConnection``'s socket strategy over
+TLS (connection.py keeps its contract; ``PlainIO`` there is the plaintext
+one). What differs:
 
 - an ``SSLSocket`` has no ``sendmsg``: a request's buffers are joined and
   sent as one; what the socket does not take is queued whole, and retried
@@ -23,13 +25,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections import deque
 
 from ...errors import BrokerUnavailableError, TlsError
 from ...tls import handshake_error, reason
-from .connection import BrokerConnection, log
 
 _WOULD_BLOCK = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError)
-_READS_PER_EVENT = 64  # records read per readable event (more while OpenSSL holds decrypted bytes)
 
 
 async def handshake(loop: asyncio.AbstractEventLoop, sock: socket.socket, context: ssl.SSLContext,
@@ -64,79 +65,61 @@ async def _ready(loop: asyncio.AbstractEventLoop, fd: int, write: bool) -> None:
         remove(fd)
 
 
-class TlsBrokerConnection(BrokerConnection):
-    """``BrokerConnection`` over an ``ssl.SSLSocket`` (see the module docstring)."""
+class TlsIO:
+    """An ``ssl.SSLSocket``'s reads and writes (see the module docstring;
+    the contract of each method is ``connection.PlainIO``'s)."""
 
-    def _write(self, bufs: list) -> None:
-        data = bufs[0] if len(bufs) == 1 and isinstance(bufs[0], bytes) else b"".join(bufs)
-        if not self._out:
-            try:
-                sent = self._sock.send(data)
-            except _WOULD_BLOCK:
-                sent = 0
-            except OSError as exc:
-                self._failed_write(exc)
-                return
-            if sent >= len(data):
-                return
-            if sent:
-                data = memoryview(data)[sent:]
-        self._queue([data])
+    closed_hint = " before answering (does it require a client certificate? pass tls_cert " \
+                  "and tls_key)"
+    locked_reads = True  # OpenSSL: never a read and a write at once
+    reads_per_event = 64  # records read per readable event (more while OpenSSL holds bytes)
+    log_read_errors = True
 
-    def _on_writable(self) -> None:
-        with self._wlock:
-            while self._out and self.error is None:
-                data = self._out[0]
-                try:
-                    sent = self._sock.send(data)
-                except _WOULD_BLOCK:
-                    return
-                except OSError as exc:
-                    self._failed_write(exc)
-                    return
-                if sent < len(data):
-                    self._out[0] = memoryview(data)[sent:]
-                else:
-                    self._out.popleft()
-            self._writer_armed = False
-            if self._sock is not None:
-                self.loop.remove_writer(self._fd)
+    @staticmethod
+    def prepare(bufs: list) -> list:
+        """A request's buffers as one (queued whole if the socket takes only part)."""
+        return bufs if len(bufs) == 1 and isinstance(bufs[0], bytes) else [b"".join(bufs)]
 
-    def _on_readable(self) -> None:
-        reader = self._reader
-        reads = 0
-        while True:
-            error = None
-            with self._wlock:
-                sock = self._sock
-                if sock is None:
-                    return
-                try:
-                    n = sock.recv_into(reader.get_buffer())
-                except _WOULD_BLOCK:
-                    return
-                except ssl.SSLZeroReturnError:
-                    n = 0
-                except ssl.SSLError as exc:
-                    error = TlsError(f"TLS error on the connection to {self.address}: "
-                                     f"{reason(exc)}")
-                except OSError as exc:
-                    error = BrokerUnavailableError(f"connection to {self.address} lost: {exc}")
-                more = error is None and sock.pending()
-            if error is not None:
-                log.warning("closing connection to %s: %s", self.address, error.message)
-                self.close(error)
-                return
-            if n == 0:
-                self._closed_by_broker()
-                return
-            self._received(n)
-            reads += 1
-            if not more and reads >= _READS_PER_EVENT:
-                return  # the socket is still readable: the loop calls again
+    @staticmethod
+    def send_now(sock: ssl.SSLSocket, bufs: list) -> list:
+        data = bufs[0]
+        try:
+            sent = sock.send(data)
+        except _WOULD_BLOCK:
+            sent = 0
+        if sent >= len(data):
+            return []
+        return [memoryview(data)[sent:] if sent else data]
 
-    def _closed_by_broker(self) -> None:
-        hint = "" if self._reader.frames_read else \
-            " before answering (does it require a client certificate? pass tls_cert and tls_key)"
-        self.close(BrokerUnavailableError(f"connection to {self.address} closed by the broker"
-                                          f"{hint}"))
+    @staticmethod
+    def send_queued(sock: ssl.SSLSocket, out: deque) -> bool:
+        data = out[0]
+        try:
+            sent = sock.send(data)
+        except _WOULD_BLOCK:
+            return False
+        if sent < len(data):
+            out[0] = memoryview(data)[sent:]
+        else:
+            out.popleft()
+        return True
+
+    @staticmethod
+    def recv_into(sock: ssl.SSLSocket, buf, address: str) -> "int | None":
+        try:
+            return sock.recv_into(buf)
+        except _WOULD_BLOCK:
+            return None
+        except ssl.SSLZeroReturnError:
+            return 0
+        except ssl.SSLError as exc:
+            raise TlsError(f"TLS error on the connection to {address}: {reason(exc)}") from None
+        except OSError as exc:
+            raise BrokerUnavailableError(f"connection to {address} lost: {exc}") from None
+
+    @staticmethod
+    def pending(sock: ssl.SSLSocket) -> bool:
+        return bool(sock.pending())
+
+
+TLS = TlsIO()
