@@ -11,23 +11,27 @@ metadata stale and refreshes it (paced by the router) after a backoff;
 partitions that moved then belong to their new leader's session. An
 answer carrying a quota throttle delays the next Fetch to its broker that
 long (throttle.py).
+
+The session owns its task and whether a Fetch is in flight; everything else
+is its fetcher's (fetcher.py), which it reads (router, buffer, settings,
+throttles) and changes only through the fetcher's methods: ``claim`` /
+``release`` partitions, ``forget`` the session, report ``unreachable`` /
+``refused`` / ``reached``, ``part_failed``. It never imports the fetcher.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
 
 from ...errors import BrokerUnavailableError, LogbrokerError, RequestTimedOutError
 from ...protocol import messages as m
 
-if TYPE_CHECKING:
-    from .fetcher import Fetcher
-
 
 class FetchSession:
-    def __init__(self, fetcher: "Fetcher", broker: int) -> None:
+    def __init__(self, fetcher, broker: int) -> None:
+        """Start fetching from ``broker`` for ``fetcher`` (a ``Fetcher``: see
+        the module docstring for what the session uses of it)."""
         self.fetcher, self.broker = fetcher, broker
         self.in_flight = False
         self.task = asyncio.ensure_future(self._run())
@@ -36,18 +40,9 @@ class FetchSession:
         """Stop at once (a seek made the request in flight useless): cancel
         the task, close its connection (a long poll would delay the next
         request on it), release its partitions (loop)."""
-        f = self.fetcher
-        f.abandoned += 1
         self.task.cancel()
-        f.router.drop(self.broker, "fetch")
-        if f.sessions.get(self.broker) is self:
-            del f.sessions[self.broker]
-        self._release()
-
-    def _release(self) -> None:
-        owner = self.fetcher.owner
-        for tp in [tp for tp, s in owner.items() if s is self]:
-            del owner[tp]
+        self.fetcher.router.drop(self.broker, "fetch")
+        self.fetcher.forget(self)
 
     async def _run(self) -> None:
         f = self.fetcher
@@ -68,13 +63,11 @@ class FetchSession:
                     f.router.invalidate(broker=self.broker)
                     await asyncio.sleep(backoff.next())
                     if not await self._refresh():
-                        f.error = exc  # poll raises it if no data arrives in time
-                        f.notify()
+                        f.unreachable(exc)  # poll raises it if no data arrives in time
                     continue
                 except LogbrokerError as exc:  # the whole Fetch was refused
                     if not exc.retriable:
-                        f.fatal = exc
-                        f.notify()
+                        f.refused(exc)
                     else:
                         f.router.invalidate(broker=self.broker)
                     await asyncio.sleep(backoff.next())
@@ -87,21 +80,18 @@ class FetchSession:
                 else:
                     backoff.reset()
         finally:
-            if f.sessions.get(self.broker) is self:
-                del f.sessions[self.broker]
-            self._release()
+            f.forget(self)
             f.wake()  # the main loop spreads what is left to other sessions
 
     def _plan(self) -> list:
         """Fetch parts of the partitions this broker leads that no other
         session has in flight (claimed for this one) and their generations."""
         f = self.fetcher
-        leaders, owner = f.router.cache.leaders, f.owner
+        leaders = f.router.cache.leaders
         planned = []
         for part, gen in f.buffer.plan(f.settings.max_partition_fetch_bytes):
             tp = (part[0], part[1])
-            if leaders.get(tp) == self.broker and owner.get(tp, self) is self:
-                owner[tp] = self
+            if leaders.get(tp) == self.broker and f.claim(tp, self):
                 planned.append((part, gen))
         return planned
 
@@ -118,8 +108,8 @@ class FetchSession:
                 timeout, retry=False)
         finally:
             self.in_flight = False
-            self._release()
-        f.error = None
+            f.release(self)
+        f.reached()
         f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
         failed = f.buffer.absorb(resp.parts, [g for _, g in planned], resp.payload)
         reroute = False

@@ -58,7 +58,7 @@ class Fetcher:
         self.managed = False  # the group membership decides the assignment
         self.offsets: "Coordinators | None" = None  # set by the core: committed offsets' route
         self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
-        self.owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
+        self._owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
         self.throttles = Throttles()  # brokers whose quota throttle runs (fetch_session.py)
@@ -79,6 +79,7 @@ class Fetcher:
         rather than after up to ``fetch_max_wait_ms``."""
         if restart:
             for session in [s for s in self.sessions.values() if s.in_flight]:
+                self.abandoned += 1
                 session.abandon()
         self.wake()
         if self._task is None or self._task.done():
@@ -98,16 +99,14 @@ class Fetcher:
                 look_again = await self._spread()
                 backoff.reset()
             except _CONNECTION as exc:
-                self.error = exc  # poll raises it if no data arrives in time
-                self.notify()
+                self.unreachable(exc)
                 await asyncio.sleep(backoff.next())
                 continue
             except LogbrokerError as exc:
-                self.error = None
+                self.reached()
                 if not exc.retriable:  # e.g. a refused group name: poll raises it once
                     log.warning("consumer fetch loop: %s", exc)
-                    self.fatal = exc
-                    self.notify()
+                    self.refused(exc)
                 await asyncio.sleep(backoff.next())
                 continue
             # waiting: a poll that frees buffer space must wake us, also while a
@@ -127,7 +126,7 @@ class Fetcher:
     async def _spread(self) -> "float | None":
         """Start a session for each leader of a fetchable partition; returns
         when to look again (some partition has no leader yet) or None."""
-        fetchable = [p for p, _ in self.buffer.plan(0) if (p[0], p[1]) not in self.owner]
+        fetchable = [p for p, _ in self.buffer.plan(0) if (p[0], p[1]) not in self._owner]
         if not fetchable:
             return None
         self.router.track({p[0] for p in fetchable})
@@ -139,6 +138,39 @@ class Fetcher:
             if broker not in self.sessions:
                 self.sessions[broker] = FetchSession(self, broker)
         return self.router.options.reconnect_backoff_max if unrouted else None
+
+    # -- what the fetch sessions report (fetch_session.py) -------------------------------------
+    def claim(self, tp: tuple[str, int], session: FetchSession) -> bool:
+        """``session`` puts ``tp`` in its request, unless another one has it in its own."""
+        if self._owner.get(tp, session) is not session:
+            return False
+        self._owner[tp] = session
+        return True
+
+    def release(self, session: FetchSession) -> None:
+        """The partitions ``session`` claimed are free again (its request ended)."""
+        for tp in [tp for tp, s in self._owner.items() if s is session]:
+            del self._owner[tp]
+
+    def forget(self, session: FetchSession) -> None:
+        """``session`` ended (or was abandoned): release its partitions."""
+        if self.sessions.get(session.broker) is session:
+            del self.sessions[session.broker]
+        self.release(session)
+
+    def unreachable(self, exc: LogbrokerError) -> None:
+        """No broker answered: ``poll`` raises ``exc`` if no data arrives in time."""
+        self.error = exc
+        self.notify()
+
+    def refused(self, exc: LogbrokerError) -> None:
+        """A broker refused a whole request (not retriable): ``poll`` raises it once."""
+        self.fatal = exc
+        self.notify()
+
+    def reached(self) -> None:
+        """A broker answered: an earlier ``unreachable`` is over."""
+        self.error = None
 
     def part_failed(self, st: PartitionState, code: int, message: str) -> bool:
         """A partition's error in a Fetch answer; True if it calls for a

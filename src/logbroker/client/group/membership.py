@@ -1,7 +1,8 @@
 """A consumer's membership of its group: join, sync, rejoin, leave (Kafka's
 classic group protocol, KIP-429 cooperative rebalancing, KIP-345 static
 membership). Runs on the client's loop, one task (``run``) plus the
-heartbeat task (heartbeat.py); never raises out of its loop: errors are
+heartbeat task (heartbeat.py, which reports its answers to
+``heartbeat_failed``); never raises out of its loop: errors are
 logged, retried with backoff, and the fatal ones (FENCED_INSTANCE_ID,
 INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED, the authorization
 failures, ...) kept in ``fatal`` for ``poll`` to raise.
@@ -37,11 +38,11 @@ from ...protocol import messages as m
 from .assignors import ASSIGNORS, COOPERATIVE, Assignment, Member, Subscription, choose
 from ..net.backoff import Backoff
 from .coordinator import Coordinators, refinds
+from .heartbeat import heartbeat_loop
 from .offsets import Identity
 from ..net.link import cancel_and_wait
 from .rebalance import ASSIGN, LOST, REVOKE, Change, ChangeQueue
 from ..net.routing import Router
-from ..settings import ConsumerSettings
 from .topic_filter import TopicFilter
 
 log = logging.getLogger("logbroker.client.group")
@@ -52,8 +53,10 @@ FATAL = (FencedInstanceIdError, InconsistentGroupProtocolError, GroupMaxSizeReac
 
 
 class GroupMembership:
-    def __init__(self, settings: ConsumerSettings, router: Router, coordinators: Coordinators,
+    def __init__(self, settings, router: Router, coordinators: Coordinators,
                  changes: ChangeQueue, notify) -> None:
+        """``settings``: the consumer's ``ConsumerSettings`` (its group,
+        membership and metadata fields are read)."""
         self.settings, self.router, self.coordinators = settings, router, coordinators
         self.group: str = settings.group
         self.changes, self.notify = changes, notify
@@ -104,8 +107,6 @@ class GroupMembership:
         self.start()
 
     def start(self) -> None:
-        from .heartbeat import heartbeat_loop
-
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self.run())
         if self.heartbeat_task is None or self.heartbeat_task.done():
@@ -171,6 +172,37 @@ class GroupMembership:
         self.rejoin = True
         self.state = UNJOINED
         self.wake()
+
+    def poll_overdue(self) -> bool:
+        """A joined member's application has not called ``poll`` within
+        ``max_poll_interval_ms`` (and it has not left for that already)."""
+        limit = self.settings.max_poll_interval_ms / 1000
+        return bool(self.member_id) and not self.poll_expired \
+            and time.monotonic() - self.last_poll > limit
+
+    def heartbeat_failed(self, exc: LogbrokerError, gen: int, mid: str) -> None:
+        """A heartbeat of generation ``gen`` as ``mid`` failed with ``exc``
+        (heartbeat.py's docstring lists what each answer does)."""
+        if gen != self.generation or mid != self.member_id:
+            return  # an answer about a generation the member has left behind
+        if isinstance(exc, RebalanceInProgressError):
+            self.request_rejoin("the coordinator started a rebalance")
+        elif isinstance(exc, UnknownMemberIdError):
+            log.warning("group %r: the coordinator does not know member %s any more (%s): "
+                        "its partitions are lost, rejoining", self.group, mid, exc.message)
+            self.reset(member_id=True)
+        elif isinstance(exc, IllegalGenerationError):
+            log.warning("group %r: generation %d is stale (%s): its partitions are lost, "
+                        "rejoining", self.group, gen, exc.message)
+            self.reset(member_id=False)
+        elif isinstance(exc, FencedInstanceIdError):
+            self.fatal = exc
+            self.notify()
+            self.reset(member_id=True)
+        elif refinds(exc):
+            log.info("group %r: heartbeat: %s (finding the coordinator again)", self.group, exc)
+        else:
+            log.warning("group %r: heartbeat: %s", self.group, exc)
 
     def request_rejoin(self, reason: str) -> None:
         if not self.rejoin:
