@@ -1,11 +1,13 @@
 """The admin client's one core: operations as coroutines over a ``Router``
 (the sync ``Admin`` runs them on its I/O thread, ``logbroker.aio.Admin``
-awaits them); their results are the value objects of admin_results.py.
+awaits them); their results are the value objects of results.py. Each
+operation's contract is the docstring of ``logbroker.Admin``'s method of the
+same name (admin/sync.py).
 
 Requests that name no partition go to any broker (the router's control
 link: the live brokers it knows, then the bootstrap list), except a group's
 (describe, delete, commit and fetch offsets), which go to its coordinator
-(coordinator.py), and ListGroups, asked of every broker; ListOffsets goes
+(group/coordinator.py), and ListGroups, asked of every broker; ListOffsets goes
 to each partition's leader and follows leader changes until the request's
 deadline (``request_timeout_ms``).
 
@@ -26,29 +28,17 @@ from ... import limits
 from ...errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsError,
                       UnknownTopicOrPartitionError, for_code)
 from ...protocol import messages as m
+from ...protocol.consumer_protocol import Assignment
 from .. import validate
 from ..group import offsets as group_offsets
 from .results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                             GroupDescription, GroupPartition, MemberDescription, NewTopic,
                             OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
                             TopicDescription, UserInfo)
-from ..group.assignors import Assignment
 from ..group.coordinator import Coordinators
 from ..net.metadata import list_offsets, part_error, partition_counts
 from ..net.routing import Router
-
-__all__ = ["METHODS", "Acl", "AdminCore", "BrokerInfo", "ClusterDescription", "ClusterPartition",
-           "ElectionResult", "GroupDescription", "GroupPartition", "MemberDescription", "NewTopic",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "TopicDescription",
-           "UserInfo"]
-
-# The coroutines both Admin shells expose as they are (create_topic is the
-# one more: it is written once below too).
-METHODS = ("create_topics", "create_topic", "delete_topics", "list_topics", "describe_topics",
-           "describe_cluster", "elect_leaders", "list_groups", "describe_groups",
-           "delete_groups", "commit_offsets", "fetch_offsets", "list_offsets", "create_user",
-           "delete_user", "list_users", "create_acls", "delete_acls", "describe_acls")
-
+from ..settings import TlsSettings, client_options
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
     """``{name: None or error}`` in ``order``: the broker's answers, and the
@@ -113,25 +103,35 @@ def _member(member_id, instance_id, client_id, host, assignment: bytes,
 
 class AdminCore:
     def __init__(self, router: Router) -> None:
-        self.router = router
+        self.router, self.options = router, router.options
         self.coordinators = Coordinators(router)
         self.closed = False
+
+    @classmethod
+    def make(cls, bootstrap="127.0.0.1:9555", *, client_id: str = "logbroker-admin",
+             request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000,
+             tls_ca: "str | None" = None, tls_cert: "str | None" = None,
+             tls_key: "str | None" = None, tls_check_hostname: bool = True,
+             username: "str | None" = None, password: "str | None" = None,
+             sasl_mechanism: str = "SCRAM-SHA-256") -> "AdminCore":
+        """The core for ``Admin(bootstrap, **options)`` (both shells): the
+        arguments checked into ``ClientOptions`` (settings.client_options)."""
+        options = client_options(bootstrap, client_id, request_timeout_ms, connect_timeout_ms,
+                                 TlsSettings(tls_ca, tls_cert, tls_key, tls_check_hostname,
+                                             username, password, sasl_mechanism))
+        return cls(Router(options))
 
     def check_open(self) -> None:
         if self.closed:
             raise ClientClosedError("the admin client is closed")
 
+    def mark_closed(self) -> None:
+        """Refuse every call from now on (any thread; the first step of closing)."""
+        self.closed = True
+
     # -- topics -------------------------------------------------------------------------------------
     async def create_topics(self, topics: Iterable, raise_errors: bool = True) -> dict:
-        """Create topics: each a name, a ``NewTopic(name, partitions=1,
-        configs={}, replication_factor=None)`` or a ``(name, partitions[,
-        configs[, replication_factor]])`` tuple (configs: LogConfig overrides
-        such as ``retention_ms``, and the cluster's ``min_insync_replicas``,
-        ``unclean_leader_election``). Returns ``{name: None or the error}``;
-        with ``raise_errors`` raises the first error
-        (``TopicAlreadyExistsError``, ``InvalidTopicError``,
-        ``InvalidConfigError``, ``InvalidReplicationFactorError``) after all
-        were tried."""
+        """``Admin.create_topics``: one CreateTopics, sent once."""
         good, refused, order = _split(validate.iterable(topics, "topics"), _new_topic)
         entries = ()
         if good:
@@ -142,7 +142,7 @@ class AdminCore:
     async def create_topic(self, name: str, partitions: int = 1, configs: "dict | None" = None,
                            *, replication_factor: "int | None" = None,
                            exist_ok: bool = False) -> bool:
-        """Create one topic; returns False if it existed and ``exist_ok``."""
+        """``Admin.create_topic``."""
         try:
             await self.create_topics([NewTopic(name, partitions, configs or {},
                                                replication_factor)])
@@ -153,8 +153,7 @@ class AdminCore:
         return True
 
     async def delete_topics(self, names: Iterable[str], raise_errors: bool = True) -> dict:
-        """Delete topics and their data; ``{name: None or the error}``
-        (``UnknownTopicOrPartitionError`` for a missing one)."""
+        """``Admin.delete_topics``: one DeleteTopics, sent once."""
         good, refused, order = _split(validate.iterable(names, "names"), validate.topic)
         entries = ()
         if good:
@@ -164,21 +163,12 @@ class AdminCore:
         return _results(entries, refused, order, raise_errors)
 
     async def list_topics(self) -> dict[str, int]:
-        """``{topic: partition count}`` of every topic."""
+        """``Admin.list_topics``: one Metadata."""
         resp = await self.router.metadata(None)
         return {name: n for name, err, _, n in resp.topics if not err}
 
     async def describe_topics(self, names: "Iterable[str] | None" = None) -> dict:
-        """``{name: TopicDescription(name, configs, partitions)}`` with
-        ``PartitionInfo(partition, log_start, log_end, high_watermark,
-        size_bytes, segments, error, message, leader, replicas, isr)`` per
-        partition (``error`` PARTITION_OFFLINE and the reason for an offline
-        one; leader -1 while it has none); all topics when ``names`` is
-        None. Raises for an unknown topic. DescribeTopics and Metadata go to
-        any broker; a partition that broker does not lead is described by
-        its leader (one more DescribeTopics per leader broker, concurrently;
-        the leader's offsets are the authoritative ones). A partition whose
-        leader cannot be asked keeps the first broker's answer (its error)."""
+        """``Admin.describe_topics``: DescribeTopics and Metadata, then the leaders'."""
         wanted = None if names is None else tuple(validate.topics(names))
         resp, meta = await asyncio.gather(self.router.call_any(m.DescribeTopics(topics=wanted)),
                                           self.router.metadata(wanted))
@@ -216,14 +206,7 @@ class AdminCore:
 
     # -- the cluster --------------------------------------------------------------------------------
     async def describe_cluster(self, topics: "Iterable[str] | None" = None) -> ClusterDescription:
-        """The cluster as the answering broker sees it (DescribeCluster):
-        ``ClusterDescription(cluster, controller, brokers, partitions,
-        server)``, ``BrokerInfo(id, host, port, live)`` by id and
-        ``ClusterPartition(topic, partition, leader, leader_epoch, replicas,
-        isr, preferred_leader)`` for every partition of ``topics`` (None:
-        all; ``UnknownTopicOrPartitionError`` for a topic the cluster does
-        not have). A single node: one live broker leading everything at
-        epoch 0, controller -1."""
+        """``Admin.describe_cluster``: one DescribeCluster."""
         wanted = None if topics is None else tuple(validate.topics(topics))
         resp = await self.router.call_any(m.DescribeCluster(topics=wanted))
         missing = set(wanted or ()) - {p[0] for p in resp.partitions}
@@ -237,13 +220,7 @@ class AdminCore:
             self.router.control.server)
 
     async def elect_leaders(self, topics: "Iterable[str] | None" = None) -> dict:
-        """Move leadership back to each partition's preferred replica (its
-        first) where that one is live and in sync (ElectLeaders; ``topics``
-        None: all). Returns ``{(topic, partition): ElectionResult(topic,
-        partition, leader, error)}``, ``leader`` as it is afterwards (moved
-        or not), ``error`` None or the partition's error (an unknown topic
-        is keyed ``(topic, -1)``). Never sent twice: a retry could move a
-        leader the operator moved meanwhile."""
+        """``Admin.elect_leaders``: one ElectLeaders, sent once."""
         wanted = None if topics is None else tuple(validate.topics(topics))
         resp = await self.router.call_any(m.ElectLeaders(topics=wanted), retry=False)
         self.router.invalidate()  # leaders moved: route by the new ones
@@ -253,9 +230,7 @@ class AdminCore:
 
     # -- groups -------------------------------------------------------------------------------------
     async def list_groups(self) -> list[str]:
-        """Every group with members or committed offsets, sorted. Each broker
-        answers for the groups it coordinates: asked of every live broker
-        (concurrently) and merged; raises the first broker's error."""
+        """``Admin.list_groups``: ListGroups of every live broker."""
         brokers = (await self.router.metadata(())).brokers
         answers = await asyncio.gather(*(self.router.call(bid, m.ListGroups())
                                          for bid, _, _ in brokers), return_exceptions=True)
@@ -267,13 +242,7 @@ class AdminCore:
         return sorted(names)
 
     async def describe_groups(self, groups: Iterable[str]) -> dict:
-        """``{group: GroupDescription(group, partitions, state, protocol,
-        generation, members)}``: a ``GroupPartition(topic, partition,
-        committed, log_end, lag, commit_ms, lag_ms)`` per committed
-        partition and a ``MemberDescription(member_id, group_instance_id,
-        client_id, host, partitions)`` per member, from each group's
-        coordinator; ``GroupNotFoundError`` for a group without members or
-        committed offsets."""
+        """``Admin.describe_groups``: DescribeGroups at each group's coordinator."""
         names = validate.groups(groups)
         out = {}
         for g in names:
@@ -283,9 +252,7 @@ class AdminCore:
         return {g: out[g] for g in names if g in out}
 
     async def delete_groups(self, groups: Iterable[str], raise_errors: bool = True) -> dict:
-        """Forget groups' offsets, each at its coordinator; ``{group: None or
-        the error}``: ``NonEmptyGroupError`` for a group with members,
-        ``GroupNotFoundError``, ``InvalidGroupError``. Sent once."""
+        """``Admin.delete_groups``: DeleteGroups at each group's coordinator, sent once."""
         good, refused, order = _split(validate.iterable(groups, "groups"), validate.group)
         entries: list = []
         for g in good:
@@ -295,40 +262,24 @@ class AdminCore:
 
     # -- offsets ------------------------------------------------------------------------------------
     async def commit_offsets(self, group: str, offsets: dict) -> None:
-        """Commit for ``group`` without a live consumer: ``{(topic,
-        partition): offset or (offset, metadata)}``, offset = the next record
-        to read. All valid entries are stored atomically; raises the first
-        partition's error (unknown partition, negative offset), and
-        ``UnknownMemberIdError`` while the group has members (their commits
-        are fenced by generation)."""
+        """``Admin.commit_offsets``: without membership (group/offsets.py)."""
         entries = validate.commit_entries(offsets)
         await group_offsets.commit(self.coordinators, validate.group(group), entries)
 
     async def fetch_offsets(self, group: str, partitions=None) -> dict:
-        """``{(topic, partition): OffsetAndMetadata(offset, metadata,
-        commit_ms) or None}``; all committed partitions when ``partitions``
-        is None."""
+        """``Admin.fetch_offsets``: FetchOffsets at the group's coordinator."""
         parts = None if partitions is None else tuple(validate.topic_partitions(partitions))
         found = await group_offsets.fetch(self.coordinators, validate.group(group), parts)
         return {tp: OffsetAndMetadata(*v) if v[0] >= 0 else None for tp, v in found.items()}
 
     async def partitions_of(self, topics: Iterable[str]) -> list:
+        """Every ``(topic, partition)`` of ``topics``."""
         counts = await partition_counts(self.router, list(topics), wait=False,
                                         timeout=self.router.options.request_timeout)
         return [(t, p) for t, n in counts.items() for p in range(n)]
 
     async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
-        """``{(topic, partition): OffsetAndTimestamp(offset, timestamp)}``,
-        from each partition's leader (following leader changes until
-        ``request_timeout_ms``).
-
-        ``partitions``: ``(topic, partition)`` pairs and/or topic names (all
-        their partitions), with one ``spec`` for all — ``"earliest"`` (log
-        start), ``"latest"`` (high watermark: the next offset to be written
-        and readable) or a timestamp in ms (the earliest record at or after
-        it; offset -1 if none) — or a dict ``{(topic, partition): spec}``.
-        Raises the first partition's error; with ``raise_errors=False`` that
-        error is the partition's value instead (e.g. ``LeaderNotAvailableError``)."""
+        """``Admin.list_offsets``: ListOffsets per leader (net/metadata.py)."""
         if isinstance(partitions, dict):
             specs = {validate.topic_partition(tp): validate.offset_spec(s)
                      for tp, s in partitions.items()}
@@ -347,11 +298,7 @@ class AdminCore:
 
     # -- users (docs/security.md) ------------------------------------------------------------------
     async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
-        """Create user ``name`` with ``password``, or change an existing
-        user's password; True if the user is new. Only the SCRAM-SHA-256
-        credentials derived here (salt, keys, ``iterations`` 4096..16384)
-        are sent and stored, never the password. Sent once.
-        ``ClusterAuthorizationFailedError`` if this client may not."""
+        """``Admin.create_user``: SCRAM credentials derived here, sent once."""
         from ...protocol.auth_messages import check_user_name
         from ..net.auth import user_credentials
 
@@ -363,42 +310,39 @@ class AdminCore:
         return resp.created
 
     async def delete_user(self, name: str) -> None:
-        """Delete user ``name`` (its next connection fails to authenticate;
-        open ones stay); ``ResourceNotFoundError`` if there is none. Sent once."""
+        """``Admin.delete_user``: sent once."""
         from ...protocol.auth_messages import check_user_name
 
         await self.router.call_any(m.DeleteUser(name=check_user_name(name)), retry=False)
 
     async def list_users(self) -> list:
-        """``UserInfo(name, mechanism, iterations)`` of every user, by name."""
+        """``Admin.list_users``."""
         resp = await self.router.call_any(m.ListUsers())
         return [UserInfo(*row) for row in resp.users]
 
     # -- ACLs (docs/security.md, "Authorization") -------------------------------------------------
     async def create_acls(self, acls: Iterable) -> int:
-        """Add ``acls`` (``Acl`` tuples); how many were new. The broker checks
-        every field (``InvalidRequestError``); ``ClusterAuthorizationFailedError``
-        if this client may not alter the cluster. Sent once."""
+        """``Admin.create_acls``: sent once."""
         rows = tuple(tuple(Acl(*a)) for a in acls)
         resp = await self.router.call_any(m.CreateAcls(acls=rows), retry=False)
         return resp.created
 
     async def delete_acls(self, principal: str = "", resource_type: str = "", name: str = "",
                           pattern: str = "", operation: str = "", permission: str = "") -> list:
-        """Remove every binding matching the filter (an empty field matches
-        anything); the ``Acl``s removed. Sent once."""
+        """``Admin.delete_acls``: sent once."""
         resp = await self.router.call_any(m.DeleteAcls(principal, resource_type, name, pattern,
                                                        operation, permission), retry=False)
         return [Acl(*row) for row in resp.acls]
 
     async def describe_acls(self, principal: str = "", resource_type: str = "", name: str = "",
                             pattern: str = "", operation: str = "", permission: str = "") -> list:
-        """The ``Acl``s matching the filter (empty fields match anything), sorted."""
+        """``Admin.describe_acls``."""
         resp = await self.router.call_any(m.DescribeAcls(principal, resource_type, name, pattern,
                                                          operation, permission))
         return [Acl(*row) for row in resp.acls]
 
     async def aclose(self) -> None:
-        self.closed = True
+        """Close the connections; every call is refused from now on."""
+        self.mark_closed()
         await self.coordinators.aclose()
         await self.router.aclose()

@@ -2,13 +2,17 @@
 ``logbroker.aio.Consumer``: argument checks, assignment, positions, commits
 and the poll step, over a ``FetchBuffer`` and a ``Fetcher``.
 
+The public methods' contracts are the docstrings of ``logbroker.Consumer``
+(consumer/sync.py); the asyncio shell (consumer/aio.py) keeps them too.
 Coroutines (``subscribe``, ``seek_to*``, ``position``, ``commit``,
 ``committed``, ``aclose``) run on the client's loop: the sync shell runs
 them on its I/O thread, the asyncio shell awaits them. Plain methods run in
 the caller's thread; ``schedule(fn, *args)`` (given by the shell) gets the
 fetch loop poked from there. ``poll`` decodes in the caller's thread: the
 shell calls ``poll_start`` once, then ``poll_step`` until it returns records,
-waiting on its wake-up in between.
+waiting on its wake-up in between. What both shells do on a rebalance and on
+close is written once, as sequences of steps (``applying``, ``leaving``:
+consumer_group.py) that each shell only performs (waiting.Steps).
 
 Positions are resolved lazily, as Kafka does: ``assign``, ``seek`` and
 ``seek_to_beginning`` / ``seek_to_end`` only change the client's state, and
@@ -21,9 +25,8 @@ position wakes the running loop (abandoning a long poll in flight).
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Iterable
+from typing import Generator, Iterable
 
 from ...errors import ClientClosedError
 from ...protocol import messages as m
@@ -36,12 +39,7 @@ from ..net.routing import Router
 from ..settings import ConsumerSettings, check_names, client_options
 from ..group.topic_filter import TopicFilter
 
-# The methods both Consumer shells expose as they are: plain ones, and
-# coroutines (run on the sync shell's I/O thread, awaited by the asyncio one).
-DIRECT = ("assign", "seek", "subscription", "assignment", "highwater", "metrics")
-REBALANCE = object()  # poll_step's answer: apply the group's changes (rebalance.py), then step again
-COROUTINES = ("subscribe", "seek_to_beginning", "seek_to_end", "seek_to_timestamp", "commit",
-              "committed")
+REBALANCE = object()  # poll_step's answer: apply the group's changes (applying()), then step again
 
 
 class PollCall:
@@ -55,8 +53,13 @@ class PollCall:
 
 
 class ConsumerCore:
-    def __init__(self, bootstrap, group, client_id, request_timeout_ms, connect_timeout_ms,
-                 settings: dict, *, wakeup, schedule) -> None:
+    def __init__(self, bootstrap="127.0.0.1:9555", *, wakeup, schedule,
+                 group: "str | None" = None, client_id: str = "logbroker-consumer",
+                 request_timeout_ms: int = 30_000, connect_timeout_ms: int = 5_000,
+                 **settings) -> None:
+        """The core of ``Consumer(bootstrap, **settings)`` (both shells);
+        ``wakeup`` is the shell's (waiting.py), ``schedule(fn, *args)`` runs
+        ``fn`` on the client's loop from the caller's thread."""
         check_names(ConsumerSettings, settings, "Consumer")
         self.settings = ConsumerSettings(group=group, **settings)
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
@@ -83,34 +86,25 @@ class ConsumerCore:
         if self.closed:
             raise ClientClosedError("the consumer is closed")
 
+    def mark_closed(self) -> None:
+        """Refuse every call from now on and drop the buffered records (any
+        thread; the first step of closing)."""
+        self.closed = True
+        self.buffer.clear()
+
     # -- assignment -------------------------------------------------------------------------------
     def assign(self, partitions: Iterable) -> None:
-        """Read exactly these ``(topic, partition)`` pairs (replaces any
-        subscription, and leaves the group if this consumer was a member);
-        positions of partitions kept are kept."""
+        """``Consumer.assign``: the group's subscription ends, the buffer follows ``partitions``."""
         self.check_open()
         tps = validate.topic_partitions(partitions)
-        if self.group.managed or self.group.changes.pending():
-            self.group.member.filter = TopicFilter()
-            while (item := self.group.changes.take()) is not None:
-                self.group.changes.done(item[1])
-            self._schedule(_spawn, self.group.stop)
-        self.fetcher.topic_filter, self.fetcher.managed = TopicFilter(), False
+        self.group.unsubscribe_now()
+        self.fetcher.unsubscribe()
         self.buffer.assign(tps)
         self._poke()
 
     async def subscribe(self, topics=None, *, pattern=None, on_assign=None, on_revoke=None,
                         on_lost=None) -> None:
-        """Follow ``topics`` (a name or a list of names) or ``pattern`` (a
-        ``re`` pattern or its text, matching whole topic names; topics
-        created later join at the next metadata refresh). With a ``group``
-        the consumer joins it and reads the partitions the group assigns it
-        (docs/client.md, Consumer groups): this returns at once, the join
-        proceeds in the background, and ``on_assign`` / ``on_revoke`` /
-        ``on_lost`` are called from ``poll`` with the partitions that change
-        hands. Without a group it reads every partition of the topics
-        (blocks for one Metadata request). An empty list unsubscribes (and
-        leaves the group)."""
+        """``Consumer.subscribe``: the fetcher follows the topics, with a group the membership joins."""
         self.check_open()
         topic_filter = TopicFilter.make(topics, pattern)
         listener = Listener(on_assign, on_revoke, on_lost)
@@ -132,27 +126,20 @@ class ConsumerCore:
         self.fetcher.poke(True)
 
     def subscription(self) -> "tuple | str":
-        """The topics subscribed to, or the pattern's text (``()`` after ``assign``)."""
+        """``Consumer.subscription``."""
         return self.fetcher.subscription
 
     def assignment(self) -> set:
-        """The partitions this consumer reads, as ``{(topic, partition)}``."""
+        """``Consumer.assignment``."""
         return set(self.buffer.states)
 
     def highwater(self, topic: str, partition: int) -> "int | None":
-        """The high watermark the last fetch reported (None before one)."""
+        """``Consumer.highwater``."""
         hw = self.buffer.state(topic, partition).high_watermark
         return None if hw < 0 else hw
 
     def metrics(self) -> dict:
-        """The consumer's counters (docs/metrics.md): ``records_consumed``
-        (returned by polls), ``polls`` (that returned records),
-        ``buffered_bytes`` (fetched, not yet polled), ``assigned`` (partitions),
-        ``lag`` ({(topic, partition): high watermark of the last fetch answer
-        minus the position}, for partitions with both known) and
-        ``lag_total``, ``fetch_throttle_time_ms_avg`` / ``_max`` (the quota
-        throttle the brokers' fetch answers carried: throttle.py). A plain
-        dict; never blocks, any thread."""
+        """``Consumer.metrics`` (docs/metrics.md): read under the buffer's lock, any thread."""
         buffer = self.buffer
         with buffer.lock:
             states = list(buffer.states.values())
@@ -165,9 +152,7 @@ class ConsumerCore:
 
     # -- positions --------------------------------------------------------------------------------
     def seek(self, topic: str, partition: int, offset: int) -> None:
-        """Next ``poll`` returns records from ``offset`` (never blocks). An
-        offset past the log end or below its start is handled by
-        ``auto_offset_reset`` at the next fetch."""
+        """``Consumer.seek``: the buffer's position, the fetch loop restarted."""
         self.check_open()
         tp = validate.topic_partition((topic, partition))
         self.buffer.seek(*tp, validate.offset(offset))
@@ -196,23 +181,16 @@ class ConsumerCore:
             self.fetcher.poke(True)
 
     async def seek_to_beginning(self, partitions: "Iterable | None" = None) -> None:
-        """Seek (all assigned, or the given) partitions to their log start,
-        lazily (Kafka's rule): no request here; the next ``poll`` or
-        ``position()`` asks the leaders (one ListOffsets per leader for
-        every partition to resolve)."""
+        """``Consumer.seek_to_beginning``: a pending reset (no request)."""
         self._reset_to(partitions, "earliest")
 
     async def seek_to_end(self, partitions: "Iterable | None" = None) -> None:
-        """Seek to the high watermark as of the next ``poll`` or
-        ``position()`` (lazily, as ``seek_to_beginning``): records produced
-        after that are read."""
+        """``Consumer.seek_to_end``: a pending reset (no request)."""
         self._reset_to(partitions, "latest")
 
     async def seek_to_timestamp(self, timestamp_ms: int,
                                 partitions: "Iterable | None" = None) -> None:
-        """Seek to the earliest record with timestamp >= ``timestamp_ms``, or
-        to the end where there is none. Blocks for one ListOffsets request
-        per leader (two where some partition has no record that late)."""
+        """``Consumer.seek_to_timestamp``: ListOffsets per leader, then seeks."""
         ts = validate.timestamp(timestamp_ms, "timestamp_ms")
         await self._seek_to({tp: ts for tp in self._targets(partitions)})
 
@@ -221,8 +199,7 @@ class ConsumerCore:
         return self.buffer.state(*validate.topic_partition((topic, partition))).position
 
     async def position(self, topic: str, partition: int) -> int:
-        """The offset of the next record ``poll`` returns; resolves it first
-        (committed offset / reset policy) if unknown, which may block."""
+        """``Consumer.position``: resolved (and retried) by the fetcher if unknown."""
         st = self.buffer.state(*validate.topic_partition((topic, partition)))
         if st.position is None:
             await self.fetcher.resolve_positions([st], retry=True)
@@ -237,23 +214,14 @@ class ConsumerCore:
         return self.settings.group
 
     async def commit(self, offsets: "dict | None" = None) -> None:
-        """Store offsets for the group: by default the position of every
-        assigned partition (the next record to read), else ``{(topic,
-        partition): offset or (offset, metadata)}``. Blocks until durable
-        (at most ``request_timeout_ms``); raises the first partition's
-        error. A member's commit carries its generation: when the group
-        rebalanced without it, ``IllegalGenerationError`` /
-        ``UnknownMemberIdError`` (nothing committed; the member rejoins);
-        while the group waits for its leader's assignment,
-        ``RebalanceInProgressError`` (poll, then commit again)."""
+        """``Consumer.commit``: as this member (group_offsets.commit says what is raised)."""
         self._group("commit")
         entries = self.group.positions() if offsets is None else validate.commit_entries(offsets)
         if entries:
             await self.group.commit(entries)
 
     async def committed(self, topic: "str | None" = None, partition: "int | None" = None):
-        """The group's committed offset of one partition (None if none), or
-        with no arguments ``{(topic, partition): offset}`` for the assigned ones."""
+        """``Consumer.committed``: FetchOffsets through the group's coordinator."""
         self._group("committed()")
         tps = [validate.topic_partition((topic, partition))] if topic is not None \
             else list(self.buffer.states)
@@ -283,11 +251,11 @@ class ConsumerCore:
         if self.group.changes.pending():
             return REBALANCE
         fetcher, member = self.fetcher, self.group.member
-        err = self.buffer.errors() or fetcher.fatal or (member and member.fatal)
+        err = self.buffer.errors()
+        fatal = fetcher.take_fatal()
+        member_fatal = member.take_fatal() if member is not None else None
+        err = err or fatal or member_fatal
         if err is not None:
-            fetcher.fatal = None
-            if member is not None:
-                member.fatal = None
             raise err
         records = self.buffer.take(call.limit, self.settings.check_crcs)
         if records:
@@ -303,14 +271,20 @@ class ConsumerCore:
             return []
         return None
 
+    # -- rebalancing and closing: the sequences both shells perform (waiting.Steps) ------------
+    def applying(self) -> Generator:
+        """The group's partition changes, applied where the application polls
+        (after ``poll_step`` answered ``REBALANCE``): ``ConsumerGroup.applying``."""
+        return self.group.applying()
+
+    def leaving(self) -> Generator:
+        """``close()``'s steps before the connections close (a member commits,
+        calls ``on_revoke`` and leaves; failures logged): ``ConsumerGroup.leaving``."""
+        return self.group.leaving()
+
     async def aclose(self) -> None:
         """Stop fetching and close the connections (no commit)."""
-        self.closed = True
+        self.mark_closed()
         await self.group.aclose()
         await self.fetcher.aclose()
         self.buffer.clear()
-
-
-def _spawn(make) -> None:
-    """Start the coroutine ``make()`` as a task (on the client's loop)."""
-    asyncio.ensure_future(make())

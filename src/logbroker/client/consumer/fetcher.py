@@ -56,7 +56,7 @@ class Fetcher:
         self.fatal: "LogbrokerError | None" = None  # a refused request, raised once by poll
         self.topic_filter = TopicFilter()  # what subscribe() named
         self.managed = False  # the group membership decides the assignment
-        self.offsets: "Coordinators | None" = None  # set by the core: committed offsets' route
+        self._offsets: "Coordinators | None" = None  # committed offsets' route (use_coordinators)
         self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
         self._owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
@@ -67,6 +67,10 @@ class Fetcher:
         self._wakeup = asyncio.Event()
         self._task: "asyncio.Task | None" = None
         self.waiting = True  # no fetch planned: poke() needed for more data
+
+    def use_coordinators(self, coordinators: Coordinators) -> None:
+        """Ask ``coordinators`` for the group's committed offsets (the group side's)."""
+        self._offsets = coordinators
 
     def backoff(self) -> Backoff:
         opts = self.router.options
@@ -167,6 +171,11 @@ class Fetcher:
         """A broker refused a whole request (not retriable): ``poll`` raises it once."""
         self.fatal = exc
         self.notify()
+
+    def take_fatal(self) -> "LogbrokerError | None":
+        """The refusal kept for ``poll`` to raise (once), or None."""
+        fatal, self.fatal = self.fatal, None
+        return fatal
 
     def reached(self) -> None:
         """A broker answered: an earlier ``unreachable`` is over."""
@@ -271,7 +280,7 @@ class Fetcher:
     async def committed(self, tps, retry: bool = True) -> dict:
         """The group's committed ``(offset, metadata, commit_ms)`` per partition
         (offset -1: none), from its coordinator."""
-        return await group_offsets.fetch(self.offsets, self.settings.group, tuple(tps), retry)
+        return await group_offsets.fetch(self._offsets, self.settings.group, tuple(tps), retry)
 
     # -- subscriptions (without a group: every partition of the topics) ------------------------
     async def _refresh_subscription(self, force: bool = False) -> None:
@@ -290,6 +299,10 @@ class Fetcher:
         if counts != self._topics_seen:
             self._topics_seen = counts
             self.buffer.assign([(t, p) for t in names for p in range(counts.get(t, 0))])
+
+    def unsubscribe(self) -> None:
+        """Follow no topics: the assignment is the application's (``assign``)."""
+        self.topic_filter, self.managed = TopicFilter(), False
 
     async def subscribe(self, topic_filter: TopicFilter, managed: bool) -> None:
         """Follow ``topic_filter``: read every partition of its topics

@@ -92,6 +92,15 @@ class GroupMembership:
     def wake(self) -> None:
         self._wake.set()
 
+    def take_fatal(self) -> "LogbrokerError | None":
+        """The fatal error kept for ``poll`` to raise (once), or None."""
+        fatal, self.fatal = self.fatal, None
+        return fatal
+
+    def unsubscribe(self) -> None:
+        """Follow nothing: the consumer stops being a managed member."""
+        self.filter = TopicFilter()
+
     def resume(self) -> None:
         """The application polls again after the member left for not polling
         (loop): rejoin now."""

@@ -83,10 +83,7 @@ class TlsIO:
     @staticmethod
     def send_now(sock: ssl.SSLSocket, bufs: list) -> list:
         data = bufs[0]
-        try:
-            sent = sock.send(data)
-        except _WOULD_BLOCK:
-            sent = 0
+        sent = _send(sock, data) or 0
         if sent >= len(data):
             return []
         return [memoryview(data)[sent:] if sent else data]
@@ -94,9 +91,8 @@ class TlsIO:
     @staticmethod
     def send_queued(sock: ssl.SSLSocket, out: deque) -> bool:
         data = out[0]
-        try:
-            sent = sock.send(data)
-        except _WOULD_BLOCK:
+        sent = _send(sock, data)
+        if sent is None:
             return False
         if sent < len(data):
             out[0] = memoryview(data)[sent:]
@@ -123,3 +119,11 @@ class TlsIO:
 
 
 TLS = TlsIO()
+
+
+def _send(sock: ssl.SSLSocket, data) -> "int | None":
+    """The bytes the socket took, None if it would block (``OSError`` when lost)."""
+    try:
+        return sock.send(data)
+    except _WOULD_BLOCK:
+        return None

@@ -217,10 +217,14 @@ class ProducerCore:
                 "in_flight": acc.inflight, "buffered_bytes": acc.buffered,
                 **sender.throttles.metrics("produce")}
 
-    async def shutdown(self) -> None:
-        """After ``closed`` was set: stop the sender (undelivered records fail
-        with ``ClientClosedError``), close the connections, wake space waiters."""
+    def mark_closed(self) -> None:
+        """Refuse every call from now on (any thread; the first step of closing)."""
         self.closed = True
+
+    async def shutdown(self) -> None:
+        """Stop the sender (undelivered records fail with
+        ``ClientClosedError``), close the connections, wake space waiters."""
+        self.mark_closed()
         if self.acc is not None:
             await self.sender.aclose()
             await self.router.aclose()

@@ -1,6 +1,7 @@
 """The sync ``Producer``: ``send()`` appends in the caller's thread, one I/O
 thread (an asyncio loop) sends. The logic is ``ProducerCore``'s, shared with
-``logbroker.aio.Producer``; this shell only blocks where that one awaits.
+``logbroker.aio.Producer`` (producer/aio.py); this shell only blocks where
+that one awaits.
 
 See docs/client.md for the threading model and why it is built this way.
 """
@@ -102,5 +103,5 @@ class Producer(SyncShell):
         except TimeoutError:
             pass
         finally:
-            self._core.closed = True
+            self._core.mark_closed()
             self._stop(self._core.shutdown())
