@@ -77,7 +77,7 @@ class Accumulator:
         self.idle = True  # set by the sender under the lock; cleared by append
         self.inflight = 0  # requests in flight (sender-owned; read here)
         # wake(seal_open): a sealed batch can go (seal_open: and the new open one too)
-        self.wake: Callable[[bool], None] = lambda seal_open: None
+        self.wake: Callable[[bool], None] = lambda seal_open: None  # on_ready() sets it
         self._make_signal = make_signal
         self._order = count().__next__
         self._batch_size = settings.batch_size
@@ -86,6 +86,11 @@ class Accumulator:
         self._max_in_flight = settings.max_in_flight
         self._max_record = settings.max_request_size - 200
         self._linger = settings.linger_ms / 1000
+
+    def on_ready(self, wake: Callable[[bool], None]) -> None:
+        """Call ``wake(seal_open)`` when a sealed batch can go (``seal_open``:
+        the open one too): the sender's ``drain``."""
+        self.wake = wake
 
     def append(self, topic: str, partition: int, value, key, headers,
                timestamp_ms: "int | None") -> "RecordHandle | None":

@@ -62,8 +62,7 @@ class ProducerCore:
         self.router = Router(self.options, auto_create=self.settings.auto_create_topics)
         self.acc = Accumulator(self.settings, make_signal)
         self.sender = Sender(self.acc, self.router, self.settings, loop, in_loop=in_loop,
-                             threadsafe=threadsafe)
-        self.sender.delivery.on_space = self._space_freed
+                             threadsafe=threadsafe, on_space=self._space_freed)
         self._loop, self._in_loop = loop, in_loop
         self._space = LoopWakeup()
         self._space_waiters = 0

@@ -39,12 +39,23 @@ log = logging.getLogger("logbroker.client")
 
 
 class Delivery:
-    def __init__(self, acc: Accumulator, router: Router, settings: ProducerSettings) -> None:
+    def __init__(self, acc: Accumulator, router: Router, settings: ProducerSettings,
+                 on_space=None) -> None:
+        """``on_space()`` is called when buffered bytes drop (the producer's
+        waiters for ``buffer_memory``)."""
         self.acc, self.router, self.settings = acc, router, settings
         self.retry = Backoff(settings.retry_backoff_ms / 1000, settings.retry_backoff_max_ms / 1000)
         self.reset_pending = False  # a sequence gap: a new producer id is due
         self.closed = False  # the producer is closing: nothing is retried
-        self.on_space = lambda: None  # called when buffered bytes drop
+        self.on_space = on_space or (lambda: None)
+
+    def close(self) -> None:
+        """The producer is closing: nothing is retried from now on."""
+        self.closed = True
+
+    def renewed(self) -> None:
+        """A new producer id was taken: the sequence gap is closed."""
+        self.reset_pending = False
 
     def response(self, batches: list, resp, exc) -> None:
         """A Produce request's answer (or the error that took it)."""

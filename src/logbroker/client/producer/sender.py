@@ -60,10 +60,11 @@ class Sender:
     either hands over to the loop."""
 
     def __init__(self, acc: Accumulator, router: Router, settings: ProducerSettings,
-                 loop: asyncio.AbstractEventLoop, in_loop, threadsafe: bool) -> None:
+                 loop: asyncio.AbstractEventLoop, in_loop, threadsafe: bool,
+                 on_space=None) -> None:
         self.acc, self.router, self.settings, self.loop = acc, router, settings, loop
         self.producer_id, self.producer_epoch = -1, -1
-        self.delivery = Delivery(acc, router, settings)
+        self.delivery = Delivery(acc, router, settings, on_space)
         self._in_loop = in_loop
         self._mutex = threading.RLock()
         self._need_pid = settings.idempotent
@@ -74,7 +75,7 @@ class Sender:
         self._timer: "asyncio.TimerHandle | None" = None
         self._loop_drain_pending = False
         self._schedule = loop.call_soon_threadsafe if threadsafe else loop.call_soon
-        acc.wake = self.drain
+        acc.on_ready(self.drain)
         # Producer.metrics(): requests, batches and their records and bytes sent (first
         # attempts), retried batches; bumped per request and batch under the mutex
         self.requests_sent = self.batches_sent = self.records_sent = self.bytes_sent = 0
@@ -384,12 +385,13 @@ class Sender:
                     part.next_seq, part.blocked = 0, False
                     for b in part.queue:
                         b.data = None  # re-encoded with the new id and sequences
-            self._need_pid = self.delivery.reset_pending = False
+            self._need_pid = False
+            self.delivery.renewed()
 
     async def aclose(self) -> None:
         """Stop sending; fail what is left with ``ClientClosedError``."""
         with self._mutex:
-            self.delivery.closed = True
+            self.delivery.close()
             if self._timer is not None:
                 self._timer.cancel()
         for task in (self._task, self._refreshing, *self._connecting.values()):
