@@ -1,16 +1,15 @@
 """Python clients: ``Producer``, ``Consumer``, ``Admin`` (sync; asyncio twins
 in ``logbroker.aio``). docs/client.md describes the API and its contracts."""
 
-from .admin.sync import Admin
 from .admin.results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                             GroupDescription, GroupPartition, MemberDescription, NewTopic,
-                            OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
-                            TopicDescription)
+                            OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription)
+from .admin.sync import Admin
+from .consumer.records import ConsumerRecord
 from .consumer.sync import Consumer
 from .producer.handles import RecordHandle, RecordMetadata
 from .producer.partitioner import partition_for_key
 from .producer.sync import Producer
-from .consumer.records import ConsumerRecord
 
 __all__ = [
     "Admin", "BrokerInfo", "ClusterDescription", "ClusterPartition", "Consumer", "ConsumerRecord",

@@ -26,19 +26,20 @@ from typing import Iterable
 
 from ... import limits
 from ...errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsError,
-                      UnknownTopicOrPartitionError, for_code)
+                       UnknownTopicOrPartitionError, for_code)
 from ...protocol import messages as m
 from ...protocol.consumer_protocol import Assignment
 from .. import validate
 from ..group import offsets as group_offsets
-from .results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
-                            GroupDescription, GroupPartition, MemberDescription, NewTopic,
-                            OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
-                            TopicDescription, UserInfo)
 from ..group.coordinator import Coordinators
 from ..net.metadata import list_offsets, part_error, partition_counts
 from ..net.routing import Router
 from ..settings import TlsSettings, client_options
+from .results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
+                      GroupDescription, GroupPartition, MemberDescription, NewTopic,
+                      OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription,
+                      UserInfo)
+
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
     """``{name: None or error}`` in ``order``: the broker's answers, and the

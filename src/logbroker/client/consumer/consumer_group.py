@@ -30,15 +30,15 @@ from typing import Generator
 from ...errors import IllegalGenerationError, LogbrokerError, UnknownMemberIdError
 from ..group import offsets as group_offsets
 from ..group.coordinator import Coordinators
-from .fetch_buffer import FetchBuffer
-from .fetcher import Fetcher
-from ..group.offsets import NO_MEMBER, Identity
 from ..group.membership import GroupMembership
+from ..group.offsets import NO_MEMBER, Identity
 from ..group.rebalance import ASSIGN, REVOKE, Change, ChangeQueue, Listener
+from ..group.topic_filter import TopicFilter
 from ..net.routing import Router
 from ..settings import ConsumerSettings
 from ..waiting import Call
-from ..group.topic_filter import TopicFilter
+from .fetch_buffer import FetchBuffer
+from .fetcher import Fetcher
 
 log = logging.getLogger("logbroker.client.group")
 

@@ -31,13 +31,13 @@ from typing import Generator, Iterable
 from ...errors import ClientClosedError
 from ...protocol import messages as m
 from .. import validate
+from ..group.rebalance import Listener
+from ..group.topic_filter import TopicFilter
+from ..net.routing import Router
+from ..settings import ConsumerSettings, check_names, client_options
 from .consumer_group import ConsumerGroup
 from .fetch_buffer import FetchBuffer
 from .fetcher import Fetcher
-from ..group.rebalance import Listener
-from ..net.routing import Router
-from ..settings import ConsumerSettings, check_names, client_options
-from ..group.topic_filter import TopicFilter
 
 REBALANCE = object()  # poll_step's answer: apply the group's changes (applying()), then step again
 

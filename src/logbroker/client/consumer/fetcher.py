@@ -28,20 +28,20 @@ import logging
 import time
 
 from ...errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
-                      RequestTimedOutError, TooManyConnectionsError)
-from ..net.backoff import Backoff
-from ..net.cluster_meta import reroutes
+                       RequestTimedOutError, TooManyConnectionsError)
 from ..group import offsets as group_offsets
 from ..group.coordinator import Coordinators
-from .fetch_buffer import FetchBuffer, PartitionState
-from .fetch_session import FetchSession
+from ..group.topic_filter import TopicFilter
+from ..net.backoff import Backoff
+from ..net.cluster_meta import reroutes
 from ..net.link import cancel_and_wait
 from ..net.metadata import list_offsets, part_error
 from ..net.routing import Router
-from ..settings import ConsumerSettings
 from ..net.throttle import Throttles
-from ..group.topic_filter import TopicFilter
+from ..settings import ConsumerSettings
 from ..validate import SPECS
+from .fetch_buffer import FetchBuffer, PartitionState
+from .fetch_session import FetchSession
 
 log = logging.getLogger("logbroker.client")
 _CONNECTION = (BrokerUnavailableError, RequestTimedOutError, TooManyConnectionsError)

@@ -23,8 +23,8 @@ import time
 from typing import Iterable
 
 from ...errors import (BrokerUnavailableError, CoordinatorLoadInProgressError,
-                      CoordinatorNotAvailableError, LogbrokerError, NotCoordinatorError,
-                      RequestTimedOutError)
+                       CoordinatorNotAvailableError, LogbrokerError, NotCoordinatorError,
+                       RequestTimedOutError)
 from ...protocol import messages as m
 from ..net.backoff import Backoff
 from ..net.link import BrokerLink

@@ -30,19 +30,19 @@ import logging
 import time
 
 from ...errors import (FencedInstanceIdError, GroupAuthorizationFailedError,
-                      GroupMaxSizeReachedError, IllegalGenerationError,
-                      InconsistentGroupProtocolError, InvalidGroupError,
-                      InvalidSessionTimeoutError, LogbrokerError, RebalanceInProgressError,
-                      TopicAuthorizationFailedError, UnknownMemberIdError)
+                       GroupMaxSizeReachedError, IllegalGenerationError,
+                       InconsistentGroupProtocolError, InvalidGroupError,
+                       InvalidSessionTimeoutError, LogbrokerError, RebalanceInProgressError,
+                       TopicAuthorizationFailedError, UnknownMemberIdError)
 from ...protocol import messages as m
-from .assignors import ASSIGNORS, COOPERATIVE, Assignment, Member, Subscription, choose
 from ..net.backoff import Backoff
+from ..net.link import cancel_and_wait
+from ..net.routing import Router
+from .assignors import ASSIGNORS, COOPERATIVE, Assignment, Member, Subscription, choose
 from .coordinator import Coordinators, refinds
 from .heartbeat import heartbeat_loop
 from .offsets import Identity
-from ..net.link import cancel_and_wait
 from .rebalance import ASSIGN, LOST, REVOKE, Change, ChangeQueue
-from ..net.routing import Router
 from .topic_filter import TopicFilter
 
 log = logging.getLogger("logbroker.client.group")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...errors import (IllegalGenerationError, LogbrokerError, RebalanceInProgressError,
-                      UnknownMemberIdError)
+                       UnknownMemberIdError)
 from ...protocol import messages as m
-from .coordinator import Coordinators
 from ..net.metadata import part_error
+from .coordinator import Coordinators
 
 FENCED = (IllegalGenerationError, UnknownMemberIdError)
 

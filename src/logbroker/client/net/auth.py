@@ -22,7 +22,7 @@ from scramp import ScramClient, ScramException, ScramMechanism
 from ...errors import SaslAuthenticationFailedError, for_code
 from ...protocol import messages as m
 from ...protocol.auth_messages import (MAX_ITERATIONS, MECHANISM, MECHANISMS, MIN_ITERATIONS,
-                                      check_user_name)
+                                       check_user_name)
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from ...errors import (BrokerUnavailableError, ClusterUnavailableError, FencedLeaderEpochError,
-                      LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,
-                      NotEnoughReplicasError, NotLeaderError, UnknownLeaderEpochError,
-                      UnknownTopicOrPartitionError)
+                       LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,
+                       NotEnoughReplicasError, NotLeaderError, UnknownLeaderEpochError,
+                       UnknownTopicOrPartitionError)
 
 # Errors after which the client refreshes its metadata and sends again
 # (to the new leader): they say the request went to the wrong broker, at

@@ -10,7 +10,7 @@ control link the live brokers it knows, then the bootstrap list. An address
 that failed us (``drop(avoid=True)``) is tried last in the next round.
 ``call()`` sends one request and raises the response's top-level error as
 the registered exception. With ``options.sasl`` every connection is
-authenticated (client/auth.py) before it is used; a refusal is not
+authenticated (client/net/auth.py) before it is used; a refusal is not
 retriable and ends the attempt at once. A broker at a connection limit
 answers the handshake with TOO_MANY_CONNECTIONS: retried like an
 unreachable broker, and raised as ``TooManyConnectionsError`` (with the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...errors import (BrokerUnavailableError, ClientClosedError, ClusterUnavailableError,
-                      LogbrokerError, TooManyConnectionsError, UnsupportedVersionError, for_code)
+                       LogbrokerError, TooManyConnectionsError, UnsupportedVersionError, for_code)
 from ...protocol import messages as m
 from .auth import SaslCredentials, authenticate
 from .backoff import Backoff
@@ -86,7 +86,7 @@ class ClientOptions:
     reconnect_backoff_max: float = 1.0
     max_frame_bytes: int = 256 << 20
     tls: "ssl.SSLContext | None" = None  # TLS to every broker (client_options' tls_* settings)
-    sasl: "SaslCredentials | None" = None  # authenticate every connection (client/auth.py)
+    sasl: "SaslCredentials | None" = None  # authenticate every connection (client/net/auth.py)
 
     @classmethod
     def make(cls, bootstrap, **kwargs) -> "ClientOptions":

@@ -37,7 +37,7 @@ from collections import Counter
 from typing import Callable, Iterable
 
 from ...errors import (LeaderNotAvailableError, LogbrokerError, UnknownTopicOrPartitionError,
-                      for_code)
+                       for_code)
 from ...protocol import messages as m
 from .backoff import Backoff
 from .cluster_meta import REROUTE, WILDCARD_HOSTS, MetadataCache
@@ -48,6 +48,7 @@ REROUTE_CODES = frozenset(cls.code for cls in REROUTE)
 
 
 REFRESH_PACE_MAX = 0.4  # s between metadata refreshes of one incident, at most
+
 
 class Router:
     def __init__(self, options: ClientOptions, *, auto_create: bool = False) -> None:

@@ -31,9 +31,9 @@ from ...errors import RecordTooLargeError
 from ...limits import MAX_TIMESTAMP
 from ...records.encoder import I32_MAX, I32_MIN
 from .. import validate
+from ..settings import ProducerSettings
 from .batch import RECORD_OVERHEAD, ProducerBatch
 from .handles import RecordHandle
-from ..settings import ProducerSettings
 
 _new_handle = tuple.__new__
 EAGER_MIN_BYTES = 16 << 10

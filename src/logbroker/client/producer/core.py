@@ -17,16 +17,16 @@ import asyncio
 import time
 
 from ...errors import (ClientClosedError, LogbrokerError, RequestTimedOutError,
-                      UnknownTopicOrPartitionError)
+                       UnknownTopicOrPartitionError)
 from .. import validate
-from .accumulator import Accumulator
-from .handles import RecordHandle
 from ..net.metadata import partition_counts
-from .partitioner import RoundRobin, partition_for_key
 from ..net.routing import Router
-from .sender import Sender
 from ..settings import ProducerSettings, client_options
 from ..waiting import LoopWakeup
+from .accumulator import Accumulator
+from .handles import RecordHandle
+from .partitioner import RoundRobin, partition_for_key
+from .sender import Sender
 
 _RECHECK_S = 0.5  # a space waiter looks again this often even without a wake-up
 PRODUCER_METRICS = ("records_sent", "batches_sent", "bytes_sent", "batch_size_mean",

@@ -27,13 +27,13 @@ import logging
 import time
 
 from ...errors import (BrokerUnavailableError, LogbrokerError, OutOfOrderSequenceError,
-                      RequestTimedOutError, for_code)
-from .accumulator import Accumulator, PartitionQueue
+                       RequestTimedOutError, for_code)
 from ..net.backoff import Backoff
-from .batch import ProducerBatch
 from ..net.cluster_meta import reroutes
 from ..net.routing import Router
 from ..settings import ProducerSettings
+from .accumulator import Accumulator, PartitionQueue
+from .batch import ProducerBatch
 
 log = logging.getLogger("logbroker.client")
 

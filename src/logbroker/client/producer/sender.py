@@ -37,16 +37,16 @@ import time
 from functools import partial
 
 from ...errors import (BrokerUnavailableError, ClientClosedError, InvalidRecordError,
-                      LeaderNotAvailableError, LogbrokerError, TooManyConnectionsError)
+                       LeaderNotAvailableError, LogbrokerError, TooManyConnectionsError)
 from ...protocol import messages as m
-from .accumulator import Accumulator, PartitionQueue
 from ..net.backoff import Backoff
-from .batch import ProducerBatch
-from .delivery import Delivery
 from ..net.link import cancel_and_wait
 from ..net.routing import Router
-from ..settings import ProducerSettings
 from ..net.throttle import Throttles
+from ..settings import ProducerSettings
+from .accumulator import Accumulator, PartitionQueue
+from .batch import ProducerBatch
+from .delivery import Delivery
 
 log = logging.getLogger("logbroker.client")
 _SEQ_MASK = 0x7FFFFFFF

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from .handles import RecordHandle, ThreadSignal
 from ..loop_thread import LoopThread
-from .core import ProducerCore
 from ..waiting import SyncShell
+from .core import ProducerCore
+from .handles import RecordHandle, ThreadSignal
 
 
 class Producer(SyncShell):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .base import COOPERATIVE, EAGER, Assignor, member_order
-from .cooperative_sticky import CooperativeStickyAssignor
 from ....protocol.consumer_protocol import (NO_GENERATION, Assignment, Member, Subscription,
                                             TopicPartition)
+from .base import COOPERATIVE, EAGER, Assignor, member_order
+from .cooperative_sticky import CooperativeStickyAssignor
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
 

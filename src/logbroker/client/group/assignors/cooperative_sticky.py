@@ -20,8 +20,8 @@ that returns the same assignment.
 
 from __future__ import annotations
 
-from .base import COOPERATIVE, Assignor
 from ....protocol.consumer_protocol import Member, TopicPartition
+from .base import COOPERATIVE, Assignor
 from .ownership import resolve
 from .sticky_plan import StickyPlan
 

@@ -10,8 +10,8 @@ every topic, so with identical subscriptions totals can differ by more than 1.
 
 from __future__ import annotations
 
-from .base import EAGER, Assignor, subscribers
 from ....protocol.consumer_protocol import Member, TopicPartition
+from .base import EAGER, Assignor, subscribers
 
 
 class RangeAssignor(Assignor):

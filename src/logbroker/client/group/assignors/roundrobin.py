@@ -9,8 +9,8 @@ counts differ by at most 1. Owned partitions are ignored (eager protocol).
 
 from __future__ import annotations
 
-from .base import EAGER, Assignor, by_topics
 from ....protocol.consumer_protocol import Member, TopicPartition
+from .base import EAGER, Assignor, by_topics
 
 
 class RoundRobinAssignor(Assignor):

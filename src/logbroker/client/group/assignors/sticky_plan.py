@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import heapq
 
-from .base import by_topics
 from ....protocol.consumer_protocol import Member, TopicPartition
+from .base import by_topics
 from .ownership import Ownership
 
 
