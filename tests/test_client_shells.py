@@ -7,7 +7,9 @@ driven from the test's thread (each call runs to its end on the test's loop).
 The behaviour chosen (docs/client.md, "Closing and failures"): a failure while
 closing (the commit, ``on_revoke``, leaving the group) is logged and the close
 completes; an explicit ``commit()`` raises the broker's refusal; a rebalance
-callback's exception is raised by ``poll`` once the change is applied.
+callback's exception is raised by ``poll`` once the change is applied. The
+one difference is by design: a coroutine callback is awaited by the asyncio
+consumer and refused (``TypeError`` from ``poll``) by the sync one.
 """
 
 from __future__ import annotations
@@ -187,3 +189,26 @@ def test_a_rebalance_callbacks_exception_is_raised_by_poll_after_the_change(shel
     assert c.assignment() == {(topic, 0), (topic, 1)}  # applied all the same
     assert len(poll_until(c, lambda got: len(got) == 10, what="all 10 records")) == 10
     assert len(calls) == 1
+
+
+def test_a_coroutine_callback_is_awaited_by_the_asyncio_consumer_only(shell, gbroker):
+    """The one difference, by design: the asyncio consumer awaits a callback's
+    coroutine; the sync one has no loop of the caller's to run it on and
+    raises TypeError from poll (as a callback's exception), the change applied."""
+    b, topic = gbroker.bootstrap, f"awaiting-{shell.name}"
+    topic_with_records(b, topic)
+    calls: list = []
+
+    async def on_assign(partitions):
+        calls.append(partitions)
+
+    c = shell.consumer(b, group=f"g-awaiting-{shell.name}", **GROUP_FAST)
+    c.subscribe([topic], on_assign=on_assign)
+    if shell.name == "aio":
+        poll_until(c, lambda got: calls, what="on_assign awaited")
+        assert calls == [[(topic, 0), (topic, 1)]]
+    else:
+        with pytest.raises(TypeError, match="returned an awaitable"):
+            poll_until(c, lambda got: False, what="the TypeError")
+        assert calls == []  # never ran: the coroutine was closed unawaited
+    assert c.assignment() == {(topic, 0), (topic, 1)}
