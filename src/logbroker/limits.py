@@ -14,7 +14,8 @@ import re
 from datetime import datetime, timezone
 
 from .errors import InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError
-from .protocol.messages import EARLIEST, LATEST
+
+EARLIEST, LATEST = -2, -1  # ListOffsets specs (protocol/messages.py exports them)
 
 MAX_NAME_CHARS = 249  # Kafka's topic-name limit; groups share it (LMDB keys hold <= 511 bytes)
 MAX_PARTITIONS = 10_000

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.fixtures import FAST, RawConn
 from logbroker import Admin
-from logbroker.client.admin_core import NewTopic
+from logbroker.client.admin.results import NewTopic
 from logbroker.errors import (InvalidConfigError, InvalidGroupError, InvalidRequestError,
                               InvalidTopicError, UnknownTopicOrPartitionError)
 from logbroker.limits import MAX_NAME_CHARS, TOPIC_CONFIGS

@@ -8,11 +8,11 @@ from functools import partial
 
 import pytest
 
-from logbroker.client.accumulator import Accumulator
-from logbroker.client.link import ClientOptions
-from logbroker.client.routing import Router
-from logbroker.client.handles import ThreadSignal
-from logbroker.client.sender import Sender
+from logbroker.client.producer.accumulator import Accumulator
+from logbroker.client.net.link import ClientOptions
+from logbroker.client.net.routing import Router
+from logbroker.client.producer.handles import ThreadSignal
+from logbroker.client.producer.sender import Sender
 from logbroker.client.settings import ProducerSettings
 from logbroker.errors import (BrokerUnavailableError, OutOfOrderSequenceError,
                               RecordTooLargeError, RequestTimedOutError)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logbroker.client.assignors import (ASSIGNORS, DEFAULT, Assignment, Member, Subscription,
+from logbroker.client.group.assignors import (ASSIGNORS, DEFAULT, Assignment, Member, Subscription,
                                         choose)
-from logbroker.client.assignors.messages import MAX_TOPICS
+from logbroker.protocol.consumer_protocol import MAX_TOPICS
 from logbroker.errors import InvalidRequestError
 
 RANGE, ROUNDROBIN, STICKY = (ASSIGNORS[n] for n in ("range", "roundrobin", "cooperative-sticky"))

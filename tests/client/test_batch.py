@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from logbroker.client.batch import ProducerBatch
-from logbroker.client.handles import LoopSignal, RecordMetadata, ThreadSignal, new_handle
-from logbroker.client.records import ConsumerRecord, batch_records
+from logbroker.client.producer.batch import ProducerBatch
+from logbroker.client.producer.handles import LoopSignal, RecordMetadata, ThreadSignal, new_handle
+from logbroker.client.consumer.records import ConsumerRecord, batch_records
 from logbroker.errors import InvalidRecordError, RequestTimedOutError
 from logbroker.records import BatchBuilder, decode_batch, stamp
 from logbroker.records.encoder import encode_batch

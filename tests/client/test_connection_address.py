@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from logbroker.client.connection import BrokerConnection
+from logbroker.client.net.connection import BrokerConnection
 from logbroker.errors import BrokerUnavailableError
 from logbroker.protocol import messages as m
 

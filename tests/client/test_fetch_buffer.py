@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from logbroker.client.fetch_buffer import FetchBuffer
+from logbroker.client.consumer.fetch_buffer import FetchBuffer
 from logbroker.errors import CorruptRecordError
 from logbroker.records import build_batch, stamp
 

@@ -8,8 +8,8 @@ import crc32c
 import pytest
 
 from logbroker.client import partition_for_key
-from logbroker.client.link import parse_bootstrap
-from logbroker.client.partitioner import RoundRobin
+from logbroker.client.net.link import parse_bootstrap
+from logbroker.client.producer.partitioner import RoundRobin
 
 
 def test_key_hash_is_crc32c_and_stable_across_releases():

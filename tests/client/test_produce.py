@@ -13,8 +13,8 @@ import pytest
 
 from logbroker import Admin, Consumer, Producer
 from logbroker.client import partition_for_key
-from logbroker.client.link import BrokerLink, ClientOptions
-from logbroker.client.connection import BrokerConnection
+from logbroker.client.net.link import BrokerLink, ClientOptions
+from logbroker.client.net.connection import BrokerConnection
 from logbroker.errors import (BrokerUnavailableError, ClientClosedError, RecordTooLargeError,
                               RequestTimedOutError, UnknownTopicOrPartitionError)
 from logbroker.protocol import messages as m

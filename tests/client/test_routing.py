@@ -10,13 +10,13 @@ from functools import partial
 
 import pytest
 
-from logbroker.client.accumulator import Accumulator
-from logbroker.client.backoff import Backoff
-from logbroker.client.cluster_meta import MetadataCache, reroutes
-from logbroker.client.handles import ThreadSignal
-from logbroker.client.link import ClientOptions
-from logbroker.client.routing import Router
-from logbroker.client.sender import Sender
+from logbroker.client.producer.accumulator import Accumulator
+from logbroker.client.net.backoff import Backoff
+from logbroker.client.net.cluster_meta import MetadataCache, reroutes
+from logbroker.client.producer.handles import ThreadSignal
+from logbroker.client.net.link import ClientOptions
+from logbroker.client.net.routing import Router
+from logbroker.client.producer.sender import Sender
 from logbroker.client.settings import ProducerSettings
 from logbroker.errors import (BrokerUnavailableError, ClusterUnavailableError,
                               FencedLeaderEpochError, InvalidTopicError,

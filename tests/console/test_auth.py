@@ -25,7 +25,7 @@ import pytest
 from tests.support.fixtures import BrokerProcess, invoke_cli, invoked_ok
 
 from logbroker import Admin
-from logbroker.client.admin_results import Acl
+from logbroker.client.admin.results import Acl
 
 ADMIN_PW, ALICE_PW = "admin-Pa55word", "alice-Pa55word"
 COOKIE = "logbroker-console"
@@ -343,7 +343,7 @@ def test_narrowing_hides_topics_everywhere_a_page_could_show_them():
     from logbroker.console.access import Access
     from logbroker.console.history import History
     from logbroker.console.state import State
-    from logbroker.client.assignors import Assignment
+    from logbroker.protocol.consumer_protocol import Assignment
 
     class Auth:
         enforcing = True

@@ -73,7 +73,7 @@ def test_group_lag_per_partition_and_in_total():
 
 
 def test_member_assignment_decodes_the_clients_encoding_only():
-    from logbroker.client.assignors import Assignment
+    from logbroker.protocol.consumer_protocol import Assignment
 
     assert views.assignment_of(Assignment((("orders", 1), ("orders", 0))).encode()) == \
         ["orders-0", "orders-1"]

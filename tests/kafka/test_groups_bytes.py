@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from logbroker.client.assignors.messages import Assignment, Subscription
+from logbroker.protocol.consumer_protocol import Assignment, Subscription
 from logbroker.errors import InvalidRequestError
 from logbroker.kafka.consumer_protocol import (KafkaAssignment, KafkaSubscription,
                                                decode_assignment, decode_subscription,

@@ -15,7 +15,7 @@ from scramp import ScramClient
 
 from logbroker import Admin
 from logbroker.cli.serve import KAFKA_READY
-from logbroker.client.admin_results import Acl
+from logbroker.client.admin.results import Acl
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402

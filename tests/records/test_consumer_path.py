@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from logbroker.client.records import batch_records, records_into
+from logbroker.client.consumer.records import batch_records, records_into
 from logbroker.errors import CorruptRecordError
 from logbroker.records import decode_batch, format as fmt, read_header, stamp
 from logbroker.records.encoder import encode_batch

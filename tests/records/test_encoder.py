@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logbroker.client.batch import ProducerBatch
-from logbroker.client.handles import ThreadSignal
+from logbroker.client.producer.batch import ProducerBatch
+from logbroker.client.producer.handles import ThreadSignal
 from logbroker.errors import InvalidRecordError
 from logbroker.records import Record, build_batch, decode_batch
 from logbroker.records import format as fmt

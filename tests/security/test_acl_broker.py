@@ -16,8 +16,8 @@ from scramp import ScramClient
 
 from logbroker import Admin, Consumer, Producer
 from logbroker.security.acl_rules import RULES
-from logbroker.client.admin_results import Acl
-from logbroker.client.auth import user_credentials
+from logbroker.client.admin.results import Acl
+from logbroker.client.net.auth import user_credentials
 from logbroker.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from logbroker.protocol import messages as m
 

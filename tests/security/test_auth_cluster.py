@@ -17,8 +17,8 @@ from tests.support.cluster import EtcdProcess, require_etcd, segment_bytes
 from scramp import ScramClient
 
 from logbroker import Admin, Producer
-from logbroker.client.admin_results import Acl
-from logbroker.client.auth import user_credentials
+from logbroker.client.admin.results import Acl
+from logbroker.client.net.auth import user_credentials
 from logbroker.protocol import messages as m
 
 ADMIN_PW, BROKER_PW, USER_PW = "admin-Pa55word", "broker-Pa55word", "user-Pa55word"

@@ -13,7 +13,7 @@ import pytest
 from logbroker.security.acl import AclBinding
 from logbroker.security.auth_store import Credentials
 from logbroker.broker.config import BrokerConfig
-from logbroker.client.auth import user_credentials
+from logbroker.client.net.auth import user_credentials
 from logbroker.cluster.access_view import AccessView, acl_value
 from logbroker.cluster.etcd import Item
 from logbroker.cluster.peer_auth import PASSWORD_ENV, inter_broker_credentials

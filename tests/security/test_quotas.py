@@ -16,7 +16,7 @@ from logbroker.net.admission import (HEAD_MAX, MAX_CONNECTIONS, MAX_REFUSING, PE
 from logbroker.broker.config import BrokerConfig
 from logbroker.security.quotas import (ACCOUNT, ANONYMOUS, BURST_S, MAX_THROTTLE_S, ByteRate,
                                      Quotas, principal_of)
-from logbroker.client.throttle import Throttles
+from logbroker.client.net.throttle import Throttles
 from logbroker.errors import InvalidConfigError, TooManyConnectionsError
 from logbroker.protocol import messages as m
 from logbroker.protocol.parts import FetchedPart, FetchPart, ProducePart

@@ -123,7 +123,7 @@ def test_a_fetch_over_tls_carries_the_segment_bytes_unchanged(brokers, pki):
     """No sendfile over TLS: the broker reads the slices and writes them
     as they lie on disk. 12 topics x 3 batches x 5 x 60 KB (~11 MB, more
     than the socket buffers hold: the broker's TLS writes wait on the reader)."""
-    from logbroker.client.connection import BrokerConnection
+    from logbroker.client.net.connection import BrokerConnection
     from logbroker.records import build_batch
     from logbroker.tls import client_context
 

@@ -344,7 +344,7 @@ def test_spark_reads_a_compacted_log_skipping_gaps(tmp_path):
 
 
 def test_the_fetch_buffer_moves_the_position_past_a_gap():
-    from logbroker.client.fetch_buffer import FetchBuffer
+    from logbroker.client.consumer.fetch_buffer import FetchBuffer
 
     data = b"".join(fmt.stamp(keyed([(b"k", b"v%d" % b)]), b, 0)
                     + keyed([(b"k", b"v%d" % b)])[fmt.STAMP_SIZE:] for b in (3, 9))

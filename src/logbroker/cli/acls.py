@@ -51,7 +51,7 @@ def acls() -> None:
 def add(principal, topic, group, cluster, prefix, operations, deny, conn):
     """Allow (or --deny) a principal operations on one resource."""
     from .. import Admin
-    from ..client.admin_results import Acl
+    from ..client.admin.results import Acl
 
     rtype, name = _target(topic, group, cluster)
     if not principal or not rtype:

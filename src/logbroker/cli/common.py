@@ -66,7 +66,7 @@ def bootstrap_option(fn):
 
 def client_conn(bootstrap: str, timeout: float) -> dict:
     """The client keyword arguments for ``-b`` and ``--timeout``, checked."""
-    from ..client.link import parse_bootstrap
+    from ..client.net.link import parse_bootstrap
 
     timeout = check_seconds(timeout, "--timeout", 0.1, MAX_TIMEOUT_S)
     try:

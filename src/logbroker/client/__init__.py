@@ -1,16 +1,15 @@
 """Python clients: ``Producer``, ``Consumer``, ``Admin`` (sync; asyncio twins
 in ``logbroker.aio``). docs/client.md describes the API and its contracts."""
 
-from .admin import Admin
-from .admin_results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
+from .admin.results import (BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                             GroupDescription, GroupPartition, MemberDescription, NewTopic,
-                            OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo,
-                            TopicDescription)
-from .consumer import Consumer
-from .handles import RecordHandle, RecordMetadata
-from .partitioner import partition_for_key
-from .producer import Producer
-from .records import ConsumerRecord
+                            OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription)
+from .admin.sync import Admin
+from .consumer.records import ConsumerRecord
+from .consumer.sync import Consumer
+from .producer.handles import RecordHandle, RecordMetadata
+from .producer.partitioner import partition_for_key
+from .producer.sync import Producer
 
 __all__ = [
     "Admin", "BrokerInfo", "ClusterDescription", "ClusterPartition", "Consumer", "ConsumerRecord",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..errors import InvalidConfigError, InvalidGroupError
-from .assignors import DEFAULT as DEFAULT_ASSIGNOR, choose
-from .link import ClientOptions
+from .group.assignors import DEFAULT as DEFAULT_ASSIGNOR, choose
+from .net.link import ClientOptions
 from .validate import MAX_INT32, group as check_group
 
 ACKS = {"all": -1, -1: -1, "-1": -1, 1: 1, "1": 1, 0: 0, "0": 0}
@@ -40,7 +40,7 @@ class TlsSettings:
 
     def sasl_credentials(self):
         """``SaslCredentials`` or None; ``ValueError`` for a half-given pair."""
-        from .auth import SaslCredentials
+        from .net.auth import SaslCredentials
 
         return SaslCredentials.make(self.username, self.password, self.sasl_mechanism)
 

@@ -15,8 +15,8 @@ import math
 import operator
 
 from .. import limits
-from ..limits import _short
 from ..errors import InvalidConfigError, InvalidRequestError
+from ..limits import _short
 from ..protocol import messages as m
 
 MAX_INT32 = (1 << 31) - 1

@@ -6,22 +6,25 @@
   Read ``gen`` *before* looking for data, so a notify in between is never
   lost. ``ThreadWakeup.notify`` may be called from any thread;
   ``LoopWakeup.notify`` only on its loop.
-- ``blocking`` / ``awaiting`` / ``direct``: a shell method that runs the
-  core's coroutine on the sync client's I/O thread (``self._run``), awaits
-  it, or calls the core's plain method, with its signature and docstring;
-  ``forward(cls, core_cls, names, make)`` adds several.
+- ``Steps`` / ``Call``: a sequence written once in a core (closing a
+  consumer, applying its rebalance changes) as a generator of steps, each a
+  coroutine to run on the client's loop or a ``Call`` of the application's
+  callback; the shells only perform each step their way and hand back its
+  result or exception (``SyncShell._drive``, ``AsyncShell._drive``), so both
+  behave the same.
 - ``SyncShell`` / ``AsyncShell``: bases of the sync clients (``_run`` a
   core coroutine on the I/O thread, ``_stop`` it, ``with``) and of the
-  asyncio ones (``async with``).
+  asyncio ones (``_await`` a core coroutine, ``async with``).
 - ``IdleTimer``: when iteration over a consumer ends (``consumer_timeout_ms``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import inspect
 import threading
 import time
+from typing import Callable, Generator, NamedTuple
 
 from ..errors import LogbrokerError
 
@@ -62,43 +65,59 @@ class LoopWakeup:
             pass
 
 
-def direct(core_cls: type, name: str):
-    """A shell method that is the core's plain method ``name``."""
-    target = getattr(core_cls, name)
+class Call(NamedTuple):
+    """A step of a core's sequence: the application's callback ``fn(*args)``,
+    called where the application polls (the sync caller's thread, the
+    asyncio caller's task). Its exception is thrown back into the sequence."""
 
-    @functools.wraps(target)
-    def method(self, *args, **kwargs):
-        return getattr(self._core, name)(*args, **kwargs)
-
-    return method
+    fn: Callable
+    args: tuple
 
 
-def blocking(core_cls: type, name: str):
-    """A sync shell method: ``self._run(self._core.<name>(...))``."""
-    target = getattr(core_cls, name)
+class Steps:
+    """One run of a core's step generator. The shell asks ``next()`` for a
+    step (None once the sequence ended: ``next()`` raises what it raised),
+    performs it, and reports its result with ``done(value)`` or its
+    exception with ``failed(exc)``, which the sequence sees where it
+    yielded that step."""
 
-    @functools.wraps(target)
-    def method(self, *args, **kwargs):
-        return self._run(getattr(self._core, name)(*args, **kwargs))
+    def __init__(self, steps: Generator) -> None:
+        self._steps, self._value, self._error = steps, None, None
 
-    return method
+    def next(self):
+        value, error, self._value, self._error = self._value, self._error, None, None
+        try:
+            return self._steps.throw(error) if error is not None else self._steps.send(value)
+        except StopIteration:
+            return None
 
+    def done(self, value) -> None:
+        self._value = value
 
-def awaiting(core_cls: type, name: str):
-    """An asyncio shell method: ``await self._core.<name>(...)``."""
-    target = getattr(core_cls, name)
-
-    @functools.wraps(target)
-    async def method(self, *args, **kwargs):
-        self._core.check_open()
-        return await getattr(self._core, name)(*args, **kwargs)
-
-    return method
+    def failed(self, exc: BaseException) -> None:
+        self._error = exc
 
 
-def forward(cls: type, core_cls: type, names, make) -> None:
-    for name in names:
-        setattr(cls, name, make(core_cls, name))
+def call_here(call: Call):
+    """A ``Call`` in the sync caller's thread: a callback that returns an
+    awaitable is refused (``TypeError``, the callback's error): only the
+    asyncio clients await callbacks."""
+    result = call.fn(*call.args)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise TypeError(f"callback {getattr(call.fn, '__name__', call.fn)!r} returned an "
+                        "awaitable: a sync client calls plain functions (use logbroker.aio "
+                        "for coroutine callbacks)")
+    return result
+
+
+async def call_awaiting(call: Call):
+    """A ``Call`` in the asyncio caller's task: an awaitable result is awaited."""
+    result = call.fn(*call.args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
 
 
 class IdleTimer:
@@ -130,6 +149,16 @@ class SyncShell:
             self._core.check_open()
         return self._io.run(coro, self._timeout)
 
+    def _drive(self, steps: Generator) -> None:
+        """Run a core's sequence (``Steps``): coroutines on the I/O thread,
+        ``Call``s in this thread; raises what the sequence raises."""
+        run = Steps(steps)
+        while (step := run.next()) is not None:
+            try:
+                run.done(call_here(step) if isinstance(step, Call) else self._run(step))
+            except BaseException as exc:  # noqa: BLE001 - the sequence decides
+                run.failed(exc)
+
     def _stop(self, closing) -> None:
         """Run the core's closing coroutine (bounded), then end the I/O thread."""
         try:
@@ -146,7 +175,25 @@ class SyncShell:
 
 
 class AsyncShell:
-    """Base of the asyncio clients: ``async with`` closes them."""
+    """Base of the asyncio clients: ``self._core`` (with ``closed`` and
+    ``check_open()``) is set by them; ``async with`` closes them."""
+
+    async def _await(self, coro):
+        """Await a core coroutine; ``ClientClosedError`` once closed."""
+        if self._core.closed:
+            coro.close()
+            self._core.check_open()
+        return await coro
+
+    async def _drive(self, steps: Generator) -> None:
+        """Run a core's sequence (``Steps``) in this task: coroutines and
+        ``Call``s awaited; raises what the sequence raises."""
+        run = Steps(steps)
+        while (step := run.next()) is not None:
+            try:
+                run.done(await (call_awaiting(step) if isinstance(step, Call) else step))
+            except BaseException as exc:  # noqa: BLE001 - the sequence decides
+                run.failed(exc)
 
     async def __aenter__(self):
         return self

@@ -276,7 +276,7 @@ class ClusterNode:
 
     # -- peers ------------------------------------------------------------------------------
     async def connect_to(self, broker_id: int):
-        from ..client.connection import BrokerConnection
+        from ..client.net.connection import BrokerConnection
 
         b = self.view.brokers.get(broker_id)
         if b is None:

@@ -54,7 +54,7 @@ def inter_broker_credentials(config):
     user = config.inter_broker_user
     if user is None:
         return None
-    from ..client.auth import SaslCredentials
+    from ..client.net.auth import SaslCredentials
 
     password = os.environ.get(PASSWORD_ENV)
     source = PASSWORD_ENV
@@ -79,6 +79,6 @@ async def authenticate_peer(conn, creds, timeout: float) -> None:
     """Authenticate a fresh connection to a peer as ``creds`` (nothing when
     None); SaslAuthenticationFailedError (not retriable) names the peer."""
     if creds is not None:
-        from ..client.auth import authenticate
+        from ..client.net.auth import authenticate
 
         await authenticate(conn, creds, timeout)

@@ -108,7 +108,7 @@ def assignment_of(data: bytes) -> list:
     logbroker client's encoding; [] for another client's or none)."""
     if not data:
         return []
-    from ..client.assignors import Assignment
+    from ..protocol.consumer_protocol import Assignment
 
     try:
         return [f"{t}-{p}" for t, p in Assignment.decode(data).partitions]

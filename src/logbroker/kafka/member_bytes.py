@@ -1,7 +1,7 @@
 """Group member bytes between Kafka's ConsumerProtocol and ours (pure).
 
 The coordinator keeps every subscription and assignment in *our*
-encoding (client/assignors/messages.py: msgpack maps), whichever listener
+encoding (protocol/consumer_protocol.py: msgpack maps), whichever listener
 its member came through, so a Kafka consumer and a logbroker consumer can
 be members of one group: the Kafka listener translates at its edge
 (docs/architecture.md, decision 79).
@@ -29,7 +29,7 @@ import logging
 
 import msgpack
 
-from ..client.assignors.messages import VERSION, Assignment, Subscription
+from ..protocol.consumer_protocol import VERSION, Assignment, Subscription
 from ..errors import InvalidRequestError, LogbrokerError
 from .consumer_protocol import (KafkaAssignment, KafkaSubscription, decode_assignment,
                                 decode_subscription, encode_assignment, encode_subscription)

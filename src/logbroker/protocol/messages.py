@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .schema import Opt
+from ..limits import EARLIEST, LATEST  # noqa: F401 (ListOffsets specs, defined with their check)
 
 PROTOCOL_VERSION = 1
-EARLIEST, LATEST = -2, -1  # ListOffsets specs
 # a handler's answer meaning: write nothing and close the connection (an acks=0
 # Produce that failed: its client learns of the error by the close, Kafka's rule)
 CLOSE_CONNECTION = object()

@@ -23,7 +23,7 @@ record from beyond the planned range.
 from __future__ import annotations
 
 
-from ..client.admin import Admin
+from ..client.admin.sync import Admin
 from ..errors import LogbrokerError
 from .remote_read import REQUEST_TIMEOUT_MS
 from .options import Options, SparkSourceError, Split

@@ -14,8 +14,8 @@ import asyncio
 import time
 from typing import Iterator
 
-from ..client.cluster_meta import reroutes
-from ..client.routing import Router
+from ..client.net.cluster_meta import reroutes
+from ..client.net.routing import Router
 from ..client.settings import TlsSettings, client_options
 from ..errors import LogbrokerError, OffsetOutOfRangeError, for_code
 from ..protocol import messages as m

@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
                                     WriterCommitMessage)
 from pyspark.sql.types import StructType
 
-from ..client.link import parse_bootstrap
+from ..client.net.link import parse_bootstrap
 from ..client.settings import ProducerSettings, client_options
 from ..errors import LogbrokerError
 from ..limits import check_topic_name

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import LogbrokerError
-from ..client.partitioner import partition_for_key
+from ..client.producer.partitioner import partition_for_key
 from .options import SparkSourceError
 
 _BATCH = itemgetter(0)  # a RecordHandle's producer batch (handles.py: a (batch, index) tuple)
@@ -233,7 +233,7 @@ class TaskWriter:
     def _open(self):
         if self.producer is None:
             if self._make_producer is None:
-                from ..client.producer import Producer
+                from ..client.producer.sync import Producer
 
                 self.producer = Producer(self.config.bootstrap, **self.config.producer)
             else:

@@ -1,0 +1,1 @@
+"""The Admin client: one core, its sync and asyncio shells, its results."""

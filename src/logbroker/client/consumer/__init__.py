@@ -1,0 +1,1 @@
+"""The Consumer: one core, its sync and asyncio shells, the fetcher and its buffer."""

@@ -1,0 +1,128 @@
+"""One broker's share of a consumer's fetching (see fetcher.py).
+
+A ``FetchSession`` is a task that keeps one long-poll Fetch in flight to
+its broker, over the broker's ``"fetch"`` link, for the assigned partitions
+the broker leads (by the router's metadata) and no other session has in a
+request. It buffers each answer and fetches again at once, and ends when it
+has nothing to fetch (the prefetch buffer is full, or the broker leads
+nothing fetchable any more), waking the fetcher's main loop, which starts
+sessions again as needed. A lost connection or a routing error marks the
+metadata stale and refreshes it (paced by the router) after a backoff;
+partitions that moved then belong to their new leader's session. An
+answer carrying a quota throttle delays the next Fetch to its broker that
+long (throttle.py).
+
+The session owns its task and whether a Fetch is in flight; everything else
+is its fetcher's (fetcher.py), which it reads (router, buffer, settings,
+throttles) and changes only through the fetcher's methods: ``claim`` /
+``release`` partitions, ``forget`` the session, report ``unreachable`` /
+``refused`` / ``reached``, ``part_failed``. It never imports the fetcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ...errors import BrokerUnavailableError, LogbrokerError, RequestTimedOutError
+from ...protocol import messages as m
+
+
+class FetchSession:
+    def __init__(self, fetcher, broker: int) -> None:
+        """Start fetching from ``broker`` for ``fetcher`` (a ``Fetcher``: see
+        the module docstring for what the session uses of it)."""
+        self.fetcher, self.broker = fetcher, broker
+        self.in_flight = False
+        self.task = asyncio.ensure_future(self._run())
+
+    def abandon(self) -> None:
+        """Stop at once (a seek made the request in flight useless): cancel
+        the task, close its connection (a long poll would delay the next
+        request on it), release its partitions (loop)."""
+        self.task.cancel()
+        self.fetcher.router.drop(self.broker, "fetch")
+        self.fetcher.forget(self)
+
+    async def _run(self) -> None:
+        f = self.fetcher
+        backoff = f.backoff()
+        try:
+            while True:
+                wait = f.throttles.left(self.broker, time.monotonic())
+                if wait:  # the last answer carried a quota throttle (throttle.py)
+                    await asyncio.sleep(wait)
+                planned = self._plan()
+                if not planned:
+                    return
+                try:
+                    reroute, all_failed = await self._fetch_once(planned)
+                except (BrokerUnavailableError, RequestTimedOutError) as exc:
+                    # a leader lost: in a cluster another broker takes over; poll
+                    # reports the failure only if no broker answers a refresh either
+                    f.router.invalidate(broker=self.broker)
+                    await asyncio.sleep(backoff.next())
+                    if not await self._refresh():
+                        f.unreachable(exc)  # poll raises it if no data arrives in time
+                    continue
+                except LogbrokerError as exc:  # the whole Fetch was refused
+                    if not exc.retriable:
+                        f.refused(exc)
+                    else:
+                        f.router.invalidate(broker=self.broker)
+                    await asyncio.sleep(backoff.next())
+                    await self._refresh()
+                    continue
+                if reroute:
+                    await self._refresh()
+                if all_failed:
+                    await asyncio.sleep(backoff.next())
+                else:
+                    backoff.reset()
+        finally:
+            f.forget(self)
+            f.wake()  # the main loop spreads what is left to other sessions
+
+    def _plan(self) -> list:
+        """Fetch parts of the partitions this broker leads that no other
+        session has in flight (claimed for this one) and their generations."""
+        f = self.fetcher
+        leaders = f.router.cache.leaders
+        planned = []
+        for part, gen in f.buffer.plan(f.settings.max_partition_fetch_bytes):
+            tp = (part[0], part[1])
+            if leaders.get(tp) == self.broker and f.claim(tp, self):
+                planned.append((part, gen))
+        return planned
+
+    async def _fetch_once(self, planned: list) -> tuple[bool, bool]:
+        """One Fetch; returns (a partition moved, every partition failed)."""
+        f, s = self.fetcher, self.fetcher.settings
+        link = f.router.link(self.broker, "fetch")
+        timeout = s.fetch_max_wait_ms / 1000 + f.router.options.request_timeout
+        self.in_flight = True
+        try:
+            resp = await link.call(
+                m.Fetch(max_wait_ms=s.fetch_max_wait_ms, min_bytes=s.fetch_min_bytes,
+                        max_bytes=s.fetch_max_bytes, parts=tuple(p for p, _ in planned)),
+                timeout, retry=False)
+        finally:
+            self.in_flight = False
+            f.release(self)
+        f.reached()
+        f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
+        failed = f.buffer.absorb(resp.parts, [g for _, g in planned], resp.payload)
+        reroute = False
+        for st, code, message in failed:
+            reroute = f.part_failed(st, code, message) or reroute
+        f.notify()
+        return reroute, bool(failed) and len(failed) == len(planned)
+
+    async def _refresh(self) -> bool:
+        """Refresh the metadata; False if no broker answered (the next
+        round tries again; poll reports an unreachable cluster)."""
+        try:
+            await self.fetcher.router.refresh(retry=False)
+        except LogbrokerError:
+            return False
+        return True

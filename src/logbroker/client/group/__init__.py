@@ -1,0 +1,2 @@
+"""Consumer groups, client side: membership, heartbeats, the coordinator,
+assignors, rebalance changes, committed offsets."""

@@ -1,0 +1,1 @@
+"""The Producer: one core, its sync and asyncio shells, accumulator, sender, delivery."""
