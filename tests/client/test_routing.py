@@ -24,6 +24,7 @@ from logbroker.errors import (BrokerUnavailableError, ClusterUnavailableError,
                               NotLeaderError, OutOfOrderSequenceError, RecordTooLargeError,
                               RequestTimedOutError)
 from logbroker.protocol import messages as m
+from logbroker.protocol.parts import BrokerAddress, PartitionLeaders, TopicCount
 
 
 def meta(parts, brokers=(0, 1, 2), topics=None) -> m.MetadataResponse:
@@ -32,10 +33,12 @@ def meta(parts, brokers=(0, 1, 2), topics=None) -> m.MetadataResponse:
     for t, p, *_ in parts:
         counts[t] = max(counts.get(t, 0), p + 1)
     return m.MetadataResponse(
-        brokers=tuple((b, "127.0.0.1", 9000 + b) for b in brokers),
-        topics=topics if topics is not None else tuple((t, 0, "", n) for t, n in counts.items()),
+        brokers=tuple(BrokerAddress(b, "127.0.0.1", 9000 + b) for b in brokers),
+        topics=topics if topics is not None
+        else tuple(TopicCount(t, 0, "", n) for t, n in counts.items()),
         controller=0,
-        partitions=tuple((t, p, leader, epoch, (0, 1, 2), (0, 1, 2)) for t, p, leader, epoch in parts))
+        partitions=tuple(PartitionLeaders(t, p, leader, epoch, (0, 1, 2), (0, 1, 2))
+                         for t, p, leader, epoch in parts))
 
 
 # -- backoff ------------------------------------------------------------------------------------------
@@ -108,7 +111,8 @@ def test_unknown_and_forgotten_topics_leave_the_cache():
     c = MetadataCache()
     c.track(["t", "u"])
     c.update(meta([("t", 0, 1, 0), ("u", 0, 1, 0)]))
-    c.update(meta([("u", 0, 1, 0)], topics=(("t", 3, "unknown topic 't'", 0), ("u", 0, "", 1))))
+    c.update(meta([("u", 0, 1, 0)], topics=(TopicCount("t", 3, "unknown topic 't'", 0),
+                                               TopicCount("u", 0, "", 1))))
     assert ("t", 0) not in c.partitions and "t" not in c.counts and c.leaders == {("u", 0): 1}
     c.forget(["u"])
     assert c.leaders == {} and c.counts == {} and c.tracked == frozenset({"t"})
@@ -134,7 +138,8 @@ def test_control_link_tries_known_live_brokers_then_the_bootstrap_list():
     assert r._control_addresses() == [("127.0.0.1", 9001), ("127.0.0.1", 9002),
                                       ("127.0.0.1", 7000)]
     assert r._broker_addresses(2) == [("127.0.0.1", 9002)] and r._broker_addresses(5) == []
-    wild = m.MetadataResponse(brokers=((0, "0.0.0.0", 9555),), topics=(), partitions=())
+    wild = m.MetadataResponse(brokers=(BrokerAddress(0, "0.0.0.0", 9555),), topics=(),
+                              partitions=())
     r.cache.update(wild)  # serve --host 0.0.0.0: reached where the bootstrap is
     assert r._broker_addresses(0) == [("127.0.0.1", 9555)]
 
