@@ -1,1 +1,3 @@
-"""The broker: request handlers over the storage engine, and the asyncio server."""
+"""The broker process: its configuration (config.py), its lifecycle and
+wiring (server.py: storage, metadata, the pipeline, the listeners,
+background loops) and OS tuning (fdlimit.py, malloc.py)."""
