@@ -14,6 +14,7 @@ from tests.support.kafka_raw import Raw, kafka_broker, produce_body
 from logbroker.security.acl import CLUSTER, TOPIC
 from logbroker.security.acl_rules import RULES
 from logbroker.protocol import messages as m
+from logbroker.protocol.parts import EpochQuery
 
 FENCED, UNKNOWN_EPOCH, UNKNOWN_TOPIC = 74, 75, 3
 
@@ -63,9 +64,9 @@ def test_a_single_node_answers_epoch_0_to_the_log_end(kb):
 
 def test_a_consumers_query_needs_describe_a_followers_cluster_action():
     rule = RULES[m.OffsetForLeaderEpoch]
-    consumer = m.OffsetForLeaderEpoch(replica_id=-1, parts=(("a", 0, -1, 0), ("b", 0, -1, 0),
-                                                            ("a", 1, -1, 0)))
+    consumer = m.OffsetForLeaderEpoch(replica_id=-1, parts=(
+        EpochQuery("a", 0, -1, 0), EpochQuery("b", 0, -1, 0), EpochQuery("a", 1, -1, 0)))
     assert rule(consumer, lambda t: True) == [("describe", TOPIC, "a"), ("describe", TOPIC, "b")]
-    follower = m.OffsetForLeaderEpoch(replica_id=2, parts=(("a", 0, 3, 2),))
+    follower = m.OffsetForLeaderEpoch(replica_id=2, parts=(EpochQuery("a", 0, 3, 2),))
     assert [(op, kind) for op, kind, _name in rule(follower, lambda t: True)] == \
         [("cluster_action", CLUSTER)]
