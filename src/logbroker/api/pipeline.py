@@ -94,24 +94,24 @@ class Pipeline:
                 else:
                     answer.waiting = conn.task(wrap.answer(_ready(msg)))
                 return
-        conn.count_reads(msg)
+        if msg.__class__ is m.Fetch:
+            conn.count_reads(msg)
         entry = OURS.get(msg.__class__)
         if wrap is not None:
             answer.waiting = conn.task(wrap.answer(self.dispatch(msg, session)))
         elif entry is not None and entry.inline and (tasks_ok or cls in SASL):
             out = self._inline(entry, msg, session, answer)
-            if isinstance(out, ProduceAnswer):
+            if out.__class__ is ProduceAnswer:
                 answer.waiting = out
-            elif inspect.isawaitable(out):
-                answer.waiting = conn.task(out)
             else:
                 answer.response = out
         else:
             answer.waiting = conn.task(self.dispatch(msg, session))
 
     def _inline(self, entry, msg: m.Message, session, answer):
-        """An inline handler's answer (or its ProduceAnswer), counted in
-        the request metrics once complete (a waiting produce's fsync included)."""
+        """An inline handler's answer (a response, None, CLOSE_CONNECTION or
+        a ProduceAnswer: never a coroutine), counted in the request metrics
+        once complete (a waiting produce's fsync included)."""
         stats = self.svc.requests
         start = time.perf_counter() if stats is not None else 0.0
         cls = msg.__class__

@@ -134,19 +134,21 @@ def produce(svc, req: m.Produce, session):
             results.append(ProducedPart(topic, partition, *_err(exc), -1, -1))
             continue
         info = appended.info
-        index = len(results)
-        results.append(ProducedPart(topic, partition, _WAITING if wait else 0, "",
-                                    info.first_offset, appended.log.log_start_offset))
         if traffic is not None and info.batches:  # retried duplicates are not counted again
             traffic.produced(topic, partition, info.size, info.last_offset - info.first_offset + 1)
+        code = 0
         if not wait:
             meta.when_acked(appended, req.acks, None)
-            continue
-        if answer is None:
-            answer = ProduceAnswer(results, meta.ack_wait)
-        if not meta.when_acked(appended, req.acks, answer.callback(index)):
-            results[index] = results[index]._replace(error=0)  # already durable
-            answer.waiting -= 1
+        else:
+            if answer is None:
+                answer = ProduceAnswer(results, meta.ack_wait)
+            # the callback runs in a later turn: the part is in ``results`` by then
+            if meta.when_acked(appended, req.acks, answer.callback(len(results))):
+                code = _WAITING
+            else:
+                answer.waiting -= 1  # already durable
+        results.append(ProducedPart(topic, partition, code, "", info.first_offset,
+                                    appended.log.log_start_offset))
     if answer is not None and answer.waiting:
         answer.arm(asyncio.get_running_loop(), req.timeout_ms)
         return answer

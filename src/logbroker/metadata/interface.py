@@ -41,10 +41,10 @@ The methods (both implementations have each):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
+class Appended(NamedTuple):
     """What ``append`` wrote: the log, its AppendInfo, and what the
     implementation needs to tell when the acks are met (``pending``)."""
 

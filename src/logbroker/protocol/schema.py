@@ -144,13 +144,13 @@ def compile_spec(spec: Any):
         items = [compile_spec(s) for s in fields_of(spec)]
         if any(f is None for f in items):
             return None
-        n, make = len(items), spec._make
+        n, new = len(items), tuple.__new__
 
         def named(v):
             if (v.__class__ is not list and v.__class__ is not tuple and v.__class__ is not spec) \
                     or len(v) != n:
                 raise Mismatch
-            return make([f(x) for f, x in zip(items, v)])
+            return new(spec, [f(x) for f, x in zip(items, v)])  # NamedTuple._make, less a frame
         return named
     if isinstance(spec, tuple):
         items = [compile_spec(s) for s in spec]
