@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ...protocol.parts import LagRow
+
 
 class NewTopic(NamedTuple):
     """A topic to create. ``replication_factor`` None: the cluster's default
@@ -87,18 +89,11 @@ class ElectionResult(NamedTuple):
     error: "BaseException | None" = None
 
 
-class GroupPartition(NamedTuple):
-    """``lag`` in records; ``lag_ms``: age of the next record to read (-1:
-    caught up or unknown); -1 for ``log_end``/``lag``/``lag_ms`` when the
-    partition is gone."""
-
-    topic: str
-    partition: int
-    committed: int
-    log_end: int
-    lag: int
-    commit_ms: int
-    lag_ms: int
+# A group's committed partition as DescribeGroups answers it (the protocol's
+# part, one shape): ``lag`` in records; ``lag_ms``: age of the next record to
+# read (-1: caught up or unknown); -1 for ``log_end``/``lag``/``lag_ms`` when
+# the partition is gone.
+GroupPartition = LagRow
 
 
 class MemberDescription(NamedTuple):
