@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from bench.common import stats
-from bench.peers.clients import KEY_BYTES
+from bench.peers.loops import KEY_BYTES
 from bench.peers.run import SYSTEMS
 
 TPUT = (("W1", "produce"), ("W1", "consume"), ("W2", "produce"), ("W2", "consume"),

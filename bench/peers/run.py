@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bench.broker.server import BrokerServer, Worker
-from bench.peers.clients import KEY_BYTES, KEYS, run_client
+from bench.peers.clients import run_client
+from bench.peers.loops import KEY_BYTES, KEYS
 from bench.peers.metrics import Probe
 from bench.peers.servers import RabbitServer, start_nats, start_redis
 

@@ -69,7 +69,7 @@ import math
 import time
 from itertools import islice
 
-from bench.peers.clients import (
+from bench.peers.loops import (
     KEYS,
     VALUES,
     Deadline,

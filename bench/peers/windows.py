@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from itertools import islice
 
-from bench.peers.clients import (
+from bench.peers.loops import (
     KEYS,
     VALUES,
     Deadline,
