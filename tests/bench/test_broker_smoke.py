@@ -5,26 +5,19 @@ work, one durable and one lazy run."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.fixtures import gone
+
 pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = {"W1.produce", "W1.consume", "W2.produce", "W2.consume", "roundtrip.raw", "roundtrip",
           "fetch.fill", "fetch.raw", "fetch.consumer"}
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_quick_broker_bench_emits_json(tmp_path: Path) -> None:
@@ -38,11 +31,11 @@ def test_quick_broker_bench_emits_json(tmp_path: Path) -> None:
     assert {r["flush"] for r in out["runs"]} == {"fsync", "lazy"}
     for run in out["runs"]:
         assert run["broker_exit_code"] == 0  # stopped cleanly by SIGTERM
-        assert _gone(run["broker_pid"])
+        assert gone(run["broker_pid"])
         for phase, res in run["phases"].items():
             assert res["records"] > 0 and res["seconds"] > 0, phase
             assert res["broker"]["peak_rss_mib"] > 0, phase
-            assert _gone(res["pid"]), phase  # every worker process ended
+            assert gone(res["pid"]), phase  # every worker process ended
     fsync = out["summary"]["fsync"]
     assert PHASES <= set(fsync)
     assert set(out["summary"]["lazy"]) >= PHASES - {"fetch.fill", "fetch.raw", "fetch.consumer"}

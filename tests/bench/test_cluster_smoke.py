@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import require_etcd
-from tests.bench.test_broker_smoke import _gone
+from tests.support.fixtures import gone, require_etcd
 
 pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
@@ -35,10 +34,10 @@ def test_quick_cluster_bench_emits_json(tmp_path: Path) -> None:
     assert set(rnd["setups"]) == {"single", "cluster1", "cluster3"}
     for kind, setup in rnd["setups"].items():
         assert set(setup["exit_codes"].values()) == {0}, (kind, setup["exit_codes"])  # clean SIGTERM exits
-        assert setup["pids"] and all(_gone(pid) for pid in setup["pids"].values()), kind
+        assert setup["pids"] and all(gone(pid) for pid in setup["pids"].values()), kind
     assert {(ph["config"], ph["phase"]) for ph in rnd["phases"]} == {(c, p) for c in CONFIGS for p in PHASES}
     for ph in rnd["phases"]:
-        assert ph["records"] > 0 and ph["seconds"] > 0 and _gone(ph["pid"]), ph["phase"]
+        assert ph["records"] > 0 and ph["seconds"] > 0 and gone(ph["pid"]), ph["phase"]
         assert ph["machine"]["busy_cores"] >= 0
         brokers = [name for name in ph["cpu"] if name.startswith("broker-")]
         assert len(brokers) == (3 if ph["config"].startswith("c3") else 1)
@@ -57,8 +56,8 @@ def test_quick_cluster_bench_emits_json(tmp_path: Path) -> None:
     (trial,) = out["failover"]["trials"]
     assert trial["first_ack_s"] > 0 and trial["failed"] == 0 and not trial["errors"]
     assert trial["new_leader"] not in (-1, trial["victim"])
-    assert _gone(trial["pid"])
-    assert all(_gone(pid) for pid in out["failover"]["pids"].values())
+    assert gone(trial["pid"])
+    assert all(gone(pid) for pid in out["failover"]["pids"].values())
     assert set(out["failover"]["exit_codes"].values()) == {0}  # the two survivors
     assert len(out["targets"]) == 3
     assert all(isinstance(t["met"], bool) and t["ratio"] > 0 for t in out["targets"])

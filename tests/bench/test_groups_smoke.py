@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.test_broker_smoke import _gone
+from tests.support.fixtures import gone
 
 pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
@@ -37,7 +37,7 @@ def test_quick_groups_bench_emits_json(tmp_path: Path) -> None:
         assert run["bytes"] == p["records"] * (p["value_bytes"] + 8)
     for kind in ("crash", "leave"):
         (trial,) = out[kind]
-        assert len(trial["partitions"]) == 2 and _gone(trial["pid"])
+        assert len(trial["partitions"]) == 2 and gone(trial["pid"])
         assert 0 < trial["assigned_s"] <= trial["first_s"] < p["session_ms"] / 1000 + 30
     assert out["crash"][0]["first_s"] >= p["session_ms"] / 1000 * 0.5  # waited for the session
     assert out["summary"]["throughput_ratio"]["median"] > 0

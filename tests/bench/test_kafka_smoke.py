@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.bench.test_broker_smoke import _gone  # the same check: kill(pid, 0) fails
+from tests.support.fixtures import gone  # the same check: kill(pid, 0) fails
 
 pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
@@ -35,14 +35,14 @@ def test_quick_kafka_bench_emits_json(tmp_path: Path) -> None:
     assert [r["client"] for r in out["runs"]] == list(CLIENTS)
     for run in out["runs"]:
         assert run["broker_exit_code"] == 0  # stopped cleanly by SIGTERM
-        assert _gone(run["broker_pid"])
+        assert gone(run["broker_pid"])
         assert set(run["phases"]) == set(PHASES)
         for phase, res in run["phases"].items():
             records = expected[phase[:2]]
             assert res["records"] == records, (run["client"], phase)  # every record acked / read
             assert res["last_offset"] == records - 1, (run["client"], phase)
             assert res["seconds"] > 0 and res["cpu_s"] >= 0 and res["broker"]["cpu_s"] >= 0
-            assert _gone(res["pid"]), phase  # every worker process ended
+            assert gone(res["pid"]), phase  # every worker process ended
     for client in CLIENTS:
         for phase in PHASES:
             assert out["summary"][client][phase]["records_per_s"]["median"] > 0

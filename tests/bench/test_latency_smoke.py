@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.test_broker_smoke import _gone
+from tests.support.fixtures import gone
 
 pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
@@ -37,7 +37,7 @@ def test_quick_latency_bench_emits_json(tmp_path: Path) -> None:
         assert stage["n"] == out["params"]["sends"], name
         assert 0 < stage["p50_ms"] <= stage["p99_ms"], name
         if "broker" in stage:  # a fresh broker, stopped cleanly by SIGTERM
-            assert stage["broker_exit_code"] == 0 and _gone(stage["broker_pid"]), name
+            assert stage["broker_exit_code"] == 0 and gone(stage["broker_pid"]), name
             assert stage["client_cpu_us"] > 0 and stage["broker"]["ctx"] > 0, name
     split = rnd["split_fsync"]["split"]
     assert split["send_call"]["p50_ms"] > 0 and split["to_callback"]["p50_ms"] > 0

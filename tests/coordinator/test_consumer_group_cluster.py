@@ -13,7 +13,7 @@ from tests.support.cluster import Cluster
 from logbroker import Admin, Producer
 from logbroker.coordinator.records import TOPIC, partition_for
 from logbroker.protocol import messages as m
-from tests.coordinator.test_consumer_group import Member, killed_member_resumes, spin
+from tests.support.consumer_group import Member, killed_member_resumes, spin
 
 TOPIC_NAME, PARTITIONS = "orders", 6
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.fixtures import FAST, BrokerProcess, wait_until
 from logbroker import Admin
-from tests.coordinator.test_consumer_group import Member, gbroker, produce, seen, spin, split_evenly  # noqa: F401
+from tests.support.consumer_group import Member, gbroker, produce, seen, spin, split_evenly  # noqa: F401
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin"])

@@ -17,7 +17,7 @@ import pytest
 from tests.support.kafka_adapters import (RDKAFKA_LOG, _rdkafka_logger, kcat_path, kcat_records, kcat_run,
                             protocol_failures)
 from tests.support.kafka_raw import WAIT, kread
-from tests.kafka.test_cluster import close_refused_sockets, kc, leaders  # noqa: F401 (the fixture)
+from tests.support.kafka_cluster import close_refused_sockets, kc, leaders  # noqa: F401 (the fixture)
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, TopicPartition  # noqa: E402

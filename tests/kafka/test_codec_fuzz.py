@@ -24,7 +24,7 @@ from logbroker.kafka.framing import NEED_DATA, KafkaFrameReader
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 from logbroker.records.format import read_header
 from logbroker.records.kafka_v2 import kafka_records
-from tests.kafka.test_codec import CASES, random_body
+from tests.support.kafka_cases import CASES, random_body
 
 QUICK = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MANY = settings(max_examples=4000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,7 +20,7 @@ from logbroker.records import format as fmt
 from logbroker.records.decoder import readable
 from logbroker.records.walker import batch_timestamps
 from logbroker.storage.incoming import parse_batches
-from tests.storage.test_compaction import compact_all, open_compacted, records_of
+from tests.support.compaction import compact_all, open_compacted, records_of
 
 T0 = 1_700_000_000_000
 

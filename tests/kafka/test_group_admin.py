@@ -310,7 +310,7 @@ def test_raw_describe_of_the_mixed_group_carries_kafka_member_bytes(kb, mixed):
 def test_every_version_is_in_the_codec_cases():
     """tests/kafka/test_codec.py's round trips and kafka-python comparisons, and
     tests/kafka/test_codec_fuzz.py's fuzz, run every version of the three."""
-    from tests.kafka.test_codec import CASES
+    from tests.support.kafka_cases import CASES
 
     assert sorted((api.key, v) for api, v in CASES if api.key in (DESCRIBE, LIST, DELETE)) == \
         [(DESCRIBE, v) for v in range(5)] + [(LIST, v) for v in range(3)] + [(DELETE, 0),

@@ -228,7 +228,7 @@ def test_aiokafka_subscribes_with_a_group_and_commits(kb):
 
 
 def test_kcat_balanced_consumer_reads(kb):
-    from tests.kafka.test_listener_clients import _kcat
+    from tests.support.kafka_adapters import kcat_path as _kcat
 
     kcat = _kcat()
     _, bootstrap = kb
@@ -318,7 +318,7 @@ def test_random_membership_requests_are_answered_or_close_the_connection(kb):
     import random
 
     from logbroker.kafka.apis import APIS
-    from tests.kafka.test_codec import random_body
+    from tests.support.kafka_cases import random_body
 
     b, bootstrap = kb
     rng = random.Random(11)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.kafka_raw import Raw, kread
-from tests.kafka.test_cluster import close_refused_sockets, kc  # noqa: F401 - the module's cluster
+from tests.support.kafka_cluster import close_refused_sockets, kc  # noqa: F401 - the module's cluster
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402

@@ -280,7 +280,7 @@ def test_random_requests_are_answered_or_close_the_connection(kbroker):
     from the schemas (nulls, extreme integers, odd names, garbage records):
     each is answered at its version with its correlation id, or its
     connection is closed; the broker stays up and logs no traceback."""
-    from tests.kafka.test_codec import random_body
+    from tests.support.kafka_cases import random_body
 
     b, bootstrap = kbroker
     rng = random.Random(15)

@@ -253,7 +253,7 @@ def test_malformed_kafka_records_are_stored_and_the_broker_gets_around_them(tmp_
     stored; offset-for-timestamp lands on it by its header; the console
     shows a row for it; compaction (the topic compact only later) keeps it
     whole and compacts the rest; decode_batch names the problem."""
-    from tests.storage.test_compaction import COMPACT, compact_all, open_compacted
+    from tests.support.compaction import COMPACT, compact_all, open_compacted
     s = open_compacted(tmp_path / "d", cleanup_policy="delete")
     s.create_topic("t")
     log = s.get_log("t", 0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fixtures import Cluster, require_etcd, wait_until
-from tests.metrics.test_metrics import scrape, value
+from tests.support.metrics_scrape import scrape, value
 
 
 @pytest.fixture

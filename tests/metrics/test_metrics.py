@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.fixtures import BrokerProcess, wait_until
+from tests.support.metrics_scrape import scrape, value
 from logbroker import Consumer, Producer
 from logbroker.metrics.exporter import BrokerMetrics
 from logbroker.metrics.collect import BrokerCollector
@@ -35,24 +34,6 @@ def metrics_broker(tmp_path):
         yield b, line.split(" on ", 1)[1].strip()
     finally:
         b.kill()
-
-
-def scrape(url: str) -> dict:
-    """{sample name: {frozenset(labels.items()): value}} and the families, by name."""
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        assert resp.status == 200
-        text = resp.read().decode()
-    samples: dict = {}
-    families = list(text_string_to_metric_families(text))
-    for fam in families:
-        for s in fam.samples:
-            samples.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
-    samples["__families__"] = families
-    return samples
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples[name][frozenset((k, str(v)) for k, v in labels.items())]
 
 
 def produce_workload(bootstrap: str) -> dict:

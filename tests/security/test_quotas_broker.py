@@ -15,7 +15,7 @@ import time
 import pytest
 from tests.support.fixtures import BrokerProcess, RawConn, consume, invoke_cli, invoked_ok, wait_until
 from tests.support.tls import tls_files
-from tests.metrics.test_metrics import scrape, value
+from tests.support.metrics_scrape import scrape, value
 
 from logbroker import Admin, Consumer, Producer
 from logbroker.security.quotas import BURST_S

@@ -6,7 +6,6 @@ the reason), the broker logs one line for it and serves the next client."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import glob
 import os
 import socket
@@ -17,6 +16,7 @@ import pytest
 
 from tests.support.fixtures import BrokerProcess, cli_error, cli_ok, invoke_cli, invoked_error, run_cli, \
     wait_until
+from tests.support.tls import pki, tls_flags  # noqa: F401 - the certificates fixture
 from logbroker import Admin, Consumer, Producer
 from logbroker.errors import BrokerUnavailableError, InvalidConfigError, TlsError
 from logbroker.protocol import messages as m
@@ -24,38 +24,6 @@ from logbroker.protocol import messages as m
 trustme = pytest.importorskip("trustme")
 
 RECORDS = 3000
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    """PEM files: ``ca``; the broker's cert for 127.0.0.1/localhost; a second,
-    unrelated CA; certs for ``example.org`` only and an expired one; client
-    certs from each CA (mutual TLS)."""
-    d = tmp_path_factory.mktemp("pki")
-    ca, other = trustme.CA(), trustme.CA()
-    now = datetime.datetime.now(datetime.timezone.utc)
-    out = {}
-
-    def save(name, leaf):
-        leaf.cert_chain_pems[0].write_to_path(str(d / f"{name}.crt"))
-        leaf.private_key_pem.write_to_path(str(d / f"{name}.key"))
-        out[name] = (str(d / f"{name}.crt"), str(d / f"{name}.key"))
-
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    other.cert_pem.write_to_path(str(d / "other-ca.pem"))
-    save("server", ca.issue_cert("127.0.0.1", "localhost"))
-    save("elsewhere", ca.issue_cert("example.org"))
-    save("expired", ca.issue_cert("127.0.0.1", not_before=now - datetime.timedelta(days=30),
-                                  not_after=now - datetime.timedelta(days=1)))
-    save("client", ca.issue_cert("client-1"))
-    save("stranger", other.issue_cert("client-2"))
-    return SimpleNamespace(ca=str(d / "ca.pem"), other_ca=str(d / "other-ca.pem"), **out)
-
-
-def tls_flags(cert, ca=None, client_auth=False) -> list:
-    flags = ["--tls-cert", cert[0], "--tls-key", cert[1]]
-    flags += ["--tls-ca", ca] if ca else []
-    return flags + (["--tls-client-auth"] if client_auth else [])
 
 
 def start_all(*brokers: BrokerProcess) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tests.support.fixtures import Cluster, segment_bytes, wait_until
 from logbroker import Admin, Producer
-from tests.security.test_tls import pki, tls_flags  # noqa: F401 - the certificates fixture
+from tests.support.tls import pki, tls_flags  # noqa: F401 - the certificates fixture
 
 RECORDS = 500
 

@@ -14,14 +14,14 @@ import sys
 import pytest
 
 from tests.support.fixtures import read_line
-from tests.storage.test_compaction import open_compacted, records_of
+from tests.support.compaction import open_compacted, records_of
 
 from logbroker.storage.swap import PAUSE_ENV
 
 CHILD = r"""
 import sys
 sys.path.insert(0, {root!r})
-from tests.storage.test_compaction import open_compacted, keyed
+from tests.support.compaction import open_compacted, keyed
 s = open_compacted({data!r})
 if s.topics.get("t") is None:
     s.create_topic("t")

@@ -388,6 +388,15 @@ def invoked_ok(result) -> str:
     return result.stdout
 
 
+def gone(pid: int) -> bool:
+    """Whether no process ``pid`` exists any more (``kill(pid, 0)`` fails)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 # -- the cluster's helpers live in tests/support/cluster.py and tests/support/proxy.py; re-exported
 from tests.support.cluster import ROOT, Cluster, require_etcd, segment_bytes  # noqa: E402,F401
 from tests.support.proxy import TcpProxy  # noqa: E402,F401

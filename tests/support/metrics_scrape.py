@@ -1,0 +1,26 @@
+"""Scraping a broker's ``/metrics`` over HTTP, parsed with prometheus_client's
+own parser (tests/metrics/, tests/security/test_quotas_broker.py)."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def scrape(url: str) -> dict:
+    """{sample name: {frozenset(labels.items()): value}} and the families, by name."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    samples: dict = {}
+    families = list(text_string_to_metric_families(text))
+    for fam in families:
+        for s in fam.samples:
+            samples.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    samples["__families__"] = families
+    return samples
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    return samples[name][frozenset((k, str(v)) for k, v in labels.items())]
