@@ -17,6 +17,7 @@ from ..cluster.placement import assign, preferred
 from ..cluster.replicas import LEADER
 from ..cluster.state import (PartitionState, TopicState, default_min_isr, partition_value,
                              topic_value)
+from ..coordinator.records import TOPIC, partition_for
 from ..durability import DataNotifier, consume_outcome
 from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
                       NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
@@ -41,7 +42,7 @@ class ClusterMetadata:
         self.me = node.me
         self.cluster_name = config.cluster_name
         self.appended = DataNotifier()  # wakes followers' long polls (ReplicaFetch)
-        self._host = ClusterHost(self, commit, config)
+        self._host = ClusterHost(self, config)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def leave(self) -> None:
@@ -264,8 +265,6 @@ class ClusterMetadata:
         """The broker leading ``group``'s offsets partition; the offsets
         topic is created on first use (COORDINATOR_NOT_AVAILABLE until it
         has a leader)."""
-        from ..coordinator.records import TOPIC, partition_for
-
         node, config = self.node, self.config
         node.check_available()
         view = node.view

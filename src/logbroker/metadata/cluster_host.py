@@ -16,9 +16,9 @@ from .offsets_topic import lag_row
 class ClusterHost:
     topic = TOPIC
 
-    def __init__(self, meta, commit, config) -> None:
+    def __init__(self, meta, config) -> None:
         """``meta``: the ClusterMetadata whose ``append`` writes as the leader."""
-        self.meta, self.commit, self.config = meta, commit, config
+        self.meta, self.config = meta, config
         self.node = meta.node
         self.replicas = self.node.replicas
 
