@@ -82,6 +82,7 @@ class PlannerBase:
 
     def __init__(self, o: Options) -> None:
         self.o = o
+        self.narrow = None  # a narrow.Narrow: only the ranges Spark's pushed filters admit
 
     def close(self) -> None:
         pass
@@ -111,6 +112,8 @@ class PlannerBase:
     def selected(self) -> dict:
         """``{(topic, p): bounds}`` of the partitions the options select now."""
         tps = select(self.o, self.available())
+        if self.narrow is not None:
+            tps = [tp for tp in tps if self.narrow.admits(*tp)]
         self.prefetch(tps)
         return {tp: self.bounds(*tp) for tp in tps}
 
@@ -155,7 +158,12 @@ class PlannerBase:
         end = min(end, hw)
         if start >= end:
             return []
-        return self._split(topic, partition, pid, start, end)
+        if self.narrow is None:
+            return self._split(topic, partition, pid, start, end)
+        bounds = (pid, lso, hw)
+        spans = self.narrow.ranges(topic, partition, start, end,
+                                   lambda ms: self.timestamp_offset(topic, partition, bounds, ms))
+        return [s for lo, hi in spans for s in self._split(topic, partition, pid, lo, hi)]
 
     def _make(self, topic, partition, lo, hi, seg=-1, pos=0, compacted=False) -> Split:
         o = self.o
