@@ -8,7 +8,6 @@ import java.util.Arrays;
 import java.util.zip.CRC32;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
-import net.jpountz.lz4.LZ4FrameInputStream;
 import org.xerial.snappy.Snappy;
 
 /**
@@ -16,7 +15,8 @@ import org.xerial.snappy.Snappy;
  * the JVM twin of Python's {@code records/compression.py}. Codes are
  * Kafka's: 1 gzip (one RFC 1952 member, nothing after it), 2 snappy
  * (xerial framing {@code \x82SNAPPY\0}, two int32 versions, then blocks of
- * u32 BE length + raw block; or one raw block), 3 lz4 frame, 4 zstd frame.
+ * u32 BE length + raw block; or one raw block), 3 lz4 frames ({@link Lz4Frame}),
+ * 4 zstd frames.
  *
  * <p>Output is never held beyond {@code limit + 1} bytes: a section that
  * decompresses to more is refused ("... decompresses to more than N
@@ -41,8 +41,16 @@ final class Decompression {
             case 2:
                 return snappy(src, off, len, limit);
             case 3:
+                try {
+                    return Lz4Frame.decompress(src, off, len, limit);
+                } catch (RuntimeException exc) {
+                    if (exc instanceof CorruptRecordException) {
+                        throw exc;
+                    }
+                    throw failed("lz4", exc);
+                }
             case 4:
-                return stream(codec, src, off, len, limit);
+                return zstd(src, off, len, limit);
             default:
                 throw new CorruptRecordException("unknown compression code " + codec);
         }
@@ -58,11 +66,10 @@ final class Decompression {
         return new CorruptRecordException(name + " records section: " + what);
     }
 
-    /** lz4 or zstd through their stream decoders into a buffer doubling up to limit + 1. */
-    private static byte[] stream(int codec, byte[] src, int off, int len, int limit) {
-        String name = NAMES[codec];
-        InputStream raw = new ByteArrayInputStream(src, off, len);
-        try (InputStream in = codec == 3 ? new LZ4FrameInputStream(raw) : new ZstdInputStreamNoFinalizer(raw)) {
+    /** zstd frames through zstd-jni's stream decoder into a buffer doubling up to limit + 1. */
+    private static byte[] zstd(byte[] src, int off, int len, int limit) {
+        String name = NAMES[4];
+        try (InputStream in = new ZstdInputStreamNoFinalizer(new ByteArrayInputStream(src, off, len))) {
             int cap = (int) Math.min(limit + 1L, Math.max(64 << 10, 8L * len));
             byte[] out = new byte[cap];
             int n = 0;
@@ -180,7 +187,7 @@ final class Decompression {
                     n += got;
                     if (got == 0 && (inf.needsInput() || inf.needsDictionary())) {
                         if (inf.needsDictionary()) {
-                            throw new CorruptRecordException("gzip records section: need dictionary");
+                            throw zlib("need dictionary");
                         }
                         throw new CorruptRecordException("gzip records section is cut short");
                     }
@@ -196,20 +203,25 @@ final class Decompression {
                 CRC32 crc = new CRC32();
                 crc.update(out, 0, n);
                 if ((int) crc.getValue() != Bytes.i32le(src, trailer)) {
-                    throw new CorruptRecordException("gzip records section: incorrect data check");
+                    throw zlib("incorrect data check");
                 }
                 if (n != Bytes.i32le(src, trailer + 4)) {
-                    throw new CorruptRecordException("gzip records section: incorrect length check");
+                    throw zlib("incorrect length check");
                 }
                 if (rest > 8) {
                     throw new CorruptRecordException((rest - 8) + " bytes after the gzip stream");
                 }
                 return n == out.length ? out : Arrays.copyOf(out, n);
             } catch (DataFormatException exc) {
-                throw failed("gzip", exc);
+                throw zlib(exc.getMessage());
             } finally {
                 inf.end();
             }
+        }
+
+        /** zlib's wording of a Z_DATA_ERROR, as Python's zlib.error reads. */
+        private static CorruptRecordException zlib(String what) {
+            return new CorruptRecordException("gzip records section: Error -3 while decompressing data: " + what);
         }
 
         /** The position after the member header at {@code src[pos..end)}. */
@@ -219,14 +231,14 @@ final class Decompression {
                 throw new CorruptRecordException("gzip records section is cut short");
             }
             if ((src[pos] & 0xFF) != 0x1F || (src[pos + 1] & 0xFF) != 0x8B) {
-                throw new CorruptRecordException("gzip records section: incorrect header check");
+                throw zlib("incorrect header check");
             }
             if (src[pos + 2] != 8) {
-                throw new CorruptRecordException("gzip records section: unknown compression method");
+                throw zlib("unknown compression method");
             }
             int flags = src[pos + 3] & 0xFF;
             if ((flags & 0xE0) != 0) {
-                throw new CorruptRecordException("gzip records section: unknown header flags set");
+                throw zlib("unknown header flags set");
             }
             pos += 10;
             if ((flags & FEXTRA) != 0) {
@@ -250,7 +262,7 @@ final class Decompression {
                     crc.update(src, start, pos - start);
                     int want = (src[pos] & 0xFF) | (src[pos + 1] & 0xFF) << 8;
                     if (((int) crc.getValue() & 0xFFFF) != want) {
-                        throw new CorruptRecordException("gzip records section: header crc mismatch");
+                        throw zlib("header crc mismatch");
                     }
                 }
                 pos += 2;
