@@ -102,40 +102,43 @@ public final class DecodedBatch {
             }
             timestamps[i] = ts;
         }
-        Binary keys = cur.column(n, (h.attributes >> BatchHeader.KEY_MODE_SHIFT) & 3, "keys");
-        Binary values = cur.column(n, (h.attributes >> BatchHeader.VALUE_MODE_SHIFT) & 3, "values");
-        int[] starts = null;
-        Binary hkeys = null;
-        Binary hvalues = null;
+        Column keys = cur.column(n, (h.attributes >> BatchHeader.KEY_MODE_SHIFT) & 3, "keys");
+        Column values = cur.column(n, (h.attributes >> BatchHeader.VALUE_MODE_SHIFT) & 3, "values");
+        int counts = -1;
+        int total = 0;
+        Column hkeys = null;
+        Column hvalues = null;
         if ((h.attributes & BatchHeader.HAS_HEADERS) != 0) {
-            int c = cur.take(4L * (n + 1), "header counts");
-            int total = Bytes.i32le(buf, c + 4 * n);
-            if (Bytes.i32le(buf, c) != 0 || total < 0) {
+            counts = cur.take(4L * (n + 1), "header counts");
+            total = Bytes.i32le(buf, counts + 4 * n);
+            if (Bytes.i32le(buf, counts) != 0 || total < 0) {
                 throw new CorruptRecordException("header counts malformed");
             }
             hkeys = cur.column(total, COL_DENSE, "header keys");
             hvalues = cur.column(total, COL_NULLABLE, "header values");
-            starts = new int[n + 1];
-            for (int i = 0; i < n; i++) {
-                int lo = Bytes.i32le(buf, c + 4 * i);
-                int hi = Bytes.i32le(buf, c + 4 * i + 4);
-                if (lo < 0 || lo > hi || hi > total) {
-                    throw new CorruptRecordException("header counts out of order at record " + i);
-                }
-                starts[i + 1] = hi;
-            }
-            checkUtf8(hkeys, "header key is not UTF-8: ");
-            if (total == 0) {
-                starts = null;
-                hkeys = null;
-                hvalues = null;
-            }
         }
         if (cur.pos != cur.end) {
             throw new CorruptRecordException((cur.end - cur.pos)
                     + " unexpected bytes at the end of the records section");
         }
-        return new DecodedBatch(h, timestamps, keys, values, starts, hkeys, hvalues);
+        // the layout holds: now the rules Python checks entry by entry, when records are read
+        Binary keyColumn = keys.build();
+        Binary valueColumn = values.build();
+        if (counts < 0 || total == 0) {
+            return new DecodedBatch(h, timestamps, keyColumn, valueColumn, null, null, null);
+        }
+        int[] starts = new int[n + 1];
+        for (int i = 0; i < n; i++) {
+            int lo = Bytes.i32le(buf, counts + 4 * i);
+            int hi = Bytes.i32le(buf, counts + 4 * i + 4);
+            if (lo < 0 || lo > hi || hi > total) {
+                throw new CorruptRecordException("header counts out of order at record " + i);
+            }
+            starts[i + 1] = hi;
+        }
+        Binary hk = hkeys.build();
+        checkUtf8(hk, "header key is not UTF-8: ");
+        return new DecodedBatch(h, timestamps, keyColumn, valueColumn, starts, hk, hvalues.build());
     }
 
     /** Throw {@code prefix + "entry j is not valid UTF-8"} unless every entry of {@code col} is. */
@@ -169,23 +172,49 @@ public final class DecodedBatch {
             return at;
         }
 
-        Binary column(int n, int mode, String what) {
+        /** The next column's parts (consumed); its entries are checked by {@link Column#build}. */
+        Column column(int n, int mode, String what) {
             if (mode == COL_ABSENT) {
-                return Binary.allNull(n);
+                return new Column(buf, n, -1, -1, -1, 0);
             }
             int validity = mode == COL_NULLABLE ? take((n + 7L) / 8, what) : -1;
             int offs = take(4L * (n + 1), what);
-            int first = Bytes.i32le(buf, offs);
             int last = Bytes.i32le(buf, offs + 4 * n);
-            if (first != 0) {
+            if (Bytes.i32le(buf, offs) != 0) {
                 throw new CorruptRecordException(what + " offsets do not start at 0");
             }
-            int data = take(last, what);
+            return new Column(buf, n, validity, offs, take(last, what), last);
+        }
+    }
+
+    /** A binary column of our section: where its bitmap, offsets and data are. */
+    private static final class Column {
+        final byte[] buf;
+        final int n;
+        final int validity;
+        final int offs;
+        final int data;
+        final int last;
+
+        Column(byte[] buf, int n, int validity, int offs, int data, int last) {
+            this.buf = buf;
+            this.n = n;
+            this.validity = validity;
+            this.offs = offs;
+            this.data = data;
+            this.last = last;
+        }
+
+        /** The column as a view of the batch bytes, its offsets checked (in order, within the data). */
+        Binary build() {
+            if (offs < 0) {
+                return Binary.allNull(n);
+            }
             int[] offsets = new int[n + 1];
             int prev = 0;
             for (int i = 0; i < n; i++) {
                 int next = Bytes.i32le(buf, offs + 4 * i + 4);
-                if (prev < 0 || prev > next || next > last) {
+                if (prev > next || next > last) {
                     throw new CorruptRecordException("column offsets out of order at entry " + i);
                 }
                 offsets[i] = data + prev;

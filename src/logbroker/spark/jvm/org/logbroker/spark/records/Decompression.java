@@ -69,6 +69,9 @@ final class Decompression {
     /** zstd frames through zstd-jni's stream decoder into a buffer doubling up to limit + 1. */
     private static byte[] zstd(byte[] src, int off, int len, int limit) {
         String name = NAMES[4];
+        if (len == 0) {
+            throw new CorruptRecordException(name + " records section: incomplete frame");
+        }
         try (InputStream in = new ZstdInputStreamNoFinalizer(new ByteArrayInputStream(src, off, len))) {
             int cap = (int) Math.min(limit + 1L, Math.max(64 << 10, 8L * len));
             byte[] out = new byte[cap];
@@ -93,6 +96,9 @@ final class Decompression {
         } catch (CorruptRecordException exc) {
             throw exc;
         } catch (IOException | RuntimeException exc) {
+            if ("Truncated source".equals(exc.getMessage())) {
+                throw new CorruptRecordException(name + " records section: incomplete frame");  // zstd's name
+            }
             throw failed(name, exc);
         }
     }
@@ -197,13 +203,13 @@ final class Decompression {
                 }
                 int rest = inf.getRemaining();
                 int trailer = end - rest;
-                if (rest < 8) {
-                    throw new CorruptRecordException("gzip records section is cut short");
-                }
                 CRC32 crc = new CRC32();
                 crc.update(out, 0, n);
-                if ((int) crc.getValue() != Bytes.i32le(src, trailer)) {
-                    throw zlib("incorrect data check");
+                if (rest >= 4 && (int) crc.getValue() != Bytes.i32le(src, trailer)) {
+                    throw zlib("incorrect data check");  // zlib checks each part of the trailer once read
+                }
+                if (rest < 8) {
+                    throw new CorruptRecordException("gzip records section is cut short");
                 }
                 if (n != Bytes.i32le(src, trailer + 4)) {
                     throw zlib("incorrect length check");

@@ -14,13 +14,16 @@ import net.jpountz.xxhash.XXHashFactory;
  * read; header, block and content checksums (xxHash32, lz4-java's) are
  * checked; dictionaries (a dictionary ID) are refused. Output stops at
  * {@code limit} bytes. Every malformed input throws
- * {@code CorruptRecordException("lz4 records section: ...")}.
+ * {@code CorruptRecordException("lz4 records section: lz4: ...")} naming
+ * liblz4's error (as cramjam reports it), e.g. {@code ERROR_blockChecksum_invalid}.
  */
 final class Lz4Frame {
     private static final int MAGIC = 0x184D2204;
     private static final int SKIPPABLE_MASK = 0xFFFFFFF0;
     private static final int SKIPPABLE = 0x184D2A50;
     private static final int MIN_MATCH = 4;
+    /** The smallest frame header: magic, FLG, BD, header checksum (less is a truncated frame). */
+    private static final int MIN_HEADER = 7;
     private static final XXHash32 XXH = XXHashFactory.fastestInstance().hash32();
 
     private final byte[] src;
@@ -40,6 +43,9 @@ final class Lz4Frame {
 
     /** The decompressed bytes of the frames at {@code src[off..off+len)}, at most {@code limit}. */
     static byte[] decompress(byte[] src, int off, int len, int limit) {
+        if (len == 0) {
+            throw bad("empty input");
+        }
         Lz4Frame f = new Lz4Frame(src, off, len, limit);
         while (f.pos < f.end) {
             f.frame();
@@ -48,7 +54,7 @@ final class Lz4Frame {
     }
 
     private static CorruptRecordException bad(String what) {
-        return new CorruptRecordException("lz4 records section: " + what);
+        return new CorruptRecordException("lz4 records section: lz4: " + what);
     }
 
     private void need(long bytes) {
@@ -65,6 +71,7 @@ final class Lz4Frame {
     }
 
     private void frame() {
+        need(MIN_HEADER);
         int magic = u32le();
         if ((magic & SKIPPABLE_MASK) == SKIPPABLE) {
             long size = u32le() & 0xFFFFFFFFL;
@@ -73,18 +80,27 @@ final class Lz4Frame {
             return;
         }
         if (magic != MAGIC) {
-            throw bad(String.format("unknown frame magic 0x%08x", magic));
+            throw bad("ERROR_frameType_unknown");
         }
         int descriptor = pos;
         need(2);
         int flg = src[pos] & 0xFF;
         int bd = src[pos + 1] & 0xFF;
         pos += 2;
-        if (flg >> 6 != 1 || (flg & 0x02) != 0 || (bd & 0x8F) != 0 || (bd >> 4 & 7) < 4) {
-            throw bad("invalid frame descriptor");
+        if ((flg & 0x02) != 0) {  // liblz4's order of checks, for its error names
+            throw bad("ERROR_reservedFlag_set");
         }
-        if ((flg & 0x01) != 0) {
-            throw bad("frames with a dictionary are not supported");
+        if (flg >> 6 != 1) {
+            throw bad("ERROR_headerVersion_wrong");
+        }
+        if ((bd & 0x80) != 0) {
+            throw bad("ERROR_reservedFlag_set");
+        }
+        if ((bd >> 4 & 7) < 4) {
+            throw bad("ERROR_maxBlockSize_invalid");
+        }
+        if ((bd & 0x0F) != 0) {
+            throw bad("ERROR_reservedFlag_set");
         }
         boolean linked = (flg & 0x20) == 0;
         boolean blockChecksum = (flg & 0x10) != 0;
@@ -95,10 +111,17 @@ final class Lz4Frame {
             contentSize = (Bytes.i32le(src, pos) & 0xFFFFFFFFL) | (long) Bytes.i32le(src, pos + 4) << 32;
             pos += 8;
         }
+        if ((flg & 0x01) != 0) {
+            need(4);
+            pos += 4;  // the dictionary ID, refused below
+        }
         need(1);
         int hc = src[pos] & 0xFF;
         if (hc != (XXH.hash(src, descriptor, pos - descriptor, 0) >> 8 & 0xFF)) {
-            throw bad("frame header checksum mismatch");
+            throw bad("ERROR_headerChecksum_invalid");
+        }
+        if ((flg & 0x01) != 0) {
+            throw bad("a dictionary ID is set: frames with a dictionary are not supported");
         }
         pos++;
         int maxBlock = 1 << (2 * (bd >> 4 & 7) + 8);
@@ -110,11 +133,11 @@ final class Lz4Frame {
             }
             int size = word & 0x7FFFFFFF;
             if (size > maxBlock) {
-                throw bad("block of " + size + " bytes above the frame's maximum " + maxBlock);
+                throw bad("ERROR_maxBlockSize_invalid");
             }
             need(size + (blockChecksum ? 4L : 0L));
             if (blockChecksum && XXH.hash(src, pos, size, 0) != Bytes.i32le(src, pos + size)) {
-                throw bad("block checksum mismatch");
+                throw bad("ERROR_blockChecksum_invalid");
             }
             int blockStart = n;
             if (word < 0) {  // high bit: stored uncompressed
@@ -125,15 +148,15 @@ final class Lz4Frame {
                 block(pos, pos + size, linked ? frameStart : blockStart);
             }
             if (n - blockStart > maxBlock) {
-                throw bad("block decompresses above the frame's maximum " + maxBlock);
+                throw bad("ERROR_decompressionFailed (a block above the frame's maximum " + maxBlock + ")");
             }
             pos += size + (blockChecksum ? 4 : 0);
         }
         if (contentChecksum && XXH.hash(out, frameStart, n - frameStart, 0) != u32le()) {
-            throw bad("content checksum mismatch");
+            throw bad("ERROR_contentChecksum_invalid");
         }
         if (contentSize >= 0 && contentSize != n - frameStart) {
-            throw bad("content size " + contentSize + " announced, " + (n - frameStart) + " held");
+            throw bad("ERROR_frameSize_wrong");
         }
     }
 
@@ -152,7 +175,7 @@ final class Lz4Frame {
     private void block(int p, int stop, int floor) {
         while (true) {
             if (p >= stop) {
-                throw bad("malformed block: a sequence runs past the block");
+                throw bad("ERROR_decompressionFailed (a sequence runs past the block)");
             }
             int token = src[p++] & 0xFF;
             int literals = token >>> 4;
@@ -162,7 +185,7 @@ final class Lz4Frame {
                 p = at[0];
             }
             if (stop - p < literals) {
-                throw bad("malformed block: literals run past the block");
+                throw bad("ERROR_decompressionFailed (literals run past the block)");
             }
             reserve(literals);
             System.arraycopy(src, p, out, n, literals);
@@ -172,12 +195,12 @@ final class Lz4Frame {
                 return;  // the last sequence: literals only
             }
             if (stop - p < 2) {
-                throw bad("malformed block: a match offset runs past the block");
+                throw bad("ERROR_decompressionFailed (a match offset runs past the block)");
             }
             int offset = (src[p] & 0xFF) | (src[p + 1] & 0xFF) << 8;
             p += 2;
             if (offset == 0 || offset > n - floor) {
-                throw bad("malformed block: match offset " + offset + " out of range");
+                throw bad("ERROR_decompressionFailed (match offset " + offset + " out of range)");
             }
             int match = token & 15;
             if (match == 15) {
@@ -205,12 +228,12 @@ final class Lz4Frame {
         int b;
         do {
             if (at[0] >= stop) {
-                throw bad("malformed block: a length runs past the block");
+                throw bad("ERROR_decompressionFailed (a length runs past the block)");
             }
             b = src[at[0]++] & 0xFF;
             len += b;
             if (len > Integer.MAX_VALUE - 16) {
-                throw bad("malformed block: length overflow");
+                throw bad("ERROR_decompressionFailed (length overflow)");
             }
         } while (b == 255);
         return (int) len;
