@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve test test-slow test-bench cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat clean
+.PHONY: serve spark-connector spark-connector-if-jdk test test-slow test-bench cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,14 @@ $(STAMP): pyproject.toml
 
 serve: $(STAMP)
 	$(BIN)/logbroker serve --data-dir ./data
+
+# the Spark JVM connector: javac (JDK 17+) against pyspark's jars -> src/logbroker/spark/jvm/logbroker-spark.jar
+spark-connector: $(STAMP)
+	$(BIN)/python -m logbroker.spark.connector build
+
+# the same where a JDK is present (the set-up of test and bench targets); without one, a note
+spark-connector-if-jdk: $(STAMP)
+	$(BIN)/python -m logbroker.spark.connector build --if-jdk
 
 # the Debian servers of the peers benchmark (its smoke test runs in the suite)
 peer-servers:
@@ -31,14 +39,14 @@ chromium:
 kcat:
 	bash tools/install-kcat.sh
 
-test: $(STAMP) peer-servers etcd-server chromium kcat
+test: $(STAMP) spark-connector-if-jdk peer-servers etcd-server chromium kcat
 	$(BIN)/pytest -q
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) spark-connector-if-jdk
 	$(BIN)/pytest -q -m slow
 
 # the benchmarks' --quick smoke runs (broker, cluster, groups, kafka, latency, spark, storage)
-test-bench: $(STAMP)
+test-bench: $(STAMP) spark-connector-if-jdk
 	$(BIN)/pytest -q -m bench
 
 # etcd + 3 brokers on 127.0.0.1 (2379; 9555-9557), data in ./data/cluster; Ctrl-C stops all
@@ -59,7 +67,7 @@ bench-storage: $(STAMP)
 bench-broker: $(STAMP)
 	$(BIN)/python -m bench.broker
 
-bench-spark: $(STAMP)
+bench-spark: $(STAMP) spark-connector-if-jdk
 	$(BIN)/python -m bench.spark
 
 bench-compaction: $(STAMP)
@@ -78,4 +86,4 @@ bench-cluster: $(STAMP) etcd-server
 	$(BIN)/python -m bench.cluster
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis src/logbroker/spark/jvm/*.jar

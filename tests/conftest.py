@@ -105,15 +105,25 @@ def cluster(tmp_path, etcd):
 @pytest.fixture(scope="session")
 def spark():
     """The one local[2] SparkSession of a test run (Spark tests are marked
-    ``spark``), stopped at the end; its Python workers run this interpreter."""
+    ``spark``), stopped at the end; its Python workers run this interpreter.
+    It carries the JVM connector's jar (built here when a JDK is present), so
+    format logbroker reads on the JVM unless a test asks for engine=python."""
     pytest.importorskip("pyspark")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
+    from logbroker.spark import connector
+
+    try:
+        connector.build()
+    except connector.ConnectorUnavailable:
+        pass  # the JVM tests say why they skip
+    builder = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1"))
+    session = connector.with_connector(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

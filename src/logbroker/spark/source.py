@@ -19,6 +19,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 from .partition import LogbrokerPartition
 from .plan import SparkSourceError, parse_options
+from .options import log
 from .planners import make_planner
 from .scan import read_split
 
@@ -58,6 +59,7 @@ def pick_columns(schema: "StructType | None") -> tuple:
 class LogbrokerReader(DataSourceReader):
     def __init__(self, options: dict, schema: "StructType | None" = None) -> None:
         self.options = parse_options(options, columns=pick_columns(schema))
+        _say_engine(options, self.options.bootstrap)
 
     def partitions(self) -> list[LogbrokerPartition]:
         planner = make_planner(self.options)
@@ -69,6 +71,29 @@ class LogbrokerReader(DataSourceReader):
 
     def read(self, partition: LogbrokerPartition) -> Iterator[pa.RecordBatch]:
         yield from read_split(partition.split)
+
+
+_said = False
+
+
+def _say_engine(options: dict, bootstrap: str) -> None:
+    """Option ``engine``: the JVM connector (connector.py) serves a batch
+    read of a data dir whenever it is on the session's classpath, so the
+    Python source getting one means it is not: ``engine=jvm`` is an error,
+    ``auto`` (the default) says why once per process."""
+    global _said
+    engine = str({str(k).lower(): v for k, v in options.items()}.get("engine", "auto")).lower()
+    if engine not in ("auto", "jvm", "python"):
+        raise SparkSourceError(f"option engine must be jvm, python or auto, got {engine!r}")
+    if engine == "python" or bootstrap:
+        return
+    from .connector import why_python
+
+    if engine == "jvm":
+        raise SparkSourceError(f"engine jvm: {why_python()}")
+    if not _said:
+        _said = True
+        log.warning("logbroker: reading with the Python source: %s", why_python())
 
 
 class LogbrokerDataSource(DataSource):

@@ -1,0 +1,52 @@
+package org.logbroker.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/**
+ * One planned split (spark/options.py {@code Split}): records [start, end)
+ * of a topic-partition in a data dir, with the index hint of where
+ * {@code start}'s batch lies, its estimated bytes and the hosts holding it.
+ */
+final class SplitPartition implements InputPartition {
+  private static final long serialVersionUID = 1L;
+
+  final String dataDir;
+  final String topic;
+  final int partition;
+  final long start;
+  final long end;
+  final long hintSegment;
+  final long hintPosition;
+  final boolean failOnDataLoss;
+  final boolean compacted;
+  final long bytes;
+  final String[] locations;
+
+  SplitPartition(JsonNode s) {
+    dataDir = s.get("data_dir").asText();
+    topic = s.get("topic").asText();
+    partition = s.get("partition").asInt();
+    start = s.get("start").asLong();
+    end = s.get("end").asLong();
+    hintSegment = s.get("hint_segment").asLong();
+    hintPosition = s.get("hint_position").asLong();
+    failOnDataLoss = s.get("fail_on_data_loss").asBoolean();
+    compacted = s.get("compacted").asBoolean();
+    bytes = s.path("bytes").asLong(0);
+    JsonNode hosts = s.path("locations");
+    locations = new String[hosts.size()];
+    for (int i = 0; i < locations.length; i++) locations[i] = hosts.get(i).asText();
+  }
+
+  @Override
+  public String[] preferredLocations() {
+    return locations;
+  }
+
+  @Override
+  public String toString() {
+    return "logbroker " + topic + "-" + partition + " [" + start + ", " + end + ")";
+  }
+}
