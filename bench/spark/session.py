@@ -1,6 +1,7 @@
 """The one SparkSession recipe of the Spark benches: ``local[2]``, no UI, the
 driver bound to 127.0.0.1, executors running this interpreter, the
-``logbroker`` format registered."""
+``logbroker`` format registered, the JVM connector's jar on the classpath
+(built first when a JDK is present)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,17 @@ def local_session(app: str):
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName(app)
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    from logbroker.spark import connector
+
+    try:
+        connector.build()
+    except connector.ConnectorUnavailable:
+        pass  # with_connector says why the JVM engine is missing
+    builder = (SparkSession.builder.master("local[2]").appName(app)
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1"))
+    spark = connector.with_connector(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     import logbroker.spark
 

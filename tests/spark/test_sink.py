@@ -400,3 +400,24 @@ def test_overwrite_mode_is_refused(spark, sink_broker, err_topic):
         (df.write.format("logbroker").option("bootstrap", sink_broker.bootstrap)
          .option("topic", err_topic).mode("overwrite").save())
     assert 'only appends to topics: use mode("append")' in str(e.value), str(e.value)[-3000:]
+
+
+@pytest.mark.spark
+@NEEDS_JAVA
+def test_save_without_a_mode_appends_as_spark_kafka_sink(spark, sink_broker):
+    """Spark refuses its default save mode (errorifexists) for a Python
+    source; the JVM connector takes it and appends (Spark's Kafka sink does)."""
+    from logbroker.spark import connector
+
+    if not connector.on_classpath(spark):
+        pytest.skip(connector.why_python())
+    bs = sink_broker.bootstrap
+    create(bs, "sink-plain", 1)
+    df = spark.createDataFrame([(b"p%d" % i,) for i in range(5)], "value binary").coalesce(1)
+    w = df.write.format("logbroker").option("bootstrap", bs).option("topic", "sink-plain")
+    for name, value in FAST.items():
+        w = w.option(name, str(value))
+    w.save()
+    w.save()  # appends again, never "already exists"
+    got = read_back(bs, {"sink-plain": 1}, 10)
+    assert [r[3] for r in got] == [b"p%d" % i for i in range(5)] * 2

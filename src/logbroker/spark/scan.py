@@ -129,7 +129,9 @@ def iter_batches(split: Split, directory: "str | None" = None,
             for bpos, header, data in _batches_in(fd, size, pos, path):
                 if header.next_offset <= expect:
                     continue
-                if header.base_offset >= split.end:
+                if header.base_offset >= split.end:  # past the range: [expect, end) must be there
+                    if expect < split.end and (vanished or not split.compacted):
+                        _lost(split, expect, split.end, "are missing from the segment files")
                     return
                 if header.base_offset > expect and (vanished or not split.compacted):
                     _lost(split, expect, header.base_offset, "are missing from the segment files")

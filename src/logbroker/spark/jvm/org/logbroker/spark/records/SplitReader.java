@@ -182,8 +182,11 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
             if (h.nextOffset() <= expect) {
                 continue;
             }
-            if (h.baseOffset >= end) {
-                return null;  // as Python: no data-loss check past here
+            if (h.baseOffset >= end) {  // past the range: offsets before it still count
+                if (expect < end && (vanished || !compacted)) {
+                    lost(expect, end, "are missing from the segment files");
+                }
+                return null;
             }
             if (h.baseOffset > expect && (vanished || !compacted)) {
                 lost(expect, h.baseOffset, "are missing from the segment files");
