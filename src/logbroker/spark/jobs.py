@@ -53,15 +53,19 @@ def check(args) -> list[str]:
 
 
 def session(args, app: str):
-    """A SparkSession (the one spark-submit configured, or local[*])."""
+    """A SparkSession (the one spark-submit configured, or local[*]) with
+    the JVM connector's jar when it is built (under spark-submit the driver
+    has started already: pass ``--jars`` there, docs/spark.md)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    from .connector import with_connector
 
     builder = SparkSession.builder.appName(app).config("spark.ui.showConsoleProgress", "false")
     if args.master:
         builder = builder.master(args.master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-        builder = builder.master("local[*]")
+        builder = with_connector(builder.master("local[*]"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
