@@ -34,7 +34,7 @@ from .options import Split, parse_options
 from .planners import make_planner
 from .scan import list_segments
 
-VERSION = 1
+VERSION = 2  # 2: splits carry replicas and locations (option paths)
 log = logging.getLogger("logbroker.spark")
 
 
