@@ -111,6 +111,10 @@ def spark():
     pytest.importorskip("pyspark")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # the local executor's host name, which Spark matches with a split's preferred hosts
+    # (the brokers' advertised 127.0.0.1: tests/spark/test_jvm_cluster.py); Spark's default
+    # is the canonical name of a non-loopback address
+    os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     from logbroker.spark import connector

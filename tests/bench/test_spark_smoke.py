@@ -49,3 +49,21 @@ def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
     assert len(out["targets"]) == 2 and all(isinstance(t["met"], bool) for t in out["targets"])
     assert all("no-work" in t["target"] for t in out["targets"])
     assert list(tmp_path.iterdir()) == []  # the work dir was removed
+
+
+def test_quick_locality_bench_emits_json(tmp_path: Path) -> None:
+    """``python -m bench.spark.locality --quick --json``: both reads timed, the
+    JVM's tasks NODE_LOCAL (etcd + 3 brokers; skips without etcd)."""
+    from tests.support.cluster import require_etcd
+
+    require_etcd()
+    proc = subprocess.run([sys.executable, "-m", "bench.spark.locality", "--quick", "--json",
+                           "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    assert out["records"] == 5_000 and out["rounds"] == 2
+    assert set(out["seconds"]) == {"jvm_paths", "python_fetch"}
+    assert all(s["median"] > 0 and s["n"] == 2 for s in out["seconds"].values())
+    assert out["tasks"]["jvm_paths"] == {"NODE_LOCAL": 2 * out["partitions"]}
+    assert list(tmp_path.iterdir()) == []  # the work dir was removed

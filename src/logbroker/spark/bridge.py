@@ -13,7 +13,9 @@ per answer on stdout:
 ``options`` are Spark's (any key case), ``columns`` the names the query
 reads (pruning: which decides ``includeHeaders``), ``filters`` a
 narrow.py tree. A split is ``Split``'s fields (options.py) plus ``bytes``,
-its estimated share of the segment bytes. A wrong option, path, topic or
+its estimated share of the segment bytes, and ``locations``: the hosts of
+its ``replicas`` (bootstrap with option ``paths``), deduplicated in order,
+which Spark prefers for its task. A wrong option, path, topic or
 lost range answers ``error`` with the message the Python source raises; the
 process keeps serving. It ends at end of input (the JVM exited).
 """
@@ -32,7 +34,7 @@ from .options import Split, parse_options
 from .planners import make_planner
 from .scan import list_segments
 
-VERSION = 1
+VERSION = 2  # 2: splits carry replicas and locations (option paths)
 log = logging.getLogger("logbroker.spark")
 
 
@@ -40,7 +42,7 @@ def plan(request: dict) -> dict:
     """One ``plan`` request's answer (never raises for a user's mistake)."""
     columns = tuple(request.get("columns") or ())
     o = parse_options(request.get("options") or {}, columns=columns)
-    planner = make_planner(o)
+    planner = make_planner(o, locality=True)  # with paths: splits name their replicas
     planner.narrow = narrowing(request.get("filters"))
     try:
         splits = planner.plan()
@@ -56,6 +58,8 @@ def _split_json(s: Split, per_record: float) -> dict:
     out = dataclasses.asdict(s)
     out["columns"] = list(s.columns)
     out["client"] = [list(kv) for kv in s.client]
+    out["replicas"] = [list(r) for r in s.replicas]
+    out["locations"] = list(dict.fromkeys(host for host, _ in s.replicas))
     out["bytes"] = int((s.end - s.start) * per_record)
     return out
 

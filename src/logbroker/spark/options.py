@@ -55,6 +55,9 @@ class Split:
     compacted: bool = False  # cleanup_policy has compact: offsets without a batch are gaps
     bootstrap: str = ""  # read from the partition's leader over the protocol (not data_dir)
     client: tuple = ()  # (name, value) pairs of client keywords for bootstrap (tls_ca, ...)
+    # bootstrap + paths (the JVM engine): ((host, data dir), ...) of the partition's in-sync
+    # replicas that have a path, the leader first; a task reads the files of one on its host
+    replicas: tuple = ()
 
 
 @dataclass
@@ -79,6 +82,7 @@ class Options:
     max_bytes: int = DEFAULT_MAX_BYTES
     columns: tuple = ()
     client: tuple = ()  # bootstrap: (name, value) client keywords, checked (CLIENT_OPTIONS)
+    paths: dict = field(default_factory=dict)  # bootstrap: {broker id: its data dir on its host}
     extra: dict = field(default_factory=dict)
 
 
@@ -160,6 +164,30 @@ def _client(opts: dict, bootstrap: str) -> tuple:
     return tuple(sorted(picked.items()))
 
 
+def _paths(opts: dict, bootstrap: str) -> dict:
+    """Option ``paths``: JSON ``{"<broker id>": "<its data dir on its host>"}``
+    -> ``{id: dir}``; only with ``bootstrap`` (the brokers' ids come from its
+    metadata). The dirs are on the brokers' hosts, so only their form is
+    checked here: absolute (an executor's working dir is no anchor)."""
+    raw = opts.get("paths")
+    if raw is None:
+        return {}
+    if not bootstrap:
+        raise SparkSourceError("option paths (each broker's data dir on its host) is for "
+                               "bootstrap mode; with path the one data dir is read")
+    try:
+        spec = json.loads(str(raw))
+        out = {int(b): v for b, v in spec.items()}
+    except (ValueError, AttributeError, TypeError):
+        out = None
+    if not out or any(b < 0 or not isinstance(d, str) or not os.path.isabs(d)
+                      for b, d in out.items()):
+        raise SparkSourceError('option paths must be JSON like {"1":"/var/lib/logbroker"} '
+                               "(broker id >= 0: that broker's data dir on its host, an "
+                               f"absolute path), got {raw!r}")
+    return dict(sorted(out.items()))
+
+
 def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Options:
     """Spark's options (case-insensitive keys) as ``Options``; clear errors.
     ``streaming``: for ``readStream`` — ``startingOffsets`` defaults to
@@ -171,6 +199,7 @@ def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Op
     if bool(path) == bool(bootstrap):
         raise SparkSourceError('exactly one of the options "path" (a broker data dir) and '
                                '"bootstrap" (host:port,... of running brokers) is required')
+    paths = _paths(opts, bootstrap)
     if path:
         if not os.path.isdir(path):
             raise SparkSourceError(f"data dir {path!r} does not exist or is not a directory")
@@ -220,4 +249,5 @@ def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Op
     if columns:
         o.columns, o.include_headers = tuple(columns), "headers" in columns
     o.client = _client(opts, bootstrap)
+    o.paths = paths
     return o

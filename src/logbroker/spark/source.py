@@ -59,7 +59,7 @@ def pick_columns(schema: "StructType | None") -> tuple:
 class LogbrokerReader(DataSourceReader):
     def __init__(self, options: dict, schema: "StructType | None" = None) -> None:
         self.options = parse_options(options, columns=pick_columns(schema))
-        _say_engine(options, self.options.bootstrap)
+        _say_engine(options, self.options.bootstrap, bool(self.options.paths))
 
     def partitions(self) -> list[LogbrokerPartition]:
         planner = make_planner(self.options)
@@ -76,16 +76,23 @@ class LogbrokerReader(DataSourceReader):
 _said = False
 
 
-def _say_engine(options: dict, bootstrap: str) -> None:
+def _say_engine(options: dict, bootstrap: str, paths: bool = False) -> None:
     """Option ``engine``: the JVM connector (connector.py) serves a batch
-    read of a data dir whenever it is on the session's classpath, so the
-    Python source getting one means it is not: ``engine=jvm`` is an error,
-    ``auto`` (the default) says why once per process."""
+    read of a data dir, or of running brokers with ``paths`` (their data
+    dirs, read on the replicas' hosts), whenever it is on the session's
+    classpath, so the Python source getting one means it is not:
+    ``engine=jvm`` is an error, ``auto`` (the default) says why once per
+    process. The Python engine reads a bootstrap read by Fetch and ignores
+    ``paths``."""
     global _said
     engine = str({str(k).lower(): v for k, v in options.items()}.get("engine", "auto")).lower()
     if engine not in ("auto", "jvm", "python"):
         raise SparkSourceError(f"option engine must be jvm, python or auto, got {engine!r}")
-    if engine == "python" or bootstrap:
+    if engine == "jvm" and bootstrap and not paths:
+        raise SparkSourceError("engine jvm reads files: a bootstrap read on it needs option "
+                               "paths (each broker's data dir); without it use engine auto or "
+                               "python (Fetch from the leaders)")
+    if engine == "python" or (bootstrap and not paths):
         return
     from .connector import why_python
 

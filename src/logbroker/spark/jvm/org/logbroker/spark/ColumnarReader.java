@@ -6,6 +6,7 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.logbroker.spark.records.CorruptRecordException;
 import org.logbroker.spark.records.DecodedBatch;
+import org.logbroker.spark.records.SegmentFiles;
 import org.logbroker.spark.records.SplitReader;
 
 /**
@@ -30,8 +31,29 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   }
 
   static SplitReader open(SplitPartition s, boolean headersOnly) {
+    if (s.dataDir.isEmpty()) {
+      // A replica's files (bootstrap + paths): the planned end is at most the leader's high
+      // watermark, which every in-sync replica's files hold. Its index is not ours to read
+      // (no hint): the walk starts at the base of the segment holding start.
+      return new SplitReader(replicaDir(s), s.topic, s.partition, s.start, s.end, -1, 0,
+          s.failOnDataLoss, s.compacted, headersOnly);
+    }
     return new SplitReader(s.dataDir, s.topic, s.partition, s.start, s.end, s.hintSegment,
         s.hintPosition, s.failOnDataLoss, s.compacted, headersOnly);
+  }
+
+  /** The data dir of the first replica whose partition directory is on this host. */
+  static String replicaDir(SplitPartition s) {
+    StringBuilder looked = new StringBuilder();
+    for (int i = 0; i < s.replicaDirs.length; i++) {
+      String dir = SegmentFiles.partitionDir(s.replicaDirs[i], s.topic, s.partition);
+      if (java.nio.file.Files.isDirectory(java.nio.file.Paths.get(dir))) return s.replicaDirs[i];
+      looked.append(looked.length() == 0 ? "" : ", ").append(dir)
+          .append(" (").append(s.replicaHosts[i]).append(")");
+    }
+    throw new IllegalStateException("no replica of " + s.topic + "-" + s.partition
+        + " on this host: looked in " + (looked.length() == 0 ? "none (no replicas planned)"
+        : looked) + "; run executors on the brokers' hosts, or read with engine python");
   }
 
   @Override

@@ -21,8 +21,8 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * Format {@code logbroker} on the JVM: the same name, schema and options
  * as the Python source (spark/source.py), which stays the fallback and
- * serves what this connector hands to it (streams, writes, bootstrap reads,
- * {@code engine=python}).
+ * serves what this connector hands to it (streams, writes, bootstrap reads
+ * without {@code paths}, {@code engine=python}).
  *
  * <p>A plain {@code df.write.format("logbroker").save()} (Spark's default
  * save mode, errorifexists) lands in {@link #createRelation}, which appends

@@ -18,7 +18,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * One {@code load()} or {@code save()} of format logbroker. Batch reads of
- * a data dir run here (the JVM engine); everything else goes to the Python
+ * a data dir, and bootstrap batch reads with {@code paths} (the replicas'
+ * files), run here (the JVM engine); everything else goes to the Python
  * source's table, made on first use: streams, writes and reads on the
  * python engine. Spark sees one table with the capabilities of both.
  */

@@ -17,21 +17,25 @@ public final class Options {
   /**
    * The engine a read runs on: {@code "jvm"} or {@code "python"}. Option
    * {@code engine} = jvm | python | auto (the default: the JVM for a data
-   * dir, Python for a {@code bootstrap} read, whose protocol client is
-   * Python's).
+   * dir and for a {@code bootstrap} read with {@code paths}, whose tasks
+   * read the replicas' segment files on their hosts; Python for a
+   * {@code bootstrap} read without {@code paths}, which fetches from the
+   * leaders through Python's protocol client).
    */
   public static String engine(Map<String, String> options) {
     String raw = get(options, "engine", "auto").trim().toLowerCase();
     boolean remote = !get(options, "bootstrap", "").trim().isEmpty();
+    boolean local = !remote || !get(options, "paths", "").trim().isEmpty();
     switch (raw) {
       case "auto":
-        return remote ? "python" : "jvm";
+        return local ? "jvm" : "python";
       case "python":
         return "python";
       case "jvm":
-        if (remote) {
-          throw new IllegalArgumentException("engine jvm reads a data dir (option path); a "
-              + "bootstrap read runs on the python engine (engine auto or python)");
+        if (!local) {
+          throw new IllegalArgumentException("engine jvm reads files: a bootstrap read on it "
+              + "needs option paths (each broker's data dir, JSON like {\"1\":\"/var/lib/"
+              + "logbroker\"}); without it use engine auto or python (Fetch from the leaders)");
         }
         return "jvm";
       default:

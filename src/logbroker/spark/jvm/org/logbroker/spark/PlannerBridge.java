@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
  * started again on the next plan. Calls are serialized.
  */
 final class PlannerBridge {
-  static final int VERSION = 1;
+  static final int VERSION = 2; // spark/bridge.py VERSION: 2 adds replicas, locations
   private static final Logger LOG = LoggerFactory.getLogger("org.logbroker.spark");
   private static final ObjectMapper JSON = new ObjectMapper();
   private static PlannerBridge shared;

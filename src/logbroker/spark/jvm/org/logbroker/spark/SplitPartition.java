@@ -8,6 +8,10 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * One planned split (spark/options.py {@code Split}): records [start, end)
  * of a topic-partition in a data dir, with the index hint of where
  * {@code start}'s batch lies, its estimated bytes and the hosts holding it.
+ * A bootstrap read with option {@code paths} has no data dir but
+ * {@code replicas}: the (host, data dir) of each in-sync replica with a
+ * path, the leader first; the reader takes the first whose partition
+ * directory is on its host ({@link ColumnarReader#open}).
  */
 final class SplitPartition implements InputPartition {
   private static final long serialVersionUID = 1L;
@@ -23,6 +27,8 @@ final class SplitPartition implements InputPartition {
   final boolean compacted;
   final long bytes;
   final String[] locations;
+  final String[] replicaHosts;
+  final String[] replicaDirs;
 
   SplitPartition(JsonNode s) {
     dataDir = s.get("data_dir").asText();
@@ -38,6 +44,13 @@ final class SplitPartition implements InputPartition {
     JsonNode hosts = s.path("locations");
     locations = new String[hosts.size()];
     for (int i = 0; i < locations.length; i++) locations[i] = hosts.get(i).asText();
+    JsonNode replicas = s.path("replicas");
+    replicaHosts = new String[replicas.size()];
+    replicaDirs = new String[replicas.size()];
+    for (int i = 0; i < replicaHosts.length; i++) {
+      replicaHosts[i] = replicas.get(i).get(0).asText();
+      replicaDirs[i] = replicas.get(i).get(1).asText();
+    }
   }
 
   @Override
