@@ -179,10 +179,14 @@ def test_retention_deleted_ranges(tmp_path):
 
 def test_register_and_default_source_hook():
     import pyspark_logbroker
+    import pyspark_logbroker_python
     from logbroker.spark import LogbrokerDataSource, register
+    from logbroker.spark.source import LogbrokerPythonSource
 
     assert pyspark_logbroker.DefaultSource is LogbrokerDataSource
+    assert pyspark_logbroker_python.DefaultSource is LogbrokerPythonSource
     assert LogbrokerDataSource.name() == "logbroker"
+    assert LogbrokerPythonSource.name() == "logbroker_python"
     seen = []
 
     class FakeSession:
@@ -190,7 +194,7 @@ def test_register_and_default_source_hook():
             register = staticmethod(seen.append)
 
     register(FakeSession())
-    assert seen == [LogbrokerDataSource]
+    assert seen == [LogbrokerDataSource, LogbrokerPythonSource]
     assert LogbrokerDataSource({"includeHeaders": "TRUE"}).schema() == spark_schema(True)
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 
 def register(spark) -> None:
-    """Register format ``logbroker`` on ``spark`` (a SparkSession)."""
-    from .source import LogbrokerDataSource
+    """Register format ``logbroker`` (and ``logbroker_python``, the same
+    Python source the JVM connector writes through) on ``spark``."""
+    from .source import LogbrokerDataSource, LogbrokerPythonSource
 
     spark.dataSource.register(LogbrokerDataSource)
+    spark.dataSource.register(LogbrokerPythonSource)
 
 
 def __getattr__(name: str):

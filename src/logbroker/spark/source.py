@@ -139,3 +139,13 @@ class LogbrokerDataSource(DataSource):
         from .stream import LogbrokerStreamReader
 
         return LogbrokerStreamReader(dict(self.options), pick_columns(schema))
+
+
+class LogbrokerPythonSource(LogbrokerDataSource):
+    """The same source as format ``logbroker_python``: where the JVM
+    connector owns ``logbroker``, it writes through this one (Spark checks
+    that a Python source's name is the one it was asked for)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "logbroker_python"

@@ -47,8 +47,9 @@ public final class LogbrokerTable implements Table, SupportsRead, SupportsWrite 
 
   @Override
   public Set<TableCapability> capabilities() {
+    // no BATCH_WRITE: batch writes take the V1 path (LogbrokerProvider.createRelation)
     return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ,
-        TableCapability.BATCH_WRITE, TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE);
+        TableCapability.STREAMING_WRITE);
   }
 
   /** The Python source's table for the same schema and options (a Python worker plans it). */
