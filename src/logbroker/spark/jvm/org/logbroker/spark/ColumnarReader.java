@@ -27,7 +27,8 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   ColumnarReader(SplitPartition split, String[] columns) {
     this.split = split;
     this.columns = columns;
-    this.reader = open(split, ReaderFactory.headersOnly(columns));
+    this.reader = open(split, ReaderFactory.headersOnly(columns))
+        .columns(org.logbroker.spark.records.Columns.of(columns));  // decode only these (CRC whole)
   }
 
   static SplitReader open(SplitPartition s, boolean headersOnly) {

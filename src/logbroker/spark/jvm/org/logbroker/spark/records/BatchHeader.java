@@ -1,5 +1,6 @@
 package org.logbroker.spark.records;
 
+import java.nio.ByteBuffer;
 import java.util.zip.CRC32C;
 
 /**
@@ -171,7 +172,17 @@ public final class BatchHeader {
     public void checkCrc(byte[] buf, int pos, long reportedPosition) {
         CRC32C c = new CRC32C();
         c.update(buf, pos + CRC_START, (int) (size() - CRC_START));
-        int actual = (int) c.getValue();
+        crcMatches((int) c.getValue(), reportedPosition);
+    }
+
+    /** {@link #checkCrc(byte[], int, long)} of the batch at {@code buf[pos..pos+size())} (any buffer). */
+    public void checkCrc(ByteBuffer buf, int pos, long reportedPosition) {
+        CRC32C c = new CRC32C();
+        c.update(buf.slice(pos + CRC_START, (int) (size() - CRC_START)));
+        crcMatches((int) c.getValue(), reportedPosition);
+    }
+
+    private void crcMatches(int actual, long reportedPosition) {
         if (actual != crc) {
             throw new CorruptRecordException(String.format(
                     "CRC mismatch at position %d (offset %d): stored 0x%08x, computed 0x%08x",

@@ -11,34 +11,44 @@ import java.util.Arrays;
  * positional reads: the JVM twin of Python's {@code walker.scan_file} as
  * {@code scan._batches_in} uses it (no CRC check here).
  *
- * <p>Bytes are read in windows of {@link #WINDOW} bytes starting at a
- * batch; a batch larger than a window is read alone into its own buffer.
- * Each window is a fresh array, never reused, so a batch (and the column
- * views decoded from it) stays valid after the walk moves on. The walk
- * ends silently at an incomplete tail (fewer bytes than a header, or than
- * the batch its header announces); an invalid header throws
- * {@link CorruptRecordException} {@code "<path> byte <position>: <reason>"}.
+ * <p>Bytes are read into a direct buffer, the window (its capacity, at
+ * most {@link #WINDOW} bytes, given by the caller and reused across files),
+ * starting at a batch: the channel reads straight into it (no copy through
+ * a temporary buffer, no zeroed array), and the decoder copies out only
+ * what a read needs. A batch found in the window ({@link Found#window})
+ * is valid only until the next call to {@link #next()}. A batch larger
+ * than the window is read alone into an array of its own
+ * ({@link Found#buf}), which stays valid. The walk ends silently at an
+ * incomplete tail (fewer bytes than a header, or than the batch its header
+ * announces); an invalid header throws {@link CorruptRecordException}
+ * {@code "<path> byte <position>: <reason>"}.
  *
  * <p>{@code headersOnly}: only the 61 header bytes of each batch are read
- * (one small read a batch), its bytes are not: {@link Found#buf} is null.
+ * (one small read a batch), its bytes are not: {@link Found#buf} and
+ * {@link Found#window} are null (and no window is needed).
  */
 final class FileBatches {
-    /** Window of one read: 2 MiB, as Python's scan.WINDOW. */
+    /** The window a split's reader allocates: 2 MiB, as Python's scan.WINDOW. */
     static final int WINDOW = 2 << 20;
     /** The largest batch read into one array (Java arrays stop below 2^31). */
     static final long MAX_READ = Integer.MAX_VALUE - 16;
 
-    /** One batch found: its file position, header and bytes ({@code buf[at .. at+size)}). */
+    /**
+     * One batch found: its file position, header and bytes, either
+     * {@code buf[at .. at+size)} or {@code window[at .. at+size)} (absolute).
+     */
     static final class Found {
         final long position;
         final BatchHeader header;
         final byte[] buf;
+        final ByteBuffer window;
         final int at;
 
-        Found(long position, BatchHeader header, byte[] buf, int at) {
+        Found(long position, BatchHeader header, byte[] buf, ByteBuffer window, int at) {
             this.position = position;
             this.header = header;
             this.buf = buf;
+            this.window = window;
             this.at = at;
         }
     }
@@ -47,18 +57,25 @@ final class FileBatches {
     private final long end;
     private final String path;
     private final boolean headersOnly;
+    private final ByteBuffer window;
+    private final byte[] head = new byte[BatchHeader.HEADER_SIZE];
     private long pos;
-    private byte[] window;
     private long windowStart;
     private int windowLength;
 
-    /** A walk of {@code channel}'s bytes [start, end) ({@code end}: the file's size). */
-    FileBatches(FileChannel channel, long start, long end, String path, boolean headersOnly) {
+    /**
+     * A walk of {@code channel}'s bytes [start, end) ({@code end}: the
+     * file's size) through {@code window} (a direct buffer, whose previous
+     * bytes are dropped; null when {@code headersOnly}).
+     */
+    FileBatches(FileChannel channel, long start, long end, String path, boolean headersOnly,
+                ByteBuffer window) {
         this.channel = channel;
         this.pos = start;
         this.end = end;
         this.path = path;
         this.headersOnly = headersOnly;
+        this.window = window;
     }
 
     /** The next whole batch, or null at the end of the file's whole batches. */
@@ -68,24 +85,27 @@ final class FileBatches {
                 return nextHeader();
             }
             long at = pos - windowStart;
-            if (window != null && at >= 0 && windowLength - at >= BatchHeader.HEADER_SIZE) {
-                BatchHeader h = header(window, (int) at, pos);
+            if (windowLength > 0 && at >= 0 && windowLength - at >= BatchHeader.HEADER_SIZE) {
+                window.get((int) at, head);
+                BatchHeader h = header(head, pos);
                 if (h.size() <= windowLength - at) {
-                    Found f = new Found(pos, h, window, (int) at);
+                    Found f = new Found(pos, h, null, window, (int) at);
                     pos += h.size();
                     return f;
                 }
                 if (at > 0) {  // the batch runs past this window: a new window starts at it
-                    window = null;
+                    windowLength = 0;
                     continue;
                 }
                 return alone(h);
             }
-            window = new byte[(int) Math.min(WINDOW, end - pos)];
             windowStart = pos;
-            windowLength = read(window, window.length, pos);
+            windowLength = read((int) Math.min(window.capacity(), end - pos), pos);
             if (windowLength < BatchHeader.HEADER_SIZE) {  // the file shrank under us
-                header(window, 0, pos);  // throws: "batch header needs 61 bytes, N available"
+                byte[] got = new byte[windowLength];
+                window.get(0, got);
+                windowLength = 0;
+                header(got, pos);  // throws: "batch header needs 61 bytes, N available"
             }
         }
         return null;
@@ -102,38 +122,48 @@ final class FileBatches {
                     + " bytes is too large to read");
         }
         byte[] data = new byte[(int) size];
-        if (read(data, data.length, pos) < size) {
+        if (readAt(channel, data, data.length, pos) < size) {
             return null;  // the file shrank under us
         }
-        Found f = new Found(pos, h, data, 0);
+        Found f = new Found(pos, h, data, null, 0);
         pos += size;
-        window = null;
+        windowLength = 0;
         return f;
     }
 
     private Found nextHeader() {
-        byte[] head = new byte[BatchHeader.HEADER_SIZE];
-        int got = read(head, head.length, pos);
-        BatchHeader h = header(Arrays.copyOf(head, got), 0, pos);
+        int got = readAt(channel, head, head.length, pos);
+        BatchHeader h = header(got == head.length ? head : Arrays.copyOf(head, got), pos);
         if (h.size() > end - pos) {
             return null;
         }
-        Found f = new Found(pos, h, null, 0);
+        Found f = new Found(pos, h, null, null, 0);
         pos += h.size();
         return f;
     }
 
-    private BatchHeader header(byte[] buf, int at, long filePosition) {
+    private BatchHeader header(byte[] buf, long filePosition) {
         try {
-            return BatchHeader.parse(buf, at);
+            return BatchHeader.parse(buf, 0);
         } catch (CorruptRecordException exc) {
             throw new CorruptRecordException(path + " byte " + filePosition + ": " + exc.reason());
         }
     }
 
-    /** Read up to {@code n} bytes at file position {@code at} into {@code buf}; the count read. */
-    private int read(byte[] buf, int n, long at) {
-        return readAt(channel, buf, n, at);
+    /** Read up to {@code n} bytes at file position {@code at} into the window; the count read. */
+    private int read(int n, long at) {
+        window.clear().limit(n);
+        try {
+            while (window.hasRemaining()) {
+                int got = channel.read(window, at + window.position());
+                if (got < 0) {
+                    break;
+                }
+            }
+        } catch (IOException exc) {
+            throw new UncheckedIOException(exc);
+        }
+        return window.position();
     }
 
     /** Positional read of up to {@code n} bytes (fewer only at the end of the file). */

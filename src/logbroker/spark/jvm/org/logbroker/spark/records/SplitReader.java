@@ -2,6 +2,8 @@ package org.logbroker.spark.records;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Paths;
@@ -40,10 +42,15 @@ import java.util.NoSuchElementException;
  * <p>{@code headersOnly}: batches are found and the data-loss rules apply,
  * but only headers are read (no record bytes, no CRC check): each yielded
  * batch is {@link DecodedBatch#headerOnly}, for counting records from
- * headers. Files are opened one at a time and closed when the walk leaves
+ * headers. {@link #columns(int)}: the columns decoded (default all); every
+ * batch yielded is still CRC-checked over all its bytes and its layout
+ * checked whole ({@link Columns}). Files are opened one at a time and closed when the walk leaves
  * them, at the end, on an exception, or by {@link #close()}. Not thread-safe.
  */
 public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable {
+    /** The smallest window allocated (a small file's). */
+    private static final int MIN_WINDOW = 64 << 10;
+
     private final String directory;
     private final String topic;
     private final int partition;
@@ -54,6 +61,7 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
     private final boolean failOnDataLoss;
     private final boolean compacted;
     private final boolean headersOnly;
+    private int columns = Columns.ALL;
 
     private List<SegmentFiles.Segment> segments;
     private int first;
@@ -65,6 +73,7 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
     private FileChannel channel;
     private String path;
     private FileBatches walk;
+    private ByteBuffer window;
     private DecodedBatch ahead;
 
     public SplitReader(String dataDir, String topic, int partition, long start, long end,
@@ -80,6 +89,19 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
         this.failOnDataLoss = failOnDataLoss;
         this.compacted = compacted;
         this.headersOnly = headersOnly;
+    }
+
+    /**
+     * Decode only {@code columns} ({@link Columns} flags) of each batch
+     * (ignored when headers only); before the first {@link #hasNext()}.
+     * Returns this reader.
+     */
+    public SplitReader columns(int columns) {
+        if (started) {
+            throw new IllegalStateException("columns are chosen before the first batch is read");
+        }
+        this.columns = columns;
+        return this;
     }
 
     /**
@@ -200,7 +222,10 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
 
     private DecodedBatch decode(FileBatches.Found f) {
         try {
-            return DecodedBatch.decode(f.buf, f.at, f.header, true);
+            if (f.buf != null) {
+                return DecodedBatch.decode(f.buf, f.at, f.header, true, columns);
+            }
+            return DecodedBatch.decodeCopy(f.window, f.at, f.header, columns);
         } catch (CorruptRecordException exc) {
             throw new CorruptRecordException(path + " byte " + f.position + " (offset "
                     + f.header.baseOffset + "): " + exc.getMessage());
@@ -229,13 +254,29 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
             try {
                 long size = ch.size();
                 long pos = s.base == hintSegment && index == first ? hintPosition : 0;
-                walk = new FileBatches(ch, validHint(ch, pos), size, path, headersOnly);
+                long from = validHint(ch, pos);
+                if (!headersOnly) {
+                    window(size - from);
+                }
+                walk = new FileBatches(ch, from, size, path, headersOnly, window);
             } catch (IOException exc) {
                 throw new UncheckedIOException(exc);
             }
             return true;
         }
         return false;
+    }
+
+    /**
+     * A window for a walk of {@code bytes} bytes: the one allocated before
+     * when big enough, else a direct buffer of {@code bytes} (at least 64
+     * KiB, at most {@link FileBatches#WINDOW}) replacing it.
+     */
+    private void window(long bytes) {
+        int need = (int) Math.max(MIN_WINDOW, Math.min(FileBatches.WINDOW, bytes));
+        if (window == null || window.capacity() < need) {
+            window = ByteBuffer.allocateDirect(need).order(ByteOrder.LITTLE_ENDIAN);
+        }
     }
 
     /** {@code pos} when a valid header of a batch at or below start is there, else 0. */
