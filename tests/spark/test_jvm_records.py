@@ -190,11 +190,14 @@ def split(data_dir: str, start: int, end: int, topic: str = "t", **kw) -> Split:
     return Split(data_dir, topic, 0, start, end, **kw)
 
 
-def as_json(s: Split, headers_only: bool = False) -> str:
-    return json.dumps({"data_dir": s.data_dir, "topic": s.topic, "partition": s.partition,
-                       "start": s.start, "end": s.end, "hint_segment": s.hint_segment,
-                       "hint_position": s.hint_position, "fail_on_data_loss": s.fail_on_data_loss,
-                       "compacted": s.compacted, "headers_only": headers_only})
+def as_json(s: Split, headers_only: bool = False, columns: "list | None" = None) -> str:
+    obj = {"data_dir": s.data_dir, "topic": s.topic, "partition": s.partition,
+           "start": s.start, "end": s.end, "hint_segment": s.hint_segment,
+           "hint_position": s.hint_position, "fail_on_data_loss": s.fail_on_data_loss,
+           "compacted": s.compacted, "headers_only": headers_only}
+    if columns is not None:
+        obj["columns"] = columns
+    return json.dumps(obj)
 
 
 def python_read(s: Split) -> tuple:
@@ -214,12 +217,14 @@ def python_read(s: Split) -> tuple:
     return ("ok", rows)
 
 
-def java_read(jvm, splits, headers_only: bool = False) -> tuple[list, str]:
-    """One JVM over ``splits``: per split ("ok", lines) or ("error", name, message); and stderr."""
+def java_read(jvm, splits, headers_only: bool = False, columns: "list | None" = None) -> tuple[list, str]:
+    """One JVM over ``splits``: per split ("ok", lines) or ("error", name, message); and stderr.
+    ``columns``: per split, the columns to decode (None: all)."""
     classpath, config = jvm
-    args = [as_json(s, headers_only) for s in splits]
+    columns = columns or [None] * len(splits)
+    args = [as_json(s, headers_only, c) for s, c in zip(splits, columns)]
     if len(args) == 1:
-        args.append(as_json(splits[0], headers_only))  # the several-splits framing, always
+        args.append(args[0])  # the several-splits framing, always
     run = subprocess.run(["java", f"-Dlog4j2.configurationFile={config}", "-cp", classpath,
                           "org.logbroker.spark.records.Dump", *args],
                          capture_output=True, text=True, timeout=120)
@@ -499,3 +504,83 @@ def test_damaged_batches_fail_as_corrupt_records_and_nothing_else(jvm, tmp_path)
         if p[0] == "ok" == g[0]:
             assert g == p
     assert {("ok", "ok"), ("error", "error")} <= outcomes
+
+
+# -- column subsets -----------------------------------------------------------------------------
+
+def project(result: tuple, columns: list) -> tuple:
+    """A read's result with only offset, timestampType and ``columns`` of each record."""
+    if result[0] != "ok":
+        return result
+    keep = {"offset", "timestampType", *columns}
+    return ("ok", [{k: v for k, v in r.items() if k in keep} for r in result[1]])
+
+
+SUBSETS = [["key"], ["timestamp"], ["value", "headers"], ["headers"], []]
+
+
+def test_a_column_subset_decodes_only_those_columns_as_python_reads_them(jvm, part):
+    """Our batches (nulls, headers, a batch larger than the window) and Kafka
+    batches in every codec: each subset's values are Python's, and Dump
+    fails if a batch of ours decoded a column not asked for."""
+    data, rows, where = part
+    end = rows[-1]["offset"] + 1
+    ranges = [(0, end), (9, 60), (67, 112)]
+    cases = [(split(data, lo, hi), cols) for cols in SUBSETS for lo, hi in ranges]
+    got, _ = java_read(jvm, [s for s, _ in cases], columns=[c for _, c in cases])
+    for (s, cols), g in zip(cases, got):
+        assert g == project(python_read(s), cols), (cols, s.start, s.end)
+        assert g == project(("ok", [r for r in rows if s.start <= r["offset"] < s.end]), cols)
+    full = got[0][1]
+    assert all(set(r) == {"offset", "timestampType", "key"} for r in full)
+    assert any(r["key"] is None for r in full)
+
+
+def _value_offsets_at(recs: list) -> int:
+    """Byte position, in ``ours(0, recs)`` (keys dense, values nullable), of the value offsets."""
+    n = len(recs)
+    keys = sum(len(k) for _, k, _, _ in recs)
+    return 61 + 4 * n + 4 * (n + 1) + keys + (n + 7) // 8
+
+
+def test_a_column_subset_still_checks_every_byte_and_the_whole_layout(jvm, tmp_path):
+    """A key-only (or timestamp-only) read of a batch damaged in its values:
+    the CRC over all its bytes fails it as a full read does; a layout error
+    after the keys (CRC valid) fails it too; an entry rule of a column not
+    read (value offsets out of order, CRC valid) is not checked, as Python
+    checks entries only when it reads them."""
+    recs = make_records(0, 6, T0, headers=True, null_values=True)
+    good = ours(0, recs)
+    assert good.count(b"v2-") == 1
+    at = good.index(b"v2-")
+    crc_bad = good[:at] + b"w" + good[at + 1:]
+    trailing = recrc(good[:8] + struct.pack(">I", len(good) - 11) + good[12:] + b"\x00")
+    offs = bytearray(good)
+    struct.pack_into("<i", offs, _value_offsets_at(recs) + 8, 10 ** 6)  # value offsets[2]
+    offs = recrc(bytes(offs))
+    data = str(tmp_path / "data")
+    cases = []
+    for name, raw in (("crc", crc_bad), ("trailing", trailing), ("offsets", offs)):
+        os.makedirs(os.path.join(data, f"{name}-0"))
+        with open(os.path.join(data, f"{name}-0", segment_name(0)), "wb") as fh:
+            fh.write(raw)
+        for cols in (["key"], ["timestamp"], [], None):
+            cases.append((name, split(data, 0, 6, topic=name), cols))
+    got, _ = java_read(jvm, [s for _, s, _ in cases], columns=[c for _, _, c in cases])
+    results = {(name, str(cols)): g for (name, _, cols), g in zip(cases, got)}
+    path = os.path.join(data, "crc-0", segment_name(0))
+    for cols in (["key"], ["timestamp"], [], None):
+        g = results[("crc", str(cols))]
+        assert g[:2] == ("error", "CorruptRecordException")
+        assert g[2].startswith(f"{path} byte 0 (offset 0): CRC mismatch at position 0 (offset 0): stored 0x")
+        assert g == python_read(split(data, 0, 6, topic="crc"))
+        assert results[("trailing", str(cols))] == python_read(split(data, 0, 6, topic="trailing"))
+        assert results[("trailing", str(cols))][2].endswith(
+            "): 1 unexpected bytes at the end of the records section")
+    want = expect_rows(0, recs, False)
+    assert results[("offsets", "['key']")] == project(("ok", want), ["key"])
+    assert results[("offsets", "['timestamp']")] == project(("ok", want), ["timestamp"])
+    assert results[("offsets", "[]")] == project(("ok", want), [])
+    assert results[("offsets", "None")][:2] == ("error", "CorruptRecordException")
+    assert results[("offsets", "None")][2].endswith("): column offsets out of order at entry 1")
+    assert python_read(split(data, 0, 6, topic="offsets"))[0] == "error"

@@ -21,9 +21,13 @@ import java.util.Base64;
  * A split is a JSON object with keys {@code data_dir, topic, partition,
  * start, end} and optional {@code hint_segment} (-1), {@code hint_position}
  * (0), {@code fail_on_data_loss} (true), {@code compacted} (false),
- * {@code headers_only} (false). Each record in [start, end) is printed as
+ * {@code headers_only} (false), {@code columns} (a list of column names
+ * among timestamp, key, value, headers: only those are decoded; all when
+ * absent). Each record in [start, end) is printed as
  * {@code {"offset":..,"timestamp":..,"timestampType":..,"key":b64|null,
- * "value":b64|null,"headers":[[key, b64|null],...]}}; with
+ * "value":b64|null,"headers":[[key, b64|null],...]}} (with {@code columns},
+ * only offset, timestampType and those columns; a batch of ours decoding
+ * any other column is an IllegalStateException); with
  * {@code headers_only} one line per batch instead,
  * {@code {"baseOffset":..,"lastOffset":..,"inRange":..}}.
  *
@@ -74,11 +78,19 @@ public final class Dump {
         long start = s.get("start").asLong();
         long end = s.get("end").asLong();
         boolean headersOnly = s.path("headers_only").asBoolean(false);
+        int columns = Columns.ALL;
+        if (s.has("columns")) {
+            String[] names = new String[s.get("columns").size()];
+            for (int i = 0; i < names.length; i++) {
+                names[i] = s.get("columns").get(i).asText();
+            }
+            columns = Columns.of(names);
+        }
         long lines = 0;
         try (SplitReader reader = new SplitReader(s.get("data_dir").asText(), s.get("topic").asText(),
                 s.get("partition").asInt(), start, end, s.path("hint_segment").asLong(-1),
                 s.path("hint_position").asLong(0), s.path("fail_on_data_loss").asBoolean(true),
-                s.path("compacted").asBoolean(false), headersOnly)) {
+                s.path("compacted").asBoolean(false), headersOnly).columns(columns)) {
             while (reader.hasNext()) {
                 DecodedBatch b = reader.next();
                 BatchHeader h = b.header;
@@ -89,10 +101,13 @@ public final class Dump {
                     lines++;
                     continue;
                 }
+                if (h.magic == BatchHeader.MAGIC) {
+                    undecoded(b, columns);
+                }
                 int lo = (int) Math.max(0, start - h.baseOffset);
                 int hi = (int) Math.min(b.recordCount(), end - h.baseOffset);
                 for (int i = lo; i < hi; i++) {
-                    line(out, record(b, i));
+                    line(out, record(b, i, columns));
                     lines++;
                 }
             }
@@ -100,13 +115,35 @@ public final class Dump {
         return lines;
     }
 
-    private static ObjectNode record(DecodedBatch b, int i) {
+    /** Fail unless the columns not asked for are absent (null) from a batch of ours. */
+    private static void undecoded(DecodedBatch b, int columns) {
+        boolean extra = (b.timestamps != null && !Columns.has(columns, Columns.TIMESTAMP))
+                || (b.keys != null && !Columns.has(columns, Columns.KEY))
+                || (b.values != null && !Columns.has(columns, Columns.VALUE))
+                || ((b.headerStarts != null || b.headerKeys != null || b.headerValues != null)
+                    && !Columns.has(columns, Columns.HEADERS));
+        if (extra || b.columns != columns) {
+            throw new IllegalStateException("batch at offset " + b.header.baseOffset
+                    + " decoded columns not asked for");
+        }
+    }
+
+    private static ObjectNode record(DecodedBatch b, int i, int columns) {
         ObjectNode r = JSON.createObjectNode();
         r.put("offset", b.header.baseOffset + i);
-        r.put("timestamp", b.timestamps[i]);
+        if (Columns.has(columns, Columns.TIMESTAMP)) {
+            r.put("timestamp", b.timestamps[i]);
+        }
         r.put("timestampType", b.header.timestampType());
-        r.put("key", base64(b.keys, i));
-        r.put("value", base64(b.values, i));
+        if (Columns.has(columns, Columns.KEY)) {
+            r.put("key", base64(b.keys, i));
+        }
+        if (Columns.has(columns, Columns.VALUE)) {
+            r.put("value", base64(b.values, i));
+        }
+        if (!Columns.has(columns, Columns.HEADERS)) {
+            return r;
+        }
         ArrayNode headers = r.putArray("headers");
         if (b.headerStarts != null) {
             for (int j = b.headerStarts[i]; j < b.headerStarts[i + 1]; j++) {
