@@ -3,8 +3,10 @@ package org.logbroker.spark.records;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.util.Arrays;
+import java.util.concurrent.ArrayBlockingQueue;
 
 /**
  * The whole batches of one segment file from a byte position, read with
@@ -32,6 +34,14 @@ final class FileBatches {
     static final int WINDOW = 2 << 20;
     /** The largest batch read into one array (Java arrays stop below 2^31). */
     static final long MAX_READ = Integer.MAX_VALUE - 16;
+    /** The smallest window allocated (a small file's). */
+    static final int MIN_WINDOW = 64 << 10;
+    /**
+     * Full-size windows of finished readers, for the next ones: direct
+     * memory is freed only by a GC, so windows are reused rather than
+     * allocated for every split (at most this many wait here).
+     */
+    private static final ArrayBlockingQueue<ByteBuffer> POOL = new ArrayBlockingQueue<>(8);
 
     /**
      * One batch found: its file position, header and bytes, either
@@ -76,6 +86,29 @@ final class FileBatches {
         this.path = path;
         this.headersOnly = headersOnly;
         this.window = window;
+    }
+
+    /**
+     * A window for a walk of {@code bytes} bytes: {@code current} when big
+     * enough, else a little-endian direct buffer of {@code bytes} (at
+     * least {@link #MIN_WINDOW}, at most {@link #WINDOW}; a full-size one
+     * from the pool when there is one), {@code current} being released.
+     */
+    static ByteBuffer window(ByteBuffer current, long bytes) {
+        int need = (int) Math.max(MIN_WINDOW, Math.min(WINDOW, bytes));
+        if (current != null && current.capacity() >= need) {
+            return current;
+        }
+        release(current);
+        ByteBuffer pooled = need == WINDOW ? POOL.poll() : null;
+        return pooled != null ? pooled : ByteBuffer.allocateDirect(need).order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** Give back a window (or null) no walk uses any more: pooled when full-size. */
+    static void release(ByteBuffer window) {
+        if (window != null && window.capacity() == WINDOW) {
+            POOL.offer(window);
+        }
     }
 
     /** The next whole batch, or null at the end of the file's whole batches. */

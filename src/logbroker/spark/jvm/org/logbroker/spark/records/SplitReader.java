@@ -3,7 +3,6 @@ package org.logbroker.spark.records;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Paths;
@@ -48,9 +47,6 @@ import java.util.NoSuchElementException;
  * them, at the end, on an exception, or by {@link #close()}. Not thread-safe.
  */
 public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable {
-    /** The smallest window allocated (a small file's). */
-    private static final int MIN_WINDOW = 64 << 10;
-
     private final String directory;
     private final String topic;
     private final int partition;
@@ -125,11 +121,13 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
         } catch (RuntimeException exc) {
             finished = true;
             closeQuietly();
+            release();
             throw exc;
         }
         if (ahead == null) {
             finished = true;
             closeQuietly();
+            release();
         }
         return ahead != null;
     }
@@ -149,6 +147,7 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
         finished = true;
         ahead = null;
         closeQuietly();
+        release();
     }
 
     private void lost(long lo, long hi, String why) {
@@ -256,7 +255,7 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
                 long pos = s.base == hintSegment && index == first ? hintPosition : 0;
                 long from = validHint(ch, pos);
                 if (!headersOnly) {
-                    window(size - from);
+                    window = FileBatches.window(window, size - from);
                 }
                 walk = new FileBatches(ch, from, size, path, headersOnly, window);
             } catch (IOException exc) {
@@ -267,16 +266,11 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
         return false;
     }
 
-    /**
-     * A window for a walk of {@code bytes} bytes: the one allocated before
-     * when big enough, else a direct buffer of {@code bytes} (at least 64
-     * KiB, at most {@link FileBatches#WINDOW}) replacing it.
-     */
-    private void window(long bytes) {
-        int need = (int) Math.max(MIN_WINDOW, Math.min(FileBatches.WINDOW, bytes));
-        if (window == null || window.capacity() < need) {
-            window = ByteBuffer.allocateDirect(need).order(ByteOrder.LITTLE_ENDIAN);
-        }
+    /** Give the window back (the walk is over: no batch refers to it). */
+    private void release() {
+        walk = null;
+        FileBatches.release(window);
+        window = null;
     }
 
     /** {@code pos} when a valid header of a batch at or below start is there, else 0. */
