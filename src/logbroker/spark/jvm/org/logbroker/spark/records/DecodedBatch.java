@@ -123,7 +123,8 @@ public final class DecodedBatch {
             buf.get(pos, copy);
             return KafkaBatch.decode(copy, 0, h);
         }
-        ByteBuffer le = buf.order() == ByteOrder.LITTLE_ENDIAN ? buf : buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer le = buf.order() == ByteOrder.LITTLE_ENDIAN ? buf
+                : buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         return decodeOurs(le, null, pos, h, columns);
     }
 
@@ -141,7 +142,8 @@ public final class DecodedBatch {
      * {@code array}: {@code buf}'s array, whose bytes the columns view; null:
      * the columns' bytes are copied out of {@code buf}. {@code buf} is little-endian.
      */
-    private static DecodedBatch decodeOurs(ByteBuffer buf, byte[] array, int pos, BatchHeader h, int columns) {
+    private static DecodedBatch decodeOurs(ByteBuffer buf, byte[] array, int pos, BatchHeader h,
+                                           int columns) {
         Cursor cur = new Cursor(buf, pos + BatchHeader.HEADER_SIZE, (int) (pos + h.size()));
         long count = h.recordCount;
         int at = cur.take(4 * count, "timestamp deltas");

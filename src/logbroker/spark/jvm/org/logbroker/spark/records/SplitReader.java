@@ -43,8 +43,11 @@ import java.util.NoSuchElementException;
  * batch is {@link DecodedBatch#headerOnly}, for counting records from
  * headers. {@link #columns(int)}: the columns decoded (default all); every
  * batch yielded is still CRC-checked over all its bytes and its layout
- * checked whole ({@link Columns}). Files are opened one at a time and closed when the walk leaves
- * them, at the end, on an exception, or by {@link #close()}. Not thread-safe.
+ * checked whole ({@link Columns}). Record bytes are read through one direct
+ * window (FileBatches), taken at the first file and given back when the
+ * reader finishes. Files are opened one at a time and closed when the walk
+ * leaves them, at the end, on an exception, or by {@link #close()}. Not
+ * thread-safe.
  */
 public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable {
     private final String directory;
