@@ -36,18 +36,23 @@ def test_quick_spark_bench_emits_json(tmp_path: Path) -> None:
     assert data["segment_bytes_on_disk"] > 0 and data["parquet_bytes"] > 0 and data["json_bytes"] > 0
     cases = {(r["query"], r["format"]) for r in out["queries"]}
     floors = ("floor", "floor_kv")  # the no-work source: no offset range
-    assert cases == {(q, f) for q in ("count", "scan", "groupby", "range")
-                     for f in ("logbroker", "logbroker_kv", "parquet", "json") + floors
-                     if not (q == "range" and f in floors)}
+    queries = ("count", "scan", "groupby", "range")
+    assert cases == {(q, f) for q in queries
+                     for f in ("jvm", "jvm_kv", "logbroker", "logbroker_kv", "parquet", "json") + floors
+                     if not (q == "range" and f in floors)} | {("range_where", "jvm"),
+                                                                ("range_where", "parquet")}
     for row in out["queries"]:
         assert row["seconds"]["median"] > 0 and row["mb_per_s"]["median"] > 0
         assert row["cpu_seconds"]["median"] >= 0  # driver + JVM + Python workers
     ratios = {(r["query"], r["format"]): r for r in out["ratios"]}
-    assert set(ratios) == {(q, f) for q in ("count", "scan", "groupby", "range")
-                           for f in ("logbroker", "logbroker_kv")}
+    assert set(ratios) == {(q, f) for q in queries
+                           for f in ("jvm", "jvm_kv", "logbroker", "logbroker_kv")} | {("range_where", "jvm")}
     assert ratios[("scan", "logbroker_kv")]["vs_floor"] > 0 and ratios[("range", "logbroker")]["vs_floor"] is None
-    assert len(out["targets"]) == 2 and all(isinstance(t["met"], bool) for t in out["targets"])
-    assert all("no-work" in t["target"] for t in out["targets"])
+    assert ratios[("scan", "jvm")]["vs_python"] > 0 and ratios[("range_where", "jvm")]["vs_parquet"] > 0
+    targets = out["targets"]
+    assert len(targets) == 2 + 9 and all(isinstance(t["met"], bool) for t in targets)
+    assert sum("no-work" in t["target"] for t in targets) == 2
+    assert sum(t["target"].startswith("JVM ") for t in targets) == 9
     assert list(tmp_path.iterdir()) == []  # the work dir was removed
 
 
