@@ -33,6 +33,21 @@ def check_topic_name(name: object) -> str:
     return name
 
 
+def check_new_topic(name: object, partitions: object, configs: object) -> tuple[str, int, dict]:
+    """What CreateTopics checks of one topic before creating it, on both
+    listeners and for Kafka's ``validate_only``: its name, that it is not an
+    internal topic, its partition count and settings."""
+    check_not_internal((check_topic_name(name),))
+    return name, check_partition_count(partitions), check_topic_configs(configs)
+
+
+def check_not_internal(names) -> None:
+    """Clients read the offsets topic but never write, create or delete it."""
+    if OFFSETS_TOPIC in names:
+        raise InvalidTopicError(f"{OFFSETS_TOPIC} is the brokers' internal offsets topic: "
+                                "clients may only read it")
+
+
 def check_group_name(name: object) -> str:
     """1-249 printable characters (no control characters)."""
     if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_CHARS \

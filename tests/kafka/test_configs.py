@@ -149,3 +149,32 @@ def test_raw_describe_configs_keys_synonyms_and_refusals(kb):
         assert other.error_code == 42 and "unexpected broker id" in other.error_message
     finally:
         raw.close()
+
+
+def test_raw_create_topics_validate_only_checks_and_internal_names_are_refused(kb):
+    """validate_only answers what creating would (a bad name, a bad count),
+    creates nothing; the internal offsets topic is refused (INVALID_TOPIC_EXCEPTION, as a
+    write to it), never reported created."""
+    b, bootstrap = kb
+    raw = Raw(bootstrap)
+
+    def create(cid, topics, validate_only):
+        raw.sock.sendall(raw.send(19, 4, cid, {"topics": [{
+            "name": name, "num_partitions": n, "replication_factor": -1, "assignments": [],
+            "configs": []} for name, n in topics], "timeout_ms": 5000,
+            "validate_only": validate_only}))
+        return {t.name: (t.error_code, t.error_message) for t in raw.recv(19, 4)[1].topics}
+
+    try:
+        got = create(1, [("a/b", 1), ("vo-neg", -5), ("vo-ok", 2), ("__consumer_offsets", 1)], True)
+        assert got["a/b"][0] == 17 and "invalid topic name" in got["a/b"][1]  # INVALID_TOPIC_EXCEPTION
+        assert got["vo-neg"][0] == 40 and "partitions must be" in got["vo-neg"][1]  # INVALID_CONFIG
+        assert got["vo-ok"] == (0, None)
+        assert got["__consumer_offsets"][0] == 17 and "internal" in got["__consumer_offsets"][1]
+        got = create(2, [("__consumer_offsets", 1), ("vo-real", 1)], False)
+        assert got["__consumer_offsets"][0] == 17 and "internal" in got["__consumer_offsets"][1]
+        assert got["vo-real"][0] == 17  # the request is refused whole: nothing was created
+    finally:
+        raw.close()
+    listed = run_cli("topics", "list", bootstrap=b.bootstrap).stdout
+    assert not {"vo-ok", "vo-neg", "vo-real"} & set(listed.split())  # nothing was created

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import limits
-from ..errors import InvalidTopicError
 from ..protocol import messages as m
 
 
@@ -30,10 +29,7 @@ def _produce(req: m.Produce) -> None:
 
 
 def _not_internal(names) -> None:
-    """Clients read the offsets topic but never write, create or delete it."""
-    if limits.OFFSETS_TOPIC in names:
-        raise InvalidTopicError(f"{limits.OFFSETS_TOPIC} is the brokers' internal offsets topic: "
-                                "clients may only read it")
+    limits.check_not_internal(set(names))
 
 
 def _topic_admin(req) -> None:

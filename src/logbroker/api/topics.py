@@ -16,9 +16,8 @@ async def create_topics(svc, req: m.CreateTopics, session) -> m.CreateTopicsResp
     out = []
     for name, partitions, configs in req.topics:
         try:
-            limits.check_topic_name(name)
-            limits.check_partition_count(partitions)
-            await svc.meta.create_topic(name, partitions, dict(limits.check_topic_configs(configs)))
+            name, partitions, configs = limits.check_new_topic(name, partitions, configs)
+            await svc.meta.create_topic(name, partitions, dict(configs))
             out.append(TopicResult(name, 0, ""))
         except LogbrokerError as exc:
             out.append(TopicResult(name, *_err(exc)))

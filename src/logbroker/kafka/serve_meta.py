@@ -6,7 +6,8 @@ request header and body, and returns a ``Plan`` (plan.py).
 
 from __future__ import annotations
 
-from ..errors import InvalidConfigError, InvalidRequestError, UnknownError
+from ..errors import InvalidRequestError, LogbrokerError, UnknownError
+from ..limits import check_new_topic
 from ..protocol import messages as m
 from ..protocol.parts import NewTopic
 from . import cluster_meta
@@ -65,8 +66,9 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
     parsed; INVALID_CONFIG for a value we cannot take);
     -1 partitions is the broker's default, -1 replication factor ours (1 on
     a single node). Manual replica assignments are refused (INVALID_REQUEST).
-    ``validate_only`` creates nothing: each topic's answer says whether
-    its name and numbers pass."""
+    ``validate_only`` creates nothing: each topic's answer says whether it
+    passes the handler's checks (``limits.check_new_topic``: name, not
+    internal, partitions, settings)."""
     topics, refused = [], {}
     for t in body.topics:
         try:
@@ -76,16 +78,19 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
             if t.replication_factor != -1:
                 configs["replication_factor"] = t.replication_factor
             parts = site.config.default_partitions if t.num_partitions == -1 else t.num_partitions
+            if body.validate_only:  # what the handler would check, without creating
+                check_new_topic(t.name, parts, configs)
             topics.append(NewTopic(t.name, parts, configs))
-        except (InvalidRequestError, InvalidConfigError) as exc:
+        except LogbrokerError as exc:
             refused[t.name] = (exc.code, exc.message)
     req = None if body.validate_only else m.CreateTopics(topics=tuple(topics))
 
     def answer(resp) -> dict:
         results = {}
-        if resp is not None:
-            for name, error, message in resp.topics:
-                results[name] = (error, message) if not resp.error else (resp.error, resp.message)
+        if resp is not None and resp.error:  # the whole request refused: every topic says so
+            results = {t.name: (resp.error, resp.message) for t in body.topics}
+        elif resp is not None:
+            results = {name: (error, message) for name, error, message in resp.topics}
         out = []
         for t in body.topics:
             error, message = refused.get(t.name) or results.get(t.name) or (0, "")
