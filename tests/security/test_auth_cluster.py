@@ -17,6 +17,7 @@ from tests.support.cluster import EtcdProcess, require_etcd, segment_bytes
 from scramp import ScramClient
 
 from logbroker import Admin, Producer
+from logbroker.errors import SaslAuthenticationFailedError
 from logbroker.client.admin.results import Acl
 from logbroker.client.net.auth import user_credentials
 from logbroker.protocol import messages as m
@@ -45,10 +46,8 @@ def secure(tmp_path_factory):
             cluster.race = _bootstrap_race(cluster)
             with admin_at(cluster.brokers[1]) as admin:
                 assert admin.create_user("broker", BROKER_PW) is True
-            for i, b in cluster.brokers.items():  # the other broker learns it through its watch
-                with admin_at(b) as admin:
-                    wait_until(lambda: "broker" in [u.name for u in admin.list_users()], 15,
-                               f"broker {i} knows the user broker")
+            for i, b in cluster.brokers.items():  # the other broker learns both through its watch
+                wait_until(lambda: _knows(b, "broker"), 15, f"broker {i} knows the user broker")
             yield cluster
         finally:
             cluster.close()
@@ -78,6 +77,16 @@ def _bootstrap_race(cluster) -> list[int]:
 
 def admin_at(b: BrokerProcess) -> Admin:
     return Admin(b.bootstrap, username="admin", password=ADMIN_PW)
+
+
+def _knows(b: BrokerProcess, user: str) -> bool:
+    """Whether ``b`` lists ``user``, asked as admin; False while ``b`` does
+    not know admin yet either (its etcd watch has not delivered it)."""
+    try:
+        with admin_at(b) as admin:
+            return user in [u.name for u in admin.list_users()]
+    except SaslAuthenticationFailedError:
+        return False
 
 
 def authed(port: int, user: str, password: str) -> "RawConn | None":
