@@ -119,15 +119,11 @@ def spark():
 
     from logbroker.spark import connector
 
-    try:
-        connector.build()
-    except connector.ConnectorUnavailable:
-        pass  # the JVM tests say why they skip
     builder = (SparkSession.builder.master("local[2]").appName("logbroker-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.host", "127.0.0.1"))
-    session = connector.with_connector(builder).getOrCreate()
+    session = connector.with_connector(builder, build_first=True).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

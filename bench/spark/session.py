@@ -16,15 +16,11 @@ def local_session(app: str):
 
     from logbroker.spark import connector
 
-    try:
-        connector.build()
-    except connector.ConnectorUnavailable:
-        pass  # with_connector says why the JVM engine is missing
     builder = (SparkSession.builder.master("local[2]").appName(app)
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g")
                .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1"))
-    spark = connector.with_connector(builder).getOrCreate()
+    spark = connector.with_connector(builder, build_first=True).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     import logbroker.spark
 

@@ -100,10 +100,16 @@ def build(force: bool = False) -> str:
     return JAR
 
 
-def with_connector(builder):
+def with_connector(builder, build_first: bool = False):
     """``builder`` (a SparkSession.Builder) with the jar on ``spark.jars``
     (kept with any jars it already names); unchanged, with a log line, when
-    there is no jar."""
+    there is no jar. ``build_first``: compile it first where a JDK is present (a
+    no-op when the jar is up to date)."""
+    if build_first:
+        try:
+            build()
+        except ConnectorUnavailable:
+            pass  # the log line below says the connector is missing
     path = jar_path()
     if path is None:
         log.warning("logbroker: the JVM connector is not built (make spark-connector): "

@@ -6,7 +6,6 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.logbroker.spark.records.DecodedBatch;
 import org.logbroker.spark.records.SplitReader;
 
 /**
