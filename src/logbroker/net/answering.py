@@ -36,6 +36,7 @@ from ..protocol import messages as m
 from ..storage.results import FileSlice
 from ..security.auth import Session
 from ..security.quotas import principal_of
+from .refusals import log_refusals
 from .sendfile import read_slices, sendfile
 
 MAX_PENDING = 64  # requests unanswered before reading pauses
@@ -291,6 +292,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         if self.writer is not None or self.transport is None:
             return
         pending, transport = self.pending, self.transport
+        debug = self.log.isEnabledFor(logging.DEBUG)
         try:
             while pending:
                 a = pending[0]
@@ -307,6 +309,8 @@ class AnsweringConnection(asyncio.BufferedProtocol):
                 self.inflight_bytes -= a.size
                 if a.throttle:
                     a.response = self._throttled(a.response, a.throttle)
+                if debug:
+                    log_refusals(self.log, self, a.response)
                 buffers = self._encode(a)
                 if buffers is False:
                     return

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 
 from .answering import Answer, AnsweringConnection
+from .refusals import log_listener_refusal
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..kafka.api_versions import unsupported_version_reply
@@ -97,6 +98,8 @@ class KafkaConnection(AnsweringConnection):
         answer.frame = frame  # records are views of the frame: kept until answered
         if plan.request is None:
             answer.response = _ANSWERED_NONE
+            if self.log.isEnabledFor(logging.DEBUG):
+                log_listener_refusal(self.log, self, header, plan.answer(None))
             return answer
         # the broker's one pipeline (api/pipeline.py), with Kafka's listing rule
         self.broker.pipeline.start(self, answer, plan.request, loop, tasks_ok, narrow=True)
