@@ -10,11 +10,10 @@ import urllib.request
 
 import pytest
 from tests.support.fixtures import BrokerProcess, invoke_cli, invoked_ok
-from tests.support.kafka_raw import WAIT, Raw, kread
+from tests.support.kafka_raw import WAIT, Raw, kafka_and_metrics, kread
 from scramp import ScramClient
 
 from logbroker import Admin
-from logbroker.cli.serve import KAFKA_READY
 from logbroker.client.admin.results import Acl
 
 kafka = pytest.importorskip("kafka")
@@ -33,9 +32,7 @@ def kb(tmp_path_factory):
     b = BrokerProcess(data, "--auth-required", "--kafka-port", "0", "--metrics-port", "0",
                       config={"super_users": ["User:admin"]}).start()
     try:
-        lines = [b.proc.stdout.readline().strip() for _ in range(2)]
-        b.metrics_url = next(x for x in lines if not x.startswith(KAFKA_READY)).split()[-1]
-        b.kafka = next(x for x in lines if x.startswith(KAFKA_READY))[len(KAFKA_READY):]
+        kafka_and_metrics(b)
         invoked_ok(invoke_cli(["users", "add", "admin", "--user-password-stdin"],
                               stdin=ADMIN_PW + "\n", bootstrap=b.bootstrap))
         with admin_of(b) as admin:

@@ -7,8 +7,10 @@ alter (describe, for the listings) the cluster — a super user's when
 rule: a connection from a loopback address while no user exists
 (``Session.may_administer``). A change is answered once the store has it
 (LMDB: at once; etcd: once etcd has it). The bootstrap rule's write is
-conditional in the store (no user may exist by then), so of two racing
-first users the second is refused, on one broker or across a cluster.
+conditional in the store (no user may exist, or ever have existed, by
+then), so of two racing first users the second is refused, on one broker
+or across a cluster; and the store refuses to delete the last user or the
+last super user (INVALID_REQUEST), so the rule never has to reopen.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ async def delete_user(svc, req: m.DeleteUser, session) -> m.DeleteUserResponse:
     users = svc.auth.users
     session.may_administer("alter", users)
     check_user_name(req.name)
-    if not await users.delete(req.name):
+    if not await users.delete(req.name, svc.auth.super_user_names):
         raise ResourceNotFoundError(f"no user {req.name!r}")
     log.info("%s deleted user %r", _who(session), req.name)
     return m.DeleteUserResponse()
