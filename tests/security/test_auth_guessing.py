@@ -18,10 +18,10 @@ import pytest
 from scramp import ScramClient
 
 from logbroker import Admin
-from logbroker.protocol import messages as m
 from logbroker.security.auth_throttle import BURST, PER_IP, PER_USER
 from tests.support.fixtures import BrokerProcess, RawConn, invoke_cli, invoked_ok
 from tests.support.kafka_raw import Raw, kafka_and_metrics
+from tests.support.scram import scram_exchange
 
 PASSWORD, BOB_PW = "alice-Pa55word", "bob-Pa55word"
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -62,15 +62,8 @@ def ours(b, user: str, password: str, source: str) -> "tuple[str, str]":
     "throttled", the broker's message)."""
     conn = RawConn(b.port, source=source)
     try:
-        assert conn.call(m.Handshake()).error == 0
-        client = ScramClient(["SCRAM-SHA-256"], user, password)
-        assert conn.call(m.SaslHandshake(mechanism="SCRAM-SHA-256")).error == 0
-        first = conn.call(m.SaslAuthenticate(auth_bytes=client.get_client_first().encode()))
-        if first.error:
-            return _outcome(first.error, first.message), first.message
-        client.set_server_first(first.auth_bytes.decode())
-        final = conn.call(m.SaslAuthenticate(auth_bytes=client.get_client_final().encode()))
-        return _outcome(final.error, final.message), final.message
+        answer = scram_exchange(conn, user, password)
+        return _outcome(answer.error, answer.message), answer.message
     finally:
         conn.close()
 
