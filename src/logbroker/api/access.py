@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ResourceNotFoundError
+from ..errors import ClusterAuthorizationFailedError, InvalidRequestError, ResourceNotFoundError
 from ..protocol import messages as m
 from ..protocol.auth_messages import check_user_name
 from ..security.acl import AclBinding
@@ -38,11 +38,15 @@ def list_users(svc, req: m.ListUsers, session) -> m.ListUsersResponse:
 
 async def create_user(svc, req: m.CreateUser, session) -> m.CreateUserResponse:
     users = svc.auth.users
-    first = session.may_administer("alter", users)
-    check_user_name(req.name)
-    cred = Credentials(req.mechanism, req.salt, req.stored_key, req.server_key,
-                       req.iterations).check()
-    created = await users.put(req.name, cred, first=first)
+    try:
+        first = session.may_administer("alter", users)
+        check_user_name(req.name)
+        cred = Credentials(req.mechanism, req.salt, req.stored_key, req.server_key,
+                           req.iterations).check()
+        created = await users.put(req.name, cred, first=first)
+    except ClusterAuthorizationFailedError as exc:  # the bootstrap rule is closed, or ACLs
+        log.info("%s may not create user %r: %s", _who(session), req.name[:60], exc.message)
+        raise
     log.info("%s %s user %r", _who(session), "created" if created else "changed the password of",
              req.name)
     return m.CreateUserResponse(created=created)
@@ -52,7 +56,12 @@ async def delete_user(svc, req: m.DeleteUser, session) -> m.DeleteUserResponse:
     users = svc.auth.users
     session.may_administer("alter", users)
     check_user_name(req.name)
-    if not await users.delete(req.name, svc.auth.super_user_names):
+    try:
+        gone = await users.delete(req.name, svc.auth.super_user_names)
+    except InvalidRequestError as exc:  # the last user or super user stays
+        log.info("%s: %s", _who(session), exc.message)
+        raise
+    if not gone:
         raise ResourceNotFoundError(f"no user {req.name!r}")
     log.info("%s deleted user %r", _who(session), req.name)
     return m.DeleteUserResponse()
