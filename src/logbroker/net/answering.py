@@ -48,6 +48,12 @@ def _auth_failed(broker) -> None:
         broker.metrics.auth_failed()
 
 
+def _throttled(broker) -> None:
+    """A session's attempt refused by the password-guessing throttle, counted (metrics)."""
+    if broker.metrics is not None:
+        broker.metrics.auth_throttled()
+
+
 def _denied(broker, kind: type) -> None:
     """A session's request refused by authorization, counted (metrics)."""
     if broker.metrics is not None:
@@ -94,7 +100,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         # the session's callbacks hold the broker, not this connection: no
         # reference cycle, so a closed connection is freed at once, not by a GC pass
         self.session = Session(broker.services.auth, "?", partial(_auth_failed, broker),
-                               partial(_denied, broker))
+                               partial(_denied, broker), partial(_throttled, broker))
         self.ip: "str | None" = None  # the peer's address while counted (registry)
         self.muted: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
         self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)

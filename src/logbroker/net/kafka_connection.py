@@ -113,7 +113,8 @@ class KafkaConnection(AnsweringConnection):
         no header, answered the same way; a failure closes the connection
         unanswered (the v0 wire has no error field)."""
         try:
-            response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)))
+            response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)),
+                                         loop.time())
         except LogbrokerError as exc:
             self.session.fail(exc.message)
             self.raw_sasl = False
