@@ -153,3 +153,18 @@ def test_slow_connections_hold_no_thread_and_are_closed(guarded):
             s.close()
     assert "logbroker_partitions" in scrape(url)  # serving again
     assert "metrics_max_connections (16) are open" in b.log()
+
+
+def test_requests_beyond_the_limits_are_refused(guarded):
+    b, url = guarded
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+
+    def status(request: bytes) -> int:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(request)
+            return int(s.recv(4096).split(b" ", 2)[1])
+
+    assert status(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 5000 + b"\r\n\r\n") == 400
+    assert status(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc") == 405
+    assert status(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n") == 404
+    assert status(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n") == 200
