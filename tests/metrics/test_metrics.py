@@ -131,6 +131,21 @@ def test_metric_names_follow_prometheus_conventions(metrics_broker):
     assert value(scrape(url), "logbroker_connections") >= 0
 
 
+def test_label_values_are_escaped(metrics_broker):
+    """Group names may hold quotes and backslashes: the text stays parseable
+    and the label is the name."""
+    broker, url = metrics_broker
+    group = 'we"ird\\group'
+    with Producer(broker.bootstrap) as producer:
+        producer.send("esc", b"x").result(10)
+    with Consumer(broker.bootstrap, group=group) as consumer:
+        consumer.assign([("esc", 0)])
+        consumer.commit({("esc", 0): 1})
+    s = scrape(url)
+    assert value(s, "logbroker_group_committed_offset", group=group, topic="esc", partition=0) == 1
+    assert value(s, "logbroker_group_lag_records", group=group, topic="esc", partition=0) == 0
+
+
 def test_client_metrics_sync_and_asyncio(broker):
     from logbroker import aio
 

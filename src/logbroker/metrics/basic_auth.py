@@ -39,10 +39,11 @@ from dataclasses import dataclass
 
 from scramp import ScramException, ScramMechanism
 
-from ..errors import LogbrokerError
+from ..errors import LogbrokerError, SaslAuthenticationFailedError
 from ..protocol.auth_messages import MECHANISM, check_user_name
 
 log = logging.getLogger("logbroker.metrics")
+FAILED = SaslAuthenticationFailedError.name  # names every refusal's reason in its answer
 REALM = 'Basic realm="logbroker metrics", charset="UTF-8"'
 MAX_FAILURES, WINDOW_S = 5, 60.0  # failed checks per address per window, then 429
 ADDRESSES = 10_000  # addresses whose failures are remembered
@@ -80,12 +81,12 @@ class BasicAuth:
         if wait:
             log.warning("metrics: %s refused: %d failed logins within %g s", ip, MAX_FAILURES,
                         WINDOW_S)
-            return Verdict(None, 429, f"too many failed logins: try again in {wait} s",
+            return Verdict(None, 429, f"{FAILED}: too many failed logins from your address: try again in {wait} s",
                            (("Retry-After", str(wait)),))
         user, password = _credentials(header)
         if user is None:
             log.debug("metrics: %s sent no Basic credentials", ip)
-            return Verdict(None, 401, "HTTP Basic authentication required (a broker user)",
+            return Verdict(None, 401, f"{FAILED}: HTTP Basic authentication with a broker user is required",
                            (("WWW-Authenticate", REALM),))
         mark = hmac.new(self._key, f"{user}\0{password}".encode("utf-8", "replace"),
                         hashlib.sha256).digest()
@@ -93,7 +94,7 @@ class BasicAuth:
             return Verdict(f"User:{user}")
         if self._waiting >= QUEUE or self._inflight.get(ip, 0) >= PER_ADDRESS:
             log.warning("metrics: %s refused: too many logins being checked", ip)
-            return Verdict(None, 503, "too many logins in progress", (("Retry-After", "1"),))
+            return Verdict(None, 503, f"{FAILED}: too many logins in progress: try again in a moment", (("Retry-After", "1"),))
         self._waiting += 1
         self._inflight[ip] = self._inflight.get(ip, 0) + 1
         try:
@@ -108,7 +109,7 @@ class BasicAuth:
             self._failed(ip)
             self.failed()
             log.warning("metrics: login from %s as %r failed: %s", ip, user[:60], why)
-            return Verdict(None, 401, "invalid user name or password",
+            return Verdict(None, 401, f"{FAILED}: invalid user name or password",
                            (("WWW-Authenticate", REALM),))
         self._known[mark] = (user, stored)
         while len(self._known) > REMEMBERED:

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from ..errors import InvalidRequestError
 from .basic_auth import BasicAuth
 from .collect import BrokerCollector, Names
 from .server import MetricsServer
@@ -39,7 +40,7 @@ from .state_text import state_text
 from .stats import CommitStats, RequestStats, TrafficStats
 
 log = logging.getLogger("logbroker.metrics")
-RENDERS = 16  # rendered snapshots kept, one per principal (the last snapshot's)
+RENDERS = 4  # rendered snapshots kept, one per principal (the last snapshot's)
 PATH = "/metrics"
 
 
@@ -100,12 +101,14 @@ class BrokerMetrics:
         log.info("metrics on %s", self.url)
 
     def close(self) -> None:
-        """Stop serving; a render under way finishes in its own thread."""
+        """Stop serving (on the broker's loop); a render under way finishes
+        in its own thread."""
         server, self._server = self._server, None
         if server is None:
             return
         try:
             server.close()
+            self.cache.close()
             self._render.shutdown(wait=False, cancel_futures=True)
             if self._basic is not None:
                 self._basic.close()
@@ -115,12 +118,12 @@ class BrokerMetrics:
     # -- a scrape (the metrics server's loop) -------------------------------------------------
     async def _handle(self, request):
         server = self._server
-        if request.path != PATH:
-            return await server.write(request, b"not found: metrics are at /metrics\n",
-                                      {"Content-Type": "text/plain"}, 404)
-        if request.method not in ("GET", "HEAD"):
-            return await server.write(request, b"method not allowed: GET /metrics\n",
-                                      {"Content-Type": "text/plain", "Allow": "GET, HEAD"}, 405)
+        if request.path != PATH or request.method not in ("GET", "HEAD"):
+            status, why = ((404, f"no such path: metrics are at {PATH}") if request.path != PATH
+                           else (405, f"method {request.method} not allowed: GET {PATH}"))
+            log.debug("metrics: %s refused: %s", request.remote, why)
+            return await server.write(request, f"{InvalidRequestError.name}: {why}\n".encode(),
+                                      {"Content-Type": "text/plain", "Allow": "GET, HEAD"}, status)
         principal = None
         if self._basic is not None:
             verdict = await self._basic.check(request.headers.get("Authorization"),

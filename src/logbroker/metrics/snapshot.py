@@ -145,6 +145,11 @@ class SnapshotCache:
             self._task = asyncio.get_running_loop().create_task(self._refresh())
         return await asyncio.shield(self._task)
 
+    def close(self) -> None:
+        """Cancel a gather under way (the broker stops)."""
+        if self._task is not None:
+            self._task.cancel()
+
     async def _refresh(self) -> Gathered:
         snap = await Gathered.gather(self.broker, self.slice_s)
         self._snap, self.gathers = snap, self.gathers + 1
