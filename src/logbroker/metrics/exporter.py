@@ -99,6 +99,10 @@ class BrokerMetrics:
         b.services.requests, b.services.traffic, b.commit.stats = \
             self.requests, self.traffic, self.commit
         log.info("metrics on %s", self.url)
+        if config.auth_required and not config.metrics_auth:
+            log.warning("metrics on %s are open: whoever reaches the port reads every topic and "
+                        "group name whatever the ACLs (metrics_auth asks for a user, "
+                        "docs/metrics.md)", self.url)
 
     def close(self) -> None:
         """Stop serving (on the broker's loop); a render under way finishes
