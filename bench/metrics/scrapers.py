@@ -113,7 +113,8 @@ def run(data: str, args) -> dict:
         for t in threads:
             t.join(180)
         conn.close()
-        return {"bytes": size, "scrape_first_ms": 1000 * lat[0], "scrape_med_ms": 1000 * statistics.median(lat),
+        return {"bytes": size, "scrape_first_ms": 1000 * lat[0],
+                "scrape_med_ms": 1000 * statistics.median(lat),
                 "scrape_max_ms": 1000 * max(lat), "rtt_p50_ms": 1000 * quantile(rtt, 0.5),
                 "rtt_p99_ms": 1000 * quantile(rtt, 0.99), "rtt_max_ms": 1000 * max(rtt),
                 "round_trips": len(rtt), "scrapes": done[0]}

@@ -94,7 +94,8 @@ def test_eight_scrapers_do_not_stall_another_client(many):
     assert scrapes >= SCRAPERS and smallest > 1_000_000, (scrapes, smallest)  # answered whole
     trips.sort()
     p99 = trips[int(0.99 * len(trips))]
-    print(f"round trips: p99 {p99 * 1000:.1f} ms, max {trips[-1] * 1000:.1f} ms, {len(trips)}; scrapes {scrapes}")
+    print(f"round trips: p99 {p99 * 1000:.1f} ms, max {trips[-1] * 1000:.1f} ms, "
+          f"{len(trips)}; scrapes {scrapes}")
     assert p99 < P99_S, (f"p99 {p99 * 1000:.0f} ms over {len(trips)} round trips "
                          f"(max {trips[-1] * 1000:.0f} ms) while {scrapes} scrapes ran")
 

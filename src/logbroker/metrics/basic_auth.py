@@ -15,7 +15,8 @@ password, else an HTTP status to answer (401 with ``WWW-Authenticate``,
 - CPU: PBKDF2 runs in one worker thread of its own, never on a loop; at
   most ``QUEUE`` checks wait for it and at most ``PER_ADDRESS`` of one
   address (more: 503). An address with ``MAX_FAILURES`` failures within
-  ``WINDOW_S`` is answered 429 before any PBKDF2 (a warning line each time).
+  ``WINDOW_S`` is answered 429 before any PBKDF2 (a warning line, at most
+  one a second; the others at debug level).
 - A right password is remembered (an HMAC of user and password under a
   per-process key, at most ``REMEMBERED`` of them) with the StoredKey it
   matched: Prometheus' next scrapes with it cost no PBKDF2, and a changed
@@ -50,6 +51,7 @@ ADDRESSES = 10_000  # addresses whose failures are remembered
 QUEUE, PER_ADDRESS = 8, 2  # checks waiting for the PBKDF2 worker; of one address at once
 REMEMBERED = 64  # right passwords remembered (their HMAC)
 MAX_PASSWORD_CHARS = 1024
+WARN_EVERY_S = 1.0  # at most one warning line a second about throttled addresses
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class BasicAuth:
         self._known: "OrderedDict[bytes, tuple]" = OrderedDict()  # hmac -> (user, stored key)
         self._failures: "OrderedDict[str, list]" = OrderedDict()  # ip -> [window start, count]
         self._waiting, self._inflight = 0, {}
+        self._warned = float("-inf")  # the last warning about a throttled address
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -79,14 +82,19 @@ class BasicAuth:
         ip = ip or "?"
         wait = self._blocked(ip)
         if wait:
-            log.warning("metrics: %s refused: %d failed logins within %g s", ip, MAX_FAILURES,
-                        WINDOW_S)
-            return Verdict(None, 429, f"{FAILED}: too many failed logins from your address: try again in {wait} s",
+            now = time.monotonic()
+            quiet = now - self._warned < WARN_EVERY_S
+            self._warned = self._warned if quiet else now
+            (log.debug if quiet else log.warning)(
+                "metrics: %s refused: %d failed logins within %g s", ip, MAX_FAILURES, WINDOW_S)
+            return Verdict(None, 429, f"{FAILED}: too many failed logins from your address: "
+                           f"try again in {wait} s",
                            (("Retry-After", str(wait)),))
         user, password = _credentials(header)
         if user is None:
             log.debug("metrics: %s sent no Basic credentials", ip)
-            return Verdict(None, 401, f"{FAILED}: HTTP Basic authentication with a broker user is required",
+            return Verdict(None, 401, f"{FAILED}: HTTP Basic authentication with a broker user "
+                           "is required",
                            (("WWW-Authenticate", REALM),))
         mark = hmac.new(self._key, f"{user}\0{password}".encode("utf-8", "replace"),
                         hashlib.sha256).digest()
@@ -94,7 +102,8 @@ class BasicAuth:
             return Verdict(f"User:{user}")
         if self._waiting >= QUEUE or self._inflight.get(ip, 0) >= PER_ADDRESS:
             log.warning("metrics: %s refused: too many logins being checked", ip)
-            return Verdict(None, 503, f"{FAILED}: too many logins in progress: try again in a moment", (("Retry-After", "1"),))
+            return Verdict(None, 503, f"{FAILED}: too many logins in progress: try again in a "
+                           "moment", (("Retry-After", "1"),))
         self._waiting += 1
         self._inflight[ip] = self._inflight.get(ip, 0) + 1
         try:

@@ -57,7 +57,8 @@ class BrokerMetrics:
         self.timeout_s = 10.0
         self._server: "MetricsServer | None" = None
         self._basic: "BasicAuth | None" = None
-        self._render = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logbroker-metrics-render")
+        self._render = ThreadPoolExecutor(max_workers=1,
+                                          thread_name_prefix="logbroker-metrics-render")
         self._texts: "OrderedDict" = OrderedDict()  # principal -> (snapshot, its text's future)
 
     @property
