@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import http.client
+import socket
 import ssl
 
 import pytest
 
-from tests.support.fixtures import BrokerProcess, invoke_cli, invoked_ok
+from tests.support.fixtures import BrokerProcess, invoke_cli, invoked_ok, wait_until
 from tests.support.metrics_scrape import parse
 from tests.support.tls import pki, tls_flags  # noqa: F401 - the certificates fixture
 from logbroker import Admin, Producer
@@ -110,8 +111,11 @@ def test_settings_are_checked(tmp_path):
 
 
 def test_metrics_over_tls(tmp_path, pki):  # noqa: F811 - the fixture
+    """HTTPS with the listener's certificate; handshakes that never come
+    count toward the connection bound and end at the timeout."""
     b = BrokerProcess(tmp_path / "data", "--metrics-port", "0", *tls_flags(pki.server),
-                      config={"metrics_tls": True}).start()
+                      config={"metrics_tls": True, "metrics_max_connections": 4,
+                              "metrics_timeout_ms": 1000}).start()
     try:
         line = b.proc.stdout.readline()
         assert line.startswith("logbroker metrics on https://127.0.0.1:"), line
@@ -120,5 +124,27 @@ def test_metrics_over_tls(tmp_path, pki):  # noqa: F811 - the fixture
         assert status == 200 and "logbroker_partitions " in text
         with pytest.raises((http.client.HTTPException, ConnectionError)):
             get(port)  # plain HTTP is not answered
+        silent = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(10)]
+        try:  # 4 wait in their handshake, the others are closed at once, then those 4 too
+            wait_until(lambda: closed(silent) >= 6, 0.8, "connections beyond the bound closed")
+            wait_until(lambda: closed(silent) == 10, 5, "handshakes ended by the timeout")
+        finally:
+            for s in silent:
+                s.close()
+        assert get(port, context=ssl.create_default_context(cafile=pki.ca))[0] == 200
     finally:
         b.kill()
+
+
+def closed(socks) -> int:
+    """How many of ``socks`` the peer closed (reset counts)."""
+    n = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            n += s.recv(16) == b""
+        except BlockingIOError:
+            pass
+        except OSError:
+            n += 1
+    return n

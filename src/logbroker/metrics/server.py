@@ -46,7 +46,7 @@ class MetricsServer:
         self.host, self.port, self.handle = host, port, handle
         self.ssl_context, self.max_connections, self.timeout_s = (ssl_context, max_connections,
                                                                   timeout_s)
-        self.open = 0  # connections accepted and not closed yet (handshakes included)
+        self.live: set = set()  # handlers of connections accepted and not closed (handshakes too)
         self.refused = 0  # connections closed at once: max_connections were open
         self.loop: "asyncio.AbstractEventLoop | None" = None
         self._thread: "threading.Thread | None" = None
@@ -144,7 +144,7 @@ class _Counted(web.Server):
 
     def connection_lost(self, handler, exc) -> None:
         super().connection_lost(handler, exc)
-        self.owner.open -= 1
+        self.owner.live.discard(handler)
 
 
 class _Accepted(asyncio.Protocol):
@@ -156,11 +156,11 @@ class _Accepted(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         owner = self.owner
-        if owner.open >= owner.max_connections:
+        if len(owner.live) >= owner.max_connections:
             owner._refuse(transport)
             return
-        owner.open += 1
         handler = self.server()
+        owner.live.add(handler)
         if owner.ssl_context is None:
             transport.set_protocol(handler)
             handler.connection_made(transport)
@@ -181,7 +181,7 @@ class _Accepted(asyncio.Protocol):
             tls = None
         if tls is None:
             transport.abort()
-            owner.open -= 1
+            owner.live.discard(handler)  # (asyncio may or may not tell the handler itself)
             return
         handler.connection_made(tls)
 
