@@ -177,6 +177,16 @@ def check_seconds(value: object, what: str, low: float, high: float) -> float:
     return float(value)
 
 
+def is_loopback_host(host: str) -> bool:
+    """``host`` (a listener's address setting) is ``localhost`` or a loopback IP."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 OFFSETS_TOPIC = "__consumer_offsets"  # the brokers' internal offsets topic (coordinator/records.py)
 
 

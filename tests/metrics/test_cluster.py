@@ -14,7 +14,8 @@ from tests.support.metrics_scrape import scrape, value
 def metrics_cluster(tmp_path, etcd):
     require_etcd()
     c = Cluster(tmp_path, etcd.url, extra=("--metrics-port", "0"),
-                config={"replica_lag_time_max_ms": 1000})
+                config={"replica_lag_time_max_ms": 1000,
+                        "metrics_refresh_s": 0.2})  # the test watches a change: fresh snapshots
     try:
         c.start()
         urls = {}

@@ -12,7 +12,11 @@ def scrape(url: str) -> dict:
     """{sample name: {frozenset(labels.items()): value}} and the families, by name."""
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200
-        text = resp.read().decode()
+        return parse(resp.read().decode())
+
+
+def parse(text: str) -> dict:
+    """``text`` (the Prometheus text format) as ``scrape`` answers it."""
     samples: dict = {}
     families = list(text_string_to_metric_families(text))
     for fam in families:

@@ -12,6 +12,7 @@ TOML layout (every key optional)::
     auto_create_topics = true
     default_partitions = 1
     metrics_port = 9556        # Prometheus /metrics (off unless set)
+    metrics_auth = false       # /metrics asks HTTP Basic of a broker user (docs/metrics.md)
     tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
     auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
@@ -111,6 +112,12 @@ class BrokerConfig:
     inter_broker_user: "str | None" = None
     inter_broker_password_file: "str | None" = None
     console_port: "int | None" = None  # the read-only web console on host:console_port; off when None
+    # /metrics (docs/metrics.md, "The server"; checked by metrics/settings.py)
+    metrics_refresh_s: float = 5.0  # a scrape's snapshot of the partitions is at most this old
+    metrics_max_connections: int = 16  # /metrics connections open at once; more are closed
+    metrics_timeout_ms: int = 10_000  # TLS handshake, idle, request headers, answer write
+    metrics_auth: bool = False  # HTTP Basic with a broker user (needs auth_required)
+    metrics_tls: bool = False  # HTTPS with the listener's tls_cert (and tls_client_auth)
     # -- quotas and limits (docs/security.md, "Quotas and limits"): security/quotas.py -----
     max_connections_per_ip: int = 1024  # open connections from one IP address
     max_connections_per_ip_overrides: tuple = ()  # (("IP", limit), ...); TOML: a table IP = limit
@@ -166,6 +173,9 @@ class BrokerConfig:
                                               or not 0 <= self.console_port <= 65535):
             raise InvalidConfigError(f"console_port must be 0..65535, got {self.console_port!r}")
         _check_kafka(self)
+        from ..metrics.settings import check_settings as check_metrics
+
+        check_metrics(self)
         if isinstance(self.super_users, list):
             object.__setattr__(self, "super_users", tuple(self.super_users))
         if not all(isinstance(u, str) and u.startswith("User:") and len(u) > 5 for u in self.super_users):

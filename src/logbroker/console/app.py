@@ -39,6 +39,7 @@ from aiohttp import web
 from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
                        GroupNotFoundError, InvalidConfigError, LogbrokerError,
                        TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
+from ..limits import is_loopback_host
 from ..metrics.stats import TrafficStats
 from . import inputs, pages
 from .access import Access
@@ -260,9 +261,4 @@ def _tls(config):
 
 
 def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host)

@@ -1,54 +1,72 @@
 """Prometheus metrics of a broker (``metrics_port``; docs/metrics.md).
 
 ``BrokerMetrics(broker).start()`` serves ``/metrics`` on
-``config.host:config.metrics_port`` from a registry of its own (never the
-process-global one); ``port`` is the bound port then (``metrics_port`` 0
-picks a free one). ``close()`` stops serving (within ~0.1 s); it is
-idempotent. Collection is cheap for the hot path: counters are bumped
-where requests are handled (metrics_stats.py), gauges are read from the
-broker's state when scraped (metrics_collect.py).
+``config.host:config.metrics_port``; ``port`` is the bound port then
+(``metrics_port`` 0 picks a free one). ``close()`` stops serving (bounded);
+it is idempotent. Counters are bumped where requests are handled
+(metrics/stats.py); the rest is read from the broker's state.
 
 ``start()`` runs on the broker's loop after the handlers and the group
 commit exist (Broker.start) and hands them their counters; with metrics
 off they stay None and the request path pays one ``is None`` check.
-A scrape never raises into the broker: the server runs in its own daemon
-thread and the collector answers what it could collect.
+
+A scrape (``scrape(principal)``) costs the broker's loop at most one
+gather of its state per ``metrics_refresh_s``, in slices of ~1 ms
+(snapshot.py), whatever the number of scrapers. Everything else runs off
+that loop: the HTTP server on a loop of its own in one thread (server.py:
+bounded connections and timeouts; HTTPS with ``metrics_tls``; HTTP Basic
+with ``metrics_auth``, basic_auth.py), and the text is rendered in one
+render thread, once per snapshot and principal (``Names``: the topics and
+groups the principal may describe), shared by the scrapes that want it.
+The counters (collect.py ``collect()``) are read fresh at each scrape.
+A scrape never raises into the broker: it answers what it could collect.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import threading
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from .collect import BrokerCollector
+from ..errors import InvalidRequestError
+from .basic_auth import BasicAuth
+from .collect import BrokerCollector, Names
+from .server import MetricsServer
+from .snapshot import SnapshotCache
+from .state_text import state_text
 from .stats import CommitStats, RequestStats, TrafficStats
 
 log = logging.getLogger("logbroker.metrics")
-POLL_INTERVAL_S = 0.1  # how soon close() stops the server thread
+RENDERS = 4  # rendered snapshots kept, one per principal (the last snapshot's)
+PATH = "/metrics"
 
 
 class BrokerMetrics:
     def __init__(self, broker) -> None:
         self.broker = broker
         self.port: "int | None" = None  # bound port once started (0 in the config picks one)
-        self.registry = CollectorRegistry(auto_describe=False)
         self.requests, self.traffic, self.commit = RequestStats(), TrafficStats(), CommitStats()
         self.auth_failures = 0  # logbroker_auth_failures_total: see auth_failed()
         self.auth_throttles = 0  # logbroker_auth_throttled_total: see auth_throttled()
         self.authz_denials: dict[str, int] = {}  # request kind -> denials: see authz_denied()
-        self._server = None
-        self._thread: "threading.Thread | None" = None
+        self.collector = BrokerCollector(broker, self)
+        self.cache: "SnapshotCache | None" = None  # on the broker's loop, from start()
+        self.broker_loop: "asyncio.AbstractEventLoop | None" = None
+        self.timeout_s = 10.0
+        self._server: "MetricsServer | None" = None
+        self._basic: "BasicAuth | None" = None
+        self._render = ThreadPoolExecutor(max_workers=1,
+                                          thread_name_prefix="logbroker-metrics-render")
+        self._texts: "OrderedDict" = OrderedDict()  # principal -> (snapshot, its text's future)
 
     @property
     def url(self) -> str:
-        host = self.broker.config.host
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"
+        config = self.broker.config
+        host, scheme = config.host, "https" if config.metrics_tls else "http"
+        return f"{scheme}://{f'[{host}]' if ':' in host else host}:{self.port}{PATH}"
 
     def auth_failed(self) -> None:
         """Count one failed authentication (a TLS handshake or SASL exchange
@@ -70,39 +88,113 @@ class BrokerMetrics:
 
     def start(self) -> None:
         """Hook the counters into the broker and serve (on the broker's loop)."""
-        b = self.broker
-        self.registry.register(BrokerCollector(b, asyncio.get_running_loop(), self))
-        self._server = _server(b.config.host, b.config.metrics_port, self.registry)
-        self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": POLL_INTERVAL_S},
-                                        name="logbroker-metrics", daemon=True)
-        self._thread.start()
+        b, config = self.broker, self.broker.config
+        self.broker_loop = asyncio.get_running_loop()
+        self.cache = SnapshotCache(b, config.metrics_refresh_s)
+        self.timeout_s = config.metrics_timeout_ms / 1000
+        if config.metrics_auth:
+            self._basic = BasicAuth(b.services.auth, self.auth_failed)
+        context = None
+        if config.metrics_tls:
+            from ..tls import server_context
+
+            context = server_context(config.tls_cert, config.tls_key, config.tls_ca,
+                                     config.tls_client_auth)
+        self._server = MetricsServer(config.host, config.metrics_port, self._handle, context,
+                                     config.metrics_max_connections, self.timeout_s)
+        self.port = self._server.start()
         b.services.requests, b.services.traffic, b.commit.stats = \
             self.requests, self.traffic, self.commit
         log.info("metrics on %s", self.url)
+        if config.auth_required and not config.metrics_auth:
+            log.warning("metrics on %s are open: whoever reaches the port reads every topic and "
+                        "group name whatever the ACLs (metrics_auth asks for a user, "
+                        "docs/metrics.md)", self.url)
 
     def close(self) -> None:
-        """Stop serving; a scrape under way finishes in its own thread."""
+        """Stop serving (on the broker's loop); a render under way finishes
+        in its own thread."""
         server, self._server = self._server, None
         if server is None:
             return
         try:
-            server.shutdown()  # waits for serve_forever to return (<= POLL_INTERVAL_S)
-            server.server_close()
+            server.close()
+            self.cache.close()
+            self._render.shutdown(wait=False, cancel_futures=True)
+            if self._basic is not None:
+                self._basic.close()
         except Exception:  # noqa: BLE001 - closing metrics must not fail a shutdown
             log.exception("closing the metrics server failed")
 
+    # -- a scrape (the metrics server's loop) -------------------------------------------------
+    async def _handle(self, request):
+        server = self._server
+        if request.path != PATH or request.method not in ("GET", "HEAD"):
+            status, why = ((404, f"no such path: metrics are at {PATH}") if request.path != PATH
+                           else (405, f"method {request.method} not allowed: GET {PATH}"))
+            log.debug("metrics: %s refused: %s", request.remote, why)
+            return await server.write(request, f"{InvalidRequestError.name}: {why}\n".encode(),
+                                      {"Content-Type": "text/plain", "Allow": "GET, HEAD"}, status)
+        principal = None
+        if self._basic is not None:
+            verdict = await self._basic.check(request.headers.get("Authorization"),
+                                              request.remote)
+            if verdict.principal is None:
+                return await server.write(request, verdict.why.encode() + b"\n",
+                                          {"Content-Type": "text/plain", **dict(verdict.headers)},
+                                          verdict.status)
+            principal = verdict.principal
+        body = await self.scrape(principal)
+        return await server.write(request, body, {"Content-Type": CONTENT_TYPE_LATEST})
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
-        """Scrapes are not logged (one line on stderr each, by default)."""
+    async def scrape(self, principal: "str | None") -> bytes:
+        """The exposition text for ``principal`` (None: every name)."""
+        loop = asyncio.get_running_loop()
+        try:
+            snap = await asyncio.wait_for(self._snapshot(), self.timeout_s)
+            state = await self._state_text(snap, principal)
+        except Exception:  # noqa: BLE001 - a scrape answers whatever it could collect
+            self.collector.failed("the broker's state")
+            state = b""
+        fresh = await loop.run_in_executor(self._render, _text, self.collector.collect)
+        return fresh + state
+
+    async def _snapshot(self):
+        """The broker's snapshot (SnapshotCache.get, run on the broker's loop)."""
+        get = self.cache.get()
+        try:
+            fut = asyncio.run_coroutine_threadsafe(get, self.broker_loop)
+        except RuntimeError:  # the broker's loop is closed
+            get.close()
+            raise
+        return await asyncio.wrap_future(fut)
+
+    async def _state_text(self, snap, principal: "str | None") -> bytes:
+        """The text of ``snap``'s families for ``principal``: rendered once
+        (render thread), shared by the scrapes that ask for it meanwhile."""
+        entry = self._texts.get(principal)
+        if entry is None or entry[0] is not snap:
+            fut = asyncio.get_running_loop().run_in_executor(
+                self._render, self._render_state, snap, principal)
+            self._texts[principal] = entry = (snap, fut)
+            self._texts.move_to_end(principal)
+            while len(self._texts) > RENDERS:
+                self._texts.popitem(last=False)
+        return await asyncio.shield(entry[1])
 
 
-def _server(host: str, port: int, registry: CollectorRegistry):
-    """prometheus_client's WSGI app on a threading WSGI server bound to ``host:port``."""
+    def _render_state(self, snap, principal: "str | None") -> bytes:
+        """(the render thread)"""
+        b = self.broker
+        return state_text(snap, self.traffic, b.store,
+                          Names(b.services.auth, principal)).encode("utf-8")
 
-    class Server(ThreadingWSGIServer):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
-    return make_server(host, port, make_wsgi_app(registry), Server, handler_class=_QuietHandler)
+class _Families(list):
+    def collect(self):
+        return self
+
+
+def _text(families) -> bytes:
+    """The Prometheus text format of ``families()`` (the render thread)."""
+    return generate_latest(_Families(families()))
