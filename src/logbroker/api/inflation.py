@@ -1,0 +1,190 @@
+"""Compressed produce off the event loop, within budgets (docs/security.md,
+"Compression bombs").
+
+A Kafka batch's compressed records are inflated to be checked before they
+are stored (storage/incoming.py). A few KB of zstd can inflate to hundreds
+of MiB, so that work never runs on the loop: ``Inflation.wanted(msg)``
+says, from the batch headers alone, whether a Produce holds any (None on
+the hot path: nothing compressed, nothing to walk), and ``inspect``
+checks those parts in the broker's one inflation thread while the
+connection's reading is held (net/answering.py ``hold``), then hands the
+request to the Produce handler with each part marked ``Inspected``.
+
+Limits, from BrokerConfig:
+
+- ``max_inflated_bytes_per_request`` (64 MiB): what one request's
+  compressed sections may inflate to in all. Past it, the part being
+  inflated and every later compressed part of the request are refused
+  with RECORD_TOO_LARGE (Kafka's code 10): not retriable, and Kafka's
+  Java producer answers it by splitting the batch and sending the halves
+  (which fit when a real batch was merely big); CORRUPT_MESSAGE would be
+  retried as is until the delivery timeout, INVALID_RECORD fails the batch
+  without a split.
+- ``inflation_bytes_per_s_per_connection`` (128 MiB/s): a connection's
+  credit, a token bucket as deep as the request budget: a connection in
+  debt waits (its reading held) before its next inflation starts, so one
+  connection cannot keep the worker to itself; requests of different
+  connections run in the order they came (each connection has at most
+  one at a time).
+
+Every refusal by a budget is logged as a warning naming the connection,
+the principal and the rule, at most one line per ``LOG_EVERY_S`` (the
+lines held back are counted in the next one), so an attacker cannot
+flood the log. Memory: the one thread inflates one section at a time into
+a mapping unmapped after, so the inflated bytes in memory are at most the
+per-batch limit (16 x max_batch_bytes, at most 256 MiB) and the request
+budget, whichever is lower (64 MiB by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import RecordTooLargeError, UnknownTopicOrPartitionError
+from ..security.quotas import principal_of
+from ..storage.incoming import Inspected, inspect, needs_inspection
+
+log = logging.getLogger("logbroker.broker")
+LOG_EVERY_S = 10.0  # at most one budget warning per this many seconds
+
+
+class Budget:
+    """One request's inflation budget: ``left`` bytes; ``take(n)`` charges
+    them, ``exceeded()`` raises the request's rule (RecordTooLargeError)."""
+
+    __slots__ = ("limit", "left", "spent", "refused")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.left, self.spent, self.refused = limit, limit, 0, False
+
+    def take(self, n: int) -> None:
+        self.spent += n
+        self.left = max(0, self.left - n)
+
+    def exceeded(self) -> None:
+        self.refused = True
+        raise RecordTooLargeError(f"the compressed batches of one produce request may inflate "
+                                  f"to at most {self.limit} bytes in all "
+                                  f"(max_inflated_bytes_per_request)")
+
+
+class Credit:
+    """A connection's inflation credit: a token bucket of ``depth`` bytes
+    refilled at ``rate`` bytes/s (``wait_s``: how long until it is out of
+    debt; ``spend(n)``)."""
+
+    __slots__ = ("rate", "depth", "tokens", "at")
+
+    def __init__(self, rate: int, depth: int, now: float) -> None:
+        self.rate, self.depth, self.tokens, self.at = rate, depth, float(depth), now
+
+    def wait_s(self, now: float) -> float:
+        self.tokens = min(self.depth, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+
+    def spend(self, n: int) -> None:
+        self.tokens -= n
+
+
+class WarningGate:
+    """At most one warning per ``every`` seconds; ``allow(now)`` gives the
+    count held back since the last one passed (None: hold this one back)."""
+
+    __slots__ = ("every", "last", "held")
+
+    def __init__(self, every: float = LOG_EVERY_S) -> None:
+        self.every, self.last, self.held = every, float("-inf"), 0
+
+    def allow(self, now: float) -> "int | None":
+        if now - self.last < self.every:
+            self.held += 1
+            return None
+        held, self.held, self.last = self.held, 0, now
+        return held
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Job:
+    """The parts of one Produce to inspect: ``(index, max_batch_bytes,
+    require_keys)`` each, by the log's settings when it was read."""
+
+    parts: tuple
+
+
+class Inflation:
+    """The broker's inflation thread and limits (module docstring)."""
+
+    def __init__(self, store, per_request: int, rate: int) -> None:
+        """``store``: the broker's Store (each partition's log settings)."""
+        self.store, self.per_request, self.rate = store, per_request, rate
+        self._pool: "ThreadPoolExecutor | None" = None
+        self.gate = WarningGate()
+
+    def wanted(self, msg) -> "Job | None":
+        """The parts of Produce ``msg`` to inspect off the loop, or None (a
+        header walk per part; nothing copied)."""
+        found = None
+        for i, ((topic, partition, _), data) in enumerate(zip(msg.parts, msg.payload)):
+            cfg = self._config(topic, partition)
+            if needs_inspection(data, cfg.compacts):
+                found = found or []
+                found.append((i, cfg.max_batch_bytes, cfg.compacts))
+        return None if found is None else Job(tuple(found))
+
+    def _config(self, topic: str, partition: int):
+        try:
+            return self.store.get_log(topic, partition).config
+        except UnknownTopicOrPartitionError:
+            return self.store.config.log  # what an auto-created topic gets
+
+    async def inspect(self, conn, job: Job, msg):
+        """``msg`` with its parts in ``job`` replaced by their ``Inspected``
+        results, checked in the inflation thread once ``conn``'s credit
+        allows; budget refusals logged (rate limited)."""
+        loop = asyncio.get_running_loop()
+        credit = conn.inflation
+        if credit is None:
+            credit = conn.inflation = Credit(self.rate, self.per_request, loop.time())
+        wait = credit.wait_s(loop.time())
+        if wait > 0:
+            await asyncio.sleep(wait)
+        budget = Budget(self.per_request)
+        payload = list(msg.payload)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="logbroker-inflate")
+        results = await loop.run_in_executor(self._pool, _inspect_all, job, payload, budget)
+        credit.spend(budget.spent)
+        for (i, _, _), result in zip(job.parts, results):
+            payload[i] = result
+        if budget.refused:
+            self._warn(conn, msg, budget)
+        return dataclasses.replace(msg, payload=tuple(payload))
+
+    def _warn(self, conn, msg, budget: Budget) -> None:
+        held = self.gate.allow(time.monotonic())
+        if held is None:
+            return
+        principal = principal_of(conn.session.principal)
+        log.warning("refused a produce from %s (principal %s): its compressed batches inflate "
+                    "past max_inflated_bytes_per_request %d (%d bytes inflated before it stopped, "
+                    "%d parts); %d similar refusals not logged in the last %.0f s",
+                    conn.peer, principal, budget.limit, budget.spent, len(msg.parts), held,
+                    self.gate.every)
+
+    def close(self) -> None:
+        """Stop the thread (a running inflation ends first: at most one
+        budget's worth)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _inspect_all(job: Job, payload: list, budget: Budget) -> list:
+    """In the inflation thread: each part of ``job`` inspected, in order,
+    against the one request ``budget``."""
+    return [inspect(payload[i], max_batch_bytes=max_bytes, require_keys=keys, budget=budget)
+            for i, max_bytes, keys in job.parts]
