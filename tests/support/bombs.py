@@ -5,12 +5,15 @@ a loop-stall probe: another client's round trips while a bomb lands."""
 from __future__ import annotations
 
 import functools
+import os
 import struct
 import threading
 import time
 import zlib
 
 import crc32c
+
+from bench.common.procfs import status_kib
 
 from logbroker.kafka.primitives import write_varint, write_varlong
 from logbroker.kafka.record_batch import CRC_OFFSET, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
@@ -85,18 +88,13 @@ class Pinger:
         return s[min(len(s) - 1, int(len(s) * 0.99))]
 
 
-def rss_peak_bytes(pid: int) -> int:
-    """VmHWM of process ``pid``: the most resident memory it ever had."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+def rss_peak(pid: int) -> int:
+    """The most resident memory process ``pid`` ever had (VmHWM), in bytes."""
+    return status_kib(pid, "VmHWM") << 10
 
 
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -61,7 +61,7 @@ def section(batch, header: fmt.BatchHeader, limit: int = READ_LIMIT) -> bytes:
 
 
 def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
-                require_keys: bool = False) -> None:
+                require_keys: bool = False, inflated=None) -> None:
     """Raise unless the whole magic-2 batch ``batch`` (header and CRC
     already checked) can be stored: not transactional nor a control batch
     (InvalidRecordError: not supported yet); a compressed section that
