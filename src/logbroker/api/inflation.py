@@ -3,12 +3,15 @@
 
 A Kafka batch's compressed records are inflated to be checked before they
 are stored (storage/incoming.py). A few KB of zstd can inflate to hundreds
-of MiB, so that work never runs on the loop: ``Inflation.wanted(msg)``
+of MiB, so that work is bounded on the loop: ``Inflation.wanted(msg)``
 says, from the batch headers alone, whether a Produce holds any (None on
-the hot path: nothing compressed, nothing to walk), and ``inspect``
-checks those parts in the broker's one inflation thread while the
-connection's reading is held (net/answering.py ``hold``), then hands the
-request to the Produce handler with each part marked ``Inspected``.
+the hot path: nothing compressed, nothing to walk). ``on_loop`` then
+checks it in the reading turn if it inflates to at most ``ON_LOOP_BYTES``
+(1 MiB: about 1 ms of zstd, lz4 or snappy, 3 ms of gzip; most producers'
+batches, and no thread hop for them); past that, the attempt is dropped
+and ``inspect`` checks the request in the broker's one inflation thread
+while the connection's reading is held (net/answering.py ``hold``). Either
+way the Produce handler gets each part marked ``Inspected``.
 
 Limits, from BrokerConfig:
 
@@ -30,10 +33,12 @@ Limits, from BrokerConfig:
 Every refusal by a budget is logged as a warning naming the connection,
 the principal and the rule, at most one line per ``LOG_EVERY_S`` (the
 lines held back are counted in the next one), so an attacker cannot
-flood the log. Memory: the one thread inflates one section at a time into
-a mapping unmapped after, so the inflated bytes in memory are at most the
+flood the log. Memory: the loop inflates into a reused buffer of
+``ON_LOOP_BYTES``; the one thread inflates one section at a time, into a
+reused buffer of ``THREAD_SCRATCH_BYTES`` first, a larger section again
+into a mapping unmapped after, so inflated bytes in memory stay under the
 per-batch limit (16 x max_batch_bytes, at most 256 MiB) and the request
-budget, whichever is lower (64 MiB by default).
+budget, whichever is lower (64 MiB by default), plus those two buffers.
 """
 
 from __future__ import annotations
@@ -46,20 +51,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import RecordTooLargeError, UnknownTopicOrPartitionError
 from ..security.quotas import principal_of
-from ..storage.incoming import Inspected, inspect, needs_inspection
+from ..storage.incoming import inspect, inspection_bytes
 
 log = logging.getLogger("logbroker.broker")
 LOG_EVERY_S = 10.0  # at most one budget warning per this many seconds
+ON_LOOP_BYTES = 1 << 20  # a request inflating to at most this is checked in its reading turn
+LIKELY_RATIO = 8  # compressed bytes x this past ON_LOOP_BYTES: straight to the thread
+THREAD_SCRATCH_BYTES = 16 << 20  # the thread inflates into this reused buffer first
 
 
 class Budget:
     """One request's inflation budget: ``left`` bytes; ``take(n)`` charges
-    them, ``exceeded()`` raises the request's rule (RecordTooLargeError)."""
+    them, ``exceeded()`` raises the request's rule (RecordTooLargeError).
+    ``scratch``: a buffer to inflate into when one fits (the loop's)."""
 
-    __slots__ = ("limit", "left", "spent", "refused")
+    __slots__ = ("limit", "left", "spent", "refused", "scratch")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, scratch: "bytearray | None" = None) -> None:
         self.limit, self.left, self.spent, self.refused = limit, limit, 0, False
+        self.scratch = scratch
 
     def take(self, n: int) -> None:
         self.spent += n
@@ -111,9 +121,13 @@ class WarningGate:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Job:
     """The parts of one Produce to inspect: ``(index, max_batch_bytes,
-    require_keys)`` each, by the log's settings when it was read."""
+    require_keys)`` each, by the log's settings when it was read; ``size``:
+    their compressed (or, compacted, to be walked) bytes; ``keys``: some
+    part's records are walked (a compacted topic)."""
 
     parts: tuple
+    size: int
+    keys: bool
 
 
 class Inflation:
@@ -123,18 +137,22 @@ class Inflation:
         """``store``: the broker's Store (each partition's log settings)."""
         self.store, self.per_request, self.rate = store, per_request, rate
         self._pool: "ThreadPoolExecutor | None" = None
+        self._scratch: "bytearray | None" = None  # the loop's buffer for small inflations
+        self._thread_scratch: "bytearray | None" = None  # the thread's, for most big ones
         self.gate = WarningGate()
 
     def wanted(self, msg) -> "Job | None":
         """The parts of Produce ``msg`` to inspect off the loop, or None (a
         header walk per part; nothing copied)."""
-        found = None
+        found, size, keys = None, 0, False
         for i, ((topic, partition, _), data) in enumerate(zip(msg.parts, msg.payload)):
             cfg = self._config(topic, partition)
-            if needs_inspection(data, cfg.compacts):
+            n = inspection_bytes(data, cfg.compacts)
+            if n:
                 found = found or []
                 found.append((i, cfg.max_batch_bytes, cfg.compacts))
-        return None if found is None else Job(tuple(found))
+                size, keys = size + n, keys or cfg.compacts
+        return None if found is None else Job(tuple(found), size, keys)
 
     def _config(self, topic: str, partition: int):
         try:
@@ -142,22 +160,52 @@ class Inflation:
         except UnknownTopicOrPartitionError:
             return self.store.config.log  # what an auto-created topic gets
 
+    def on_loop(self, conn, job: Job, msg):
+        """``msg`` inspected in this turn (``inspect``'s result), or None
+        when it inflates past ``ON_LOOP_BYTES`` or ``conn`` is in debt:
+        then ``inspect`` it. The loop spends at most that much inflating.
+        A request whose compressed bytes would exceed that at a ratio of
+        ``LIKELY_RATIO``, or whose records must be walked (a compacted
+        topic: Python per record), goes to the thread at once."""
+        if job.keys or job.size * LIKELY_RATIO > ON_LOOP_BYTES:
+            return None
+        credit = self._credit(conn)
+        if credit.wait_s(asyncio.get_running_loop().time()) > 0:
+            return None
+        small = self.per_request <= ON_LOOP_BYTES  # then the request's own budget
+        if self._scratch is None:
+            self._scratch = bytearray(ON_LOOP_BYTES + 1)  # reused: no page faults per batch
+        budget = Budget(self.per_request if small else ON_LOOP_BYTES, self._scratch)
+        payload = list(msg.payload)
+        results = _inspect_all(job, payload, budget)
+        if budget.refused and not small:
+            return None
+        return self._done(conn, msg, job, payload, results, budget, credit)
+
     async def inspect(self, conn, job: Job, msg):
         """``msg`` with its parts in ``job`` replaced by their ``Inspected``
         results, checked in the inflation thread once ``conn``'s credit
         allows; budget refusals logged (rate limited)."""
         loop = asyncio.get_running_loop()
-        credit = conn.inflation
-        if credit is None:
-            credit = conn.inflation = Credit(self.rate, self.per_request, loop.time())
+        credit = self._credit(conn)
         wait = credit.wait_s(loop.time())
         if wait > 0:
             await asyncio.sleep(wait)
-        budget = Budget(self.per_request)
-        payload = list(msg.payload)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="logbroker-inflate")
+            self._thread_scratch = bytearray(THREAD_SCRATCH_BYTES)
+        budget = Budget(self.per_request, self._thread_scratch)
+        payload = list(msg.payload)
         results = await loop.run_in_executor(self._pool, _inspect_all, job, payload, budget)
+        return self._done(conn, msg, job, payload, results, budget, credit)
+
+    def _credit(self, conn) -> Credit:
+        if conn.inflation is None:
+            conn.inflation = Credit(self.rate, self.per_request, asyncio.get_running_loop().time())
+        return conn.inflation
+
+    def _done(self, conn, msg, job: Job, payload: list, results: list, budget: Budget,
+              credit: Credit):
         credit.spend(budget.spent)
         for (i, _, _), result in zip(job.parts, results):
             payload[i] = result

@@ -22,8 +22,9 @@ through its translator's ``Plan``, api/registry.py) and calls
    debt is answered empty at once.
 4. **Edge** (api/edge.py): the request's top-level fields checked.
    A Produce with compressed Kafka batches (``Inflation.wanted``) is
-   inspected first in the inflation thread, its connection's reading held
-   meanwhile (api/inflation.py: compression bombs off the loop).
+   inspected first: in this turn when it inflates to little, else in the
+   inflation thread, its connection's reading held meanwhile
+   (api/inflation.py: compression bombs off the loop).
 5. **The handler** of its kind (api/registry.OURS), with the services
    and the requester's session: inline handlers (Produce, the SASL steps)
    in the reading turn, the others as tasks started in the order read.
@@ -104,9 +105,12 @@ class Pipeline:
         elif msg.__class__ is m.Produce and self.inflation is not None:
             job = self.inflation.wanted(msg)  # None on the hot path: nothing to inflate
             if job is not None:
-                coro = self._inflated(conn, job, msg, session, answer)
-                answer.waiting = conn.hold(coro if wrap is None else wrap.answer(coro))
-                return
+                checked = self.inflation.on_loop(conn, job, msg)  # small: in this turn
+                if checked is None:
+                    coro = self._inflated(conn, job, msg, session, answer)
+                    answer.waiting = conn.hold(coro if wrap is None else wrap.answer(coro))
+                    return
+                msg = checked
         entry = OURS.get(msg.__class__)
         if wrap is not None:
             answer.waiting = conn.task(wrap.answer(self.dispatch(msg, session)))

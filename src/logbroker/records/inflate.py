@@ -23,7 +23,7 @@ from __future__ import annotations
 import mmap
 import zlib
 
-from ..errors import CorruptRecordError, UnsupportedCompressionTypeError
+from ..errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionTypeError
 from . import compression as c
 
 GZIP_SLICE = 1 << 20  # gzip output per zlib call (the GIL is taken between calls)
@@ -35,16 +35,16 @@ class Inflated:
 
     __slots__ = ("size", "view", "_map")
 
-    def __init__(self, mapping: mmap.mmap, size: int) -> None:
-        self._map, self.size = mapping, size
-        self.view = memoryview(mapping)[:size]
+    def __init__(self, out, size: int) -> None:
+        self._map, self.size = out, size
+        self.view = out[:size]
 
     def close(self) -> None:
         """Unmap now; if a view of it is still alive (a traceback's frame
         holds one), the mapping goes with the last view instead."""
         try:
             self.view.release()
-            self._map.close()
+            self._map.release() if isinstance(self._map, memoryview) else self._map.close()
         except BufferError:
             pass
 
@@ -55,14 +55,28 @@ class Inflated:
         self.close()
 
 
-def inflate(codec: int, data, limit: int) -> Inflated:
+def inflate(codec: int, data, limit: int, scratch: "bytearray | None" = None) -> Inflated:
     """The records section ``data`` compressed with Kafka codec ``codec``
-    (1..4), inflated into a mapping, at most ``limit`` bytes."""
+    (1..4), inflated into a mapping, at most ``limit`` bytes. With a
+    ``scratch`` buffer (reused, so no page faults in; one user at a time),
+    into it first: a section that does not fit is inflated again into a
+    mapping (the work spent on it at most doubled, to ``len(scratch)``)."""
     if not 0 < codec < len(c.NAMES):
         raise CorruptRecordError(f"unknown compression code {codec}")
     if codec != c.GZIP and c._codecs() is None:
         raise UnsupportedCompressionTypeError(f"{c.NAMES[codec]} needs the cramjam package")
-    out = mmap.mmap(-1, limit + 1)
+    if scratch is not None:
+        fits = len(scratch) > limit
+        try:
+            return _into(codec, data, memoryview(scratch)[:limit + 1 if fits else len(scratch)],
+                         limit if fits else len(scratch) - 1)
+        except RecordTooLargeError:
+            if fits:
+                raise
+    return _into(codec, data, memoryview(mmap.mmap(-1, limit + 1)), limit)
+
+
+def _into(codec: int, data, out: memoryview, limit: int) -> Inflated:
     try:
         if codec == c.GZIP:
             n = _gzip(data, out, limit)
@@ -72,12 +86,12 @@ def inflate(codec: int, data, limit: int) -> Inflated:
             n = _cramjam(c.cramjam.lz4 if codec == c.LZ4 else c.cramjam.zstd, c.NAMES[codec],
                          data, out, limit)
     except BaseException:
-        out.close()
+        Inflated(out, 0).close()
         raise
     return Inflated(out, n)
 
 
-def _cramjam(module, name: str, data, out: mmap.mmap, limit: int) -> int:
+def _cramjam(module, name: str, data, out: memoryview, limit: int) -> int:
     try:
         n = module.decompress_into(bytes(data), out)
     except c.cramjam.DecompressionError as exc:
@@ -91,7 +105,7 @@ def _cramjam(module, name: str, data, out: mmap.mmap, limit: int) -> int:
     return n
 
 
-def _gzip(data, out: mmap.mmap, limit: int) -> int:
+def _gzip(data, out: memoryview, limit: int) -> int:
     d, pos = zlib.decompressobj(16 + zlib.MAX_WBITS), 0
     try:
         while not d.eof:
@@ -113,7 +127,7 @@ def _gzip(data, out: mmap.mmap, limit: int) -> int:
     return pos
 
 
-def _snappy(data: bytes, out: mmap.mmap, limit: int) -> int:
+def _snappy(data: bytes, out: memoryview, limit: int) -> int:
     """Raw snappy, or xerial's framing (blocks inflated one after another)."""
     if not data.startswith(c.XERIAL_MAGIC):
         return _raw_snappy(data, out, 0, limit)
@@ -132,7 +146,7 @@ def _snappy(data: bytes, out: mmap.mmap, limit: int) -> int:
     return total
 
 
-def _raw_snappy(data: bytes, out: mmap.mmap, at: int, limit: int) -> int:
+def _raw_snappy(data: bytes, out: memoryview, at: int, limit: int) -> int:
     try:
         size = c.cramjam.snappy.decompress_raw_len(data)
     except Exception as exc:  # noqa: BLE001
@@ -140,8 +154,7 @@ def _raw_snappy(data: bytes, out: mmap.mmap, at: int, limit: int) -> int:
     if at + size > limit:
         raise c._too_large("snappy", limit)
     try:
-        with memoryview(out) as view:
-            n = c.cramjam.snappy.decompress_raw_into(data, view[at:at + size])
+        n = c.cramjam.snappy.decompress_raw_into(data, out[at:at + size])
     except Exception as exc:  # noqa: BLE001
         raise CorruptRecordError(f"snappy records section: {exc}") from None
     if n != size:

@@ -33,29 +33,32 @@ class Inspected:
         self.data, self.error, self.require_keys = data, error, require_keys
 
 
-def needs_inspection(data, require_keys: bool) -> bool:
-    """Whether the part ``data`` holds work too big for the loop: a
-    compressed Kafka batch, or (``require_keys``) a Kafka batch of more
-    than ``WALK_ON_LOOP`` bytes of records to walk. Reads each batch's
-    header fields only (no copy); False for anything malformed (the loop's
-    check reports it)."""
+def inspection_bytes(data, require_keys: bool) -> int:
+    """The bytes of records in the part ``data`` too costly for the loop,
+    0 when there are none: compressed Kafka sections, and (``require_keys``)
+    uncompressed Kafka sections of more than ``WALK_ON_LOOP`` bytes to walk.
+    Reads each batch's header fields only (no copy); 0 for anything
+    malformed (the loop's check reports it)."""
+    total = 0
     try:
         for _, fields in scan_fields(data):
             if fields[fmt.F_MAGIC] != fmt.KAFKA_MAGIC:
                 continue
+            size = fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD - fmt.HEADER_SIZE
             if fields[fmt.F_ATTRIBUTES] & fmt.COMPRESSION_MASK or (
-                    require_keys and fields[fmt.F_BATCH_LENGTH] > WALK_ON_LOOP):
-                return True
+                    require_keys and size > WALK_ON_LOOP):
+                total += size
     except LogbrokerError:
-        return False
-    return False
+        return 0
+    return total
 
 
 def inspect(data, *, max_batch_bytes: int, require_keys: bool, budget) -> Inspected:
     """Run in a worker thread: every check ``parse_batches`` makes of the
     part ``data``, each compressed section inflated (``inflate``: outside
     the GIL, unmapped after) within its batch's limit and what ``budget``
-    (``take(n)``, ``left``) has left for the request, which it is charged.
+    (``take(n)``, ``left``, ``scratch``) has left for the request, which
+    it is charged.
     Never raises: the refusal is the result's ``error``."""
     try:
         _check_all(split_batches(data), max_batch_bytes, require_keys, budget)
@@ -115,7 +118,7 @@ def _check_all(parsed: Parsed, max_batch_bytes: "int | None", require_keys: bool
                 continue
             room = min(limit, budget.left)
             try:
-                out = inflate(codec, mv[fmt.HEADER_SIZE:header.size], room)
+                out = inflate(codec, mv[fmt.HEADER_SIZE:header.size], room, budget.scratch)
             except RecordTooLargeError:
                 budget.take(room)  # inflated that far before it stopped
                 if room < limit:
