@@ -51,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import RecordTooLargeError, UnknownTopicOrPartitionError
 from ..security.quotas import principal_of
-from ..storage.incoming import inspect, inspection_bytes
+from ..storage.incoming import Convert, inspect, inspection_bytes
 
 log = logging.getLogger("logbroker.broker")
 LOG_EVERY_S = 10.0  # at most one budget warning per this many seconds
@@ -122,12 +122,13 @@ class WarningGate:
 class Job:
     """The parts of one Produce to inspect: ``(index, max_batch_bytes,
     require_keys)`` each, by the log's settings when it was read; ``size``:
-    their compressed (or, compacted, to be walked) bytes; ``keys``: some
-    part's records are walked (a compacted topic)."""
+    their compressed (or, compacted, to be walked) bytes; ``threaded``:
+    some part's records are walked (a compacted topic) or converted (a
+    ``Convert``): Python per record, never on the loop."""
 
     parts: tuple
     size: int
-    keys: bool
+    threaded: bool
 
 
 class Inflation:
@@ -144,15 +145,16 @@ class Inflation:
     def wanted(self, msg) -> "Job | None":
         """The parts of Produce ``msg`` to inspect off the loop, or None (a
         header walk per part; nothing copied)."""
-        found, size, keys = None, 0, False
+        found, size, threaded = None, 0, False
         for i, ((topic, partition, _), data) in enumerate(zip(msg.parts, msg.payload)):
             cfg = self._config(topic, partition)
             n = inspection_bytes(data, cfg.compacts)
             if n:
                 found = found or []
                 found.append((i, cfg.max_batch_bytes, cfg.compacts))
-                size, keys = size + n, keys or cfg.compacts
-        return None if found is None else Job(tuple(found), size, keys)
+                size += n
+                threaded = threaded or cfg.compacts or data.__class__ is Convert
+        return None if found is None else Job(tuple(found), size, threaded)
 
     def _config(self, topic: str, partition: int):
         try:
@@ -165,9 +167,9 @@ class Inflation:
         when it inflates past ``ON_LOOP_BYTES`` or ``conn`` is in debt:
         then ``inspect`` it. The loop spends at most that much inflating.
         A request whose compressed bytes would exceed that at a ratio of
-        ``LIKELY_RATIO``, or whose records must be walked (a compacted
-        topic: Python per record), goes to the thread at once."""
-        if job.keys or job.size * LIKELY_RATIO > ON_LOOP_BYTES:
+        ``LIKELY_RATIO``, or whose records must be walked or converted
+        (``Job.threaded``), goes to the thread at once."""
+        if job.threaded or job.size * LIKELY_RATIO > ON_LOOP_BYTES:
             return None
         credit = self._credit(conn)
         if credit.wait_s(asyncio.get_running_loop().time()) > 0:

@@ -21,6 +21,23 @@ DECOMPRESSION_FACTOR = 16  # a Kafka batch's records may decompress to 16x max_b
 WALK_ON_LOOP = 64 << 10  # an uncompressed Kafka section a compacted topic walks on the loop
 
 
+class Convert:
+    """A produce part still to be converted into batches: ``data`` its
+    bytes as received (``len``), ``convert()`` the batches to check and
+    store (raises a LogbrokerError). A legacy message set (Kafka's magic
+    0/1): up-converting it inflates its wrappers and costs Python per
+    message, so ``inspect`` runs it off the loop; ``parse_batches`` runs
+    it where no inflation thread is (handlers called directly)."""
+
+    __slots__ = ("data", "convert")
+
+    def __init__(self, data, convert) -> None:
+        self.data, self.convert = data, convert
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
 class Inspected:
     """A produce part's ``data`` (one buffer of whole batches) whose Kafka
     batches ``inspect`` checked off the loop: ``error`` is the refusal it
@@ -38,7 +55,9 @@ def inspection_bytes(data, require_keys: bool) -> int:
     0 when there are none: compressed Kafka sections, and (``require_keys``)
     uncompressed Kafka sections of more than ``WALK_ON_LOOP`` bytes to walk.
     Reads each batch's header fields only (no copy); 0 for anything
-    malformed (the loop's check reports it)."""
+    malformed (the loop's check reports it). A ``Convert`` part: its size."""
+    if data.__class__ is Convert:
+        return len(data)
     total = 0
     try:
         for _, fields in scan_fields(data):
@@ -59,8 +78,11 @@ def inspect(data, *, max_batch_bytes: int, require_keys: bool, budget) -> Inspec
     the GIL, unmapped after) within its batch's limit and what ``budget``
     (``take(n)``, ``left``, ``scratch``) has left for the request, which
     it is charged.
-    Never raises: the refusal is the result's ``error``."""
+    Never raises: the refusal is the result's ``error``. A ``Convert``
+    part is converted first (its result is what is checked and stored)."""
     try:
+        if data.__class__ is Convert:
+            data = data.convert()
         _check_all(split_batches(data), max_batch_bytes, require_keys, budget)
     except LogbrokerError as exc:
         return Inspected(data, exc, require_keys)
@@ -82,6 +104,8 @@ def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
     decompressed within ``DECOMPRESSION_FACTOR`` x ``max_batch_bytes``,
     at most ``compression.READ_LIMIT``), unless ``check_records`` is false
     (a follower copying its leader's bytes: header and CRC only)."""
+    if batches.__class__ is Convert:
+        batches = batches.convert()
     if batches.__class__ is Inspected:
         if batches.error is not None:
             raise batches.error
