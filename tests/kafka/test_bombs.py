@@ -9,6 +9,7 @@ compressed batches still land, in the order sent."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pytest
 
@@ -128,4 +129,39 @@ def test_a_legacy_message_set_is_up_converted_off_the_loop(tmp_path):
         assert (part.error_code, part.base_offset) == (0, 0)
         rtts = sorted(pinger.rtts)
         assert len(rtts) >= 20 and pinger.p99() < 0.1 and rtts[-1] < 0.5, \
+            (len(rtts), pinger.p99(), rtts[-1])
+
+
+def test_a_search_by_time_decodes_a_bounded_batch(tmp_path):
+    """ListOffsets by time on a stored batch of 200,000 tiny records (zstd,
+    2 MB inflated: within the produce budget): the search runs off the
+    loop and decodes no batch of more than 10,000 records, so it lands on
+    the batch's first offset at once; the other client's round trips stay
+    short (decoded on the loop, it stalled them ~0.5 s per search)."""
+    tiny = build_batch([KafkaRecord(i, 0, None, None) for i in range(200_000)],
+                       base_timestamp=5_000, compression=ZSTD)
+    with kafka_broker(tmp_path / "data") as (_b, addr), \
+            contextlib.closing(Raw(addr)) as ping, contextlib.closing(Raw(addr)) as raw:
+        raw.sock.settimeout(60)
+        _produce(raw, 1, "tiny", build_batch([KafkaRecord(0, 0, None, b"a")], base_timestamp=1_000))
+        assert _answer(raw).base_offset == 0
+        _produce(raw, 2, "tiny", tiny)
+        assert _answer(raw).base_offset == 1
+
+        def round_trip():
+            ping.sock.sendall(ping.send(18, 2, 7, {}))
+            ping.recv(18, 2)
+
+        round_trip()
+        found, deadline = [], time.monotonic() + 1.0
+        with Pinger(round_trip, every=0.002) as pinger:
+            for cid in range(3, 300):  # searches for a second (bounded by count too)
+                raw.sock.sendall(raw.send(2, 1, cid, {"replica_id": -1, "topics": [
+                    {"name": "tiny", "partitions": [{"partition_index": 0, "timestamp": 5_000}]}]}))
+                found.append(raw.recv(2, 1)[1].topics[0].partitions[0])
+                if time.monotonic() > deadline:
+                    break
+        assert {(p.error_code, p.offset) for p in found} == {(0, 1)}
+        rtts = sorted(pinger.rtts)
+        assert len(rtts) >= 10 and pinger.p99() < 0.1 and rtts[-1] < 0.5, \
             (len(rtts), pinger.p99(), rtts[-1])

@@ -193,13 +193,22 @@ class Inflation:
         wait = credit.wait_s(loop.time())
         if wait > 0:
             await asyncio.sleep(wait)
+        pool = self._thread()
+        budget = Budget(self.per_request, self._thread_scratch)
+        payload = list(msg.payload)
+        results = await loop.run_in_executor(pool, _inspect_all, job, payload, budget)
+        return self._done(conn, msg, job, payload, results, budget, credit)
+
+    async def run(self, fn, *args):
+        """``fn(*args)`` in the inflation thread (``Services.offload``: work
+        that decodes stored records, such as a search by time)."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread(), fn, *args)
+
+    def _thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="logbroker-inflate")
             self._thread_scratch = bytearray(THREAD_SCRATCH_BYTES)
-        budget = Budget(self.per_request, self._thread_scratch)
-        payload = list(msg.payload)
-        results = await loop.run_in_executor(self._pool, _inspect_all, job, payload, budget)
-        return self._done(conn, msg, job, payload, results, budget, credit)
+        return self._pool
 
     def _credit(self, conn) -> Credit:
         if conn.inflation is None:

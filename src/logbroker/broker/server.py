@@ -88,6 +88,7 @@ class Broker:
         self.inflation = Inflation(self.store, config.max_inflated_bytes_per_request,
                                    config.inflation_bytes_per_s_per_connection)
         self.pipeline = Pipeline(self.services, self.quotas, self.inflation)
+        self.services.offload = self.inflation.run
         self.coordinator.start()
         self.metrics = None
         if config.metrics_port is not None:  # docs/metrics.md
