@@ -10,11 +10,10 @@ import urllib.request
 
 import pytest
 from tests.support.fixtures import BrokerProcess, invoke_cli, invoked_ok
-from tests.support.kafka_raw import WAIT, Raw, kread
+from tests.support.kafka_raw import WAIT, Raw, kafka_and_metrics, kread
 from scramp import ScramClient
 
 from logbroker import Admin
-from logbroker.cli.serve import KAFKA_READY
 from logbroker.client.admin.results import Acl
 
 kafka = pytest.importorskip("kafka")
@@ -33,9 +32,7 @@ def kb(tmp_path_factory):
     b = BrokerProcess(data, "--auth-required", "--kafka-port", "0", "--metrics-port", "0",
                       config={"super_users": ["User:admin"]}).start()
     try:
-        lines = [b.proc.stdout.readline().strip() for _ in range(2)]
-        b.metrics_url = next(x for x in lines if not x.startswith(KAFKA_READY)).split()[-1]
-        b.kafka = next(x for x in lines if x.startswith(KAFKA_READY))[len(KAFKA_READY):]
+        kafka_and_metrics(b)
         invoked_ok(invoke_cli(["users", "add", "admin", "--user-password-stdin"],
                               stdin=ADMIN_PW + "\n", bootstrap=b.bootstrap))
         with admin_of(b) as admin:
@@ -218,3 +215,40 @@ def test_sasl_handshake_v0_takes_raw_tokens(kb):
         assert [t.name for t in raw.recv(METADATA, 1)[1].topics] == ["kt"]
     finally:
         raw.close()
+
+
+def test_every_topic_answers_keep_to_what_the_principal_may_describe(kb):
+    """A group alice may read and describe holds offsets of ``kt`` and of
+    ``secret``: an OffsetFetch of every topic (null topics), on both
+    listeners, and DescribeGroups' offset rows name ``kt`` only (Kafka
+    filters the all-topics OffsetFetch by describe on each topic), and the
+    all-topics Metadata leaves ``secret`` out too. A super user sees both."""
+    from kafka import KafkaAdminClient
+
+    both = {("kt", 0): 3, ("secret", 0): 7}
+    with admin_of(kb) as admin:
+        admin.commit_offsets("g-all", both)
+        admin.create_acls([Acl("User:alice", "group", "g-all", "literal", op)
+                           for op in ("read", "describe")])
+        assert set(admin.fetch_offsets("g-all")) == set(both)
+    with Admin(kb.bootstrap, username="alice", password=ALICE_PW) as alice:
+        got = alice.fetch_offsets("g-all")
+        assert {tp: o.offset for tp, o in got.items()} == {("kt", 0): 3}
+        rows = alice.describe_groups(["g-all"])["g-all"].partitions
+        assert [(r.topic, r.partition, r.committed) for r in rows] == [("kt", 0, 3)]
+        assert alice.fetch_offsets("g-all", [("kt", 0)])[("kt", 0)].offset == 3
+    client = KafkaAdminClient(bootstrap_servers=kb.kafka, request_timeout_ms=WAIT * 1000,
+                              **sasl("alice", ALICE_PW))
+    try:
+        got = client.list_group_offsets({"g-all": None})["g-all"]  # OffsetFetch, topics null
+        assert {(tp.topic, tp.partition): o.offset for tp, o in got.items()} == {("kt", 0): 3}
+        assert "secret" not in client.list_topics() and "kt" in client.list_topics()
+    finally:
+        client.close()
+    client = KafkaAdminClient(bootstrap_servers=kb.kafka, request_timeout_ms=WAIT * 1000,
+                              **sasl("admin", ADMIN_PW))
+    try:
+        got = client.list_group_offsets({"g-all": None})["g-all"]
+        assert {(tp.topic, tp.partition): o.offset for tp, o in got.items()} == both
+    finally:
+        client.close()

@@ -160,3 +160,37 @@ def test_etcd_stores_bootstrap_once_and_see_their_writes(etcd):
             for c in clients:
                 await c.close()
     asyncio.run(main())
+
+
+def test_etcd_deletes_racing_through_two_brokers_keep_a_super_user(etcd):
+    """Two brokers each delete one of the two super users at once: one
+    delete is refused (the user that was to remain is gone), one super
+    user is left, and the bootstrap rule stays closed for a fresh mirror."""
+    from logbroker.cluster.access_store import EtcdUserStore
+    from logbroker.cluster.etcd import Etcd
+    from logbroker.errors import InvalidRequestError
+
+    async def main():
+        clients = [Etcd(etcd.url), Etcd(etcd.url)]
+        views = [AccessView(KEYS), AccessView(KEYS)]
+        users = [EtcdUserStore(c, KEYS, v) for c, v in zip(clients, views)]
+        supers = frozenset({"admin", "root"})
+        try:
+            assert await users[0].put("admin", ALICE, first=True) is True
+            assert await users[0].put("root", BOB) is True
+            items, revision = await clients[1].load(KEYS.root)
+            views[1].reset(items, revision)  # both brokers see both super users
+            got = await asyncio.gather(users[0].delete("admin", supers),
+                                       users[1].delete("root", supers), return_exceptions=True)
+            assert sorted(type(g).__name__ for g in got) == ["InvalidRequestError", "bool"], got
+            refused = next(g for g in got if isinstance(g, InvalidRequestError))
+            assert "was deleted meanwhile; retry" in refused.message
+            items, revision = await clients[1].load(KEYS.root)
+            fresh = AccessView(KEYS)
+            fresh.reset(items, revision)
+            assert len(fresh.users) == 1 and fresh.users_existed
+            assert not EtcdUserStore(clients[1], KEYS, fresh).bootstrap_open()
+        finally:
+            for c in clients:
+                await c.close()
+    asyncio.run(main())

@@ -235,8 +235,10 @@ OPEN: list["RawConn"] = []  # closed by the close_raw_conns fixture in conftest.
 
 
 class RawConn:
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 10.0, source: "str | None" = None) -> None:
+        """``source``: the local address to connect from (another loopback one, 127.0.0.2)."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         OPEN.append(self)
         self.reader = FrameReader()
         self.cid = 0

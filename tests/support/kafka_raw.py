@@ -42,9 +42,11 @@ def read_back(bootstrap: str, topic: str, n: int) -> list:
 class Raw:
     """A Kafka connection speaking frames through our codec."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, source: "str | None" = None) -> None:
+        """``source``: the local address to connect from (another loopback one, 127.0.0.2)."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=WAIT)
+        self.sock = socket.create_connection((host, int(port)), timeout=WAIT,
+                                             source_address=(source, 0) if source else None)
         self.reader = KafkaFrameReader(trusted=True)
         self.sent: dict = {}
 
@@ -105,6 +107,16 @@ def kafka_address(b) -> str:
     line = b.proc.stdout.readline()
     assert line.startswith(KAFKA_READY), line
     return line[len(KAFKA_READY):].strip()
+
+
+def kafka_and_metrics(b) -> None:
+    """Set ``b.kafka`` (its Kafka "HOST:PORT") and ``b.metrics_url`` of a
+    started broker process with both, from their ready lines (either order)."""
+    from logbroker.cli.serve import KAFKA_READY
+
+    lines = [b.proc.stdout.readline().strip() for _ in range(2)]
+    b.metrics_url = next(x for x in lines if not x.startswith(KAFKA_READY)).split()[-1]
+    b.kafka = next(x for x in lines if x.startswith(KAFKA_READY))[len(KAFKA_READY):]
 
 
 def batch_codecs(bootstrap: str, topic: str) -> set:

@@ -7,15 +7,17 @@ alter (describe, for the listings) the cluster — a super user's when
 rule: a connection from a loopback address while no user exists
 (``Session.may_administer``). A change is answered once the store has it
 (LMDB: at once; etcd: once etcd has it). The bootstrap rule's write is
-conditional in the store (no user may exist by then), so of two racing
-first users the second is refused, on one broker or across a cluster.
+conditional in the store (no user may exist, or ever have existed, by
+then), so of two racing first users the second is refused, on one broker
+or across a cluster; and the store refuses to delete the last user or the
+last super user (INVALID_REQUEST), so the rule never has to reopen.
 """
 
 from __future__ import annotations
 
 import logging
 
-from ..errors import ResourceNotFoundError
+from ..errors import ClusterAuthorizationFailedError, InvalidRequestError, ResourceNotFoundError
 from ..protocol import messages as m
 from ..protocol.auth_messages import check_user_name
 from ..security.acl import AclBinding
@@ -36,11 +38,15 @@ def list_users(svc, req: m.ListUsers, session) -> m.ListUsersResponse:
 
 async def create_user(svc, req: m.CreateUser, session) -> m.CreateUserResponse:
     users = svc.auth.users
-    first = session.may_administer("alter", users)
-    check_user_name(req.name)
-    cred = Credentials(req.mechanism, req.salt, req.stored_key, req.server_key,
-                       req.iterations).check()
-    created = await users.put(req.name, cred, first=first)
+    try:
+        first = session.may_administer("alter", users)
+        check_user_name(req.name)
+        cred = Credentials(req.mechanism, req.salt, req.stored_key, req.server_key,
+                           req.iterations).check()
+        created = await users.put(req.name, cred, first=first)
+    except ClusterAuthorizationFailedError as exc:  # the bootstrap rule is closed, or ACLs
+        log.info("%s may not create user %r: %s", _who(session), req.name[:60], exc.message)
+        raise
     log.info("%s %s user %r", _who(session), "created" if created else "changed the password of",
              req.name)
     return m.CreateUserResponse(created=created)
@@ -50,7 +56,12 @@ async def delete_user(svc, req: m.DeleteUser, session) -> m.DeleteUserResponse:
     users = svc.auth.users
     session.may_administer("alter", users)
     check_user_name(req.name)
-    if not await users.delete(req.name):
+    try:
+        gone = await users.delete(req.name, svc.auth.super_user_names)
+    except InvalidRequestError as exc:  # the last user or super user stays
+        log.info("%s: %s", _who(session), exc.message)
+        raise
+    if not gone:
         raise ResourceNotFoundError(f"no user {req.name!r}")
     log.info("%s deleted user %r", _who(session), req.name)
     return m.DeleteUserResponse()

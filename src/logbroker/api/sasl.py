@@ -16,4 +16,4 @@ def handshake(svc, req: m.SaslHandshake, session) -> m.SaslHandshakeResponse:
 
 
 def authenticate(svc, req: m.SaslAuthenticate, session) -> m.SaslAuthenticateResponse:
-    return session.step(req)
+    return session.step(req, asyncio.get_running_loop().time())

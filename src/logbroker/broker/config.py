@@ -122,6 +122,9 @@ class BrokerConfig:
     # compressed produce, inflated off the loop (docs/security.md, "Compression bombs")
     max_inflated_bytes_per_request: int = 64 << 20  # a request's compressed batches, inflated, in all
     inflation_bytes_per_s_per_connection: int = 128 << 20  # a connection's credit (burst: the above)
+    # password guessing (docs/security.md, "Password guessing"): security/auth_throttle.py
+    auth_failures_per_s_per_ip: int = 10  # failed SCRAM exchanges a second per address; 0: none
+    auth_failures_per_s_per_user: int = 30  # per user name (its known addresses exempt); 0: none
     # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
     kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
     kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port
@@ -243,7 +246,8 @@ def _check_limits(cfg: BrokerConfig) -> None:
     become sorted tuples (the config stays hashable): overrides
     ``(("IP", limit), ...)`` with IPs in canonical form, quotas
     ``(("User:NAME", produce | None, fetch | None), ...)``."""
-    for name in ("max_connections_per_ip", "quota_produce_bytes_per_s", "quota_fetch_bytes_per_s"):
+    for name in ("max_connections_per_ip", "quota_produce_bytes_per_s", "quota_fetch_bytes_per_s",
+                 "auth_failures_per_s_per_ip", "auth_failures_per_s_per_user"):
         _count(getattr(cfg, name), name, 1 if name == "max_connections_per_ip" else 0)
     rows = _table(cfg.max_connections_per_ip_overrides, "max_connections_per_ip_overrides")
     overrides = {}

@@ -1,5 +1,6 @@
 """AccessView: this broker's mirror of the cluster's users and ACL bindings
-in etcd (``users/`` and ``acls/`` under the cluster's root, state.py), so
+in etcd (``users/`` and ``acls/`` under the cluster's root, and whether
+``users_existed`` is set: state.py), so
 that authentication and every authorization check read memory, never etcd.
 
 Pure: no I/O. The node feeds it from its one watch of the cluster's keys
@@ -50,19 +51,25 @@ class AccessView:
         self.keys = keys
         self.on_acls = on_acls
         self.users: dict[str, Credentials] = {}
+        self.users_existed = False  # the key users_existed is set (the bootstrap rule closed)
         self.acls: dict[str, AclBinding] = {}  # etcd key -> binding
         self._revisions: dict[str, int] = {}  # key -> revision of what we hold, or of its deletion
 
     def owns(self, key: str) -> bool:
-        return key.startswith(self.keys.users) or key.startswith(self.keys.acls)
+        return (key.startswith(self.keys.users) or key.startswith(self.keys.acls)
+                or key == self.keys.users_existed)
 
     def reset(self, items: "list[Item]", revision: int) -> None:
         """Replace everything with a full load taken at ``revision`` (items of
         other keys are skipped); what this view holds newer than the load
         (our own writes since) stays."""
         newer = {k: r for k, r in self._revisions.items() if r > revision}
-        kept = {k: (self.users.get(k[len(self.keys.users):]), self.acls.get(k)) for k in newer}
+        users = self.keys.users
+        kept = {k: (self.users.get(k[len(users):]) if k.startswith(users) else None,
+                    self.acls.get(k)) for k in newer}
+        existed = self.users_existed and self.keys.users_existed in newer
         self.users, self.acls, self._revisions = {}, {}, {}
+        self.users_existed = existed
         for it in items:
             if self.owns(it.key) and it.key not in newer:
                 self._set(it.key, it.value, it.version)
@@ -94,7 +101,9 @@ class AccessView:
         if not self.owns(key) or revision < self._revisions.get(key, 0):
             return False
         try:
-            if key.startswith(self.keys.users):
+            if key == self.keys.users_existed:
+                self.users_existed = value is not None
+            elif key.startswith(self.keys.users):
                 name = key[len(self.keys.users):]
                 if value is None:
                     self.users.pop(name, None)

@@ -135,14 +135,18 @@ class Etcd:
         return bool(ok)
 
     async def write(self, ops: "list[tuple[str, bytes | None]]", *,
-                    only_if_empty: "str | None" = None) -> Written:
+                    only_if_empty: "str | None" = None, absent: tuple = (),
+                    present: tuple = ()) -> Written:
         """Apply ``ops`` (key, value; None = delete) in one transaction, in
-        order; with ``only_if_empty``, only if no key under that prefix exists."""
+        order; with ``only_if_empty``, only if no key under that prefix
+        exists; only if no key of ``absent`` and every key of ``present`` exists."""
         t = self._client.transactions
         compare = []
         if only_if_empty is not None:
             start = only_if_empty.encode()
             compare = [t.version(start, self._aetcd.utils.prefix_range_end(start)) == 0]
+        compare += [t.version(k.encode()) == 0 for k in absent]
+        compare += [t.version(k.encode()) > 0 for k in present]
         reqs = [t.delete(k.encode()) if v is None else t.put(k.encode(), v, prev_kv=True)
                 for k, v in ops]
         ok, replies = await self._call(self._client.transaction(compare=compare, success=reqs,

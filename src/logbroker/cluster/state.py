@@ -10,6 +10,7 @@ Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
     offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
     producer_ids              {next}: the next free block of idempotent producer ids
     users/<name>              {mechanism, salt, stored_key, server_key, iterations}
+    users_existed             b"1" once any user was created: the bootstrap rule is closed for good
     acls/<type>/<pattern>/<name>/<principal>/<operation>/<permission>
                               [the six fields]: one ACL binding (fields %-quoted in the key)
 
@@ -103,6 +104,7 @@ class Keys:
         self.offsets = self.root + "offsets/"
         self.producer_ids = self.root + "producer_ids"
         self.users = self.root + "users/"
+        self.users_existed = self.root + "users_existed"  # never deleted (auth_store.py)
         self.acls = self.root + "acls/"
 
     def user(self, name: str) -> str:

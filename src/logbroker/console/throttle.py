@@ -16,9 +16,10 @@ Loop-only (not thread-safe); ``clock`` (monotonic seconds) is injectable.
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections import OrderedDict
+
+from ..security.auth_throttle import key_of
 
 MAX_FAILURES = 5
 WINDOW_S = 60.0
@@ -70,18 +71,3 @@ class LoginThrottle:
             del self._windows[key]
         while len(self._windows) >= self.capacity:
             self._windows.popitem(last=False)  # windows are opened in time order: the oldest
-
-
-def key_of(ip: "str | None") -> str:
-    """The address the throttle counts: IPv4 as is, IPv6 by its /64."""
-    if not ip:
-        return "?"
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return ip[:64]
-    if addr.version == 4:
-        return str(addr)
-    if addr.ipv4_mapped is not None:
-        return str(addr.ipv4_mapped)
-    return str(ipaddress.ip_network(f"{addr}/64", strict=False))

@@ -85,11 +85,14 @@ class BrokerCollector:
         auth = CounterMetricFamily("logbroker_auth_failures", "Connections or requests refused "
                                    "because authentication failed.")
         auth.add_metric([], self.metrics.auth_failures)
+        throttled = CounterMetricFamily("logbroker_auth_throttled", "Authentication attempts "
+                                        "refused by the password-guessing throttle.")
+        throttled.add_metric([], self.metrics.auth_throttles)
         denials = CounterMetricFamily("logbroker_authorization_denials", "Requests refused "
                                       "because no ACL allowed them, by kind.", labels=("request",))
         for kind, count in sorted(dict(self.metrics.authz_denials).items()):
             denials.add_metric([kind], count)
-        out += [errors, auth, denials, *_limit_families(self.broker)]
+        out += [errors, auth, throttled, denials, *_limit_families(self.broker)]
         return out
 
     # -- hot-path counters ---------------------------------------------------------------------

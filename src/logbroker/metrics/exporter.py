@@ -40,6 +40,7 @@ class BrokerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests, self.traffic, self.commit = RequestStats(), TrafficStats(), CommitStats()
         self.auth_failures = 0  # logbroker_auth_failures_total: see auth_failed()
+        self.auth_throttles = 0  # logbroker_auth_throttled_total: see auth_throttled()
         self.authz_denials: dict[str, int] = {}  # request kind -> denials: see authz_denied()
         self._server = None
         self._thread: "threading.Thread | None" = None
@@ -54,6 +55,11 @@ class BrokerMetrics:
         refused); authentication calls it once it lands (docs/security.md).
         Any thread."""
         self.auth_failures += 1
+
+    def auth_throttled(self) -> None:
+        """Count one authentication attempt refused by the password-guessing
+        throttle (security/auth_throttle.py). The broker's loop."""
+        self.auth_throttles += 1
 
     def authz_denied(self, kind: "type | str") -> None:
         """Count one request of class ``kind`` (or named ``kind``: "Console"

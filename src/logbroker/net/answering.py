@@ -39,6 +39,7 @@ from ..protocol import messages as m
 from ..storage.results import FileSlice
 from ..security.auth import Session
 from ..security.quotas import principal_of
+from .refusals import log_refusals
 from .sendfile import read_slices, sendfile
 
 MAX_PENDING = 64  # requests unanswered before reading pauses
@@ -48,6 +49,12 @@ def _auth_failed(broker) -> None:
     """A session's failed authentication, counted (metrics)."""
     if broker.metrics is not None:
         broker.metrics.auth_failed()
+
+
+def _throttled(broker) -> None:
+    """A session's attempt refused by the password-guessing throttle, counted (metrics)."""
+    if broker.metrics is not None:
+        broker.metrics.auth_throttled()
 
 
 def _denied(broker, kind: type) -> None:
@@ -96,7 +103,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         # the session's callbacks hold the broker, not this connection: no
         # reference cycle, so a closed connection is freed at once, not by a GC pass
         self.session = Session(broker.services.auth, "?", partial(_auth_failed, broker),
-                               partial(_denied, broker))
+                               partial(_denied, broker), partial(_throttled, broker))
         self.ip: "str | None" = None  # the peer's address while counted (registry)
         self.muted: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
         self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)
@@ -326,6 +333,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         if self.writer is not None or self.transport is None:
             return
         pending, transport = self.pending, self.transport
+        debug = self.log.isEnabledFor(logging.DEBUG)
         try:
             while pending:
                 a = pending[0]
@@ -342,6 +350,8 @@ class AnsweringConnection(asyncio.BufferedProtocol):
                 self.inflight_bytes -= a.size
                 if a.throttle:
                     a.response = self._throttled(a.response, a.throttle)
+                if debug:
+                    log_refusals(self.log, self, a.response)
                 buffers = self._encode(a)
                 if buffers is False:
                     return

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 
 from .answering import Answer, AnsweringConnection
+from .refusals import log_listener_refusal
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..kafka.api_versions import unsupported_version_reply
@@ -97,6 +98,8 @@ class KafkaConnection(AnsweringConnection):
         answer.frame = frame  # records are views of the frame: kept until answered
         if plan.request is None:
             answer.response = _ANSWERED_NONE
+            if self.log.isEnabledFor(logging.DEBUG):
+                log_listener_refusal(self.log, self, header, plan.answer(None))
             return answer
         # the broker's one pipeline (api/pipeline.py), with Kafka's listing rule
         self.broker.pipeline.start(self, answer, plan.request, loop, tasks_ok, narrow=True)
@@ -110,7 +113,8 @@ class KafkaConnection(AnsweringConnection):
         no header, answered the same way; a failure closes the connection
         unanswered (the v0 wire has no error field)."""
         try:
-            response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)))
+            response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)),
+                                         loop.time())
         except LogbrokerError as exc:
             self.session.fail(exc.message)
             self.raw_sasl = False

@@ -16,6 +16,8 @@ A create on a topic is also allowed by create on the cluster (Kafka's rule).
 them when their rule is denied (the Kafka listener asks for it: Kafka's
 ListGroups lists every group with describe on the cluster, else the groups
 the principal may describe); our listener refuses them (docs/security.md).
+``FILTERED``: requests allowed whole whose answer is then narrowed to the
+topics the principal may describe (``keep_topics``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ PER_PART: dict[type, Callable] = {
 }
 # request class -> (operation, resource type) each name of its answer needs, when narrowed
 NARROWED: dict[type, tuple] = {m.ListGroups: ("describe", GROUP)}
+# requests whose allowed answer may name topics the request did not (a FetchOffsets of every
+# topic, parts None; DescribeGroups' committed offsets): answered with those the principal
+# may describe (Kafka's OffsetFetch rule), whatever its rights on the group
+FILTERED = frozenset({m.FetchOffsets, m.DescribeGroups})
 ERRORS = {TOPIC: TopicAuthorizationFailedError, GROUP: GroupAuthorizationFailedError,
           CLUSTER: ClusterAuthorizationFailedError}
 
@@ -153,17 +159,41 @@ class Partial:
 
 
 class Narrowed:
-    """A listing served although its rule was denied (``NARROWED``):
-    ``request`` is dispatched as it is; ``answer(dispatched)`` keeps of its
-    answer's ``groups`` those ``keep(name)`` allows (an error stays as is)."""
+    """A request served with its answer filtered: ``request`` is dispatched
+    as it is; ``answer(dispatched)`` is its answer edited by ``edit`` (an
+    error stays as is). ``keep_groups``: a listing served although its rule
+    was denied (``NARROWED``); ``keep_topics``: an answer naming topics the
+    request did not (``FILTERED``), kept to those the principal may describe."""
 
-    __slots__ = ("request", "keep")
+    __slots__ = ("request", "edit")
 
-    def __init__(self, msg: m.Message, keep: Callable) -> None:
-        self.request, self.keep = msg, keep
+    def __init__(self, msg: m.Message, edit: Callable) -> None:
+        self.request, self.edit = msg, edit
 
     async def answer(self, dispatched):
         out = await dispatched
         if not isinstance(out, m.Response) or out.error:
             return out
-        return dataclasses.replace(out, groups=tuple(g for g in out.groups if self.keep(g)))
+        return self.edit(out)
+
+
+def keep_groups(msg: m.Message, keep: Callable) -> Narrowed:
+    """``msg`` (a ListGroups) answered with the groups ``keep(name)`` allows."""
+    return Narrowed(msg, lambda out: dataclasses.replace(
+        out, groups=tuple(g for g in out.groups if keep(g))))
+
+
+def keep_topics(msg: m.Message, keep: Callable, dropped: Callable) -> Narrowed:
+    """``msg`` (``FILTERED``) answered with the entries of topics ``keep(topic)``
+    allows: a FetchOffsets' committed offsets, each DescribeGroups group's
+    offset rows. ``dropped(topics)`` is told what was left out (a log line)."""
+    def parts(entries: tuple) -> tuple:
+        kept = tuple(e for e in entries if keep(e.topic))
+        if len(kept) != len(entries):
+            dropped(sorted({e.topic for e in entries} - {e.topic for e in kept}))
+        return kept
+
+    if msg.__class__ is m.DescribeGroups:
+        return Narrowed(msg, lambda out: dataclasses.replace(out, groups=tuple(
+            g._replace(parts=parts(g.parts)) for g in out.groups)))
+    return Narrowed(msg, lambda out: dataclasses.replace(out, parts=parts(out.parts)))

@@ -13,6 +13,11 @@ A connection starts anonymous.
   handshake (``expired``). Each exchange has a fresh server nonce
   (scramp's, from ``secrets``), so a client-final replayed on another
   connection fails.
+- Password guessing is throttled (auth_throttle.py): per client address
+  and per user name, an attempt over its limit is refused before its
+  client-first message is looked at or its proof checked
+  (SASL_AUTHENTICATION_FAILED naming the limit; the connection closes),
+  counted by ``throttled()``.
 - An unknown user gets made-up credentials (a salt stable per name) and
   fails at the proof, as a wrong password does: the answer does not tell
   which names exist. The broker log does.
@@ -23,7 +28,8 @@ A connection starts anonymous.
 - User and ACL administration (api/access.py) call ``may_administer``:
   with ``auth_required`` an authenticated connection allowed to alter (or
   describe) the cluster, or — the bootstrap rule, for users only — a
-  connection from a loopback address while no user exists.
+  connection from a loopback address while no user exists or ever
+  existed (the stores remember it, durably: auth_store.py).
 - Where users and ACLs live: the metadata's stores (a single node's LMDB,
   auth_store.py and acl_store.py; or etcd, read from the broker's mirror,
   cluster/access_store.py); ``BrokerAuth`` takes them from
@@ -36,7 +42,8 @@ A connection starts anonymous.
   TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, 29/30/31, naming the operation
   and the resource; counted, ``denied(cls)``), a Metadata or
   DescribeTopics of every topic narrowed to the topics the principal may
-  describe, a ``Partial`` (some topics of a Produce, Fetch or ListOffsets
+  describe, a FetchOffsets of every topic or a DescribeGroups answered
+  with the topics it may describe only (``Narrowed``), a ``Partial`` (some topics of a Produce, Fetch or ListOffsets
   denied: the other parts are served, the denied ones get 29) or, asked
   to (``narrow=True``: the Kafka listener), a ``Narrowed`` ListGroups
   (served, its answer keeping the groups the principal may describe:
@@ -44,7 +51,8 @@ A connection starts anonymous.
 
 Metrics: each failed authentication calls the session's ``failed()``
 (the connection's: ``broker.metrics.auth_failed()`` with metrics on),
-each authorization denial its ``denied(request class)``.
+each throttled attempt ``throttled()`` instead, each authorization denial
+its ``denied(request class)``.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ import ipaddress
 import dataclasses
 import logging
 import secrets
+import time
 
 from scramp import ScramException, ScramMechanism
 
@@ -64,7 +73,9 @@ from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, Lo
 from ..protocol import messages as m
 from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS
 from .acl import CLUSTER, CLUSTER_NAME, TOPIC, Authorizer
-from .acl_rules import ERRORS, LISTING, NARROWED, PER_PART, RULES, Narrowed, Partial
+from .acl_rules import (ERRORS, FILTERED, LISTING, NARROWED, PER_PART, RULES, Partial,
+                        keep_groups, keep_topics)
+from .auth_throttle import AuthThrottle
 from ..limits import listed
 
 log = logging.getLogger("logbroker.auth")
@@ -96,12 +107,17 @@ class BrokerAuth:
         self.required = config.auth_required
         self.super_users = frozenset(config.super_users)
         self.enforcing = self.required and bool(self.super_users)  # ACLs checked
+        # the super users' names (users whose last one may not be deleted: auth_store.keeper)
+        self.super_user_names = frozenset(p[5:] for p in self.super_users
+                                          if p.startswith("User:") and p != "User:*")
         self.topics = topics
         self.users, self.acls = stores(self.reload_acls)
         self.authorizer = Authorizer((), self.super_users)
         self.reload_acls()
         self.mechanism = ScramMechanism(MECHANISM)
         self._secret = secrets.token_bytes(32)
+        self.throttle = AuthThrottle(config.auth_failures_per_s_per_ip,
+                                     config.auth_failures_per_s_per_user)
 
     def credentials(self, name: str) -> tuple:
         """``scramp``'s auth_fn: the user's (salt, stored key, server key,
@@ -136,14 +152,17 @@ class BrokerAuth:
 class Session:
     """One connection's authentication state (module docstring)."""
 
-    __slots__ = ("auth", "peer", "failed", "denied", "loopback", "principal", "gated",
-                 "state", "server", "user", "deadline")
+    __slots__ = ("auth", "peer", "ip", "failed", "denied", "throttled", "loopback", "principal",
+                 "gated", "state", "server", "user", "deadline", "refused")
 
-    def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None) -> None:
+    def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None, throttled=None) -> None:
         """``failed()``: called once per failed authentication, ``denied(cls)``
-        once per request refused by authorization (metrics)."""
+        once per request refused by authorization, ``throttled()`` once per
+        attempt refused by the guessing throttle (metrics)."""
         self.auth, self.failed = auth, failed
         self.denied = denied or (lambda cls: None)
+        self.throttled = throttled or (lambda: None)
+        self.refused = False  # the exchange was refused by the throttle (not a failure)
         self.set_peer(peer)
         self.principal = ""  # "User:NAME" once authenticated
         self.gated = auth.required  # anonymous requests are refused
@@ -155,7 +174,8 @@ class Session:
     def set_peer(self, peer: str) -> None:
         """``HOST:PORT`` of the other end ("?" while unknown: not loopback)."""
         self.peer = peer
-        self.loopback = _is_loopback(peer.rpartition(":")[0])
+        self.ip = peer.rpartition(":")[0].strip("[]")
+        self.loopback = _is_loopback(self.ip)
 
     def refuse_anonymous(self, msg: m.Message):
         """The answer to an unauthenticated connection's request when the
@@ -191,35 +211,65 @@ class Session:
         self.deadline = now + self.auth.config.frame_timeout_ms / 1000
         return m.SaslHandshakeResponse(mechanisms=MECHANISMS)
 
-    def step(self, msg: m.SaslAuthenticate) -> m.SaslAuthenticateResponse:
+    def step(self, msg: m.SaslAuthenticate,
+             now: "float | None" = None) -> m.SaslAuthenticateResponse:
         """A SCRAM step: server-first, then server-final with the principal
-        (an error closes the connection)."""
+        (an error closes the connection). Each step first asks the guessing
+        throttle (``now``: the loop's time, by default time.monotonic, which
+        it is); a wrong proof counts against it."""
         if self.state not in (_HANDSHAKEN, _FIRST):
             raise IllegalSaslStateError("SaslAuthenticate " + (
                 "before SaslHandshake" if self.state == _NEW else "after the exchange ended"))
+        throttle = self.auth.throttle
+        now = time.monotonic() if now is None else now  # the loop's clock
         try:
             text = msg.auth_bytes.decode("utf-8")
             if self.state == _HANDSHAKEN:
+                user = _user_of(text)
+                self._check_throttle(user, now)  # before the client-first is looked at
                 self.server.set_client_first(text)
-                self.user = _user_of(text)
+                self.user = user
                 self.state = _FIRST
                 return m.SaslAuthenticateResponse(auth_bytes=self.server.get_server_first()
                                                   .encode())
-            self.server.set_client_final(text)
-            final = self.server.get_server_final().encode()
+            self._check_throttle(self.user, now)  # again: others may have failed meanwhile
+            try:
+                self.server.set_client_final(text)
+                final = self.server.get_server_final().encode()
+            except Exception:
+                throttle.failed(self.ip, self.user, now)
+                raise
         except (ScramException, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
             known = self.user and self.auth.users.get(self.user) is not None
             log.warning("authentication from %s as %r failed: %s", self.peer, self.user[:60],
                         exc if known or not self.user else "unknown user")
             raise SaslAuthenticationFailedError(FAILED) from None
+        throttle.succeeded(self.ip, self.user, now)
         self.state, self.deadline, self.server = _DONE, None, None
         self.principal, self.gated = f"User:{self.user}", False
         log.info("%s authenticated as %s", self.peer, self.principal)
         return m.SaslAuthenticateResponse(auth_bytes=final, principal=self.principal)
 
+    def _check_throttle(self, user: str, now: float) -> None:
+        """SASL_AUTHENTICATION_FAILED, naming the limit, while the guessing
+        throttle holds this address or user back (the answer is at once; the
+        caller closes the connection)."""
+        wait, which = self.auth.throttle.wait(self.ip, user, now)
+        if wait:
+            self.refused = True
+            who = f"from {self.ip or '?'}" if which == "address" else f"as {user[:60]!r}"
+            raise SaslAuthenticationFailedError(
+                f"authentication throttled: too many failed attempts {who} (at most "
+                f"{self.auth.throttle.limit_of(which):g} a second per {which}, "
+                f"auth_failures_per_s_per_{'ip' if which == 'address' else 'user'}); "
+                f"retry in {max(wait, 0.001):.3f} s")
+
     def fail(self, why: str) -> None:
         """The exchange failed (the caller closes the connection once answered)."""
         self.state, self.deadline, self.server = _DONE, None, None
+        if self.refused:  # the throttle's: counted and logged there
+            self.throttled()
+            return
         self.failed()
         log.log(logging.DEBUG if why == FAILED else logging.WARNING,
                 "authentication from %s failed: %s", self.peer, why)
@@ -228,9 +278,11 @@ class Session:
     def authorize(self, msg: m.Message, narrow: bool = False):
         """None, a denial ``(response, close)``, the request narrowed to the
         topics the principal may describe (acl_rules.LISTING), a
-        ``Partial`` (some parts denied, acl_rules.PER_PART), or with
-        ``narrow`` a ``Narrowed`` (a listing of acl_rules.NARROWED denied
-        its rule: its answer filtered instead)."""
+        ``Partial`` (some parts denied, acl_rules.PER_PART), a ``Narrowed``
+        whose answer keeps the topics the principal may describe
+        (acl_rules.FILTERED: a FetchOffsets of every topic, DescribeGroups'
+        offsets), or with ``narrow`` a ``Narrowed`` (a listing of
+        acl_rules.NARROWED denied its rule: its answer filtered instead)."""
         cls, auth, principal = msg.__class__, self.auth, self.principal
         rule = RULES.get(cls)
         if rule is None:  # acl_rules.NO_CHECK
@@ -244,7 +296,7 @@ class Session:
             if name not in denied and not auth.allows(principal, operation, resource_type, name):
                 if narrow and cls in NARROWED:  # not a denial: it lists what it may see
                     op, rtype = NARROWED[cls]
-                    return Narrowed(msg, lambda n: auth.allows(principal, op, rtype, n))
+                    return keep_groups(msg, lambda n: auth.allows(principal, op, rtype, n))
                 log.info("%s (%s) denied %s: %s on %s %r", self.peer, principal, cls.__name__,
                          operation, resource_type, name)
                 why = (f"{cls.__name__} refused: {principal} may not {operation} "
@@ -253,6 +305,11 @@ class Session:
                     return self._deny(msg, ERRORS[resource_type].code, why)
                 denied[name] = why
         if not denied:
+            if cls in FILTERED and (cls is m.DescribeGroups or msg.parts is None):
+                return keep_topics(msg, lambda t: auth.allows(principal, "describe", TOPIC, t),
+                                   lambda topics: log.debug(
+                                       "%s (%s) %s: left out topics it may not describe: %s",
+                                       self.peer, principal, cls.__name__, topics[:20]))
             return None
         code = ERRORS[TOPIC].code
         if all(part.topic in denied for part in msg.parts):
@@ -282,8 +339,8 @@ class Session:
                     f"{self.principal} may not {operation} cluster {CLUSTER_NAME!r} (not a "
                     "super user and no ACL allows it)")
             return False
-        if users is not None and self.loopback and users.empty():
-            return True  # bootstrap: the first user, from the broker's own host
+        if users is not None and self.loopback and users.bootstrap_open():
+            return True  # bootstrap: the first user ever, from the broker's own host
         what = "user" if users is not None else "ACL"
         raise ClusterAuthorizationFailedError(
             f"{what} administration needs an authenticated connection" +

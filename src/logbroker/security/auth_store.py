@@ -9,13 +9,22 @@ salted hash.
 The users' interface, the same in both backings (in cluster mode,
 cluster/access_store.py's ``EtcdUserStore`` keeps them in etcd):
 
-- ``get(name)``, ``list()``, ``empty()``: synchronous and cheap (never wait
-  for I/O beyond a short LMDB read), for the request path;
+- ``get(name)``, ``list()``, ``empty()``, ``bootstrap_open()``: synchronous
+  and cheap (never wait for I/O beyond a short LMDB read), for the request
+  path;
 - ``await put(name, cred, first=False)`` (True if the user is new) and
-  ``await delete(name)`` (False if there was none) return once the change
-  is durable and visible to ``get``. ``first``: the bootstrap rule's
-  write, refused (CLUSTER_AUTHORIZATION_FAILED) if any user exists by
-  then, atomically with the write.
+  ``await delete(name, supers=frozenset())`` (False if there was none)
+  return once the change is durable and visible to ``get``. ``first``: the
+  bootstrap rule's write, refused (CLUSTER_AUTHORIZATION_FAILED) if any
+  user exists or ever existed by then, atomically with the write.
+
+The bootstrap rule never reopens: every write also records, durably and
+atomically with it, that a user has existed (``bootstrap_open()`` is
+False from then on, even with no user left), and ``delete`` refuses
+(INVALID_REQUEST, ``keeper``) to remove the last user, or the last
+existing user named in ``supers`` (the super users' names), so users stay
+administrable. Only removing that record offline reopens the rule (a
+fresh data dir; in a cluster, the etcd key ``users_existed``).
 
 Here reads and writes are short LMDB transactions on the broker's loop,
 each write committed durably (like a topic's config); the writes never
@@ -36,6 +45,7 @@ KEY_BYTES = 32  # SHA-256
 MIN_SALT_BYTES, MAX_SALT_BYTES = 8, 64
 FIRST_USER_TAKEN = ("user administration needs an authenticated connection (another user "
                     "was created first)")
+EXISTED = b"users_existed"  # key in the meta table: a user has existed (the bootstrap rule closed)
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class UserStore:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
         self.db = meta.db("users")
+        self.flags = meta.db("meta")
 
     def get(self, name: str) -> "Credentials | None":
         with self.meta.read() as txn:
@@ -90,15 +101,27 @@ class UserStore:
         check_user_name(name)
         value = cred.check().pack()
         with self.meta.write() as txn:
-            if first and txn.stat(self.db)["entries"]:
+            if first and (txn.stat(self.db)["entries"] or txn.get(EXISTED, db=self.flags)):
                 raise ClusterAuthorizationFailedError(FIRST_USER_TAKEN)
             new = txn.get(name.encode(), db=self.db) is None
             txn.put(name.encode(), value, db=self.db)
+            txn.put(EXISTED, b"1", db=self.flags)
         return new
 
-    async def delete(self, name: str) -> bool:
-        """Forget ``name``; False if there was no such user."""
+    async def delete(self, name: str, supers: frozenset = frozenset()) -> bool:
+        """Forget ``name``; False if there was no such user; INVALID_REQUEST
+        if it is the last user or the last super user (``keeper``)."""
         with self.meta.write() as txn:
+            if txn.get(name.encode(), db=self.db) is None:
+                return False
+
+            def any_other():
+                for key in txn.cursor(db=self.db).iternext(values=False):
+                    if key != name.encode():
+                        return key.decode()
+                return None
+            keeper(name, supers, lambda n: txn.get(n.encode(), db=self.db) is not None, any_other)
+            txn.put(EXISTED, b"1", db=self.flags)
             return txn.delete(name.encode(), db=self.db)
 
     def list(self) -> list[tuple[str, str, int]]:
@@ -110,3 +133,31 @@ class UserStore:
     def empty(self) -> bool:
         with self.meta.read() as txn:
             return txn.stat(self.db)["entries"] == 0
+
+    def bootstrap_open(self) -> bool:
+        """No user exists and none ever did: the bootstrap rule applies."""
+        with self.meta.read() as txn:
+            return txn.stat(self.db)["entries"] == 0 and txn.get(EXISTED, db=self.flags) is None
+
+
+def keeper(name: str, supers: frozenset, exists, any_other) -> str:
+    """A user that remains once ``name`` (an existing user) is deleted and
+    keeps users administrable: another existing super user when ``name``
+    is one (``supers``: the super users' names; ``exists(n)``), else any
+    other user (``any_other()``, None if there is none). INVALID_REQUEST,
+    naming the rule, when there is none: the bootstrap rule never reopens,
+    so nobody could administer users again."""
+    if name in supers:
+        for other in sorted(supers - {name}):
+            if exists(other):
+                return other
+        raise InvalidRequestError(
+            f"DeleteUser refused: {name!r} is the last super user (super_users); without one "
+            "nobody could administer users and ACLs again (the bootstrap rule does not reopen): "
+            "create another super user first")
+    other = any_other()
+    if other is None:
+        raise InvalidRequestError(
+            f"DeleteUser refused: {name!r} is the last user; without one nobody could "
+            "authenticate again (the bootstrap rule does not reopen): create another user first")
+    return other
