@@ -165,3 +165,34 @@ def test_a_search_by_time_decodes_a_bounded_batch(tmp_path):
         rtts = sorted(pinger.rtts)
         assert len(rtts) >= 10 and pinger.p99() < 0.1 and rtts[-1] < 0.5, \
             (len(rtts), pinger.p99(), rtts[-1])
+
+
+def test_a_compacted_topic_walks_compressed_records_off_the_loop(tmp_path):
+    """A compacted topic's records are walked (a key on each) on append:
+    500,000 tiny keyed records in one zstd batch (400 KB) are walked in the
+    inflation thread, the other client's round trips stay short (walked on
+    the loop, they stalled them ~1 s)."""
+    from logbroker import Admin
+
+    batch = build_batch([KafkaRecord(i, 0, b"k", None) for i in range(500_000)], compression=ZSTD)
+    with kafka_broker(tmp_path / "data") as (b, addr), \
+            contextlib.closing(Raw(addr)) as ping, contextlib.closing(Raw(addr)) as raw:
+        admin = Admin(b.bootstrap)
+        try:
+            admin.create_topic("compacted", 1, {"cleanup_policy": "compact"})
+        finally:
+            admin.close()
+        raw.sock.settimeout(60)
+
+        def round_trip():
+            ping.sock.sendall(ping.send(18, 2, 7, {}))
+            ping.recv(18, 2)
+
+        round_trip()
+        with Pinger(round_trip, every=0.002) as pinger:
+            _produce(raw, 1, "compacted", batch)
+            part = _answer(raw)
+        assert (part.error_code, part.base_offset) == (0, 0)
+        rtts = sorted(pinger.rtts)
+        assert len(rtts) >= 10 and pinger.p99() < 0.1 and rtts[-1] < 0.5, \
+            (len(rtts), pinger.p99(), rtts[-1])
