@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 import zlib
+from typing import Callable
 
 import crc32c
 
@@ -86,6 +87,24 @@ class Pinger:
     def p99(self) -> float:
         s = sorted(self.rtts)
         return s[min(len(s) - 1, int(len(s) * 0.99))]
+
+    def check(self, at_least: int = 10, p99: float = 0.1, most: float = 0.5) -> None:
+        """At least ``at_least`` round trips, p99 under ``p99`` s and none
+        over ``most`` s (robust on a busy 2-core machine; a stalled loop
+        fails all three: a few round trips, each as long as the stall)."""
+        rtts = sorted(self.rtts)
+        assert len(rtts) >= at_least and self.p99() < p99 and rtts[-1] < most, \
+            (len(rtts), self.p99(), rtts[-1])
+
+
+def api_versions(raw) -> Callable[[], None]:
+    """One ApiVersions round trip on the Kafka connection ``raw``
+    (tests/support/kafka_raw.Raw), as a callable for ``Pinger``; called once."""
+    def round_trip() -> None:
+        raw.sock.sendall(raw.send(18, 2, 7, {}))
+        raw.recv(18, 2)
+    round_trip()
+    return round_trip
 
 
 def rss_peak(pid: int) -> int:
