@@ -10,8 +10,12 @@ checks it in the reading turn if it inflates to at most ``ON_LOOP_BYTES``
 (1 MiB: about 1 ms of zstd, lz4 or snappy, 3 ms of gzip; most producers'
 batches, and no thread hop for them); past that, the attempt is dropped
 and ``inspect`` checks the request in the broker's one inflation thread
-while the connection's reading is held (net/answering.py ``hold``). Either
-way the Produce handler gets each part marked ``Inspected``.
+while the connection's reading is held (net/answering.py ``hold``). A
+request whose compressed bytes promise more (x ``LIKELY_RATIO``), whose
+records a compacted topic walks, or that holds a legacy message set to
+convert (``Convert``) goes to the thread at once. Either way the Produce
+handler gets each part marked ``Inspected``. The thread also runs other
+work that decodes stored records (``run``: ListOffsets by time).
 
 Limits, from BrokerConfig:
 
