@@ -139,7 +139,7 @@ def test_a_zip_bomb_and_too_many_messages_are_refused():
     budget = Budget(60)
     up_convert(many, now_ms=NOW, limit=100, budget=budget)
     _refused(many, RecordTooLargeError, match="at most", budget=budget)  # the request's 10 left
-    # a request's partitions share 64 MiB of decompression (here 1 MiB)
+    # a request's partitions share 16 MiB of decompression (here 1 MiB)
     shared = Budget(inflated=1 << 20)
     one = _message(1, 1, None, gzip.compress(_message(1, 0, None, b"\x00" * (700 << 10))))
     up_convert(one, now_ms=NOW, limit=8 << 20, budget=shared)

@@ -13,9 +13,10 @@ from ..protocol.parts import EpochEnd, OffsetFound
 from .edge import check_partition_key
 
 
-def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
+async def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
     """Per part: the log start (EARLIEST), the high watermark (LATEST), or
-    the first offset at or after a time (-1 when none below the HW)."""
+    the first offset at or after a time (-1 when none below the HW), the
+    search off the loop (``svc.offload``: it may decode a stored batch)."""
     meta, out = svc.meta, []
     for topic, partition, spec in req.parts:
         try:
@@ -28,7 +29,8 @@ def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
             elif spec == m.LATEST:
                 out.append(OffsetFound(topic, partition, 0, "", lg.high_watermark, -1))
             else:
-                hit = lg.offset_for_timestamp(spec)
+                hit = lg.offset_for_timestamp(spec) if svc.offload is None else \
+                    await svc.offload(lg.offset_for_timestamp, spec)
                 if hit is None or hit.offset >= lg.high_watermark:
                     out.append(OffsetFound(topic, partition, 0, "", -1, -1))
                 else:

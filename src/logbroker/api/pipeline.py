@@ -21,6 +21,10 @@ through its translator's ``Plan``, api/registry.py) and calls
    connection reads nothing for that long (KIP-219); a fetch already in
    debt is answered empty at once.
 4. **Edge** (api/edge.py): the request's top-level fields checked.
+   A Produce with compressed Kafka batches (``Inflation.wanted``) is
+   inspected first: in this turn when it inflates to little, else in the
+   inflation thread, its connection's reading held meanwhile
+   (api/inflation.py: compression bombs off the loop).
 5. **The handler** of its kind (api/registry.OURS), with the services
    and the requester's session: inline handlers (Produce, the SASL steps)
    in the reading turn, the others as tasks started in the order read.
@@ -53,10 +57,12 @@ _METERED = (m.Produce, m.Fetch)  # the requests quotas apply to
 
 
 class Pipeline:
-    def __init__(self, services, quotas=None) -> None:
+    def __init__(self, services, quotas=None, inflation=None) -> None:
         """``services``: what handlers work with (api/services.py);
-        ``quotas``: the broker's Quotas, None without quotas."""
-        self.svc, self.quotas = services, quotas
+        ``quotas``: the broker's Quotas, None without quotas;
+        ``inflation``: the broker's api/inflation.Inflation (None: compressed
+        batches are checked inline, as in tests of the handlers alone)."""
+        self.svc, self.quotas, self.inflation = services, quotas, inflation
 
     def start(self, conn, answer, msg: m.Message, loop, tasks_ok: bool,
               narrow: bool = False) -> None:
@@ -96,6 +102,15 @@ class Pipeline:
                 return
         if msg.__class__ is m.Fetch:
             conn.count_reads(msg)
+        elif msg.__class__ is m.Produce and self.inflation is not None:
+            job = self.inflation.wanted(msg)  # None on the hot path: nothing to inflate
+            if job is not None:
+                checked = self.inflation.on_loop(conn, job, msg)  # small: in this turn
+                if checked is None:
+                    coro = self._inflated(conn, job, msg, session, answer)
+                    answer.waiting = conn.hold(coro if wrap is None else wrap.answer(coro))
+                    return
+                msg = checked
         entry = OURS.get(msg.__class__)
         if wrap is not None:
             answer.waiting = conn.task(wrap.answer(self.dispatch(msg, session)))
@@ -107,6 +122,17 @@ class Pipeline:
                 answer.response = out
         else:
             answer.waiting = conn.task(self.dispatch(msg, session))
+
+    async def _inflated(self, conn, job, msg: m.Produce, session, answer):
+        """Produce ``msg``'s ``job`` inspected off the loop, then the
+        handler as inline; ``conn`` reads again once it has appended."""
+        try:
+            msg = await self.inflation.inspect(conn, job, msg)
+        except Exception as exc:  # noqa: BLE001 - answered, never raised (_refusal)
+            return self._refusal(msg, session, exc, answer)
+        out = self._inline(OURS[m.Produce], msg, session, answer)
+        conn.unhold()
+        return (await out) if out.__class__ is ProduceAnswer else out
 
     def _inline(self, entry, msg: m.Message, session, answer):
         """An inline handler's answer (a response, None, CLOSE_CONNECTION or

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 class Services:
     __slots__ = ("config", "store", "meta", "commit", "notifier", "groups", "auth", "port",
-                 "requests", "traffic")
+                 "requests", "traffic", "offload")
 
     def __init__(self, *, config, store, meta, commit, notifier, groups, auth, port: int) -> None:
         """``groups``: the coordinator's GroupRequests; ``auth``: the BrokerAuth."""
@@ -21,3 +21,6 @@ class Services:
         self.port = port  # the bound port of our listener
         self.requests = None  # metrics.stats.RequestStats, set when metrics are on
         self.traffic = None  # metrics.stats.TrafficStats, set by metrics or the console
+        # ``await offload(fn, *args)``: fn run off the loop (the inflation thread,
+        # api/inflation.py); None: run in place (handlers driven without a broker)
+        self.offload = None

@@ -24,6 +24,8 @@ TOML layout (every key optional)::
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
     quota_fetch_bytes_per_s = 0
+    max_inflated_bytes_per_request = 67108864       # compressed produce (docs/security.md)
+    inflation_bytes_per_s_per_connection = 134217728
 
     [max_connections_per_ip_overrides]
     "10.0.0.7" = 4000
@@ -124,6 +126,9 @@ class BrokerConfig:
     quota_produce_bytes_per_s: int = 0  # per principal (User:NAME or User:ANONYMOUS); 0: no quota
     quota_fetch_bytes_per_s: int = 0  # per principal; 0: no quota
     quotas: tuple = ()  # per-principal overrides; TOML: [quotas."User:NAME"] produce_bytes_per_s = N
+    # compressed produce, inflated off the loop (docs/security.md, "Compression bombs")
+    max_inflated_bytes_per_request: int = 64 << 20  # a request's compressed batches, inflated, in all
+    inflation_bytes_per_s_per_connection: int = 128 << 20  # a connection's credit (burst: the above)
     # password guessing (docs/security.md, "Password guessing"): security/auth_throttle.py
     auth_failures_per_s_per_ip: int = 10  # failed SCRAM exchanges a second per address; 0: none
     auth_failures_per_s_per_user: int = 30  # per user name (its known addresses exempt); 0: none
@@ -156,7 +161,8 @@ class BrokerConfig:
                      "replica_fetch_max_bytes", "etcd_timeout_ms", "offsets_topic_num_partitions",
                      "offsets_topic_replication_factor", "offsets_topic_segment_bytes",
                      "offsets_commit_timeout_ms", "group_min_session_timeout_ms",
-                     "group_max_session_timeout_ms", "group_max_size"):
+                     "group_max_session_timeout_ms", "group_max_size",
+                     "max_inflated_bytes_per_request", "inflation_bytes_per_s_per_connection"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")

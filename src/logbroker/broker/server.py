@@ -16,6 +16,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..api.groups import GroupRequests
+from ..api.inflation import Inflation
 from ..api.pipeline import Pipeline
 from ..api.services import Services
 from ..coordinator.manager import Coordinator
@@ -84,7 +85,10 @@ class Broker:
                                  commit=self.commit, notifier=self.notifier,
                                  groups=GroupRequests(self.coordinator, self.meta), auth=auth,
                                  port=self.port)
-        self.pipeline = Pipeline(self.services, self.quotas)
+        self.inflation = Inflation(self.store, config.max_inflated_bytes_per_request,
+                                   config.inflation_bytes_per_s_per_connection)
+        self.pipeline = Pipeline(self.services, self.quotas, self.inflation)
+        self.services.offload = self.inflation.run
         self.coordinator.start()
         self.metrics = None
         if config.metrics_port is not None:  # docs/metrics.md
@@ -175,6 +179,7 @@ class Broker:
         await self.meta.close()
         self.executor.shutdown(wait=True)
         self.fsync_pool.shutdown(wait=True)
+        self.inflation.close()
         if self.metrics is not None:
             self.metrics.close()
         self.store.close()

@@ -15,6 +15,7 @@ from ..errors import InvalidRequestError
 
 MAX_PAGE_RECORDS = 50  # records one message-browser page shows at most
 PAGE_BYTES = 1 << 20  # batch bytes one page reads at most
+INFLATE_BYTES = 4 << 20  # bytes of compressed records one page inflates at most (its CPU bound)
 VALUE_CAP = 4096  # bytes of one key, value or header shown; longer ones are truncated
 FORMATS = ("text", "json", "hex")
 MAX_PARAM_CHARS = 300

@@ -13,7 +13,13 @@ the high watermark, at most ``PAGE_BYTES`` per page) and returns at most
   (``Log.offset_for_timestamp``); none: an empty page at the high watermark;
 - a batch larger than what is left of ``PAGE_BYTES`` is not loaded (its
   header is read alone first): the page ends before it, or, when it is the
-  page's first, shows a ``skipped`` row for it and goes on after it.
+  page's first, shows a ``skipped`` row for it and goes on after it;
+- a compressed Kafka batch is inflated (``records.inflate``: outside the
+  GIL, unmapped after) within what is left of the page's ``INFLATE_BYTES``
+  before it is decoded, so a stored compression bomb costs a view at most
+  that: past it, the page ends before the batch (or skips it, when first)
+  and says so in ``stopped``. A page's CPU is thereby bounded by
+  ``PAGE_BYTES`` stored plus ``INFLATE_BYTES`` inflated, walked once each.
 
 ``render(data, fmt)`` shows a key, value or header as ``text`` (UTF-8, bad
 bytes escaped), ``json`` (pretty; text with ``"note"`` when it is not JSON)
@@ -27,11 +33,12 @@ import json
 import os
 from datetime import datetime, timezone
 
-from ..errors import OffsetOutOfRangeError
+from ..errors import LogbrokerError, OffsetOutOfRangeError, RecordTooLargeError
 from ..records import check_crc, read_header, scan_batches
-from ..records.format import HEADER_SIZE
+from ..records.format import COMPRESSION_MASK, HEADER_SIZE, KAFKA_MAGIC
 from ..records.decoder import readable
-from .inputs import PAGE_BYTES, VALUE_CAP, MessageQuery
+from ..records.inflate import inflate
+from .inputs import INFLATE_BYTES, PAGE_BYTES, VALUE_CAP, MessageQuery
 
 
 def read_page(lg, q: MessageQuery) -> dict:
@@ -43,8 +50,8 @@ def read_page(lg, q: MessageQuery) -> dict:
         begin = q.offset
         if begin < start:
             raise OffsetOutOfRangeError(f"offset {begin} is before the log start {start}")
-    records, used, nxt = [], 0, begin
-    while len(records) < q.limit and nxt < hw and used < PAGE_BYTES:
+    records, used, nxt, left, stopped = [], 0, begin, INFLATE_BYTES, None
+    while stopped is None and len(records) < q.limit and nxt < hw and used < PAGE_BYTES:
         part = lg.slice(nxt, PAGE_BYTES - used, upto=hw)
         if part is None:
             break
@@ -62,6 +69,16 @@ def read_page(lg, q: MessageQuery) -> dict:
             used += header.size
             raw = data[pos:pos + header.size]
             check_crc(raw, 0, header)
+            inflated = _inflated(raw, header, left)
+            if inflated is None:  # past what the page may inflate: stop before it
+                stopped = (f"the page stopped before batch {header.base_offset}.."
+                           f"{header.last_offset}: its records inflate to more than the "
+                           f"{left} bytes left of the {INFLATE_BYTES} a page may inflate")
+                if not records:
+                    records.append({"offset": header.base_offset, "skipped": stopped})
+                    nxt = max(nxt, min(header.next_offset, hw))
+                break
+            left -= inflated
             batch = readable(raw)
             if batch is None and nxt < header.next_offset and len(records) < q.limit:
                 records.append(_unreadable(header))
@@ -72,9 +89,28 @@ def read_page(lg, q: MessageQuery) -> dict:
             if len(records) >= q.limit:
                 break
             nxt = max(nxt, min(header.next_offset, hw))
-    return {"topic": q.topic, "partition": q.partition, "from": begin, "log_start": start,
+    page = {"topic": q.topic, "partition": q.partition, "from": begin, "log_start": start,
             "hw": hw, "next_offset": nxt, "format": q.format, "records": records,
-            "bytes_read": used}
+            "bytes_read": used, "bytes_inflated": INFLATE_BYTES - left}
+    if stopped is not None:
+        page["stopped"] = stopped
+    return page
+
+
+def _inflated(raw, header, left: int) -> "int | None":
+    """The bytes the batch ``raw``'s records inflate to (0 when they are
+    not compressed, or do not inflate: ``readable`` reports those), None
+    when more than ``left``."""
+    codec = header.attributes & COMPRESSION_MASK if header.magic == KAFKA_MAGIC else 0
+    if not codec:
+        return 0
+    try:
+        with inflate(codec, raw[HEADER_SIZE:header.size], left) as out:
+            return out.size
+    except RecordTooLargeError:
+        return None
+    except LogbrokerError:
+        return 0
 
 
 def _first_header(part):

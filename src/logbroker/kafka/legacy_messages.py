@@ -33,10 +33,12 @@ what a reader by time can go by).
 
 What a peer can make us spend is bounded: every length is checked against
 the bytes left before slicing, decompression stops at ``limit`` bytes per
-message set and at ``Budget.inflated`` (64 MiB, the frame limit) per
-request (``RecordTooLargeError``), and ``Budget`` caps the messages
-converted per request (each costs a CRC and a few Python steps on the
-broker's loop). Malformed input raises ``CorruptRecordError``; nothing else
+message set and at ``Budget.inflated`` (16 MiB) per request
+(``RecordTooLargeError``), and ``Budget`` caps the messages converted per
+request (each costs a CRC and a few Python steps). The conversion runs in
+the broker's inflation thread (a ``storage.incoming.Convert`` part,
+api/inflation.py); 16 MiB keeps each of its copies, which hold the GIL,
+to a few ms of the loop's time. Malformed input raises ``CorruptRecordError``; nothing else
 escapes but ``RecordTooLargeError`` and ``UnsupportedCompressionTypeError``.
 """
 
@@ -61,7 +63,7 @@ _I64 = struct.Struct(">q")
 _MIN_SIZE = (14, 22)  # a message's smallest size by magic: null key and value
 LOG_APPEND = LOG_APPEND_TIME  # bit 3, as in our and Kafka's v2 attributes
 MAX_MESSAGES = 100_000  # legacy messages converted per request (see Budget)
-MAX_INFLATED = 64 << 20  # bytes legacy wrappers may decompress to per request (the frame limit)
+MAX_INFLATED = 16 << 20  # bytes legacy wrappers may decompress to per request
 
 
 class Budget:

@@ -10,12 +10,13 @@ for a timeout out of range) becomes every partition's error.
 from __future__ import annotations
 
 import time
+from functools import partial
 
-from ..errors import CorruptRecordError, InvalidRequestError, LogbrokerError
-from ..errors import code_and_message as _err
+from ..errors import CorruptRecordError, InvalidRequestError
 from ..protocol import messages as m
 from ..protocol.parts import EpochQuery, FetchPart, OffsetQuery, ProducePart
 from ..records.compression import READ_LIMIT
+from ..storage.incoming import Convert
 from .fetch_records import kafka_records
 from .legacy_messages import Budget, is_legacy, up_convert
 from .plan import CLOSE, NO_ANSWER, KafkaSite, Plan, by_topic
@@ -29,7 +30,8 @@ def produce(site: KafkaSite, header, body) -> Plan:
     """Each partition's records (Kafka batches v2, a view of the frame) are
     appended as they arrived; acks as ours (0: no answer, 1, -1 all). In
     Produce v0-2, a legacy message set (magic 0/1) is first up-converted
-    to one v2 batch (legacy_messages.py); its errors are its partition's."""
+    to one v2 batch (legacy_messages.py), in the broker's inflation thread
+    (a ``Convert`` part, api/inflation.py); its errors are its partition's."""
     parts, payload, refused, append_ms = [], [], {}, {}
     legacy = Budget() if header.api_version < 3 else None
     for topic in body.topic_data:
@@ -42,13 +44,8 @@ def produce(site: KafkaSite, header, body) -> Plan:
                 refused[key] = _NO_RECORDS
                 continue
             if legacy is not None and is_legacy(records):
-                try:
-                    converted = up_convert(records, now_ms=int(time.time() * 1000),
-                                           limit=READ_LIMIT, budget=legacy)
-                except LogbrokerError as exc:
-                    refused[key] = _err(exc)
-                    continue
-                records, append_ms[key] = converted.batch, converted.log_append_ms
+                records = Convert(records, partial(_up_convert, records, int(time.time() * 1000),
+                                                   legacy, append_ms, key))
             parts.append(ProducePart(topic.name, p.index, len(records)))
             payload.append(records)
     req = m.Produce(acks=body.acks, timeout_ms=body.timeout_ms, parts=tuple(parts),
@@ -81,6 +78,15 @@ def produce(site: KafkaSite, header, body) -> Plan:
         throttle = resp.throttle_ms if resp.__class__ is m.ProduceResponse else 0
         return {"responses": responses, "throttle_time_ms": throttle}
     return Plan(req, answer)
+
+
+def _up_convert(records, now_ms: int, budget: Budget, append_ms: dict, key) -> bytes:
+    """A legacy message set as one v2 batch (in the broker's inflation
+    thread: it inflates and walks every message), its log-append time
+    noted for the answer."""
+    converted = up_convert(records, now_ms=now_ms, limit=READ_LIMIT, budget=budget)
+    append_ms[key] = converted.log_append_ms
+    return converted.batch
 
 
 def fetch(site: KafkaSite, header, body) -> Plan:

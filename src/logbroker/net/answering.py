@@ -9,7 +9,10 @@ slices (``sendfile``; over TLS the slices are read into bytes instead:
 ``sendfile`` would bypass the encryption) or a full write buffer; the
 limits (reading pauses while more than ``max_inflight_bytes`` or
 ``MAX_PENDING`` requests are unanswered, while the socket's write buffer
-is full, while throttled by a quota, and after ``pause()``); the frame and
+is full, while throttled by a quota, while a request ``hold``s it (a
+produce whose batches are inflated off the loop: nothing read after it
+starts before it is appended, as Kafka takes a connection's requests one
+at a time), and after ``pause()``); the frame and
 idle timeouts; the session (auth.py) and its metrics; and the public API
 the servers use: ``pause()``, ``drain()``, ``close(why)``, ``abort(why)``,
 ``idle_check(now)``.
@@ -75,7 +78,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
 
     __slots__ = ("broker", "registry", "reader", "transport", "pending", "inflight_bytes", "read_paused",
                  "paused", "can_write", "writer", "idle", "peer", "last_frame_at",
-                 "partial_since", "tls", "session", "ip", "muted", "reads")
+                 "partial_since", "tls", "session", "ip", "muted", "reads", "held", "inflation")
     KIND = ""
     log = logging.getLogger("logbroker.connection")
 
@@ -104,6 +107,8 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         self.ip: "str | None" = None  # the peer's address while counted (registry)
         self.muted: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
         self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)
+        self.held: "asyncio.Task | None" = None  # a request that holds reading (hold())
+        self.inflation = None  # this connection's inflation credit (api/inflation.py), made on first use
 
     # -- public API (the servers') ------------------------------------------------------
     def pause(self) -> None:
@@ -177,8 +182,18 @@ class AnsweringConnection(asyncio.BufferedProtocol):
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        tasks_ok, got = True, False
-        while (frame := reader.next_frame()) is not None:
+        got = self._frames(loop, now)
+        if not reader.in_frame:
+            self.partial_since = None
+        elif self.partial_since is None or got:
+            self.partial_since = now  # a new frame began in these bytes
+        self._pump()
+
+    def _frames(self, loop, now: float) -> bool:
+        """Start each whole frame read, in order, until none is left, one
+        closes the connection or one holds reading; whether any was."""
+        reader, tasks_ok, got = self.reader, True, False
+        while self.held is None and (frame := reader.next_frame()) is not None:
             got = True
             self.last_frame_at = now
             self.inflight_bytes += len(frame)
@@ -189,10 +204,30 @@ class AnsweringConnection(asyncio.BufferedProtocol):
             if answer.close_after:
                 self.pause()  # nothing after a bad frame or a failed authentication is read
                 break
-        if not reader.in_frame:
-            self.partial_since = None
-        elif self.partial_since is None or got:
-            self.partial_since = now  # a new frame began in these bytes
+        return got
+
+    def hold(self, coro) -> asyncio.Task:
+        """Run ``coro`` as a task that holds reading: no frame read after
+        this one starts, and no more bytes are read, until it calls
+        ``unhold()`` or ends; then the frames already read are started."""
+        task = self.task(coro)
+        self.held = task
+        task.add_done_callback(self.unhold)
+        self._flow()
+        return task
+
+    def unhold(self, task: "asyncio.Task | None" = None) -> None:
+        """The holding request (``task``, else whichever holds) is through:
+        go on reading (soon, not inside the caller's turn)."""
+        if self.held is not None and (task is None or task is self.held):
+            self.held = None
+            asyncio.get_running_loop().call_soon(self._resume)
+
+    def _resume(self) -> None:
+        if self.held is not None or self.paused or self.transport is None \
+                or self.transport.is_closing():
+            return
+        self._frames(asyncio.get_running_loop(), asyncio.get_running_loop().time())
         self._pump()
 
     def connection_lost(self, exc) -> None:
@@ -223,7 +258,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
     def _flow(self) -> None:
         limit = self.broker.config.max_inflight_bytes
         stop = self.paused or self.muted is not None or self.inflight_bytes > limit \
-            or len(self.pending) >= MAX_PENDING
+            or len(self.pending) >= MAX_PENDING or self.held is not None
         if self.transport is None or self.transport.is_closing() or stop == self.read_paused:
             return
         self.read_paused = stop

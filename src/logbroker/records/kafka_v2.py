@@ -61,7 +61,7 @@ def section(batch, header: fmt.BatchHeader, limit: int = READ_LIMIT) -> bytes:
 
 
 def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
-                require_keys: bool = False) -> None:
+                require_keys: bool = False, inflated=None) -> None:
     """Raise unless the whole magic-2 batch ``batch`` (header and CRC
     already checked) can be stored: not transactional nor a control batch
     (InvalidRecordError: not supported yet); a compressed section that
@@ -74,7 +74,9 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
 
     The records themselves are walked only when ``require_keys`` (a
     compacted topic: a key on every record, InvalidRecordError, and every
-    rule of ``walk``). Elsewhere the section stays opaque, as the issue's
+    rule of ``walk``). ``inflated``: the compressed section already
+    inflated (``inflate.inflate``, off the loop), used instead of
+    decompressing it here. Elsewhere the section stays opaque, as the issue's
     "stored as sent" asks (decision 78): a CRC-valid batch whose records
     are malformed (a client bug; none of Kafka's clients sends one) is
     stored, and each reader reports it where it decodes it as a
@@ -91,13 +93,13 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
                                      f"{header.max_timestamp} span more than 2^31-1 ms")
         size = header.size - fmt.HEADER_SIZE
         if attrs & fmt.COMPRESSION_MASK:
-            size = len(section(batch, header, limit))
+            size = len(section(batch, header, limit) if inflated is None else inflated)
         if header.record_count * _MIN_RECORD > size:
             raise CorruptRecordError(f"{header.record_count} records cannot fit in a {size}-byte "
                                      f"records section")
         return
-    w = walk(section(batch, header, limit), header.record_count, header.first_timestamp,
-             collect=False)
+    data = section(batch, header, limit) if inflated is None else inflated
+    w = walk(data, header.record_count, header.first_timestamp, collect=False)
     if not attrs & fmt.LOG_APPEND_TIME and w.max_timestamp > header.max_timestamp:
         raise CorruptRecordError(f"a record's timestamp {w.max_timestamp} is above the batch's "
                                  f"max timestamp {header.max_timestamp}")
@@ -155,6 +157,7 @@ def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True,
         raise CorruptRecordError(f"{n} records cannot fit in a {end}-byte records section")
     stamps, keys, values, headers, attributes = [], [], [], {}, []
     pos, null_key = 0, False
+    first = hi = lo = None  # collect=False: the span tracked as we go, no list per record
     for i in range(n):
         try:
             length, pos = _varint(data, pos, end)
@@ -176,7 +179,16 @@ def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True,
                 raise CorruptRecordError(f"length {length} disagrees with its fields")
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"Kafka record {i}: {exc.message}") from None
-        stamps.append(base_timestamp + delta)
+        if collect:
+            stamps.append(base_timestamp + delta)
+        else:
+            t = base_timestamp + delta
+            if first is None:
+                first = hi = lo = t
+            elif t > hi:
+                hi = t
+            elif t < lo:
+                lo = t
         if key is None:
             null_key = True
         if collect:
@@ -189,7 +201,8 @@ def walk(data: bytes, n: int, base_timestamp: int, *, collect: bool = True,
         raise CorruptRecordError(f"{end - pos} bytes after the last Kafka record")
     if not n:
         return Walked(stamps, keys, values, headers, attributes, None, None, null_key)
-    hi, lo, first = max(stamps), min(stamps), stamps[0]
+    if collect:
+        hi, lo, first = max(stamps), min(stamps), stamps[0]
     if not fields and (hi - first > I32_MAX or lo - first < I32_MIN):
         raise CorruptRecordError(f"Kafka record timestamps {lo}..{hi} are not all within "
                                  f"2^31-1 ms of the first record's, {first}")
@@ -241,7 +254,7 @@ def _headers(data: bytes, pos: int, end: int, count: int) -> tuple:
         if hkey is None:
             raise CorruptRecordError("a header key is null")
         try:
-            hkey = hkey.decode("utf-8")
+            hkey = str(hkey, "utf-8")  # bytes, or a view of an inflated section
         except UnicodeDecodeError:
             raise CorruptRecordError("a header key is not UTF-8") from None
         hvalue, pos = _blob(data, pos, end)

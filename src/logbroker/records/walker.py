@@ -17,13 +17,17 @@ inspect``), so the rules are written once:
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator, Sequence
+import itertools
+from typing import Callable, Iterable, Iterator
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, LogbrokerError, RecordTooLargeError
 from . import format as fmt
 from .decoder import readable
+from .inflate import inflate
 
 WINDOW = 4 << 20
+SEARCH_INFLATE_BYTES = 1 << 20  # a compressed Kafka batch the search by time decodes at most
+SEARCH_RECORDS = 10_000  # records of a Kafka batch the search by time decodes at most
 
 
 def scan_fields(buf, start: int = 0, end: "int | None" = None) -> Iterator[tuple[int, tuple]]:
@@ -121,7 +125,7 @@ def scan_file(read: Callable[[int, int], bytes], start: int, end: int, *, verify
         pos += at
 
 
-def first_at_or_after(batches: Iterable[tuple[fmt.BatchHeader, Callable[[], Sequence[int]]]],
+def first_at_or_after(batches: Iterable[tuple[fmt.BatchHeader, Callable[[], Iterable[int]]]],
                       ts: int, low: int, high: int) -> "tuple[int, int] | None":
     """``(offset, timestamp)`` of the first record in ``[low, high)`` whose
     timestamp is >= ``ts``, walking ``(header, timestamps)`` in offset order,
@@ -140,15 +144,37 @@ def first_at_or_after(batches: Iterable[tuple[fmt.BatchHeader, Callable[[], Sequ
     return None
 
 
-def batch_timestamps(data) -> Callable[[], Sequence[int]]:
+def batch_timestamps(data) -> Callable[[], Iterable[int]]:
     """The ``timestamps`` callable of ``first_at_or_after`` for raw batch bytes
     (decoded, CRC-checked, only when called). A Kafka batch whose records do
-    not decode (``kafka_v2.readable``) stands as its header's max timestamp
-    for every record: the search lands on its first offset, never fails."""
-    def timestamps() -> Sequence[int]:
+    not decode (``kafka_v2.readable``), or that holds more than
+    ``SEARCH_RECORDS`` records or compressed records inflating past
+    ``SEARCH_INFLATE_BYTES`` (a search decodes no more: its cost, ~20 ms
+    under the log's lock, is bounded whatever was stored), stands as its
+    header's max timestamp for every record: the search lands on its first
+    offset, never fails."""
+    def timestamps() -> Iterable[int]:
         header = fmt.read_header(data, 0)
         fmt.check_crc(data, 0, header)
-        batch = readable(data)
+        small = header.magic != fmt.KAFKA_MAGIC or (header.record_count <= SEARCH_RECORDS and
+                                                     _inflates_within(data, header))
+        batch = readable(data) if small else None
         return batch.timestamps() if batch is not None else \
-            [header.max_timestamp] * header.record_count
+            itertools.repeat(header.max_timestamp, header.record_count)
     return timestamps
+
+
+def _inflates_within(data, header: fmt.BatchHeader, limit: int = SEARCH_INFLATE_BYTES) -> bool:
+    """Whether the batch's records, if compressed (a Kafka batch), inflate
+    to at most ``limit`` bytes (checked outside the GIL, into a mapping
+    unmapped at once); True for anything else (``readable`` judges it)."""
+    codec = header.attributes & fmt.COMPRESSION_MASK if header.magic == fmt.KAFKA_MAGIC else 0
+    if not codec:
+        return True
+    try:
+        inflate(codec, memoryview(data)[fmt.HEADER_SIZE:header.size], limit).close()
+    except RecordTooLargeError:
+        return False
+    except LogbrokerError:
+        return True
+    return True

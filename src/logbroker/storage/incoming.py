@@ -7,16 +7,86 @@ and raises, changing nothing; the Log writes only once everything passed.
 
 from __future__ import annotations
 
-from ..errors import InvalidRecordError, InvalidRequestError, RecordTooLargeError
+from ..errors import InvalidRecordError, InvalidRequestError, LogbrokerError, RecordTooLargeError
 from ..records import format as fmt
 from ..records.compact import has_null_key
 from ..records.compression import READ_LIMIT
+from ..records.inflate import inflate
 from ..records.kafka_v2 import check_batch
-from ..records.walker import split_batches
+from ..records.walker import scan_fields, split_batches
 from .epochs import LeaderEpochs
 
 Parsed = list[tuple[memoryview, fmt.BatchHeader]]
 DECOMPRESSION_FACTOR = 16  # a Kafka batch's records may decompress to 16x max_batch_bytes
+WALK_ON_LOOP = 64 << 10  # an uncompressed Kafka section a compacted topic walks on the loop
+
+
+class Convert:
+    """A produce part still to be converted into batches: ``data`` its
+    bytes as received (``len``), ``convert()`` the batches to check and
+    store (raises a LogbrokerError). A legacy message set (Kafka's magic
+    0/1): up-converting it inflates its wrappers and costs Python per
+    message, so ``inspect`` runs it off the loop; ``parse_batches`` runs
+    it where no inflation thread is (handlers called directly)."""
+
+    __slots__ = ("data", "convert")
+
+    def __init__(self, data, convert) -> None:
+        self.data, self.convert = data, convert
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+class Inspected:
+    """A produce part's ``data`` (one buffer of whole batches) whose Kafka
+    batches ``inspect`` checked off the loop: ``error`` is the refusal it
+    found (raised by ``parse_batches``), else None; ``require_keys`` the
+    rule the records were checked by (a compacted topic's)."""
+
+    __slots__ = ("data", "error", "require_keys")
+
+    def __init__(self, data, error: "LogbrokerError | None", require_keys: bool) -> None:
+        self.data, self.error, self.require_keys = data, error, require_keys
+
+
+def inspection_bytes(data, require_keys: bool) -> int:
+    """The bytes of records in the part ``data`` too costly for the loop,
+    0 when there are none: compressed Kafka sections, and (``require_keys``)
+    uncompressed Kafka sections of more than ``WALK_ON_LOOP`` bytes to walk.
+    Reads each batch's header fields only (no copy); 0 for anything
+    malformed (the loop's check reports it). A ``Convert`` part: its size."""
+    if data.__class__ is Convert:
+        return len(data)
+    total = 0
+    try:
+        for _, fields in scan_fields(data):
+            if fields[fmt.F_MAGIC] != fmt.KAFKA_MAGIC:
+                continue
+            size = fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD - fmt.HEADER_SIZE
+            if fields[fmt.F_ATTRIBUTES] & fmt.COMPRESSION_MASK or (
+                    require_keys and size > WALK_ON_LOOP):
+                total += size
+    except LogbrokerError:
+        return 0
+    return total
+
+
+def inspect(data, *, max_batch_bytes: int, require_keys: bool, budget) -> Inspected:
+    """Run in a worker thread: every check ``parse_batches`` makes of the
+    part ``data``, each compressed section inflated (``inflate``: outside
+    the GIL, unmapped after) within its batch's limit and what ``budget``
+    (``take(n)``, ``left``, ``scratch``) has left for the request, which
+    it is charged.
+    Never raises: the refusal is the result's ``error``. A ``Convert``
+    part is converted first (its result is what is checked and stored)."""
+    try:
+        if data.__class__ is Convert:
+            data = data.convert()
+        _check_all(split_batches(data), max_batch_bytes, require_keys, budget)
+    except LogbrokerError as exc:
+        return Inspected(data, exc, require_keys)
+    return Inspected(data, None, require_keys)
 
 
 def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
@@ -34,12 +104,28 @@ def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
     decompressed within ``DECOMPRESSION_FACTOR`` x ``max_batch_bytes``,
     at most ``compression.READ_LIMIT``), unless ``check_records`` is false
     (a follower copying its leader's bytes: header and CRC only)."""
+    if batches.__class__ is Convert:
+        batches = batches.convert()
+    if batches.__class__ is Inspected:
+        if batches.error is not None:
+            raise batches.error
+        if batches.require_keys or not require_keys:  # checked by the rule that applies
+            return split_batches(batches.data)
+        batches = batches.data  # the topic became compacted since: checked again here
     if isinstance(batches, (bytes, bytearray, memoryview)):
         parsed = split_batches(batches)
     else:
         parsed = [item for raw in batches for item in split_batches(raw)]
     if not parsed:
         raise InvalidRequestError("append needs at least one batch")
+    _check_all(parsed, max_batch_bytes, require_keys, None, check_records)
+    return parsed
+
+
+def _check_all(parsed: Parsed, max_batch_bytes: "int | None", require_keys: bool, budget,
+               check_records: bool = True) -> None:
+    """``parse_batches``' checks of each batch; a compressed Kafka section
+    is inflated into a mapping when a ``budget`` is given (``inspect``)."""
     limit = READ_LIMIT if max_batch_bytes is None else \
         min(READ_LIMIT, DECOMPRESSION_FACTOR * max_batch_bytes)
     for mv, header in parsed:
@@ -48,12 +134,27 @@ def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
                                       f"{max_batch_bytes}")
         fmt.check_crc(mv, 0, header)
         if header.magic == fmt.KAFKA_MAGIC:
-            if check_records:
+            codec = header.attributes & fmt.COMPRESSION_MASK
+            if not check_records:
+                continue
+            if budget is None or not codec:
                 check_batch(mv, header, limit=limit, require_keys=require_keys)
+                continue
+            room = min(limit, budget.left)
+            try:
+                out = inflate(codec, mv[fmt.HEADER_SIZE:header.size], room, budget.scratch)
+            except RecordTooLargeError:
+                budget.take(room)  # inflated that far before it stopped
+                if room < limit:
+                    budget.exceeded()  # raises the request's rule
+                raise
+            with out:
+                budget.take(out.size)
+                check_batch(mv, header, limit=limit, require_keys=require_keys,
+                            inflated=out.view)
         elif require_keys and has_null_key(mv, header):
             raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
                                      f"of {header.record_count} record(s) has one without")
-    return parsed
 
 
 def check_replicated(parsed: Parsed, log_end: int, epochs: LeaderEpochs, name: str) -> None:

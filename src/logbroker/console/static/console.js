@@ -166,6 +166,7 @@ const pages = {
     return [...out,
       h("p", {class: "muted", id: "page-info"}, `partition ${page.partition}: log start ${page.log_start}, ` +
         `high watermark ${page.hw}; ${page.records.length} record(s) from ${page.from}, next ${page.next_offset}`),
+      page.stopped ? h("p", {class: "muted", id: "page-stopped"}, page.stopped) : null,
       table("records", [["offset", "offset", true], ["time", "time"], ["key", "key"], ["value", "value"], ["headers", "headers"]], rows),
       page.next_offset < page.hw ? next : null];
   },
