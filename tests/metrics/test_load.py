@@ -19,7 +19,7 @@ import pytest
 
 from bench.metrics.scrapers import make_partitions
 from tests.support.fixtures import BrokerProcess, RawConn, wait_until
-from tests.support.metrics_scrape import scrape
+from tests.support.metrics_scrape import SCRAPER, scrape
 from logbroker.protocol import messages as m
 
 PARTITIONS = 5000
@@ -27,22 +27,6 @@ SCRAPERS, SCRAPE_S = 8, 6.0
 P99_S = 0.100
 SLOW = 300  # slow connections
 TIMEOUT_MS = 1000  # the test broker's metrics_timeout_ms
-# 8 threads scraping in a loop, in a process of their own (their own GIL): prints the count
-SCRAPER = """
-import sys, threading, time, urllib.request
-url, n, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-end, done = time.monotonic() + seconds, []
-def run():
-    while time.monotonic() < end:
-        with urllib.request.urlopen(url, timeout=60) as resp:
-            done.append(len(resp.read()))
-threads = [threading.Thread(target=run) for _ in range(n)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-print(len(done), min(done))
-"""
 
 
 def metrics_url(b: BrokerProcess) -> str:

@@ -28,3 +28,21 @@ def parse(text: str) -> dict:
 
 def value(samples: dict, name: str, **labels) -> float:
     return samples[name][frozenset((k, str(v)) for k, v in labels.items())]
+
+
+# 8 threads scraping in a loop, in a process of their own (their own GIL): prints the count
+SCRAPER = """
+import sys, threading, time, urllib.request
+url, n, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+end, done = time.monotonic() + seconds, []
+def run():
+    while time.monotonic() < end:
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            done.append(len(resp.read()))
+threads = [threading.Thread(target=run) for _ in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(done), min(done))
+"""
