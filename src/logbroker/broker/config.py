@@ -23,6 +23,8 @@ TOML layout (every key optional)::
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
     quota_fetch_bytes_per_s = 0
+    max_partitions_per_request = 10000   # CreateTopics, in all (docs/security.md)
+    max_partitions_per_broker = 20000    # hosted here (replicas, in a cluster)
 
     [max_connections_per_ip_overrides]
     "10.0.0.7" = 4000
@@ -117,6 +119,9 @@ class BrokerConfig:
     quota_produce_bytes_per_s: int = 0  # per principal (User:NAME or User:ANONYMOUS); 0: no quota
     quota_fetch_bytes_per_s: int = 0  # per principal; 0: no quota
     quotas: tuple = ()  # per-principal overrides; TOML: [quotas."User:NAME"] produce_bytes_per_s = N
+    # -- partition limits (docs/security.md, "Partition limits"): metadata/budget.py -------
+    max_partitions_per_request: int = 10_000  # partitions one CreateTopics asks for, in all
+    max_partitions_per_broker: int = 20_000  # partitions (replicas) one broker hosts
     # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
     kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
     kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port
@@ -146,7 +151,8 @@ class BrokerConfig:
                      "replica_fetch_max_bytes", "etcd_timeout_ms", "offsets_topic_num_partitions",
                      "offsets_topic_replication_factor", "offsets_topic_segment_bytes",
                      "offsets_commit_timeout_ms", "group_min_session_timeout_ms",
-                     "group_max_session_timeout_ms", "group_max_size"):
+                     "group_max_session_timeout_ms", "group_max_size",
+                     "max_partitions_per_request", "max_partitions_per_broker"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -5,18 +5,20 @@ ACLs live in its LMDB; a write is acknowledged once fsynced.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from .. import limits
 from ..coordinator.records import TOPIC as OFFSETS_TOPIC
 from ..coordinator.records import partition_for
 from ..errors import (InvalidReplicationFactorError, InvalidRequestError, LogbrokerError,
-                      UnknownTopicOrPartitionError)
+                      TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
 from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from ..security.acl_store import AclStore
 from ..security.auth_store import UserStore
 from ..storage.store import Store
+from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
 
@@ -24,8 +26,13 @@ from .offsets_topic import lag_row, offsets_topic_configs
 class LocalMetadata:
     ack_wait = "fsync"
 
-    def __init__(self, store: Store, config, commit, port: int) -> None:
+    def __init__(self, store: Store, config, commit, port: int, executor=None) -> None:
+        """``executor``: the broker's I/O threads, where a CreateTopics makes
+        its slices of partitions (None: asyncio's default)."""
         self.store, self.config, self.commit, self.port = store, config, commit, port
+        self.executor = executor
+        self.budget = PartitionBudget(config.max_partitions_per_broker)
+        self._creations: set[asyncio.Task] = set()
         self.me = config.broker_id
         self.cluster_name = ""  # a single node is no named cluster (DescribeCluster says "")
         self._next_producer_id = int(time.time() * 1000) << 8
@@ -37,7 +44,10 @@ class LocalMetadata:
         """Nothing to leave: a single node."""
 
     async def close(self) -> None:
-        """Nothing to close: the store is the broker's."""
+        """Let topic creations in flight finish (bounded: one request's
+        partitions); the store is the broker's."""
+        if self._creations:
+            await asyncio.wait(list(self._creations))
 
     # -- brokers ---------------------------------------------------------------------------
     def check_available(self) -> None:
@@ -75,17 +85,46 @@ class LocalMetadata:
                 for row in self.partitions_of(name)]
 
     async def auto_create(self, name: str) -> None:
-        self.store.create_topic(name, self.config.default_partitions)
+        self._auto_create(name)
+
+    def _auto_create(self, name: str) -> None:
+        """``default_partitions`` (small: made on the loop), within the
+        partition budget; a topic being created meanwhile is not there yet
+        (UNKNOWN_TOPIC_OR_PARTITION: retriable)."""
+        n = self.config.default_partitions
+        with self.budget.reserve(name, {self.me: n}, self._hosted):
+            try:
+                self.store.create_topic(name, n)
+            except TopicAlreadyExistsError:
+                if not self.store.creating(name):
+                    raise
+                raise UnknownTopicOrPartitionError(f"topic {name!r} is being created") from None
+
+    def _hosted(self, broker: int) -> int:
+        return self.store.partition_count()
 
     async def create_topic(self, name: str, partitions: int, configs: dict) -> None:
         """A single node has replication factor 1; the cluster's settings
-        (min ISR, unclean election) are dropped."""
+        (min ISR, unclean election) are dropped. Made in slices in the
+        broker's I/O threads (``create_in_slices``), within the partition
+        budget; the topic appears whole once made. The creation runs to its
+        end even if the request is dropped (``close`` waits for it)."""
         if configs.pop("replication_factor", 1) != 1:
             raise InvalidReplicationFactorError("a single broker (no --etcd) has replication "
                                                 "factor 1")
         for key in ("min_insync_replicas", "unclean_leader_election"):
             configs.pop(key, None)
-        self.store.create_topic(name, partitions, **configs)
+
+        async def create() -> None:
+            with self.budget.reserve(name, {self.me: partitions}, self._hosted):
+                made = self.store.begin_topic(name, partitions, configs)
+                await create_in_slices(self.store, made, self.executor)
+
+        task = asyncio.get_running_loop().create_task(create())
+        self._creations.add(task)
+        task.add_done_callback(_finished)
+        task.add_done_callback(self._creations.discard)
+        await asyncio.shield(task)
 
     async def delete_topic(self, name: str) -> None:
         self.store.delete_topic(name)
@@ -116,7 +155,7 @@ class LocalMetadata:
         except UnknownTopicOrPartitionError:
             if not create or self.store.topics.get(topic) is not None:
                 raise
-        self.store.create_topic(topic, self.config.default_partitions)
+        self._auto_create(topic)
         return self.store.get_log(topic, partition)
 
     def check_settled(self, topic: str, partition: int) -> None:
@@ -174,6 +213,25 @@ class LocalMetadata:
         return None
 
 
+SLICE = 250  # partitions made per step: two LMDB commits, a few ms of an I/O thread
+
+
+async def create_in_slices(store: Store, made, executor) -> None:
+    """Make ``made``'s partitions (Store.begin_topic), ``SLICE`` at a time in
+    ``executor``, the loop free between and during slices; then publish the
+    topic (on the loop: a dict update). On failure the partial topic is
+    removed (in the executor) and the error raised."""
+    loop = asyncio.get_running_loop()
+    count = made.topic.partitions
+    try:
+        for start in range(0, count, SLICE):
+            await loop.run_in_executor(executor, made.add, range(start, min(count, start + SLICE)))
+    except BaseException:
+        await loop.run_in_executor(executor, store.abandon_topic, made)
+        raise
+    store.finish_topic(made)
+
+
 def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:
     """One DescribeTopics partition entry from the local log (or its error)."""
     try:
@@ -183,6 +241,13 @@ def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:
     error = _err(lg.offline) if lg.offline is not None else (0, "")
     return PartitionDescription(p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark,
                                 lg.size_in_bytes(), len(lg.segments), *error)
+
+
+def _finished(task: asyncio.Task) -> None:
+    """A creation's outcome is its request's; retrieved here too, so that
+    one whose request was dropped leaves no 'never retrieved' warning."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _ignore(exc) -> None:

@@ -67,11 +67,14 @@ class Segment:
         return f"Segment({self.path!r}, size={self.size})"
 
     @classmethod
-    def create(cls, directory: str, base_offset: int, files: FileCache) -> "Segment":
-        """Create an empty segment file (fails if it exists) and fsync the dir."""
+    def create(cls, directory: str, base_offset: int, files: FileCache, *,
+               sync: bool = True) -> "Segment":
+        """Create an empty segment file (fails if it exists) and fsync the dir
+        (``sync=False``: a new partition's, recorded in LMDB instead)."""
         path = os.path.join(directory, segment_name(base_offset))
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
-        fsync_dir(directory)
+        if sync:
+            fsync_dir(directory)
         return cls(directory, base_offset, files)
 
     def file_size(self) -> int:

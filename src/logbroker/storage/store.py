@@ -8,10 +8,12 @@
 ``Store.open`` removes the marker before anything is written, so any crash
 afterwards is seen as unclean by the next open.
 
-A single node hosts every partition of its topics (``create_topic``,
-``delete_topic``); a broker of a cluster hosts some partitions of a topic
-(``ensure_partition``, ``drop_partition``), and keeps a local topic record
-(its log settings) while it hosts any of them.
+A single node hosts every partition of its topics (``create_topic``, or
+in slices ``begin_topic`` .. ``finish_topic``; ``delete_topic``); a broker
+of a cluster hosts some partitions of a topic (``ensure_partition``,
+``ensure_partitions`` for a slice, ``drop_partition``), and keeps a local
+topic record (its log settings) while it hosts any of them. Creation
+costs two LMDB commits per slice, not per partition (storage/creation.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from .groups import GroupStore
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
 from .compaction import Compactor
+from . import creation
+from .creation import TopicCreation
 from .retention import apply_retention
 from .segment import fsync_dir
 from ..limits import check_topic_name
@@ -37,6 +41,7 @@ from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
 MARKER = ".clean_shutdown"
+CLOSE_SLICE = 1000  # logs checkpointed per LMDB transaction at close
 
 
 def parse_partition_dir(name: str) -> "tuple[str, int] | None":
@@ -62,6 +67,7 @@ class Store:
         self.topics = TopicStore(meta)
         self.groups = GroupStore(meta)
         self._logs: dict[tuple[str, int], Log] = {}
+        self._creating: set[str] = set()  # topics between begin_topic and finish_topic
         self._lock = threading.RLock()
         self._last_checkpoint = now_ms()
         self.compactor = Compactor(config.compaction_bytes_per_tick, config.compaction_map_bytes)
@@ -92,6 +98,7 @@ class Store:
         return store
 
     def _open_logs(self) -> None:
+        creation.roll_back(self)  # topics a crash left half-created
         known = {t.name: t for t in self.topics.list()}
         found: dict[str, int] = {}
         for entry in sorted(os.listdir(self.path)):
@@ -105,17 +112,69 @@ class Store:
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
                 self.topics.put(TopicConfig(topic, count, known[topic].overrides if topic in known else {}))
+        for topic, partition in creation.recreate_missing(self, known):
+            self._open_log(topic, partition, clean=False)
 
     # -- topics and logs --------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, **overrides) -> TopicConfig:
+        """Create a topic at once (small ones: auto-creation, the offsets
+        topic, tests); CreateTopics runs ``begin_topic`` in slices."""
+        made = self.begin_topic(name, partitions, overrides)
+        try:
+            made.add(range(partitions))
+        except BaseException:
+            self.abandon_topic(made)
+            raise
+        return self.finish_topic(made)
+
+    def begin_topic(self, name: str, partitions: int, overrides: dict) -> TopicCreation:
+        """Start creating a topic (storage/creation.py): invisible until
+        ``finish_topic``; ``add`` its partitions in slices meanwhile (any
+        thread), or ``abandon_topic``. TOPIC_ALREADY_EXISTS if it exists or
+        is being created."""
+        topic = TopicConfig(name, partitions, overrides)
         with self._lock:
+            if name in self._creating:
+                raise TopicAlreadyExistsError(f"topic {name!r} is being created")
             if self.topics.get(name) is not None:
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-            topic = TopicConfig(name, partitions, overrides)
-            self.topics.put(topic)
-            for p in range(partitions):
-                self._open_log(topic, p, clean=False)
-            return topic
+            creation.put_marker(self.meta, topic)
+            self._creating.add(name)
+        return TopicCreation(self, topic)
+
+    def finish_topic(self, made: TopicCreation) -> TopicConfig:
+        """Publish ``made``: its row and the marker's removal in one commit,
+        then its logs in the map, all at once."""
+        topic = made.topic
+        assert len(made.logs) == topic.partitions, "every partition is made before finishing"
+        with self._lock:
+            with self.meta.write() as txn:
+                self.topics.put(topic, txn)
+                creation.drop_marker(txn, self.meta, topic.name)
+            for lg in made.logs:
+                self._logs[(topic.name, lg.partition)] = lg
+            self._creating.discard(topic.name)
+        return topic
+
+    def abandon_topic(self, made: TopicCreation) -> None:
+        """Undo ``made``: its logs' files and rows, its marker (a failed or
+        cancelled creation)."""
+        name = made.topic.name
+        try:
+            creation.discard(self, made.logs, [f"{name}-{p}" for p in range(made.topic.partitions)])
+            with self.meta.write() as txn:
+                creation.drop_marker(txn, self.meta, name)
+        finally:
+            with self._lock:
+                self._creating.discard(name)
+
+    def creating(self, name: str) -> bool:
+        """Whether ``name`` is being created (begun, not finished)."""
+        return name in self._creating
+
+    def partition_count(self) -> int:
+        """Logs open here (a topic being created counts once finished)."""
+        return len(self._logs)
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
@@ -142,6 +201,23 @@ class Store:
             if record != known:
                 self.topics.put(record)
             return self._open_log(record, partition, clean=False)
+
+    def ensure_partitions(self, topic: str, partitions: list, overrides: dict) -> list[Log]:
+        """``ensure_partition`` of a slice of one topic's partitions with two
+        LMDB commits in all (storage/creation.py; any thread). The caller
+        (the cluster's node) never ensures one partition twice at once."""
+        with self._lock:
+            want = [p for p in partitions if (topic, p) not in self._logs]
+            known = self.topics.get(topic)
+            count = max([*partitions, (known.partitions - 1) if known else 0]) + 1
+            record = TopicConfig(topic, count, dict(overrides))
+            if record != known:
+                self.topics.put(record)
+        made = creation.make_logs(self, record, want) if want else []
+        with self._lock:
+            for lg in made:
+                self._logs.setdefault((topic, lg.partition), lg)
+            return [self._logs[(topic, p)] for p in partitions]
 
     def drop_partition(self, topic: str, partition: int) -> bool:
         """Stop hosting ``topic``-``partition``: close its log, remove its files
@@ -170,6 +246,10 @@ class Store:
         with self.meta.write() as txn:
             self.meta.forget_partition(txn, lg.name, lg.pid)
         return True
+
+    def hosts(self, topic: str, partition: int) -> bool:
+        """Whether the log of ``topic``-``partition`` is open here."""
+        return (topic, partition) in self._logs
 
     def get_log(self, topic: str, partition: int) -> Log:
         try:
@@ -212,14 +292,26 @@ class Store:
         return stats
 
     def close(self) -> None:
-        """Flush and checkpoint every log, then write the clean-shutdown marker."""
-        clean = True
+        """Flush and checkpoint every log, then write the clean-shutdown
+        marker. The checkpoints go ``CLOSE_SLICE`` logs to a transaction:
+        closing 20,000 partitions costs tens of LMDB commits, not 20,000."""
+        clean, flushed = True, []
         for lg in self.logs():
             try:
-                lg.close()
+                if lg.offline is None:
+                    lg.flush()
+                    flushed.append(lg)
             except Exception:  # noqa: BLE001
                 clean = False
                 log.exception("closing %s failed", lg.name)
+        for i in range(0, len(flushed), CLOSE_SLICE):
+            try:
+                Log.checkpoint_many(flushed[i:i + CLOSE_SLICE], clean=True)
+            except Exception:  # noqa: BLE001
+                clean = False
+                log.exception("checkpointing %d logs failed", len(flushed[i:i + CLOSE_SLICE]))
+        for lg in self.logs():
+            lg.release()
             clean = clean and lg.offline is None
         self.files.close_all()
         if clean:
