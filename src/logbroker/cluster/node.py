@@ -219,7 +219,8 @@ class ClusterNode:
                 st = self.view.topics.get(topic)
                 if st is not None:
                     await self.run_io(self.store.ensure_partitions, topic,
-                                      [p for _, p in chunk], st.log_overrides())
+                                      [p for _, p in chunk], st.log_overrides(),
+                                      self._leading(chunk))
                 for key in chunk:
                     self._opening.discard(key)
                     if self.view.partitions.get(key) is None and self.store.hosts(*key):
@@ -228,6 +229,17 @@ class ClusterNode:
                         self._react(("partition", key))
         finally:
             self._opening.difference_update(keys)
+
+    def _leading(self, keys: list) -> dict:
+        """partition -> leader epoch of ``keys`` this broker is to lead (as
+        ReplicaManager.apply will decide: a state written after our
+        registration), so their new logs take the epoch off the loop."""
+        out = {}
+        for key in keys:
+            st = self.view.partitions.get(key)
+            if st is not None and st.leader == self.me and st.version > self._registered():
+                out[key[1]] = st.leader_epoch
+        return out
 
     def _partition_changed(self, key: tuple[str, int]) -> None:
         if key in self._opening:  # its log is being made: applied once it is

@@ -5,8 +5,8 @@ partitions never holds the broker's event loop for long (docs/security.md,
 ``make_logs(store, topic, partitions)``: the new logs of one slice, in two
 LMDB transactions (their ids; their first checkpoints) and no fsync per
 partition: directories and empty segment files are created unsynced (the
-LMDB rows record the partition; ``recreate_missing`` at the next open
-makes a directory a power cut lost). No descriptor stays open: a segment
+LMDB rows record the partition; ``Store._missing_dirs`` at the next open
+makes a directory a power cut lost: Store.open). No descriptor stays open: a segment
 opens at its first append or read. Safe in a worker thread: the logs are
 nobody's yet.
 
@@ -132,23 +132,3 @@ def roll_back(store) -> None:
         forget(store, names)
         with meta.write() as txn:
             drop_marker(txn, meta, name)
-
-
-def recreate_missing(store, known: dict) -> list[tuple[TopicConfig, int]]:
-    """Partitions LMDB records (``parts``) of a known topic whose directory
-    is gone (a power cut after an unsynced creation): (topic, partition)
-    to open again. A partition that held flushed data loads offline (its
-    checkpoint names the missing segment); an empty one comes back empty."""
-    from .store import parse_partition_dir
-
-    meta, out = store.meta, []
-    with meta.read() as txn:
-        names = [k.decode() for k, _ in txn.cursor(db=meta.db("parts"))]
-    for name in names:
-        parsed = parse_partition_dir(name)
-        if parsed is None or parsed[0] not in known or parsed[1] >= known[parsed[0]].partitions:
-            continue
-        if not os.path.isdir(os.path.join(store.path, name)):
-            log.warning("%s: its directory is missing; created again", name)
-            out.append((known[parsed[0]], parsed[1]))
-    return out

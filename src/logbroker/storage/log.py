@@ -190,15 +190,25 @@ class Log:
             self._check_online()
             return self._epochs.end_offset_for(epoch, self._segs.log_end)
 
-    def assign_epoch(self, epoch: int) -> None:
+    def assign_epoch(self, epoch: int, *, checkpoint: bool = True) -> bool:
         """Become leader in ``epoch``: ``(epoch, log end)`` enters the history
         at once, before any batch of it is written, and is checkpointed before
         this returns (recovery keeps an epoch that starts at the log end). No-op
-        if ``epoch`` is the newest already; FencedLeaderEpochError if older."""
+        if ``epoch`` is the newest already; FencedLeaderEpochError if older.
+        ``checkpoint=False``: the caller checkpoints before any append
+        (``assign_epochs``). True if the history changed."""
         with self._lock:
             self._check_online()
-            if self._epochs.assign(epoch, self._segs.log_end, self.name):
+            changed = self._epochs.assign(epoch, self._segs.log_end, self.name)
+            if changed and checkpoint:
                 self._checkpoint_locked()
+            return changed
+
+    @staticmethod
+    def assign_epochs(pairs) -> None:
+        """``assign_epoch`` of many (log, epoch) pairs of logs nobody appends
+        to yet, their checkpoints in one transaction (a new topic's leaders)."""
+        Log.checkpoint_many([lg for lg, epoch in pairs if lg.assign_epoch(epoch, checkpoint=False)])
 
     # -- append ------------------------------------------------------------------
     def append(self, batches, leader_epoch: int = 0, *, sync: "bool | None" = None,
@@ -499,10 +509,10 @@ class Log:
         if not logs:
             return
         with contextlib.ExitStack() as held:
-            for lg in logs:
-                held.enter_context(lg._lock)
-            ck.write_checkpoints(logs[0].meta, [(lg.pid, lg._segs, lg.index, lg._epochs)
-                                                for lg in logs], clean=clean)
+            for one in logs:
+                held.enter_context(one._lock)
+            ck.write_checkpoints(logs[0].meta, [(one.pid, one._segs, one.index, one._epochs)
+                                                for one in logs], clean=clean)
 
     def close(self) -> None:
         """Flush, write a clean checkpoint, release descriptors."""

@@ -112,8 +112,26 @@ class Store:
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
                 self.topics.put(TopicConfig(topic, count, known[topic].overrides if topic in known else {}))
-        for topic, partition in creation.recreate_missing(self, known):
+        for topic, partition in self._missing_dirs(known):
             self._open_log(topic, partition, clean=False)
+
+    def _missing_dirs(self, known: dict) -> list[tuple[TopicConfig, int]]:
+        """Partitions LMDB records (``parts``) of a known topic whose directory
+        is gone (a power cut after an unsynced creation: storage/creation.py):
+        (topic, partition) to open again. One that held flushed data loads
+        offline (its checkpoint names the missing segment); an empty one
+        comes back empty."""
+        with self.meta.read() as txn:
+            names = [k.decode() for k, _ in txn.cursor(db=self.meta.db("parts"))]
+        out = []
+        for name in names:
+            parsed = parse_partition_dir(name)
+            if parsed is None or parsed[0] not in known or parsed[1] >= known[parsed[0]].partitions:
+                continue
+            if not os.path.isdir(os.path.join(self.path, name)):
+                log.warning("%s: its directory is missing; created again", name)
+                out.append((known[parsed[0]], parsed[1]))
+        return out
 
     # -- topics and logs --------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, **overrides) -> TopicConfig:
@@ -202,10 +220,13 @@ class Store:
                 self.topics.put(record)
             return self._open_log(record, partition, clean=False)
 
-    def ensure_partitions(self, topic: str, partitions: list, overrides: dict) -> list[Log]:
-        """``ensure_partition`` of a slice of one topic's partitions with two
-        LMDB commits in all (storage/creation.py; any thread). The caller
-        (the cluster's node) never ensures one partition twice at once."""
+    def ensure_partitions(self, topic: str, partitions: list, overrides: dict,
+                          epochs: "dict | None" = None) -> list[Log]:
+        """``ensure_partition`` of a slice of one topic's partitions with a
+        few LMDB commits in all (storage/creation.py; any thread). The caller
+        (the cluster's node) never ensures one partition twice at once.
+        ``epochs`` (partition -> leader epoch): the new leaders' epochs,
+        assigned here with one commit (``Log.assign_epochs``)."""
         with self._lock:
             want = [p for p in partitions if (topic, p) not in self._logs]
             known = self.topics.get(topic)
@@ -214,6 +235,9 @@ class Store:
             if record != known:
                 self.topics.put(record)
         made = creation.make_logs(self, record, want) if want else []
+        if epochs:
+            Log.assign_epochs([(lg, epochs[lg.partition]) for lg in made
+                               if lg.partition in epochs and lg.offline is None])
         with self._lock:
             for lg in made:
                 self._logs.setdefault((topic, lg.partition), lg)
