@@ -17,6 +17,7 @@ from ..errors import code_and_message as _err
 from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from ..security.acl_store import AclStore
 from ..security.auth_store import UserStore
+from ..storage.creation import discard
 from ..storage.store import Store
 from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
@@ -32,7 +33,7 @@ class LocalMetadata:
         self.store, self.config, self.commit, self.port = store, config, commit, port
         self.executor = executor
         self.budget = PartitionBudget(config.max_partitions_per_broker)
-        self._creations: set[asyncio.Task] = set()
+        self._running: set[asyncio.Task] = set()
         self.me = config.broker_id
         self.cluster_name = ""  # a single node is no named cluster (DescribeCluster says "")
         self._next_producer_id = int(time.time() * 1000) << 8
@@ -44,10 +45,10 @@ class LocalMetadata:
         """Nothing to leave: a single node."""
 
     async def close(self) -> None:
-        """Let topic creations in flight finish (bounded: one request's
+        """Let topic creations and deletions in flight finish (bounded: one request's
         partitions); the store is the broker's."""
-        if self._creations:
-            await asyncio.wait(list(self._creations))
+        if self._running:
+            await asyncio.wait(list(self._running))
 
     # -- brokers ---------------------------------------------------------------------------
     def check_available(self) -> None:
@@ -120,14 +121,22 @@ class LocalMetadata:
                 made = self.store.begin_topic(name, partitions, configs)
                 await create_in_slices(self.store, made, self.executor)
 
-        task = asyncio.get_running_loop().create_task(create())
-        self._creations.add(task)
-        task.add_done_callback(_finished)
-        task.add_done_callback(self._creations.discard)
-        await asyncio.shield(task)
+        await self._run(create())
 
     async def delete_topic(self, name: str) -> None:
-        self.store.delete_topic(name)
+        """Gone for clients at once; its files removed in slices in the I/O
+        threads (run to the end even if the request is dropped)."""
+        logs = self.store.begin_delete(name)
+        await self._run(remove_in_slices(self.store, name, logs, self.executor))
+
+    async def _run(self, coro) -> None:
+        """Run ``coro`` (a creation or deletion) to its end even if the
+        request awaiting it is dropped; ``close`` waits for it."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._running.add(task)
+        task.add_done_callback(_finished)
+        task.add_done_callback(self._running.discard)
+        await asyncio.shield(task)
 
     def describe_topic(self, name: str) -> tuple:
         """(effective settings, per partition its offsets, size and segments)."""
@@ -230,6 +239,15 @@ async def create_in_slices(store: Store, made, executor) -> None:
         await loop.run_in_executor(executor, store.abandon_topic, made)
         raise
     store.finish_topic(made)
+
+
+async def remove_in_slices(store: Store, name: str, logs: list, executor) -> None:
+    """Remove the files and rows of a deleted topic's ``logs``
+    (Store.begin_delete), ``SLICE`` at a time in ``executor``."""
+    loop = asyncio.get_running_loop()
+    for start in range(0, len(logs), SLICE):
+        await loop.run_in_executor(executor, discard, store, logs[start:start + SLICE])
+    await loop.run_in_executor(executor, store.end_delete, name)
 
 
 def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:

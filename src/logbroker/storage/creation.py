@@ -1,6 +1,6 @@
-"""Creating many partitions in slices, so that a topic of thousands of
-partitions never holds the broker's event loop for long (docs/security.md,
-"Partition limits").
+"""Creating (and removing) many partitions in slices, so that a topic of
+thousands of partitions never holds the broker's event loop for long
+(docs/security.md, "Partition limits").
 
 ``make_logs(store, topic, partitions)``: the new logs of one slice, in two
 LMDB transactions (their ids; their first checkpoints) and no fsync per
@@ -22,7 +22,9 @@ A single node's CreateTopics (``Store.begin_topic`` .. ``finish_topic``):
 
 A crash leaves the marker: the next open removes the half-made topic
 (``roll_back``) before loading anything; its creator was never told it
-exists.
+exists. Deletion (``Store.begin_delete``) writes the same marker as it
+removes the topic's row, so a deletion a crash interrupted is finished at
+the next open the same way.
 """
 
 from __future__ import annotations
@@ -103,10 +105,14 @@ def forget(store, names: list[str]) -> None:
                 meta.forget_partition(txn, name, int.from_bytes(pid, "big"))
 
 
-def put_marker(meta, topic: TopicConfig) -> None:
-    with meta.write() as txn:
-        txn.put(MARKER_PREFIX + topic.name.encode(), msgpack.packb(topic.partitions),
-                db=meta.db("meta"))
+def put_marker(meta, topic: TopicConfig, txn=None) -> None:
+    """Mark ``topic``'s partitions as no topic's (being created or deleted),
+    in ``txn`` when given."""
+    if txn is None:
+        with meta.write() as txn:
+            return put_marker(meta, topic, txn)
+    txn.put(MARKER_PREFIX + topic.name.encode(), msgpack.packb(topic.partitions),
+            db=meta.db("meta"))
 
 
 def drop_marker(txn, meta, name: str) -> None:
@@ -123,9 +129,9 @@ def roll_back(store) -> None:
                  for k, v in cur if k.startswith(MARKER_PREFIX)] if cur.set_range(MARKER_PREFIX) \
             else []
     for name, count in found:
-        log.warning("topic %s was being created (%d partitions) when the broker stopped: its "
-                    "partial creation is removed (its creator was never told it exists)",
-                    name, count)
+        log.warning("topic %s was being created or deleted (%d partitions) when the broker "
+                    "stopped: what is left of it is removed (a creation's client was never "
+                    "told it exists)", name, count)
         names = [f"{name}-{p}" for p in range(count)]
         for entry in names:
             shutil.rmtree(os.path.join(store.path, entry), ignore_errors=True)

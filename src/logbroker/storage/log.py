@@ -72,12 +72,16 @@ class Log:
 
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, *, config: LogConfig,
-             meta: MetaStore, files: FileCache, clean: bool, auto_hw: bool = True) -> "Log":
+             meta: MetaStore, files: FileCache, clean: bool, auto_hw: bool = True,
+             checkpoint: bool = True) -> "Log":
         """Load (creating if needed) the log in ``directory``; never raises for
-        damaged data: a damaged log comes back with ``offline`` set."""
+        damaged data: a damaged log comes back with ``offline`` set.
+        ``checkpoint=False``: the caller writes the first checkpoint of an
+        online log before using it (``checkpoint_many``)."""
         loaded = load_log(directory, topic, partition, config=config, meta=meta, files=files,
                           clean=clean, auto_hw=auto_hw)
-        return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw)
+        return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
+                   checkpoint=checkpoint)
 
     @classmethod
     def fresh(cls, directory: str, topic: str, partition: int, pid: int, *, config: LogConfig,

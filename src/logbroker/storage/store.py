@@ -41,7 +41,7 @@ from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
 MARKER = ".clean_shutdown"
-CLOSE_SLICE = 1000  # logs checkpointed per LMDB transaction at close
+CLOSE_SLICE = 1000  # logs checkpointed per LMDB transaction at open and at close
 
 
 def parse_partition_dir(name: str) -> "tuple[str, int] | None":
@@ -107,7 +107,11 @@ class Store:
                 continue
             topic, partition = parsed
             found[topic] = max(found.get(topic, 0), partition + 1)
-            self._open_log(known.get(topic) or TopicConfig(topic), partition, self.was_clean)
+            self._open_log(known.get(topic) or TopicConfig(topic), partition, self.was_clean,
+                           checkpoint=False)
+        opened = [lg for lg in self._logs.values() if lg.offline is None]
+        for i in range(0, len(opened), CLOSE_SLICE):  # their first checkpoints, a slice a commit
+            Log.checkpoint_many(opened[i:i + CLOSE_SLICE])
         for topic, count in found.items():
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
@@ -195,13 +199,32 @@ class Store:
         return len(self._logs)
 
     def delete_topic(self, name: str) -> None:
+        """Delete a topic at once (small ones, tests); DeleteTopics removes
+        the files of ``begin_delete``'s logs in slices."""
+        logs = self.begin_delete(name)
+        creation.discard(self, logs)
+        self.end_delete(name)
+
+    def begin_delete(self, name: str) -> list[Log]:
+        """Unpublish topic ``name`` at once: its row removed and a marker
+        written in one commit, its logs out of the map (clients see an
+        unknown topic). Returns the logs, whose files and rows the caller
+        removes (``creation.discard``, in slices, any thread), then calls
+        ``end_delete``. A crash meanwhile: the next open finishes the removal."""
         with self._lock:
             topic = self.topics.get(name)
-            if topic is None:
+            if topic is None or name in self._creating:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-            for p in range(topic.partitions):
-                self._remove_log(name, p)
-            self.topics.delete(name)
+            with self.meta.write() as txn:
+                self.topics.delete(name, txn)
+                creation.put_marker(self.meta, topic, txn)
+            return [lg for p in range(topic.partitions)
+                    if (lg := self._logs.pop((name, p), None)) is not None]
+
+    def end_delete(self, name: str) -> None:
+        """The marker of ``begin_delete`` removed: the deletion is complete."""
+        with self.meta.write() as txn:
+            creation.drop_marker(txn, self.meta, name)
 
     def ensure_partition(self, topic: str, partition: int, overrides: dict) -> Log:
         """The log of ``topic``-``partition``, opened or created (idempotent):
@@ -254,10 +277,11 @@ class Store:
                 self.topics.delete(topic)
             return True
 
-    def _open_log(self, topic: TopicConfig, partition: int, clean: bool) -> Log:
+    def _open_log(self, topic: TopicConfig, partition: int, clean: bool, *,
+                  checkpoint: bool = True) -> Log:
         lg = Log.open(os.path.join(self.path, f"{topic.name}-{partition}"), topic.name, partition,
                       config=topic.log_config(self.config.log), meta=self.meta, files=self.files,
-                      clean=clean, auto_hw=self.auto_hw)
+                      clean=clean, auto_hw=self.auto_hw, checkpoint=checkpoint)
         self._logs[(topic.name, partition)] = lg
         return lg
 

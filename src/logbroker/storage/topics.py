@@ -51,6 +51,9 @@ class TopicStore:
             return [TopicConfig(k.decode(), **msgpack.unpackb(v))
                     for k, v in txn.cursor(db=self.meta.db("topics"))]
 
-    def delete(self, name: str) -> None:
-        with self.meta.write() as txn:
-            txn.delete(name.encode(), db=self.meta.db("topics"))
+    def delete(self, name: str, txn=None) -> None:
+        """Remove ``name`` (in ``txn`` when given, else a transaction of its own)."""
+        if txn is None:
+            with self.meta.write() as txn:
+                return self.delete(name, txn)
+        txn.delete(name.encode(), db=self.meta.db("topics"))
