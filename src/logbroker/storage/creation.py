@@ -3,11 +3,13 @@ thousands of partitions never holds the broker's event loop for long
 (docs/security.md, "Partition limits").
 
 ``make_logs(store, topic, partitions)``: the new logs of one slice, in two
-LMDB transactions (their ids; their first checkpoints) and no fsync per
-partition: directories and empty segment files are created unsynced (the
-LMDB rows record the partition; ``Store._missing_dirs`` at the next open
-makes a directory a power cut lost: Store.open). No descriptor stays open: a segment
-opens at its first append or read. Safe in a worker thread: the logs are
+LMDB transactions (their ids; their first checkpoints) and one fsync of
+the data dir (the new directories' entries), none per partition: a
+partition's empty segment file is made durable in its directory by its
+first flush (Segment.flush), and until then a power cut may lose it: the
+LMDB rows record the partition and ``Store._missing_dirs`` makes it again
+at the next open. No descriptor stays open: a segment opens at its first
+append or read. Safe in a worker thread: the logs are
 nobody's yet.
 
 A single node's CreateTopics (``Store.begin_topic`` .. ``finish_topic``):
@@ -36,6 +38,7 @@ import shutil
 import msgpack
 
 from .log import Log
+from .segment import fsync_dir
 from .topics import TopicConfig
 
 log = logging.getLogger(__name__)
@@ -77,6 +80,8 @@ def make_logs(store, topic: TopicConfig, partitions: list) -> list[Log]:
                 lg = Log.open(directory, topic.name, p, config=config, meta=store.meta,
                               files=store.files, clean=False, auto_hw=store.auto_hw)
             made.append(lg)
+        if fresh:
+            fsync_dir(store.path)  # the new directories' entries, one fsync for the slice
         Log.checkpoint_many(fresh)
     except BaseException:
         discard(store, made or [], names)
@@ -136,5 +141,6 @@ def roll_back(store) -> None:
         for entry in names:
             shutil.rmtree(os.path.join(store.path, entry), ignore_errors=True)
         forget(store, names)
+        fsync_dir(store.path)  # the removals durable before the marker goes
         with meta.write() as txn:
             drop_marker(txn, meta, name)

@@ -41,7 +41,7 @@ from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
 MARKER = ".clean_shutdown"
-CLOSE_SLICE = 1000  # logs checkpointed per LMDB transaction at open and at close
+CLOSE_SLICE = 1000  # logs checkpointed per LMDB transaction (open, housekeeping, close)
 
 
 def parse_partition_dir(name: str) -> "tuple[str, int] | None":
@@ -184,8 +184,7 @@ class Store:
         name = made.topic.name
         try:
             creation.discard(self, made.logs, [f"{name}-{p}" for p in range(made.topic.partitions)])
-            with self.meta.write() as txn:
-                creation.drop_marker(txn, self.meta, name)
+            self.end_delete(name)
         finally:
             with self._lock:
                 self._creating.discard(name)
@@ -222,7 +221,9 @@ class Store:
                     if (lg := self._logs.pop((name, p), None)) is not None]
 
     def end_delete(self, name: str) -> None:
-        """The marker of ``begin_delete`` removed: the deletion is complete."""
+        """The marker of ``begin_delete`` removed: the deletion is complete
+        (the removed directories' entries made durable first)."""
+        fsync_dir(self.path)
         with self.meta.write() as txn:
             creation.drop_marker(txn, self.meta, name)
 
@@ -323,21 +324,39 @@ class Store:
         stats = {"deleted_segments": 0, "purged_files": 0, "checkpoints": 0, "errors": 0}
         stats["compacted_bytes"] = self.compactor.tick(self.logs(), now)
         due = now - self._last_checkpoint >= self.config.checkpoint_interval_ms
+        kept = []
         for lg in self.logs():
             if lg.offline is not None:
                 continue
             try:
                 stats["deleted_segments"] += len(apply_retention(lg, now))
                 stats["purged_files"] += lg.purge_deleted(now)
-                if due:
-                    lg.checkpoint()
-                    stats["checkpoints"] += 1
+                kept.append(lg)
             except Exception:  # noqa: BLE001 - a background pass must go on
                 stats["errors"] += 1
                 log.exception("housekeeping of %s failed", lg.name)
         if due:
+            for i in range(0, len(kept), CLOSE_SLICE):
+                self._checkpoint_slice(kept[i:i + CLOSE_SLICE], stats)
             self._last_checkpoint = now
         return stats
+
+    def _checkpoint_slice(self, logs: list[Log], stats: dict) -> None:
+        """Checkpoint ``logs`` in one commit; if that fails, one by one (so
+        one bad partition does not stop the others')."""
+        try:
+            Log.checkpoint_many(logs)
+            stats["checkpoints"] += len(logs)
+            return
+        except Exception:  # noqa: BLE001 - retried one by one below
+            pass
+        for lg in logs:
+            try:
+                lg.checkpoint()
+                stats["checkpoints"] += 1
+            except Exception:  # noqa: BLE001 - a background pass must go on
+                stats["errors"] += 1
+                log.exception("checkpoint of %s failed", lg.name)
 
     def close(self) -> None:
         """Flush and checkpoint every log, then write the clean-shutdown
