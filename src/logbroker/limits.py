@@ -45,9 +45,9 @@ def check_new_topic(name: object, partitions: object, configs: object) -> tuple[
 def check_request_partitions(topics, limit: int) -> int:
     """The partitions CreateTopics ``topics`` ((name, partitions, ...) rows)
     ask for in all; POLICY_VIOLATION above ``limit`` (the broker's
-    ``max_partitions_per_request``). A count that is no positive integer is
-    left to its topic's own check."""
-    asked = sum(t[1] for t in topics if _is_int(t[1]) and t[1] > 0)
+    ``max_partitions_per_request``). A count outside 1..MAX_PARTITIONS is
+    left to its topic's own check (INVALID_CONFIG)."""
+    asked = sum(t[1] for t in topics if _is_int(t[1]) and 0 < t[1] <= MAX_PARTITIONS)
     if asked > limit:
         raise PolicyViolationError(f"CreateTopics asks for {asked} partitions in all; "
                                    f"max_partitions_per_request is {limit}")

@@ -34,9 +34,18 @@ class PartitionBudget:
 
     @contextmanager
     def reserve(self, topic: str, need: dict, hosted: Callable[[int], int]) -> Iterator[None]:
-        """Hold ``need`` (broker id -> new partitions) for the block;
-        POLICY_VIOLATION, nothing held, when a broker's ``hosted(id)`` plus
-        what is reserved there plus its need passes the limit."""
+        """``hold`` for the block."""
+        release = self.hold(topic, need, hosted)
+        try:
+            yield
+        finally:
+            release()
+
+    def hold(self, topic: str, need: dict, hosted: Callable[[int], int]) -> Callable[[], None]:
+        """Hold ``need`` (broker id -> new partitions) until the returned
+        function is called; POLICY_VIOLATION, nothing held, when a broker's
+        ``hosted(id)`` plus what is reserved there plus its need passes the
+        limit."""
         for broker, n in sorted(need.items()):
             total = hosted(broker) + self._reserved.get(broker, 0) + n
             if n and total > self.per_broker:
@@ -47,12 +56,16 @@ class PartitionBudget:
                     f"{total}; max_partitions_per_broker is {self.per_broker}")
         for broker, n in need.items():
             self._reserved[broker] = self._reserved.get(broker, 0) + n
-        try:
-            yield
-        finally:
+        done = []
+
+        def release() -> None:
+            if done:
+                return
+            done.append(True)
             for broker, n in need.items():
                 left = self._reserved[broker] - n
                 if left:
                     self._reserved[broker] = left
                 else:
                     del self._reserved[broker]
+        return release

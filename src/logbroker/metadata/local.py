@@ -93,6 +93,8 @@ class LocalMetadata:
         partition budget; a topic being created meanwhile is not there yet
         (UNKNOWN_TOPIC_OR_PARTITION: retriable)."""
         n = self.config.default_partitions
+        if self.store.creating(name):
+            raise UnknownTopicOrPartitionError(f"topic {name!r} is being created")
         with self.budget.reserve(name, {self.me: n}, self._hosted):
             try:
                 self.store.create_topic(name, n)
@@ -106,20 +108,41 @@ class LocalMetadata:
 
     async def create_topic(self, name: str, partitions: int, configs: dict) -> None:
         """A single node has replication factor 1; the cluster's settings
-        (min ISR, unclean election) are dropped. Made in slices in the
-        broker's I/O threads (``create_in_slices``), within the partition
-        budget; the topic appears whole once made. The creation runs to its
-        end even if the request is dropped (``close`` waits for it)."""
+        (min ISR, unclean election) are dropped. Within the partition
+        budget; up to ``AT_ONCE`` partitions made at once, more in slices in
+        the broker's I/O threads (``create_in_slices``: meanwhile the topic
+        is unknown, retriable); it appears whole once made. A creation runs
+        to its end even if the request is dropped (``close`` waits for it)."""
         if configs.pop("replication_factor", 1) != 1:
             raise InvalidReplicationFactorError("a single broker (no --etcd) has replication "
                                                 "factor 1")
         for key in ("min_insync_replicas", "unclean_leader_election"):
             configs.pop(key, None)
 
+        # reserved and begun before the first await: requests read after this
+        # one (a pipelined Produce) see the topic, or see it being created
+        release = self.budget.hold(name, {self.me: partitions}, self._hosted)
+        try:
+            made = self.store.begin_topic(name, partitions, configs)
+        except BaseException:
+            release()
+            raise
+        if partitions <= AT_ONCE:  # a few ms: made in this turn, as auto-creation is
+            try:
+                made.add(range(partitions))
+            except BaseException:
+                self.store.abandon_topic(made)
+                raise
+            finally:
+                release()
+            self.store.finish_topic(made)
+            return
+
         async def create() -> None:
-            with self.budget.reserve(name, {self.me: partitions}, self._hosted):
-                made = self.store.begin_topic(name, partitions, configs)
+            try:
                 await create_in_slices(self.store, made, self.executor)
+            finally:
+                release()
 
         await self._run(create())
 
@@ -223,6 +246,7 @@ class LocalMetadata:
 
 
 SLICE = 250  # partitions made per step: two LMDB commits, a few ms of an I/O thread
+AT_ONCE = 16  # a topic this small is made on the loop at once (keeps pipelined order)
 
 
 async def create_in_slices(store: Store, made, executor) -> None:
