@@ -17,7 +17,7 @@ from kafka.errors import PolicyViolationError as KafkaPolicyViolation
 from logbroker import Admin
 from logbroker.errors import PolicyViolationError
 from logbroker.protocol import messages as m
-from tests.support.fixtures import BrokerProcess, RawConn
+from tests.support.fixtures import BrokerProcess, RawConn, wait_until
 from tests.support.kafka_raw import Raw, kafka_broker
 
 LIMITS = {"max_partitions_per_request": 100, "max_partitions_per_broker": 150}
@@ -129,15 +129,34 @@ def test_ten_thousand_partitions_leave_the_loop_free(tmp_path):
         assert time.monotonic() - started < 10.0  # shutdown_timeout_ms' order, not minutes
 
 
+def test_a_large_auto_creation_is_made_in_the_background(tmp_path):
+    """Metadata auto-creating a topic of ``default_partitions`` = 3,000: the
+    answer is UNKNOWN_TOPIC_OR_PARTITION (retriable) at once, the topic
+    appears whole later, and other clients are served meanwhile."""
+    with kafka_broker(tmp_path / "data", config={"default_partitions": 3000}) as (b, kafka):
+        conn = RawConn(b.port)
+        stop, rtts = threading.Event(), []
+        pinger = threading.Thread(target=_pinger, args=(kafka, stop, rtts))
+        pinger.start()
+        try:
+            first = conn.call(m.Metadata(topics=("auto-big",), auto_create=True))
+            assert first.topics[0].error == 3, first  # being created: retry
+            got = wait_until(lambda: [t for t in conn.call(m.Metadata(topics=("auto-big",))).topics
+                                      if t.error == 0], 60, "the topic made", interval=0.05)
+            assert got[0].partitions == 3000, got
+        finally:
+            stop.set()
+            pinger.join(30)
+        assert rtts and max(rtts) < 2.0, sorted(rtts)[-10:]
+
+
 def test_a_crash_mid_creation_leaves_no_half_topic(tmp_path):
     b = BrokerProcess(tmp_path / "data").start()
     try:
         conn = RawConn(b.port)
         conn.send(m.CreateTopics(topics=(("half", 10_000, {}),)))
         data = tmp_path / "data"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not os.path.isdir(data / "half-300"):
-            time.sleep(0.01)
+        wait_until(lambda: (data / "half-300").is_dir(), 60, "some slices made")
         b.kill()  # some slices made, the topic not finished
         assert (data / "half-0").is_dir()
         b.start()
@@ -159,9 +178,7 @@ def test_a_crash_mid_deletion_is_finished_at_the_next_start(tmp_path):
         assert conn.call(m.CreateTopics(topics=(("doomed", 10_000, {}),)),
                          timeout=120).topics[0].error == 0
         conn.send(m.DeleteTopics(topics=("doomed",)))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (data / "doomed-300").is_dir():
-            time.sleep(0.01)
+        wait_until(lambda: not (data / "doomed-300").is_dir(), 60, "some partitions removed")
         b.kill()  # some partitions removed, not all
         assert (data / "doomed-9999").is_dir()
         b.start()

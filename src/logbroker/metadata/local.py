@@ -6,13 +6,14 @@ ACLs live in its LMDB; a write is acknowledged once fsynced.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from .. import limits
 from ..coordinator.records import TOPIC as OFFSETS_TOPIC
 from ..coordinator.records import partition_for
 from ..errors import (InvalidReplicationFactorError, InvalidRequestError, LogbrokerError,
-                      TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+                      UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
 from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from ..security.acl_store import AclStore
@@ -22,6 +23,9 @@ from ..storage.store import Store
 from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
+
+
+log = logging.getLogger("logbroker.topics")
 
 
 class LocalMetadata:
@@ -89,19 +93,19 @@ class LocalMetadata:
         self._auto_create(name)
 
     def _auto_create(self, name: str) -> None:
-        """``default_partitions`` (small: made on the loop), within the
-        partition budget; a topic being created meanwhile is not there yet
-        (UNKNOWN_TOPIC_OR_PARTITION: retriable)."""
-        n = self.config.default_partitions
+        """Create ``name`` with ``default_partitions``, within the partition
+        budget: a small topic at once; a larger one in slices in the
+        background, the caller told UNKNOWN_TOPIC_OR_PARTITION (retriable)
+        meanwhile, as Kafka answers LEADER_NOT_AVAILABLE while it creates."""
         if self.store.creating(name):
             raise UnknownTopicOrPartitionError(f"topic {name!r} is being created")
-        with self.budget.reserve(name, {self.me: n}, self._hosted):
-            try:
-                self.store.create_topic(name, n)
-            except TopicAlreadyExistsError:
-                if not self.store.creating(name):
-                    raise
-                raise UnknownTopicOrPartitionError(f"topic {name!r} is being created") from None
+        n = self.config.default_partitions
+        made, release = self._begin(name, n, {})
+        if n <= AT_ONCE:
+            self._make_at_once(made, release)
+            return
+        self._track(self._make_in_slices(made, release))
+        raise UnknownTopicOrPartitionError(f"topic {name!r} is being created ({n} partitions)")
 
     def _hosted(self, broker: int) -> int:
         return self.store.partition_count()
@@ -121,45 +125,54 @@ class LocalMetadata:
 
         # reserved and begun before the first await: requests read after this
         # one (a pipelined Produce) see the topic, or see it being created
+        made, release = self._begin(name, partitions, configs)
+        if partitions <= AT_ONCE:  # a few ms: made in this turn, as auto-creation is
+            self._make_at_once(made, release)
+        else:
+            await asyncio.shield(self._track(self._make_in_slices(made, release)))
+
+    def _begin(self, name: str, partitions: int, configs: dict) -> tuple:
+        """Reserve ``partitions`` in the budget and begin the topic: (the
+        TopicCreation, the reservation's release)."""
         release = self.budget.hold(name, {self.me: partitions}, self._hosted)
         try:
-            made = self.store.begin_topic(name, partitions, configs)
+            return self.store.begin_topic(name, partitions, configs), release
         except BaseException:
             release()
             raise
-        if partitions <= AT_ONCE:  # a few ms: made in this turn, as auto-creation is
-            try:
-                made.add(range(partitions))
-            except BaseException:
-                self.store.abandon_topic(made)
-                raise
-            finally:
-                release()
+
+    def _make_at_once(self, made, release) -> None:
+        try:
+            made.add(range(made.topic.partitions))
             self.store.finish_topic(made)
-            return
+        except BaseException:
+            self.store.abandon_topic(made)
+            raise
+        finally:
+            release()
 
-        async def create() -> None:
-            try:
-                await create_in_slices(self.store, made, self.executor)
-            finally:
-                release()
-
-        await self._run(create())
+    async def _make_in_slices(self, made, release) -> None:
+        try:
+            await create_in_slices(self.store, made, self.executor)
+        finally:
+            release()
 
     async def delete_topic(self, name: str) -> None:
         """Gone for clients at once; its files removed in slices in the I/O
         threads (run to the end even if the request is dropped)."""
         logs = self.store.begin_delete(name)
-        await self._run(remove_in_slices(self.store, name, logs, self.executor))
+        await asyncio.shield(self._track(remove_in_slices(self.store, name, logs,
+                                                           self.executor)))
 
-    async def _run(self, coro) -> None:
-        """Run ``coro`` (a creation or deletion) to its end even if the
-        request awaiting it is dropped; ``close`` waits for it."""
+    def _track(self, coro) -> asyncio.Task:
+        """Run ``coro`` (a creation or deletion) as a task that goes to its
+        end even if nobody awaits it (a dropped request: await it shielded;
+        ``close`` waits for it)."""
         task = asyncio.get_running_loop().create_task(coro)
         self._running.add(task)
         task.add_done_callback(_finished)
         task.add_done_callback(self._running.discard)
-        await asyncio.shield(task)
+        return task
 
     def describe_topic(self, name: str) -> tuple:
         """(effective settings, per partition its offsets, size and segments)."""
@@ -286,10 +299,15 @@ def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:
 
 
 def _finished(task: asyncio.Task) -> None:
-    """A creation's outcome is its request's; retrieved here too, so that
-    one whose request was dropped leaves no 'never retrieved' warning."""
-    if not task.cancelled():
-        task.exception()
+    """A creation's or deletion's outcome is its request's; retrieved and
+    logged here too (a background auto-creation has no request waiting)."""
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    if isinstance(exc, LogbrokerError):
+        log.info("creating or deleting a topic failed: %s", exc)
+    else:
+        log.error("creating or deleting a topic failed: %r", exc)
 
 
 def _ignore(exc) -> None:
