@@ -125,6 +125,15 @@ class InvalidRequestError(LogbrokerError):
 
 
 @register
+class PolicyViolationError(LogbrokerError):
+    """A request the broker's policy refuses (Kafka's code): more partitions
+    in one CreateTopics, or on one broker, than its limits allow
+    (docs/security.md, "Partition limits")."""
+
+    code, name = 44, "POLICY_VIOLATION"
+
+
+@register
 class UnsupportedCompressionTypeError(LogbrokerError):
     """A Kafka batch names a compression codec this process cannot decode
     (its library is not installed). Kafka's code and name."""

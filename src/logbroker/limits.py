@@ -13,7 +13,8 @@ import ipaddress
 import re
 from datetime import datetime, timezone
 
-from .errors import InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError
+from .errors import (InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError,
+                     PolicyViolationError)
 
 EARLIEST, LATEST = -2, -1  # ListOffsets specs (protocol/messages.py exports them)
 
@@ -39,6 +40,18 @@ def check_new_topic(name: object, partitions: object, configs: object) -> tuple[
     internal topic, its partition count and settings."""
     check_not_internal((check_topic_name(name),))
     return name, check_partition_count(partitions), check_topic_configs(configs)
+
+
+def check_request_partitions(topics, limit: int) -> int:
+    """The partitions CreateTopics ``topics`` ((name, partitions, ...) rows)
+    ask for in all; POLICY_VIOLATION above ``limit`` (the broker's
+    ``max_partitions_per_request``). A count outside 1..MAX_PARTITIONS is
+    left to its topic's own check (INVALID_CONFIG)."""
+    asked = sum(t[1] for t in topics if _is_int(t[1]) and 0 < t[1] <= MAX_PARTITIONS)
+    if asked > limit:
+        raise PolicyViolationError(f"CreateTopics asks for {asked} partitions in all; "
+                                   f"max_partitions_per_request is {limit}")
+    return asked
 
 
 def check_not_internal(names) -> None:

@@ -84,3 +84,48 @@ def test_log_config_validation():
     assert LogConfig.from_dict({"flush": "lazy"}).flush == "lazy"
     with pytest.raises(InvalidConfigError):
         LogConfig.from_dict({"nope": 1})
+
+
+def test_a_lost_partition_directory_comes_back_at_open(tmp_path):
+    """New partitions' directories are not fsynced one by one (a slice of
+    them costs two LMDB commits): after a power cut loses one, LMDB's record
+    brings it back, empty if it was, offline if its checkpoint says it held
+    flushed data (a real power cut cannot lose that one: a segment's first
+    flush syncs its directory)."""
+    import shutil
+
+    s = open_store(tmp_path)
+    s.create_topic("t", 4)
+    s.get_log("t", 1).append([batch([b"kept"])])
+    s.get_log("t", 1).flush()
+    s.get_log("t", 1).checkpoint()
+    crash(s)
+    shutil.rmtree(tmp_path / "t-2")  # empty: as if never synced
+    shutil.rmtree(tmp_path / "t-1")  # held flushed data
+    s = open_store(tmp_path)
+    try:
+        assert s.get_log("t", 2).log_end_offset == 0 and s.get_log("t", 2).offline is None
+        assert s.get_log("t", 1).offline is not None  # not silently empty
+        assert (tmp_path / "t-2").is_dir()
+    finally:
+        s.close()
+
+
+def test_creation_in_slices_is_invisible_until_finished_and_rolled_back_after_a_crash(tmp_path):
+    s = open_store(tmp_path)
+    made = s.begin_topic("big", 600, {})
+    made.add(range(0, 300))
+    assert s.topics.get("big") is None and s.partition_count() == 0
+    with pytest.raises(UnknownTopicOrPartitionError):
+        s.get_log("big", 0)
+    with pytest.raises(TopicAlreadyExistsError):
+        s.create_topic("big")
+    assert s.files.open_count() == 0  # empty partitions hold no descriptor
+    crash(s)
+    s = open_store(tmp_path)
+    try:
+        assert s.topics.get("big") is None and not list(tmp_path.glob("big-*"))
+        s.create_topic("big", 600)
+        assert s.partition_count() == 600 and s.files.open_count() == 0
+    finally:
+        s.close()

@@ -4,6 +4,8 @@ metadata interface (a single node's LMDB, or etcd in a cluster)."""
 
 from __future__ import annotations
 
+import logging
+
 from .. import limits
 from ..errors import LogbrokerError
 from ..errors import code_and_message as _err
@@ -11,8 +13,18 @@ from ..protocol import messages as m
 from ..protocol.parts import TopicDescription, TopicResult
 from ..limits import listed
 
+log = logging.getLogger("logbroker.topics")
+
 
 async def create_topics(svc, req: m.CreateTopics, session) -> m.CreateTopicsResponse:
+    """Each topic checked and created in turn (a topic's partitions are made
+    in slices, the loop free meanwhile: metadata/local.py); a request over
+    ``max_partitions_per_request`` is refused whole (POLICY_VIOLATION)."""
+    try:
+        limits.check_request_partitions(req.topics, svc.config.max_partitions_per_request)
+    except LogbrokerError as exc:
+        log.debug("CreateTopics refused: %s", exc.message)
+        return m.CreateTopicsResponse(*_err(exc))
     out = []
     for name, partitions, configs in req.topics:
         try:

@@ -26,6 +26,8 @@ TOML layout (every key optional)::
     quota_fetch_bytes_per_s = 0
     max_inflated_bytes_per_request = 67108864       # compressed produce (docs/security.md)
     inflation_bytes_per_s_per_connection = 134217728
+    max_partitions_per_request = 10000   # CreateTopics, in all (docs/security.md)
+    max_partitions_per_broker = 20000    # hosted here (replicas, in a cluster)
 
     [max_connections_per_ip_overrides]
     "10.0.0.7" = 4000
@@ -132,6 +134,9 @@ class BrokerConfig:
     # password guessing (docs/security.md, "Password guessing"): security/auth_throttle.py
     auth_failures_per_s_per_ip: int = 10  # failed SCRAM exchanges a second per address; 0: none
     auth_failures_per_s_per_user: int = 30  # per user name (its known addresses exempt); 0: none
+    # -- partition limits (docs/security.md, "Partition limits"): metadata/budget.py -------
+    max_partitions_per_request: int = 10_000  # partitions one CreateTopics asks for, in all
+    max_partitions_per_broker: int = 20_000  # partitions (replicas) one broker hosts
     # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
     kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
     kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port
@@ -162,7 +167,8 @@ class BrokerConfig:
                      "offsets_topic_replication_factor", "offsets_topic_segment_bytes",
                      "offsets_commit_timeout_ms", "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "group_max_size",
-                     "max_inflated_bytes_per_request", "inflation_bytes_per_s_per_connection"):
+                     "max_inflated_bytes_per_request", "inflation_bytes_per_s_per_connection",
+                     "max_partitions_per_request", "max_partitions_per_broker"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")

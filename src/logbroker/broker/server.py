@@ -123,7 +123,7 @@ class Broker:
         starting to replicate. The one place that picks the mode."""
         if not clustered:
             self.commit = GroupCommit(self.fsync_pool, self.notifier)
-            return LocalMetadata(self.store, self.config, self.commit, self.port)
+            return LocalMetadata(self.store, self.config, self.commit, self.port, self.executor)
         from ..cluster.node import ClusterNode
         from ..limits import parse_address
         from ..metadata.cluster import ClusterMetadata

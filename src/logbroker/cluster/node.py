@@ -44,6 +44,8 @@ from .view import ClusterView
 log = logging.getLogger("logbroker.cluster")
 PID_BLOCK = 1000
 CLOSE_STEP_S = 3.0
+OPEN_AT_ONCE = 16  # new replicas of one topic made on the loop; more go in slices
+OPEN_SLICE = 250  # replicas made per slice in the I/O threads (two LMDB commits)
 ETCD_START_WAIT_S = 20.0  # how long a starting broker waits for etcd (Kafka: 18 s for ZooKeeper)
 
 
@@ -71,6 +73,7 @@ class ClusterNode:
         self._pids: "list[int] | None" = None  # [next, end) of our producer id block
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task] = set()
+        self._opening: set[tuple[str, int]] = set()  # replicas whose logs are being made
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -180,8 +183,7 @@ class ClusterNode:
                     for key in [k for k in self.replicas.replicas if k[0] == ident]:
                         self._drop(key)
                 else:
-                    for st in self.view.partitions_of(ident):
-                        self._partition_changed(st.key)
+                    self._topic_changed(ident)
             else:  # a broker came or went, or the controller changed
                 if kind == "controller":
                     self.controller_changes += 1
@@ -192,7 +194,56 @@ class ClusterNode:
         except Exception:  # noqa: BLE001 - one bad partition must not stop the watch
             log.exception("applying %s %s failed", kind, ident)
 
+    def _topic_changed(self, topic: str) -> None:
+        """Apply every partition of ``topic``; more than ``OPEN_AT_ONCE`` new
+        logs of ours are made in slices in the I/O threads first
+        (``_open_in_slices``), so a topic of thousands of partitions never
+        holds the loop."""
+        new = [st.key for st in self.view.partitions_of(topic)
+               if self.me in st.replicas and not self.store.hosts(*st.key)
+               and st.key not in self._opening]
+        if len(new) > OPEN_AT_ONCE:
+            self._opening.update(new)
+            self._spawn(self._open_in_slices(topic, new))
+        for st in self.view.partitions_of(topic):
+            self._partition_changed(st.key)
+
+    async def _open_in_slices(self, topic: str, keys: list) -> None:
+        """Make the logs of ``keys`` (new replicas of ours), ``OPEN_SLICE`` at
+        a time off the loop; each slice's partitions are then applied with
+        their state as the view has it by then (a partition deleted
+        meanwhile is dropped again)."""
+        try:
+            for i in range(0, len(keys), OPEN_SLICE):
+                chunk = keys[i:i + OPEN_SLICE]
+                st = self.view.topics.get(topic)
+                if st is not None:
+                    await self.run_io(self.store.ensure_partitions, topic,
+                                      [p for _, p in chunk], st.log_overrides(),
+                                      self._leading(chunk))
+                for key in chunk:
+                    self._opening.discard(key)
+                    if self.view.partitions.get(key) is None and self.store.hosts(*key):
+                        self._drop(key)
+                    else:
+                        self._react(("partition", key))
+        finally:
+            self._opening.difference_update(keys)
+
+    def _leading(self, keys: list) -> dict:
+        """partition -> leader epoch of ``keys`` this broker is to lead (as
+        ReplicaManager.apply will decide: a state written after our
+        registration), so their new logs take the epoch off the loop."""
+        out = {}
+        for key in keys:
+            st = self.view.partitions.get(key)
+            if st is not None and st.leader == self.me and st.version > self._registered():
+                out[key[1]] = st.leader_epoch
+        return out
+
     def _partition_changed(self, key: tuple[str, int]) -> None:
+        if key in self._opening:  # its log is being made: applied once it is
+            return
         st = self.view.partitions.get(key)
         topic = self.view.topics.get(key[0])
         if st is None or topic is None:

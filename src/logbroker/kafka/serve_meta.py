@@ -7,7 +7,7 @@ request header and body, and returns a ``Plan`` (plan.py).
 from __future__ import annotations
 
 from ..errors import InvalidRequestError, LogbrokerError, UnknownError
-from ..limits import check_new_topic
+from ..limits import check_new_topic, check_request_partitions
 from ..protocol import messages as m
 from ..protocol.parts import NewTopic
 from . import cluster_meta
@@ -83,6 +83,11 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
             topics.append(NewTopic(t.name, parts, configs))
         except LogbrokerError as exc:
             refused[t.name] = (exc.code, exc.message)
+    if body.validate_only:
+        try:
+            check_request_partitions(topics, site.config.max_partitions_per_request)
+        except LogbrokerError as exc:
+            refused = {t.name: (exc.code, exc.message) for t in body.topics}
     req = None if body.validate_only else m.CreateTopics(topics=tuple(topics))
 
     def answer(resp) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 
 from ..cluster.access_store import EtcdAclStore, EtcdUserStore
 from ..cluster.node import ClusterNode
@@ -23,6 +24,7 @@ from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
                       NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
 from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
+from .budget import PartitionBudget
 from .cluster_host import ClusterHost
 from .interface import Appended
 from .local import partition_entry
@@ -42,6 +44,7 @@ class ClusterMetadata:
         self.me = node.me
         self.cluster_name = config.cluster_name
         self.appended = DataNotifier()  # wakes followers' long polls (ReplicaFetch)
+        self.budget = PartitionBudget(config.max_partitions_per_broker)
         self._host = ClusterHost(self, config)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -119,7 +122,16 @@ class ClusterMetadata:
             raise InvalidConfigError(f"min_insync_replicas {min_isr} exceeds the replication "
                                      f"factor {rf}: every write would be refused")
         placed = assign(partitions, rf, view.live, view.partitions.values())
-        topic = TopicState(name, partitions, rf, configs)
+        held = Counter(r for st in view.partitions.values() for r in st.replicas)
+        with self.budget.reserve(name, Counter(r for rs in placed for r in rs), held.__getitem__):
+            await self._write_topic(name, TopicState(name, partitions, rf, configs), placed)
+
+    async def _write_topic(self, name: str, topic: TopicState, placed: list) -> None:
+        """The topic's partition states, then the topic, in etcd; returns
+        once this broker's view has them (bounded by VIEW_WAIT_S): the
+        replicas it placed are then counted by the view, not the budget."""
+        node, view, partitions, rf = self.node, self.node.view, topic.partitions, \
+            topic.replication_factor
         writes = {}
         for p, replicas in enumerate(placed):
             st = PartitionState(name, p, replicas, replicas[0], replicas, 0)

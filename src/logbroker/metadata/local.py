@@ -5,6 +5,8 @@ ACLs live in its LMDB; a write is acknowledged once fsynced.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 
 from .. import limits
@@ -16,16 +18,26 @@ from ..errors import code_and_message as _err
 from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from ..security.acl_store import AclStore
 from ..security.auth_store import UserStore
+from ..storage.creation import discard
 from ..storage.store import Store
+from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
+
+
+log = logging.getLogger("logbroker.topics")
 
 
 class LocalMetadata:
     ack_wait = "fsync"
 
-    def __init__(self, store: Store, config, commit, port: int) -> None:
+    def __init__(self, store: Store, config, commit, port: int, executor=None) -> None:
+        """``executor``: the broker's I/O threads, where a CreateTopics makes
+        its slices of partitions (None: asyncio's default)."""
         self.store, self.config, self.commit, self.port = store, config, commit, port
+        self.executor = executor
+        self.budget = PartitionBudget(config.max_partitions_per_broker)
+        self._running: set[asyncio.Task] = set()
         self.me = config.broker_id
         self.cluster_name = ""  # a single node is no named cluster (DescribeCluster says "")
         self._next_producer_id = int(time.time() * 1000) << 8
@@ -37,7 +49,10 @@ class LocalMetadata:
         """Nothing to leave: a single node."""
 
     async def close(self) -> None:
-        """Nothing to close: the store is the broker's."""
+        """Let topic creations and deletions in flight finish (bounded: one request's
+        partitions); the store is the broker's."""
+        if self._running:
+            await asyncio.wait(list(self._running))
 
     # -- brokers ---------------------------------------------------------------------------
     def check_available(self) -> None:
@@ -75,20 +90,89 @@ class LocalMetadata:
                 for row in self.partitions_of(name)]
 
     async def auto_create(self, name: str) -> None:
-        self.store.create_topic(name, self.config.default_partitions)
+        self._auto_create(name)
+
+    def _auto_create(self, name: str) -> None:
+        """Create ``name`` with ``default_partitions``, within the partition
+        budget: a small topic at once; a larger one in slices in the
+        background, the caller told UNKNOWN_TOPIC_OR_PARTITION (retriable)
+        meanwhile, as Kafka answers LEADER_NOT_AVAILABLE while it creates."""
+        if self.store.creating(name):
+            raise UnknownTopicOrPartitionError(f"topic {name!r} is being created")
+        n = self.config.default_partitions
+        made, release = self._begin(name, n, {})
+        if n <= AT_ONCE:
+            self._make_at_once(made, release)
+            return
+        self._track(self._make_in_slices(made, release))
+        raise UnknownTopicOrPartitionError(f"topic {name!r} is being created ({n} partitions)")
+
+    def _hosted(self, broker: int) -> int:
+        return self.store.partition_count()
 
     async def create_topic(self, name: str, partitions: int, configs: dict) -> None:
         """A single node has replication factor 1; the cluster's settings
-        (min ISR, unclean election) are dropped."""
+        (min ISR, unclean election) are dropped. Within the partition
+        budget; up to ``AT_ONCE`` partitions made at once, more in slices in
+        the broker's I/O threads (``create_in_slices``: meanwhile the topic
+        is unknown, retriable); it appears whole once made. A creation runs
+        to its end even if the request is dropped (``close`` waits for it)."""
         if configs.pop("replication_factor", 1) != 1:
             raise InvalidReplicationFactorError("a single broker (no --etcd) has replication "
                                                 "factor 1")
         for key in ("min_insync_replicas", "unclean_leader_election"):
             configs.pop(key, None)
-        self.store.create_topic(name, partitions, **configs)
+
+        # reserved and begun before the first await: requests read after this
+        # one (a pipelined Produce) see the topic, or see it being created
+        made, release = self._begin(name, partitions, configs)
+        if partitions <= AT_ONCE:  # a few ms: made in this turn, as auto-creation is
+            self._make_at_once(made, release)
+        else:
+            await asyncio.shield(self._track(self._make_in_slices(made, release)))
+
+    def _begin(self, name: str, partitions: int, configs: dict) -> tuple:
+        """Reserve ``partitions`` in the budget and begin the topic: (the
+        TopicCreation, the reservation's release)."""
+        release = self.budget.hold(name, {self.me: partitions}, self._hosted)
+        try:
+            return self.store.begin_topic(name, partitions, configs), release
+        except BaseException:
+            release()
+            raise
+
+    def _make_at_once(self, made, release) -> None:
+        try:
+            made.add(range(made.topic.partitions))
+            self.store.finish_topic(made)
+        except BaseException:
+            self.store.abandon_topic(made)
+            raise
+        finally:
+            release()
+
+    async def _make_in_slices(self, made, release) -> None:
+        try:
+            await create_in_slices(self.store, made, self.executor)
+        finally:
+            release()
 
     async def delete_topic(self, name: str) -> None:
-        self.store.delete_topic(name)
+        """Gone for clients at once; its files removed in slices in the I/O
+        threads (run to the end even if the request is dropped)."""
+        logs = self.store.begin_delete(name)
+        await asyncio.shield(self._track(remove_in_slices(self.store, name, logs,
+                                                           self.executor)))
+
+    def _track(self, coro) -> asyncio.Task:
+        """Run ``coro`` (a creation or deletion) as a task that goes to its
+        end even if nobody awaits it (a dropped request: await it shielded;
+        ``close`` waits for it)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._running.add(task)
+        task.add_done_callback(_finished)
+        task.add_done_callback(self._running.discard)
+        return task
 
     def describe_topic(self, name: str) -> tuple:
         """(effective settings, per partition its offsets, size and segments)."""
@@ -116,7 +200,7 @@ class LocalMetadata:
         except UnknownTopicOrPartitionError:
             if not create or self.store.topics.get(topic) is not None:
                 raise
-        self.store.create_topic(topic, self.config.default_partitions)
+        self._auto_create(topic)
         return self.store.get_log(topic, partition)
 
     def check_settled(self, topic: str, partition: int) -> None:
@@ -174,6 +258,35 @@ class LocalMetadata:
         return None
 
 
+SLICE = 250  # partitions made per step: two LMDB commits, a few ms of an I/O thread
+AT_ONCE = 16  # a topic this small is made on the loop at once (keeps pipelined order)
+
+
+async def create_in_slices(store: Store, made, executor) -> None:
+    """Make ``made``'s partitions (Store.begin_topic), ``SLICE`` at a time in
+    ``executor``, the loop free between and during slices; then publish the
+    topic (on the loop: a dict update). On failure the partial topic is
+    removed (in the executor) and the error raised."""
+    loop = asyncio.get_running_loop()
+    count = made.topic.partitions
+    try:
+        for start in range(0, count, SLICE):
+            await loop.run_in_executor(executor, made.add, range(start, min(count, start + SLICE)))
+    except BaseException:
+        await loop.run_in_executor(executor, store.abandon_topic, made)
+        raise
+    store.finish_topic(made)
+
+
+async def remove_in_slices(store: Store, name: str, logs: list, executor) -> None:
+    """Remove the files and rows of a deleted topic's ``logs``
+    (Store.begin_delete), ``SLICE`` at a time in ``executor``."""
+    loop = asyncio.get_running_loop()
+    for start in range(0, len(logs), SLICE):
+        await loop.run_in_executor(executor, discard, store, logs[start:start + SLICE])
+    await loop.run_in_executor(executor, store.end_delete, name)
+
+
 def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:
     """One DescribeTopics partition entry from the local log (or its error)."""
     try:
@@ -183,6 +296,18 @@ def partition_entry(store: Store, topic: str, p: int) -> PartitionDescription:
     error = _err(lg.offline) if lg.offline is not None else (0, "")
     return PartitionDescription(p, lg.log_start_offset, lg.log_end_offset, lg.high_watermark,
                                 lg.size_in_bytes(), len(lg.segments), *error)
+
+
+def _finished(task: asyncio.Task) -> None:
+    """A creation's or deletion's outcome is its request's; retrieved and
+    logged here too (a background auto-creation has no request waiting)."""
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    if isinstance(exc, LogbrokerError):
+        log.info("creating or deleting a topic failed: %s", exc)
+    else:
+        log.error("creating or deleting a topic failed: %r", exc)
 
 
 def _ignore(exc) -> None:

@@ -98,20 +98,33 @@ def write_checkpoint(meta: MetaStore, pid: int, segs, index, epochs, *, clean: b
     ``Segments``, the pending index entries, new segment summaries and (if
     changed) the leader epochs. ``clean`` only at a clean close. On failure
     nothing is lost from memory: the summaries are put back for the next try."""
+    write_checkpoints(meta, [(pid, segs, index, epochs)], clean=clean)
+
+
+def write_checkpoints(meta: MetaStore, parts: list, *, clean: bool) -> None:
+    """``write_checkpoint`` of several partitions, ``parts`` = [(pid, segs,
+    index, epochs)], in ONE transaction (one fsync of LMDB for all: the
+    creation of many partitions, a clean close); all or none is written."""
+    taken = [(part, part[1].take_new_infos()) for part in parts]
+    try:
+        with meta.write() as txn:
+            stored = [_write(txn, meta, *part, infos, clean) for part, infos in taken]
+    except BaseException:
+        for part, infos in taken:
+            part[1].restore_new_infos(infos)
+        raise
+    for (part, _), epochs_stored in zip(taken, stored):
+        if epochs_stored:  # only once the commit succeeded
+            part[3].stored()
+
+
+def _write(txn, meta: MetaStore, pid: int, segs, index, epochs, infos: dict, clean: bool) -> bool:
     a, rp = segs.active, segs.recovery_point
     c = Checkpoint(rp.offset, rp.segment, rp.position, segs.log_start, segs.high_watermark,
                    clean, segs.log_end, a.base_offset, a.size, a.max_timestamp, a.created_ms)
-    infos = segs.take_new_infos()
-    try:
-        with meta.write() as txn:
-            index.persist(txn)
-            for base, info in infos.items():
-                store_segment_info(txn, meta, pid, base, info)
-            delete_segment_infos(txn, meta, pid, below=segs.first.base_offset, from_=a.base_offset)
-            store_checkpoint(txn, meta, pid, c)
-            epochs_stored = epochs.store(txn, meta, pid)
-    except BaseException:
-        segs.restore_new_infos(infos)
-        raise
-    if epochs_stored:  # only once the commit succeeded
-        epochs.stored()
+    index.persist(txn)
+    for base, info in infos.items():
+        store_segment_info(txn, meta, pid, base, info)
+    delete_segment_infos(txn, meta, pid, below=segs.first.base_offset, from_=a.base_offset)
+    store_checkpoint(txn, meta, pid, c)
+    return epochs.store(txn, meta, pid)

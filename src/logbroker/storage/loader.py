@@ -57,6 +57,24 @@ class _Offline(Exception):
     pass
 
 
+def fresh_log(directory: str, topic: str, partition: int, pid: int, *, config: LogConfig,
+              meta: MetaStore, files: FileCache) -> LoadedLog:
+    """A brand-new empty log whose ``directory`` does not exist yet: the
+    directory and an empty first segment are created, nothing is read and
+    no descriptor is kept (the segment opens at its first append or read).
+    Neither is fsynced: the caller's LMDB rows record the partition, and the
+    store creates the directory again at its next open if a power cut lost
+    it (Store.open). ``pid`` must be newly allocated (no rows of its own)."""
+    os.mkdir(directory)
+    seg = Segment.create(directory, 0, files, sync=False)
+    segs = Segments(directory, files, [seg], log_start=0, log_end=0,
+                    recovery_point=RecoveryPoint(0, 0, 0), high_watermark=0)
+    index = PartitionIndex(meta, pid, config.index_interval_bytes)
+    index.max_seen = -1  # what recovery of an empty log sets
+    index.restart_cadence()
+    return LoadedLog(f"{topic}-{partition}", pid, segs, index, LeaderEpochs())
+
+
 def load_log(directory: str, topic: str, partition: int, *, config: LogConfig, meta: MetaStore,
              files: FileCache, clean: bool, auto_hw: bool = True) -> LoadedLog:
     """Load (creating if needed) the log in ``directory``; never raises for
@@ -277,7 +295,8 @@ class _Loader:
 
     def _finish(self, scanned: list[Segment], end: int) -> tuple[int, int]:
         for seg in scanned:
-            seg.flush()
+            if seg.size:  # an empty one has nothing to flush: no descriptor taken for it
+                seg.flush()
         for seg, nxt in zip(self.segments, self.segments[1:]):
             if seg in scanned or seg.base_offset not in self.infos:
                 if seg not in scanned:

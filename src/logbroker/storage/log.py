@@ -11,6 +11,7 @@ waiting on them (group commit).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import threading
@@ -25,7 +26,7 @@ from .config import FLUSH_FSYNC, LogConfig
 from .files import FileCache
 from .flusher import Flusher
 from .incoming import check_replicated, parse_batches
-from .loader import LoadedLog, load_log
+from .loader import LoadedLog, fresh_log, load_log
 from .locate import Locator
 from .cleaner_state import CleanerState, rewind_clean_point
 from .metastore import MetaStore
@@ -47,7 +48,10 @@ class Log:
     """Append-only segmented log; use ``Log.open``."""
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
-                 meta: MetaStore, loaded: LoadedLog, *, auto_hw: bool = True) -> None:
+                 meta: MetaStore, loaded: LoadedLog, *, auto_hw: bool = True,
+                 checkpoint: bool = True) -> None:
+        """``checkpoint=False``: the caller writes the first checkpoint
+        (``checkpoint_many``: a slice of new partitions, one transaction)."""
         self.topic, self.partition, self.directory = topic, partition, directory
         self.config, self.meta, self.pid = config, meta, loaded.pid
         self.index, self._segs, self._epochs = loaded.index, loaded.segments, loaded.epochs
@@ -62,18 +66,32 @@ class Log:
         self.scanned_bytes = loaded.scanned_bytes
         if loaded.offline is not None:
             self._fail(loaded.offline.removeprefix(f"{self.name}: "))
-        else:
+        elif checkpoint:
             with self._lock:
                 self._checkpoint_locked()
 
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, *, config: LogConfig,
-             meta: MetaStore, files: FileCache, clean: bool, auto_hw: bool = True) -> "Log":
+             meta: MetaStore, files: FileCache, clean: bool, auto_hw: bool = True,
+             checkpoint: bool = True) -> "Log":
         """Load (creating if needed) the log in ``directory``; never raises for
-        damaged data: a damaged log comes back with ``offline`` set."""
+        damaged data: a damaged log comes back with ``offline`` set.
+        ``checkpoint=False``: the caller writes the first checkpoint of an
+        online log before using it (``checkpoint_many``)."""
         loaded = load_log(directory, topic, partition, config=config, meta=meta, files=files,
                           clean=clean, auto_hw=auto_hw)
-        return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw)
+        return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
+                   checkpoint=checkpoint)
+
+    @classmethod
+    def fresh(cls, directory: str, topic: str, partition: int, pid: int, *, config: LogConfig,
+              meta: MetaStore, files: FileCache, auto_hw: bool = True) -> "Log":
+        """A brand-new empty log (loader.fresh_log: ``directory`` must not
+        exist, ``pid`` newly allocated), without its first checkpoint: the
+        caller writes it (``checkpoint_many``)."""
+        loaded = fresh_log(directory, topic, partition, pid, config=config, meta=meta, files=files)
+        return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
+                   checkpoint=False)
 
     # -- state -----------------------------------------------------------------
     @property
@@ -176,15 +194,25 @@ class Log:
             self._check_online()
             return self._epochs.end_offset_for(epoch, self._segs.log_end)
 
-    def assign_epoch(self, epoch: int) -> None:
+    def assign_epoch(self, epoch: int, *, checkpoint: bool = True) -> bool:
         """Become leader in ``epoch``: ``(epoch, log end)`` enters the history
         at once, before any batch of it is written, and is checkpointed before
         this returns (recovery keeps an epoch that starts at the log end). No-op
-        if ``epoch`` is the newest already; FencedLeaderEpochError if older."""
+        if ``epoch`` is the newest already; FencedLeaderEpochError if older.
+        ``checkpoint=False``: the caller checkpoints before any append
+        (``assign_epochs``). True if the history changed."""
         with self._lock:
             self._check_online()
-            if self._epochs.assign(epoch, self._segs.log_end, self.name):
+            changed = self._epochs.assign(epoch, self._segs.log_end, self.name)
+            if changed and checkpoint:
                 self._checkpoint_locked()
+            return changed
+
+    @staticmethod
+    def assign_epochs(pairs) -> None:
+        """``assign_epoch`` of many (log, epoch) pairs of logs nobody appends
+        to yet, their checkpoints in one transaction (a new topic's leaders)."""
+        Log.checkpoint_many([lg for lg, epoch in pairs if lg.assign_epoch(epoch, checkpoint=False)])
 
     # -- append ------------------------------------------------------------------
     def append(self, batches, leader_epoch: int = 0, *, sync: "bool | None" = None,
@@ -477,11 +505,28 @@ class Log:
     def _checkpoint_locked(self, clean: bool = False) -> None:
         ck.write_checkpoint(self.meta, self.pid, self._segs, self.index, self._epochs, clean=clean)
 
+    @staticmethod
+    def checkpoint_many(logs: list, *, clean: bool = False) -> None:
+        """The checkpoints of ``logs`` (online, of one data dir) in ONE LMDB
+        transaction, each taken under its log's lock: one fsync of LMDB for
+        a slice of partitions created, or closed, together."""
+        if not logs:
+            return
+        with contextlib.ExitStack() as held:
+            for one in logs:
+                held.enter_context(one._lock)
+            ck.write_checkpoints(logs[0].meta, [(one.pid, one._segs, one.index, one._epochs)
+                                                for one in logs], clean=clean)
+
     def close(self) -> None:
         """Flush, write a clean checkpoint, release descriptors."""
         if self._offline is None:
             self.flush()
             self.checkpoint(clean=True)
+        self.release()
+
+    def release(self) -> None:
+        """Release the descriptors (after the last checkpoint: ``close``)."""
         with self._lock:
             self._segs.close()
 

@@ -97,6 +97,24 @@ class MetaStore:
             txn.put(b"next_pid", PID.pack(pid + 1), db=self.dbs["meta"])
             return pid
 
+    def partition_ids(self, names: list) -> dict:
+        """``partition_id`` of many partitions in one transaction: name ->
+        (pid, True if allocated now)."""
+        out = {}
+        with self.write() as txn:
+            counter = txn.get(b"next_pid", db=self.dbs["meta"])
+            pid = PID.unpack(counter)[0] if counter else 1
+            for name in names:
+                raw = txn.get(name.encode(), db=self.dbs["parts"])
+                if raw is not None:
+                    out[name] = (PID.unpack(raw)[0], False)
+                    continue
+                txn.put(name.encode(), PID.pack(pid), db=self.dbs["parts"])
+                out[name] = (pid, True)
+                pid += 1
+            txn.put(b"next_pid", PID.pack(pid), db=self.dbs["meta"])
+        return out
+
     def forget_partition(self, txn, name: str, pid: int) -> None:
         """Drop every row keyed by ``pid`` (a deleted partition)."""
         prefix = PID.pack(pid)

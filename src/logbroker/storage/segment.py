@@ -62,17 +62,23 @@ class Segment:
         self.max_timestamp = max_timestamp
         self.created_ms = created_ms
         self.generation = 0
+        self.entry_synced = True  # False: the directory's entry of this file is not yet durable
 
     def __repr__(self) -> str:
         return f"Segment({self.path!r}, size={self.size})"
 
     @classmethod
-    def create(cls, directory: str, base_offset: int, files: FileCache) -> "Segment":
-        """Create an empty segment file (fails if it exists) and fsync the dir."""
+    def create(cls, directory: str, base_offset: int, files: FileCache, *,
+               sync: bool = True) -> "Segment":
+        """Create an empty segment file (fails if it exists) and fsync the dir
+        (``sync=False``: a new partition's, recorded in LMDB instead)."""
         path = os.path.join(directory, segment_name(base_offset))
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
-        fsync_dir(directory)
-        return cls(directory, base_offset, files)
+        if sync:
+            fsync_dir(directory)
+        seg = cls(directory, base_offset, files)
+        seg.entry_synced = sync  # else synced by the first flush
+        return seg
 
     def file_size(self) -> int:
         return os.stat(self.path).st_size
@@ -103,8 +109,13 @@ class Segment:
             return out
 
     def flush(self) -> None:
+        """fdatasync; the first flush of a segment created unsynced also
+        makes its directory entry durable (one fsync of the directory)."""
         with self.files.fd(self, self.path) as fd:
             os.fdatasync(fd)
+        if not self.entry_synced:
+            fsync_dir(self.directory)
+            self.entry_synced = True
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes and make that durable."""

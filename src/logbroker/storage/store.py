@@ -8,10 +8,12 @@
 ``Store.open`` removes the marker before anything is written, so any crash
 afterwards is seen as unclean by the next open.
 
-A single node hosts every partition of its topics (``create_topic``,
-``delete_topic``); a broker of a cluster hosts some partitions of a topic
-(``ensure_partition``, ``drop_partition``), and keeps a local topic record
-(its log settings) while it hosts any of them.
+A single node hosts every partition of its topics (``create_topic``, or
+in slices ``begin_topic`` .. ``finish_topic``; ``delete_topic``); a broker
+of a cluster hosts some partitions of a topic (``ensure_partition``,
+``ensure_partitions`` for a slice, ``drop_partition``), and keeps a local
+topic record (its log settings) while it hosts any of them. Creation
+costs two LMDB commits per slice, not per partition (storage/creation.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from .groups import GroupStore
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
 from .compaction import Compactor
+from . import creation
+from .creation import TopicCreation
 from .retention import apply_retention
 from .segment import fsync_dir
 from ..limits import check_topic_name
@@ -37,6 +41,7 @@ from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
 MARKER = ".clean_shutdown"
+CLOSE_SLICE = 1000  # logs checkpointed per LMDB transaction (open, housekeeping, close)
 
 
 def parse_partition_dir(name: str) -> "tuple[str, int] | None":
@@ -62,6 +67,7 @@ class Store:
         self.topics = TopicStore(meta)
         self.groups = GroupStore(meta)
         self._logs: dict[tuple[str, int], Log] = {}
+        self._creating: set[str] = set()  # topics between begin_topic and finish_topic
         self._lock = threading.RLock()
         self._last_checkpoint = now_ms()
         self.compactor = Compactor(config.compaction_bytes_per_tick, config.compaction_map_bytes)
@@ -92,6 +98,7 @@ class Store:
         return store
 
     def _open_logs(self) -> None:
+        creation.roll_back(self)  # topics a crash left half-created
         known = {t.name: t for t in self.topics.list()}
         found: dict[str, int] = {}
         for entry in sorted(os.listdir(self.path)):
@@ -100,31 +107,125 @@ class Store:
                 continue
             topic, partition = parsed
             found[topic] = max(found.get(topic, 0), partition + 1)
-            self._open_log(known.get(topic) or TopicConfig(topic), partition, self.was_clean)
+            self._open_log(known.get(topic) or TopicConfig(topic), partition, self.was_clean,
+                           checkpoint=False)
+        opened = [lg for lg in self._logs.values() if lg.offline is None]
+        for i in range(0, len(opened), CLOSE_SLICE):  # their first checkpoints, a slice a commit
+            Log.checkpoint_many(opened[i:i + CLOSE_SLICE])
         for topic, count in found.items():
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
                 self.topics.put(TopicConfig(topic, count, known[topic].overrides if topic in known else {}))
+        for topic, partition in self._missing_dirs(known):
+            self._open_log(topic, partition, clean=False)
+
+    def _missing_dirs(self, known: dict) -> list[tuple[TopicConfig, int]]:
+        """Partitions LMDB records (``parts``) of a known topic whose directory
+        is gone (a power cut after an unsynced creation: storage/creation.py):
+        (topic, partition) to open again. One that held flushed data loads
+        offline (its checkpoint names the missing segment); an empty one
+        comes back empty."""
+        with self.meta.read() as txn:
+            names = [k.decode() for k, _ in txn.cursor(db=self.meta.db("parts"))]
+        out = []
+        for name in names:
+            parsed = parse_partition_dir(name)
+            if parsed is None or parsed[0] not in known or parsed[1] >= known[parsed[0]].partitions:
+                continue
+            if not os.path.isdir(os.path.join(self.path, name)):
+                log.warning("%s: its directory is missing; created again", name)
+                out.append((known[parsed[0]], parsed[1]))
+        return out
 
     # -- topics and logs --------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, **overrides) -> TopicConfig:
+        """Create a topic at once (small ones: auto-creation, the offsets
+        topic, tests); CreateTopics runs ``begin_topic`` in slices."""
+        made = self.begin_topic(name, partitions, overrides)
+        try:
+            made.add(range(partitions))
+        except BaseException:
+            self.abandon_topic(made)
+            raise
+        return self.finish_topic(made)
+
+    def begin_topic(self, name: str, partitions: int, overrides: dict) -> TopicCreation:
+        """Start creating a topic (storage/creation.py): invisible until
+        ``finish_topic``; ``add`` its partitions in slices meanwhile (any
+        thread), or ``abandon_topic``. TOPIC_ALREADY_EXISTS if it exists or
+        is being created."""
+        topic = TopicConfig(name, partitions, overrides)
         with self._lock:
+            if name in self._creating:
+                raise TopicAlreadyExistsError(f"topic {name!r} is being created")
             if self.topics.get(name) is not None:
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-            topic = TopicConfig(name, partitions, overrides)
-            self.topics.put(topic)
-            for p in range(partitions):
-                self._open_log(topic, p, clean=False)
-            return topic
+            creation.put_marker(self.meta, topic)
+            self._creating.add(name)
+        return TopicCreation(self, topic)
+
+    def finish_topic(self, made: TopicCreation) -> TopicConfig:
+        """Publish ``made``: its row and the marker's removal in one commit,
+        then its logs in the map, all at once."""
+        topic = made.topic
+        assert len(made.logs) == topic.partitions, "every partition is made before finishing"
+        with self._lock:
+            with self.meta.write() as txn:
+                self.topics.put(topic, txn)
+                creation.drop_marker(txn, self.meta, topic.name)
+            for lg in made.logs:
+                self._logs[(topic.name, lg.partition)] = lg
+            self._creating.discard(topic.name)
+        return topic
+
+    def abandon_topic(self, made: TopicCreation) -> None:
+        """Undo ``made``: its logs' files and rows, its marker (a failed or
+        cancelled creation)."""
+        name = made.topic.name
+        try:
+            creation.discard(self, made.logs, [f"{name}-{p}" for p in range(made.topic.partitions)])
+            self.end_delete(name)
+        finally:
+            with self._lock:
+                self._creating.discard(name)
+
+    def creating(self, name: str) -> bool:
+        """Whether ``name`` is being created (begun, not finished)."""
+        return name in self._creating
+
+    def partition_count(self) -> int:
+        """Logs open here (a topic being created counts once finished)."""
+        return len(self._logs)
 
     def delete_topic(self, name: str) -> None:
+        """Delete a topic at once (small ones, tests); DeleteTopics removes
+        the files of ``begin_delete``'s logs in slices."""
+        logs = self.begin_delete(name)
+        creation.discard(self, logs)
+        self.end_delete(name)
+
+    def begin_delete(self, name: str) -> list[Log]:
+        """Unpublish topic ``name`` at once: its row removed and a marker
+        written in one commit, its logs out of the map (clients see an
+        unknown topic). Returns the logs, whose files and rows the caller
+        removes (``creation.discard``, in slices, any thread), then calls
+        ``end_delete``. A crash meanwhile: the next open finishes the removal."""
         with self._lock:
             topic = self.topics.get(name)
-            if topic is None:
+            if topic is None or name in self._creating:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-            for p in range(topic.partitions):
-                self._remove_log(name, p)
-            self.topics.delete(name)
+            with self.meta.write() as txn:
+                self.topics.delete(name, txn)
+                creation.put_marker(self.meta, topic, txn)
+            return [lg for p in range(topic.partitions)
+                    if (lg := self._logs.pop((name, p), None)) is not None]
+
+    def end_delete(self, name: str) -> None:
+        """The marker of ``begin_delete`` removed: the deletion is complete
+        (the removed directories' entries made durable first)."""
+        fsync_dir(self.path)
+        with self.meta.write() as txn:
+            creation.drop_marker(txn, self.meta, name)
 
     def ensure_partition(self, topic: str, partition: int, overrides: dict) -> Log:
         """The log of ``topic``-``partition``, opened or created (idempotent):
@@ -143,6 +244,29 @@ class Store:
                 self.topics.put(record)
             return self._open_log(record, partition, clean=False)
 
+    def ensure_partitions(self, topic: str, partitions: list, overrides: dict,
+                          epochs: "dict | None" = None) -> list[Log]:
+        """``ensure_partition`` of a slice of one topic's partitions with a
+        few LMDB commits in all (storage/creation.py; any thread). The caller
+        (the cluster's node) never ensures one partition twice at once.
+        ``epochs`` (partition -> leader epoch): the new leaders' epochs,
+        assigned here with one commit (``Log.assign_epochs``)."""
+        with self._lock:
+            want = [p for p in partitions if (topic, p) not in self._logs]
+            known = self.topics.get(topic)
+            count = max([*partitions, (known.partitions - 1) if known else 0]) + 1
+            record = TopicConfig(topic, count, dict(overrides))
+            if record != known:
+                self.topics.put(record)
+        made = creation.make_logs(self, record, want) if want else []
+        if epochs:
+            Log.assign_epochs([(lg, epochs[lg.partition]) for lg in made
+                               if lg.partition in epochs and lg.offline is None])
+        with self._lock:
+            for lg in made:
+                self._logs.setdefault((topic, lg.partition), lg)
+            return [self._logs[(topic, p)] for p in partitions]
+
     def drop_partition(self, topic: str, partition: int) -> bool:
         """Stop hosting ``topic``-``partition``: close its log, remove its files
         and LMDB rows; the topic's local record goes with its last hosted
@@ -154,10 +278,11 @@ class Store:
                 self.topics.delete(topic)
             return True
 
-    def _open_log(self, topic: TopicConfig, partition: int, clean: bool) -> Log:
+    def _open_log(self, topic: TopicConfig, partition: int, clean: bool, *,
+                  checkpoint: bool = True) -> Log:
         lg = Log.open(os.path.join(self.path, f"{topic.name}-{partition}"), topic.name, partition,
                       config=topic.log_config(self.config.log), meta=self.meta, files=self.files,
-                      clean=clean, auto_hw=self.auto_hw)
+                      clean=clean, auto_hw=self.auto_hw, checkpoint=checkpoint)
         self._logs[(topic.name, partition)] = lg
         return lg
 
@@ -170,6 +295,10 @@ class Store:
         with self.meta.write() as txn:
             self.meta.forget_partition(txn, lg.name, lg.pid)
         return True
+
+    def hosts(self, topic: str, partition: int) -> bool:
+        """Whether the log of ``topic``-``partition`` is open here."""
+        return (topic, partition) in self._logs
 
     def get_log(self, topic: str, partition: int) -> Log:
         try:
@@ -195,31 +324,61 @@ class Store:
         stats = {"deleted_segments": 0, "purged_files": 0, "checkpoints": 0, "errors": 0}
         stats["compacted_bytes"] = self.compactor.tick(self.logs(), now)
         due = now - self._last_checkpoint >= self.config.checkpoint_interval_ms
+        kept = []
         for lg in self.logs():
             if lg.offline is not None:
                 continue
             try:
                 stats["deleted_segments"] += len(apply_retention(lg, now))
                 stats["purged_files"] += lg.purge_deleted(now)
-                if due:
-                    lg.checkpoint()
-                    stats["checkpoints"] += 1
+                kept.append(lg)
             except Exception:  # noqa: BLE001 - a background pass must go on
                 stats["errors"] += 1
                 log.exception("housekeeping of %s failed", lg.name)
         if due:
+            for i in range(0, len(kept), CLOSE_SLICE):
+                self._checkpoint_slice(kept[i:i + CLOSE_SLICE], stats)
             self._last_checkpoint = now
         return stats
 
+    def _checkpoint_slice(self, logs: list[Log], stats: dict) -> None:
+        """Checkpoint ``logs`` in one commit; if that fails, one by one (so
+        one bad partition does not stop the others')."""
+        try:
+            Log.checkpoint_many(logs)
+            stats["checkpoints"] += len(logs)
+            return
+        except Exception:  # noqa: BLE001 - retried one by one below
+            pass
+        for lg in logs:
+            try:
+                lg.checkpoint()
+                stats["checkpoints"] += 1
+            except Exception:  # noqa: BLE001 - a background pass must go on
+                stats["errors"] += 1
+                log.exception("checkpoint of %s failed", lg.name)
+
     def close(self) -> None:
-        """Flush and checkpoint every log, then write the clean-shutdown marker."""
-        clean = True
+        """Flush and checkpoint every log, then write the clean-shutdown
+        marker. The checkpoints go ``CLOSE_SLICE`` logs to a transaction:
+        closing 20,000 partitions costs tens of LMDB commits, not 20,000."""
+        clean, flushed = True, []
         for lg in self.logs():
             try:
-                lg.close()
+                if lg.offline is None:
+                    lg.flush()
+                    flushed.append(lg)
             except Exception:  # noqa: BLE001
                 clean = False
                 log.exception("closing %s failed", lg.name)
+        for i in range(0, len(flushed), CLOSE_SLICE):
+            try:
+                Log.checkpoint_many(flushed[i:i + CLOSE_SLICE], clean=True)
+            except Exception:  # noqa: BLE001
+                clean = False
+                log.exception("checkpointing %d logs failed", len(flushed[i:i + CLOSE_SLICE]))
+        for lg in self.logs():
+            lg.release()
             clean = clean and lg.offline is None
         self.files.close_all()
         if clean:

@@ -32,11 +32,14 @@ class TopicStore:
     def __init__(self, meta: MetaStore) -> None:
         self.meta = meta
 
-    def put(self, topic: TopicConfig) -> None:
-        with self.meta.write() as txn:
-            txn.put(topic.name.encode(), msgpack.packb({"partitions": topic.partitions,
-                                                        "overrides": topic.overrides}),
-                    db=self.meta.db("topics"))
+    def put(self, topic: TopicConfig, txn=None) -> None:
+        """Store ``topic`` (in ``txn`` when given, else a transaction of its own)."""
+        if txn is None:
+            with self.meta.write() as txn:
+                return self.put(topic, txn)
+        txn.put(topic.name.encode(), msgpack.packb({"partitions": topic.partitions,
+                                                    "overrides": topic.overrides}),
+                db=self.meta.db("topics"))
 
     def get(self, name: str) -> "TopicConfig | None":
         with self.meta.read() as txn:
@@ -48,6 +51,9 @@ class TopicStore:
             return [TopicConfig(k.decode(), **msgpack.unpackb(v))
                     for k, v in txn.cursor(db=self.meta.db("topics"))]
 
-    def delete(self, name: str) -> None:
-        with self.meta.write() as txn:
-            txn.delete(name.encode(), db=self.meta.db("topics"))
+    def delete(self, name: str, txn=None) -> None:
+        """Remove ``name`` (in ``txn`` when given, else a transaction of its own)."""
+        if txn is None:
+            with self.meta.write() as txn:
+                return self.delete(name, txn)
+        txn.delete(name.encode(), db=self.meta.db("topics"))
