@@ -21,10 +21,12 @@ log = logging.getLogger("logbroker.cluster")
 
 
 def parse_etcd_url(url: str) -> tuple[str, int]:
-    """``http://host:port`` (or ``host:port``) -> (host, port)."""
+    """``http://host:port``, ``https://host:port`` (TLS, etcd_access.py) or
+    ``host:port`` -> (host, port)."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
-        raise InvalidConfigError(f"etcd address must be http://HOST:PORT, got {url!r}")
+    if parts.scheme not in ("http", "https") or not parts.hostname \
+            or parts.path not in ("", "/"):
+        raise InvalidConfigError(f"etcd address must be http(s)://HOST:PORT, got {url!r}")
     try:
         port = parts.port or 2379
     except ValueError:
@@ -62,23 +64,36 @@ class Event:
 
 
 class Etcd:
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 5.0, access=None) -> None:
+        """``access``: an ``EtcdAccess`` (etcd_access.py): TLS, client
+        certificate, user and password; None: plain and anonymous."""
         import aetcd  # imported in cluster mode only (gRPC is heavy)
+
+        from .etcd_client import client_class
 
         self.url = url
         host, port = parse_etcd_url(url)
         self._aetcd = aetcd
         # gRPC's default reconnect backoff (1 s, x1.6) outlasts a lease of 2 s after
         # a brief connection reset: every refresh would fail at once meanwhile
-        self._client = aetcd.Client(host=host, port=port, timeout=timeout, options={
-            "grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
-            "grpc.max_reconnect_backoff_ms": 500})
+        options = {"grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
+                   "grpc.max_reconnect_backoff_ms": 500}
+        user = password = None
+        if access is not None:
+            user, password = access.user, access.password
+        self._client = client_class(access)(host=host, port=port, username=user,
+                                            password=password, timeout=timeout, options=options)
 
     async def _call(self, coro):
         try:
             return await coro
         except asyncio.CancelledError:
             raise
+        except self._aetcd.exceptions.UnauthenticatedError as exc:
+            # etcd forgot our token (it restarted, or the token expired): connect and
+            # authenticate again on the next call
+            await self.close()
+            raise ClusterUnavailableError(f"etcd at {self.url}: authentication: {exc}") from None
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd at {self.url}: {type(exc).__name__}: {exc}") from None
 

@@ -9,6 +9,7 @@ Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
     partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
     offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
     producer_ids              {next}: the next free block of idempotent producer ids
+    cluster_secret            32 random bytes: brokers prove their identity with it (peer_proof.py)
     users/<name>              {mechanism, salt, stored_key, server_key, iterations}
     acls/<type>/<pattern>/<name>/<principal>/<operation>/<permission>
                               [the six fields]: one ACL binding (fields %-quoted in the key)
@@ -104,6 +105,7 @@ class Keys:
         self.producer_ids = self.root + "producer_ids"
         self.users = self.root + "users/"
         self.acls = self.root + "acls/"
+        self.secret = self.root + "cluster_secret"  # brokers' proofs of identity (peer_proof.py)
 
     def user(self, name: str) -> str:
         return self.users + name  # user names never hold '/' (protocol/auth_messages.py)

@@ -249,6 +249,11 @@ class ClusterMetadata:
     def check_replication(self) -> None:
         """Replication requests are served in a cluster."""
 
+    def peer_key(self):
+        """The cluster's secret (cluster/peer_proof.py); CLUSTER_UNAVAILABLE
+        until this broker has it."""
+        return self.node.require_peer_key()
+
     def replica_log(self, topic: str, partition: int, replica_id: int, offset: int, epoch: int):
         """The leader's log a follower fetches from (its progress recorded)."""
         return self.node.replicas.on_replica_fetch((topic, partition), replica_id, offset,
