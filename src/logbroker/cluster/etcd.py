@@ -116,6 +116,22 @@ class Etcd:
         return None if kv is None else Item(key, kv.value, kv.mod_revision, kv.lease,
                                             kv.create_revision)
 
+    async def get_at(self, key: str, revision: int) -> "Item | None":
+        """``key`` as it was at store revision ``revision`` (etcd keeps the
+        history until it is compacted: then ClusterUnavailableError)."""
+        c, rpc = self._client, self._aetcd.rpc
+        await self._call(c.connect())
+        try:
+            got = await c.kvstub.Range(rpc.RangeRequest(key=key.encode(), revision=revision),
+                                       timeout=c._timeout, metadata=c.metadata)
+        except rpc.AioRpcError as exc:
+            raise ClusterUnavailableError(f"etcd at {self.url}: {exc.code().name}: "
+                                          f"{exc.details()}") from None
+        if not got.kvs:
+            return None
+        kv = got.kvs[0]
+        return Item(key, kv.value, kv.mod_revision, kv.lease, kv.create_revision)
+
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[Event]:
         """Events under ``prefix`` from ``start_revision`` on, in order; the
         iterator raises ClusterUnavailableError when the stream breaks."""

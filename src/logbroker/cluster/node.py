@@ -186,7 +186,12 @@ class ClusterNode:
             if kind == "partition":
                 self._partition_changed(ident)
             elif kind == "topic":
-                if ident not in self.view.topics:
+                bad = self.view.bad_of("topic", ident)
+                if bad is not None:  # refused (view.py): served as unavailable, data kept
+                    for key in [k for k in self.replicas.replicas if k[0] == ident]:
+                        self.replicas.suspend(key, f"topic {ident}'s metadata in etcd is "
+                                                   f"invalid ({bad.why})")
+                elif ident not in self.view.topics:
                     for key in [k for k in self.replicas.replicas if k[0] == ident]:
                         self._drop(key)
                 else:
@@ -205,6 +210,13 @@ class ClusterNode:
     def _partition_changed(self, key: tuple[str, int]) -> None:
         st = self.view.partitions.get(key)
         topic = self.view.topics.get(key[0])
+        bad = self.view.bad_of("partition", key) or self.view.bad_of("topic", key[0])
+        if bad is not None:  # refused (view.py): served as unavailable, data kept
+            self.replicas.suspend(key, f"{key[0]}-{key[1]}'s metadata in etcd is invalid "
+                                       f"({bad.why})")
+            return
+        if topic is not None and key[1] >= topic.partitions:
+            return  # a stray key beyond the topic's count: not a partition of it
         if st is None or topic is None:
             if key in self.replicas.replicas:
                 self._drop(key)

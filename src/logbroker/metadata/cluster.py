@@ -85,11 +85,25 @@ class ClusterMetadata:
         return {name: t.partitions for name, t in list(self.node.view.topics.items())}
 
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
-        return [_row(st) for st in self.node.view.partitions_of(name)]
+        """Every partition of the topic; one whose state in etcd was refused
+        (cluster/view.py) is served unavailable: leader -1, no ISR."""
+        view = self.node.view
+        topic = view.topics.get(name)
+        if topic is None:
+            return []
+        rows = []
+        for p in range(topic.partitions):
+            st = view.partitions.get((name, p))
+            if st is not None:
+                rows.append(_row(st))
+            elif view.bad_of("partition", (name, p)) is not None:
+                rows.append(_unavailable(view, name, p))
+        return rows
 
     def all_partitions(self, names) -> list[PartitionPlacement]:
-        return [_row(st) for st in sorted(self.node.view.partitions.values(), key=lambda s: s.key)
-                if names is None or st.topic in names]
+        view = self.node.view
+        return [row for name in sorted(view.topics) if names is None or name in names
+                for row in self.partitions_of(name)]
 
     async def auto_create(self, name: str) -> None:
         try:
@@ -321,6 +335,14 @@ class ClusterMetadata:
                                for key, s in list(view.partitions.items())},
                 "replication": {name: t.replication_factor for name, t in list(view.topics.items())},
                 "under_replicated_led": numbers["under"], "leaders": numbers["leaders"]}
+
+
+def _unavailable(view, topic: str, partition: int) -> PartitionPlacement:
+    """A partition whose state was refused, as clients see it: no leader."""
+    last = view.bad_of("partition", (topic, partition)).last
+    replicas = last.replicas if last else ()
+    return PartitionPlacement(topic, partition, -1, last.leader_epoch if last else 0, replicas, (),
+                              replicas[0] if replicas else -1)
 
 
 def _row(st: PartitionState) -> PartitionPlacement:
