@@ -213,10 +213,10 @@ class Cluster:
         for member in brokers:
             wait_until_up(member.check, member.proc, member.name, member.log_path, timeout,
                           cancelled)
-        self.say(f"cluster up in {time.monotonic() - began:.1f} s; for clients: "
-                 f"export LOGBROKER_BOOTSTRAP={self.bootstrap} (or -b); Ctrl-C stops it")
         self.say("etcd is open (plain http, no authentication) on 127.0.0.1 only: fine for "
                  "development; secure it for anything else (docs/cluster.md, 'Securing etcd')")
+        self.say(f"cluster up in {time.monotonic() - began:.1f} s; for clients: "
+                 f"export LOGBROKER_BOOTSTRAP={self.bootstrap} (or -b); Ctrl-C stops it")
 
     def _launch(self, member: Member) -> None:
         member.proc = spawn(member.args, member.log_path, member.env, die_with_parent=True)

@@ -97,3 +97,45 @@ def test_poisoned_topics_are_not_served_and_others_keep_working(cluster, etcd):
     for p in range(2):
         code, _, _ = c.produce(c.state("good", p)[0], "good", p, [b"ok"], acks=-1)
         assert code == 0
+
+
+@pytest.fixture
+def kafka_cluster(tmp_path, etcd):
+    from tests.support.cluster import Cluster
+    from tests.support.kafka_raw import kafka_address
+
+    c = Cluster(tmp_path, etcd.url, extra=("--kafka-port", "0"))
+    try:
+        c.start()
+        c.kafka = {i: kafka_address(b) for i, b in c.brokers.items()}
+        yield c
+    finally:
+        c.close()
+
+
+def test_the_kafka_listener_serves_metadata_through_poison(kafka_cluster, etcd):
+    """A leader_epoch of 2^63-1 closed every Kafka all-topic Metadata
+    (out of range for int32); a partition with no valid state to repair
+    from stays unavailable (LEADER_NOT_AVAILABLE) and the rest is served."""
+    from tests.support.kafka_cluster import metadata
+
+    c = kafka_cluster
+    c.create("good", 1, replication_factor=3)
+    leader, epoch, replicas, isr = c.state("good", 0)
+    value = {"replicas": list(replicas), "leader": leader, "isr": list(isr)}
+    put(etcd.url, KEYS.partition("good", 0), msgpack.packb({**value, "leader_epoch": (1 << 63) - 1}))
+    # a topic no broker created: its states have no valid predecessor to repair from
+    put(etcd.url, KEYS.partition("ghost", 0), msgpack.packb({**value, "leader_epoch": 1 << 40}))
+    put(etcd.url, KEYS.topic("ghost"), msgpack.packb(
+        {"partitions": 1, "replication_factor": 3, "configs": {}}))
+    for i in c.brokers:
+        answer = metadata(c.kafka[i], None)  # every topic, as kafka clients ask
+        assert all(-1 <= p.leader_epoch < 1 << 31 for t in answer.topics for p in t.partitions)
+    c.wait_state("good", 0, lambda ld, e, r, i: ld >= 0 and e == epoch + 1, what="repaired")
+    ghost = next(t for t in metadata(c.kafka[1], ["ghost"]).topics if t.name == "ghost")
+    assert [(p.error_code, p.leader_id) for p in ghost.partitions] == [(5, -1)]
+    code, _, _ = c.produce(c.state("good", 0)[0], "good", 0, [b"still"], acks=-1)
+    assert code == 0
+    logs = "".join(b.log() for b in c.brokers.values())
+    assert "cannot repair etcd key /logbroker/logbroker/partitions/ghost/0" in logs
+    _all_alive(c)
