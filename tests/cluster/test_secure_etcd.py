@@ -68,7 +68,7 @@ def _reachable(url: str, access: EtcdAccess) -> bool:
     async def go():
         e = Etcd(url, timeout=2.0, access=access)
         try:
-            await e.get("/probe")
+            await e.get("/logbroker/probe")
             return True
         except ClusterUnavailableError:
             return False
@@ -105,3 +105,56 @@ def test_etcd_settings_are_checked(tmp_path):
         BrokerConfig(etcd="http://127.0.0.1:2379", etcd_ca=str(tmp_path / "ca.pem"))
     with pytest.raises(InvalidConfigError, match="go together"):
         BrokerConfig(etcd="https://127.0.0.1:2379", etcd_cert="c.pem")
+
+
+async def _enable_auth(url: str, password: str) -> None:
+    """etcd's authentication on (as ``etcdctl user add``, ``role
+    grant-permission --prefix``, ``auth enable``): root, and a user
+    ``logbroker`` that may read and write /logbroker/ only."""
+    import grpc
+    from aetcd import rpc
+
+    channel = grpc.aio.insecure_channel(url.removeprefix("http://"))
+    try:
+        a = rpc.AuthStub(channel)
+        await a.UserAdd(rpc.AuthUserAddRequest(name="root", password="root-pw"))
+        await a.UserGrantRole(rpc.AuthUserGrantRoleRequest(user="root", role="root"))
+        await a.UserAdd(rpc.AuthUserAddRequest(name="logbroker", password=password))
+        await a.RoleAdd(rpc.AuthRoleAddRequest(name="logbroker"))
+        await a.RoleGrantPermission(rpc.AuthRoleGrantPermissionRequest(
+            name="logbroker", perm=rpc.Permission(permType=rpc.Permission.READWRITE,
+                                                  key=b"/logbroker/", range_end=b"/logbroker0")))
+        await a.UserGrantRole(rpc.AuthUserGrantRoleRequest(user="logbroker", role="logbroker"))
+        await a.AuthEnable(rpc.AuthEnableRequest())
+    finally:
+        await channel.close()
+
+
+def test_a_broker_joins_an_etcd_with_users_and_survives_its_restart(etcd, tmp_path,
+                                                                     monkeypatch):
+    """etcd's user authentication: anonymous and wrong-password clients are
+    refused; a broker with ``etcd_user`` and LOGBROKER_ETCD_PASSWORD joins,
+    and keeps working across a restart of etcd."""
+    asyncio.run(_enable_auth(etcd.url, "right-pw"))
+    assert not _reachable(etcd.url, None)
+    assert not _reachable(etcd.url, EtcdAccess(user="logbroker", password="wrong-pw"))
+    assert _reachable(etcd.url, EtcdAccess(user="logbroker", password="right-pw"))
+    monkeypatch.setenv("LOGBROKER_ETCD_PASSWORD", "right-pw")
+    b = BrokerProcess(tmp_path / "b1", "--broker-id", "1", "--etcd", etcd.url, config={
+        "etcd_user": "logbroker", "session_timeout_ms": 10_000})
+    try:
+        b.start()
+        conn = RawConn(b.port)
+        assert conn.call(m.CreateTopics(topics=(("before", 1, {}),))).topics[0][1] == 0
+        etcd.stop()
+        etcd.start()
+
+        def created() -> bool:
+            resp = conn.call(m.CreateTopics(topics=(("after", 1, {}),)))
+            return resp.topics[0][1] in (0, 36)  # created (36: by an earlier try)
+        wait_until(created, 30, "a topic created after etcd's restart")
+        resp = conn.call(m.Metadata(topics=("before", "after")))
+        assert {p[0] for p in resp.partitions} == {"before", "after"}, resp
+        conn.close()
+    finally:
+        b.kill()
