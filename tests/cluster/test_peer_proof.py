@@ -127,3 +127,32 @@ def test_a_proof_binds_the_connection_to_one_broker_id(cluster, etcd):
     # the real followers replicate: a record is acknowledged by all three
     code, _, _ = c.produce(leader, TOPIC, 0, [b"replicated"], acks=-1)
     assert code == 0
+
+
+def test_a_configured_secret_replicates_and_a_different_one_is_refused(tmp_path, etcd):
+    """``cluster_secret_file``: brokers that share it replicate; a broker
+    with another secret proves nothing (refused and logged on both sides)."""
+    from bench.common.procs import BrokerProcess
+
+    shared, other = tmp_path / "shared.secret", tmp_path / "other.secret"
+    shared.write_text("s" * 40 + "\n")
+    other.write_text("o" * 40 + "\n")
+    c = Cluster(tmp_path, etcd.url, n=2, config={"cluster_secret_file": str(shared)})
+    intruder = BrokerProcess(tmp_path / "broker-3", "--broker-id", "3", "--etcd", etcd.url,
+                             config={"cluster_secret_file": str(other),
+                                     "session_timeout_ms": 2000})
+    try:
+        c.start()
+        c.create("shared", 1, replication_factor=2)
+        leader = c.state("shared")[0]
+        assert c.produce(leader, "shared", 0, [b"both"], acks=-1)[0] == 0
+        intruder.start()
+        resp = c.call(1, m.CreateTopics(topics=(("mixed", 1, {"replication_factor": 3}),)))
+        assert resp.topics[0][1] == 0, resp
+        logs = lambda: "".join(b.log() for b in (*c.brokers.values(), intruder))  # noqa: E731
+        wait_until(lambda: "wrong cluster secret" in logs(), 15, "the other secret refused")
+        assert "fetching from broker" in logs()  # the refused side names its leader
+        assert all(b.alive() for b in (*c.brokers.values(), intruder))
+    finally:
+        intruder.kill()
+        c.close()
