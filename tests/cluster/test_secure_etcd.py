@@ -149,10 +149,17 @@ def test_a_broker_joins_an_etcd_with_users_and_survives_its_restart(etcd, tmp_pa
         etcd.stop()
         etcd.start()
 
+        conn.close()
+
         def created() -> bool:
-            resp = conn.call(m.CreateTopics(topics=(("after", 1, {}),)))
-            return resp.topics[0][1] in (0, 36)  # created (36: by an earlier try)
-        wait_until(created, 30, "a topic created after etcd's restart")
+            attempt = RawConn(b.port, timeout=30)
+            try:
+                resp = attempt.call(m.CreateTopics(topics=(("after", 1, {}),)), 30)
+                return resp.topics[0][1] in (0, 36)  # created (36: by an earlier try)
+            finally:
+                attempt.close()
+        wait_until(created, 60, "a topic created after etcd's restart")
+        conn = RawConn(b.port)
         resp = conn.call(m.Metadata(topics=("before", "after")))
         assert {p[0] for p in resp.partitions} == {"before", "after"}, resp
         conn.close()

@@ -102,8 +102,8 @@ class Controller:
             if bad.kind not in ("topic", "partition") or bad.ident is None \
                     or (key, bad.version) in self._tried:
                 continue
-            self._tried.add((key, bad.version))
             before = await self._before(key, bad)
+            self._tried.add((key, bad.version))  # once per revision (a failed write: next round)
             if before is None:
                 log.error("cannot repair etcd key %s (%s): no valid value before it; delete "
                           "the key (or the topic) to clear it", key, bad.why)
@@ -114,7 +114,12 @@ class Controller:
                 epochs = [before.leader_epoch] + ([bad.last.leader_epoch] if bad.last else [])
                 before = before.with_(leader_epoch=max(epochs) + 1)
                 value = partition_value(before)
-            if await etcd.cas({key: value}, {key: bad.version}):
+            try:
+                applied = await etcd.cas({key: value}, {key: bad.version})
+            except ClusterUnavailableError:
+                self._tried.discard((key, bad.version))
+                raise
+            if applied:
                 done += 1
                 log.warning("repaired etcd key %s (%s) from its last valid value%s", key, bad.why,
                             f", leader epoch {before.leader_epoch}" if bad.kind == "partition"

@@ -34,6 +34,13 @@ def parse_etcd_url(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+async def _close(client) -> None:
+    try:
+        await asyncio.wait_for(client.close(), 2.0)
+    except Exception:  # noqa: BLE001 - closing is best effort
+        pass
+
+
 @dataclass(frozen=True)
 class Item:
     key: str
@@ -81,27 +88,33 @@ class Etcd:
         user = password = None
         if access is not None:
             user, password = access.user, access.password
-        self._client = client_class(access)(host=host, port=port, username=user,
-                                            password=password, timeout=timeout, options=options)
+        cls = client_class(access)
+        self._new_client = lambda: cls(host=host, port=port, username=user, password=password,
+                                       timeout=timeout, options=options)
+        self._client = self._new_client()
+        self._retired: set = set()  # clients replaced after a refused token, closing
 
     async def _call(self, coro):
+        client = self._client
         try:
             return await coro
         except asyncio.CancelledError:
             raise
         except self._aetcd.exceptions.UnauthenticatedError as exc:
-            # etcd forgot our token (it restarted, or the token expired): connect and
-            # authenticate again on the next call
-            await self.close()
+            # etcd forgot our token (it restarted, or the token expired): the next call
+            # goes through a new client, which authenticates again; the old one is closed
+            # aside (once: calls that failed with the old token leave the new one alone)
+            if client is self._client:
+                self._client = self._new_client()
+                task = asyncio.get_running_loop().create_task(_close(client))
+                self._retired.add(task)
+                task.add_done_callback(self._retired.discard)
             raise ClusterUnavailableError(f"etcd at {self.url}: authentication: {exc}") from None
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd at {self.url}: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
-        try:
-            await asyncio.wait_for(self._client.close(), 2.0)
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
+        await _close(self._client)
 
     # -- reads --------------------------------------------------------------------------
     async def load(self, prefix: str) -> tuple[list[Item], int]:

@@ -106,6 +106,8 @@ class ClusterMetadata:
                 for row in self.partitions_of(name)]
 
     async def auto_create(self, name: str) -> None:
+        if self.node.view.bad_of("topic", name) is not None:
+            return  # its value in etcd was refused (cluster/view.py): unknown until repaired
         try:
             await self._create(name, self.config.default_partitions, {})
         except TopicAlreadyExistsError:  # another broker auto-created it meanwhile
