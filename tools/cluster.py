@@ -213,6 +213,8 @@ class Cluster:
         for member in brokers:
             wait_until_up(member.check, member.proc, member.name, member.log_path, timeout,
                           cancelled)
+        self.say("etcd is open (plain http, no authentication) on 127.0.0.1 only: fine for "
+                 "development; secure it for anything else (docs/cluster.md, 'Securing etcd')")
         self.say(f"cluster up in {time.monotonic() - began:.1f} s; for clients: "
                  f"export LOGBROKER_BOOTSTRAP={self.bootstrap} (or -b); Ctrl-C stops it")
 

@@ -25,6 +25,11 @@ must be refused (probed with a raw acks=all produce to the one live broker),
 no client may get an ack, and every record acknowledged until the two come
 back must be in one of their logs, read while they are down (two copies).
 
+A forged follower (issue 29) runs all along: every 50 ms it asks a
+random broker for a partition's HW, then sends ReplicaFetch claiming a
+random replica id (1-3) at offsets just beyond it, over a raw connection
+that proved nothing; every one must be refused (31) and none may count.
+
 At the end: heal everything, wait for the full ISR, let the consumers catch
 up to the HW, read every partition from its leader (Fetch, below the HW),
 stop the brokers cleanly, read every replica's segment files, check the
@@ -240,6 +245,41 @@ class Consuming(threading.Thread):
                     for r in records:
                         if r.offset + 1 > self.positions[r.partition]:
                             self.positions[r.partition] = r.offset + 1
+
+
+class ForgedFollower(threading.Thread):
+    """The fake follower of issue 29 (module docstring): ``sent``,
+    ``refused`` (31) and ``accepted`` (any answer without a top-level error)."""
+
+    def __init__(self, cluster: Cluster, stop: threading.Event, seed: int) -> None:
+        super().__init__(name="forged-follower", daemon=True)
+        self.c, self.stop, self.rng = cluster, stop, random.Random(seed)
+        self.sent = self.refused = self.accepted = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(0.05):
+            i, p = self.rng.choice(list(self.c.brokers)), self.rng.randrange(PARTITIONS)
+            b = self.c.brokers[i]
+            if not b.alive():
+                continue
+            try:
+                conn = RawConn(b.port, timeout=0.5)
+                try:
+                    hw = conn.call(m.ListOffsets(parts=((TOPIC, p, m.LATEST),)), 0.5).parts[0][4]
+                    for ahead in (1, 10, 100):
+                        resp = conn.call(m.ReplicaFetch(
+                            replica_id=self.rng.choice([r for r in self.c.brokers if r != i]),
+                            max_wait_ms=0, min_bytes=0,
+                            parts=((TOPIC, p, max(0, hw) + ahead, -1, 1 << 16),)), 0.5)
+                        self.sent += 1
+                        if resp.error == 31:
+                            self.refused += 1
+                        elif resp.error == 0:
+                            self.accepted += 1
+                finally:
+                    conn.close()
+            except (OSError, AssertionError, TimeoutError, IndexError):
+                continue
 
 
 class Monitor(threading.Thread):
@@ -510,6 +550,7 @@ def test_nemesis(tmp_path, etcd):
     consumers: list[Consuming] = []
     nemesis = Nemesis(c, history)
     monitor = Monitor(c)
+    forger = ForgedFollower(c, stop, rng.randrange(1 << 32))
     try:
         c.start()
         monitor.start()
@@ -521,7 +562,7 @@ def test_nemesis(tmp_path, etcd):
         consumers = [Consuming("tail", c.bootstrap, history, finish, None, rng.randrange(1 << 32)),
                      Consuming("hop", c.bootstrap, history, finish, (10, 40),
                                rng.randrange(1 << 32))]
-        for t in (*producers, *consumers):
+        for t in (*producers, *consumers, forger):
             t.start()
         time.sleep(2)
         for k, fault in enumerate(schedule):
@@ -574,7 +615,7 @@ def test_nemesis(tmp_path, etcd):
             except OSError:
                 pass
         c.close()
-        for t in (*producers, *consumers, monitor):
+        for t in (*producers, *consumers, monitor, forger):
             t.join(30)
     duration = time.monotonic() - began
 
@@ -602,6 +643,8 @@ def test_nemesis(tmp_path, etcd):
         "consumer sessions: " + ", ".join(f"{t.name}={t.sessions}" for t in consumers),
         "two-down probes (error code: count): " + json.dumps(dict(nemesis.probes)),
         "client errors: " + json.dumps(dict(history.errors)),
+        f"forged ReplicaFetch: sent={forger.sent} refused={forger.refused} "
+        f"accepted={forger.accepted}",
         "broker exit codes at the clean stop: " + json.dumps(stop_codes),
         f"replicas byte-identical: {identical}",
         "failover (new leader seen by a healthy broker, s after the fault):",
@@ -626,6 +669,7 @@ def test_nemesis(tmp_path, etcd):
     assert all(identical.values()), f"seed {seed}: replicas differ: {identical}"
     assert set(stop_codes.values()) == {0}, stop_codes
     assert report.counts["acked"] > 0
+    assert forger.sent > 0 and forger.accepted == 0, (forger.sent, forger.accepted)
     assert len(nemesis.faults) == len(schedule) >= faults_n + doubles_n
     assert not nemesis.problems, f"seed {seed}: {nemesis.problems[:3]}"
 

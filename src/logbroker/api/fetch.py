@@ -12,6 +12,7 @@ from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import FetchedPart, ReplicaFetchedPart
 from .edge import check_partition_key
+from .peer import check_replica
 
 
 async def fetch(svc, req: m.Fetch, session) -> m.FetchResponse:
@@ -62,9 +63,11 @@ def _read(meta, req: m.Fetch):
 
 async def replica_fetch(svc, req: m.ReplicaFetch, session) -> m.ReplicaFetchResponse:
     """A follower's fetch (records its progress: ISR and HW move); waits at
-    most 30 s. INVALID_REQUEST on a single node."""
+    most 30 s. INVALID_REQUEST on a single node; CLUSTER_AUTHORIZATION_FAILED
+    unless the connection proved it is broker ``replica_id`` (api/peer.py)."""
     meta = svc.meta
     meta.check_replication()
+    check_replica(meta, session, req.replica_id, "ReplicaFetch")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, min(req.max_wait_ms, 30_000)) / 1000
     while True:

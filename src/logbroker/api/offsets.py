@@ -11,6 +11,7 @@ from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import EpochEnd, OffsetFound
 from .edge import check_partition_key
+from .peer import check_replica
 
 
 async def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
@@ -48,7 +49,10 @@ def offset_for_leader_epoch(svc, req: m.OffsetForLeaderEpoch, session
     -1 is not checked (a consumer that knows none); another one older than
     the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. A log
     with no epoch history yet (nothing written) answers an epoch >= 0 with
-    the leader's epoch and its end."""
+    the leader's epoch and its end. A follower's (``replica_id`` >= 0)
+    in a cluster needs the connection's proof that it is that broker
+    (api/peer.py)."""
+    check_replica(svc.meta, session, req.replica_id, "OffsetForLeaderEpoch")
     out = []
     for topic, partition, current, epoch in req.parts:
         try:

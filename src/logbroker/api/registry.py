@@ -25,7 +25,7 @@ from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
 from ..kafka.apis import APIS
 from ..protocol import messages as m
-from . import access, cluster_info, fetch, offsets, produce, sasl, topics
+from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,8 @@ OURS: dict[type, Entry] = {
     m.ReplicaFetch: Entry(fetch.replica_fetch),
     m.ListOffsets: Entry(offsets.list_offsets),
     m.OffsetForLeaderEpoch: Entry(offsets.offset_for_leader_epoch),
+    m.PeerChallenge: Entry(peer.peer_challenge, inline=True),  # a broker proves its id (api/peer.py)
+    m.PeerProof: Entry(peer.peer_proof, inline=True),
     # consumer groups (api/groups.py over the coordinator)
     m.FindCoordinator: Entry(_groups("find_coordinator")),
     m.JoinGroup: Entry(_groups("join")),

@@ -18,6 +18,8 @@ TOML layout (every key optional)::
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
+    etcd_ca = "etcd-ca.pem"    # etcd over TLS (etcd = "https://..."); etcd_cert/etcd_key: its client cert
+    etcd_user = "logbroker"    # etcd authentication; password from env LOGBROKER_ETCD_PASSWORD or etcd_password_file
     console_port = 9557        # the read-only web console (off unless set)
     kafka_port = 9092          # the Kafka protocol listener (off unless set; docs/kafka.md)
     kafka_advertised = "broker1.example:9092"  # what Kafka clients are told [host:kafka_port]
@@ -94,6 +96,15 @@ class BrokerConfig:
     replica_timeout_ms: int = 5_000
     replica_fetch_max_bytes: int = 8 << 20
     etcd_timeout_ms: int = 5_000
+    # etcd over TLS and with authentication (docs/cluster.md, "Securing etcd"; cluster/etcd_access.py)
+    etcd_ca: "str | None" = None  # CA bundle etcd's certificate is checked against (https:// address)
+    etcd_cert: "str | None" = None  # client certificate for etcd --client-cert-auth (with etcd_key)
+    etcd_key: "str | None" = None
+    etcd_user: "str | None" = None  # etcd user; its password from env LOGBROKER_ETCD_PASSWORD, else:
+    etcd_password_file: "str | None" = None
+    # the secret brokers prove their identity with (cluster/peer_proof.py): env
+    # LOGBROKER_CLUSTER_SECRET, else this file's first line, else one created in etcd
+    cluster_secret_file: "str | None" = None
     # -- consumer groups (docs/groups.md) ------------------------------------------------
     offsets_topic_num_partitions: int = 16
     offsets_topic_replication_factor: int = 3  # at most the live brokers when created
@@ -194,9 +205,11 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
+        from ..cluster.etcd_access import check_etcd_settings
         from ..cluster.peer_auth import check_settings
 
         check_settings(self)
+        check_etcd_settings(self)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise InvalidConfigError("tls_cert and tls_key go together")
         if self.tls_client_auth and (self.tls_cert is None or self.tls_ca is None):

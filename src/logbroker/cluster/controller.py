@@ -10,6 +10,17 @@ epoch, dead followers out of the ISR, a returning ISR member elected where
 there was no leader, and a new epoch for a leader that restarted since its
 election: its registration is newer than the partition's state). Every write is a compare-and-set on the partition's
 revision; a loser simply waits for the next round.
+
+It also repairs values the view refused (view.py, checks.py), each once
+per revision, by a compare-and-set on the bad value's revision: a
+partition state or a topic is rewritten from the valid value before it
+(etcd's history at the revision before the bad write; where that is
+compacted, the last valid value this broker saw), a partition's with its
+leader epoch bumped past both (no broker acted on the bad one: every
+broker refused it, so the new epoch is unused). A value with no valid
+predecessor (a key no broker wrote, or a history lost) is left out and
+logged; an operator deletes it. A bad controller key is deleted (by any
+broker: nobody could campaign while it exists).
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import logging
 
 from ..errors import ClusterUnavailableError
 from .placement import repair
-from .state import pack, partition_value
+from .state import pack, partition_from, partition_value, topic_from, topic_value
 
 log = logging.getLogger("logbroker.cluster")
 RECONCILE_S = 1.0
@@ -29,6 +40,7 @@ class Controller:
     def __init__(self, node) -> None:
         self.node = node
         self.wake = asyncio.Event()
+        self._tried: set = set()  # (key, revision) of bad values a repair was tried for
 
     @property
     def active(self) -> bool:
@@ -40,12 +52,17 @@ class Controller:
             try:
                 self.wake.clear()
                 node = self.node
+                bad = node.view.bad.get(node.keys.controller)
+                if bad is not None and not node.session.fenced:
+                    await node.etcd.cas({node.keys.controller: None},
+                                        {node.keys.controller: bad.version})
                 if node.view.controller < 0 and not node.session.fenced:
                     key = node.keys.controller
                     if await node.etcd.cas({key: pack({"broker_id": node.me})}, {key: 0},
                                            lease=node.session.lease):
                         log.info("broker %d is the controller", node.me)
                 if self.active:
+                    await self.repair_bad()
                     await self.reconcile()
             except asyncio.CancelledError:
                 raise
@@ -74,3 +91,51 @@ class Controller:
                 log.info("%s-%d: leader %d -> %d, epoch %d, isr %s", st.topic, st.partition,
                          st.leader, new.leader, new.leader_epoch, list(new.isr))
         return changed
+
+    async def repair_bad(self) -> int:
+        """Rewrite the refused topic and partition values it can (module
+        docstring); returns how many it rewrote."""
+        view, etcd = self.node.view, self.node.etcd
+        self._tried &= {(k, b.version) for k, b in view.bad.items()}
+        done = 0
+        for key, bad in list(view.bad.items()):
+            if bad.kind not in ("topic", "partition") or bad.ident is None \
+                    or (key, bad.version) in self._tried:
+                continue
+            before = await self._before(key, bad)
+            self._tried.add((key, bad.version))  # once per revision (a failed write: next round)
+            if before is None:
+                log.error("cannot repair etcd key %s (%s): no valid value before it; delete "
+                          "the key (or the topic) to clear it", key, bad.why)
+                continue
+            if bad.kind == "topic":
+                value = topic_value(before)
+            else:
+                epochs = [before.leader_epoch] + ([bad.last.leader_epoch] if bad.last else [])
+                before = before.with_(leader_epoch=max(epochs) + 1)
+                value = partition_value(before)
+            try:
+                applied = await etcd.cas({key: value}, {key: bad.version})
+            except ClusterUnavailableError:
+                self._tried.discard((key, bad.version))
+                raise
+            if applied:
+                done += 1
+                log.warning("repaired etcd key %s (%s) from its last valid value%s", key, bad.why,
+                            f", leader epoch {before.leader_epoch}" if bad.kind == "partition"
+                            else "")
+        return done
+
+    async def _before(self, key: str, bad):
+        """The valid value at ``key`` before the bad write: etcd's history
+        first, else the view's last valid one (None: neither)."""
+        try:
+            item = await self.node.etcd.get_at(key, bad.version - 1)
+            if item is not None:
+                if bad.kind == "topic":
+                    return topic_from(bad.ident, item.value, item.version)
+                return partition_from(*bad.ident, item.value, item.version)
+        except (ClusterUnavailableError, ValueError, KeyError, TypeError) as exc:
+            log.info("etcd history of %s not usable (%s): using the last valid value seen",
+                     key, exc)
+        return bad.last

@@ -21,15 +21,24 @@ log = logging.getLogger("logbroker.cluster")
 
 
 def parse_etcd_url(url: str) -> tuple[str, int]:
-    """``http://host:port`` (or ``host:port``) -> (host, port)."""
+    """``http://host:port``, ``https://host:port`` (TLS, etcd_access.py) or
+    ``host:port`` -> (host, port)."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
-        raise InvalidConfigError(f"etcd address must be http://HOST:PORT, got {url!r}")
+    if parts.scheme not in ("http", "https") or not parts.hostname \
+            or parts.path not in ("", "/"):
+        raise InvalidConfigError(f"etcd address must be http(s)://HOST:PORT, got {url!r}")
     try:
         port = parts.port or 2379
     except ValueError:
         raise InvalidConfigError(f"etcd address has a bad port: {url!r}") from None
     return parts.hostname, port
+
+
+async def _close(client) -> None:
+    try:
+        await asyncio.wait_for(client.close(), 2.0)
+    except Exception:  # noqa: BLE001 - closing is best effort
+        pass
 
 
 @dataclass(frozen=True)
@@ -62,31 +71,50 @@ class Event:
 
 
 class Etcd:
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 5.0, access=None) -> None:
+        """``access``: an ``EtcdAccess`` (etcd_access.py): TLS, client
+        certificate, user and password; None: plain and anonymous."""
         import aetcd  # imported in cluster mode only (gRPC is heavy)
+
+        from .etcd_client import client_class
 
         self.url = url
         host, port = parse_etcd_url(url)
         self._aetcd = aetcd
         # gRPC's default reconnect backoff (1 s, x1.6) outlasts a lease of 2 s after
         # a brief connection reset: every refresh would fail at once meanwhile
-        self._client = aetcd.Client(host=host, port=port, timeout=timeout, options={
-            "grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
-            "grpc.max_reconnect_backoff_ms": 500})
+        options = {"grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
+                   "grpc.max_reconnect_backoff_ms": 500}
+        user = password = None
+        if access is not None:
+            user, password = access.user, access.password
+        cls = client_class(access)
+        self._new_client = lambda: cls(host=host, port=port, username=user, password=password,
+                                       timeout=timeout, options=options)
+        self._client = self._new_client()
+        self._retired: set = set()  # clients replaced after a refused token, closing
 
     async def _call(self, coro):
+        client = self._client
         try:
             return await coro
         except asyncio.CancelledError:
             raise
+        except self._aetcd.exceptions.UnauthenticatedError as exc:
+            # etcd forgot our token (it restarted, or the token expired): the next call
+            # goes through a new client, which authenticates again; the old one is closed
+            # aside (once: calls that failed with the old token leave the new one alone)
+            if client is self._client:
+                self._client = self._new_client()
+                task = asyncio.get_running_loop().create_task(_close(client))
+                self._retired.add(task)
+                task.add_done_callback(self._retired.discard)
+            raise ClusterUnavailableError(f"etcd at {self.url}: authentication: {exc}") from None
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd at {self.url}: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
-        try:
-            await asyncio.wait_for(self._client.close(), 2.0)
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
+        await _close(self._client)
 
     # -- reads --------------------------------------------------------------------------
     async def load(self, prefix: str) -> tuple[list[Item], int]:
@@ -100,6 +128,22 @@ class Etcd:
         kv = await self._call(self._client.get(key.encode()))
         return None if kv is None else Item(key, kv.value, kv.mod_revision, kv.lease,
                                             kv.create_revision)
+
+    async def get_at(self, key: str, revision: int) -> "Item | None":
+        """``key`` as it was at store revision ``revision`` (etcd keeps the
+        history until it is compacted: then ClusterUnavailableError)."""
+        c, rpc = self._client, self._aetcd.rpc
+        await self._call(c.connect())
+        try:
+            got = await c.kvstub.Range(rpc.RangeRequest(key=key.encode(), revision=revision),
+                                       timeout=c._timeout, metadata=c.metadata)
+        except rpc.AioRpcError as exc:
+            raise ClusterUnavailableError(f"etcd at {self.url}: {exc.code().name}: "
+                                          f"{exc.details()}") from None
+        if not got.kvs:
+            return None
+        kv = got.kvs[0]
+        return Item(key, kv.value, kv.mod_revision, kv.lease, kv.create_revision)
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[Event]:
         """Events under ``prefix`` from ``start_revision`` on, in order; the

@@ -15,7 +15,9 @@ broker is a replica of), then runs, until ``close()``:
 Every loop logs its errors and goes on. Requests reach the node through
 the broker's handlers (metadata/cluster.py). ``connect_to`` dials a
 peer: TLS when ours is on, then SCRAM as ``inter_broker_user`` when set
-(peer_auth.py).
+(peer_auth.py), then the proof that we are broker ``me`` with the
+cluster's secret (peer_proof.py, always: the leader binds the connection
+to our id). The secret is read (or created in etcd) before registering.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from ..storage.store import Store
 from .access_view import AccessView
 from .controller import Controller
 from .etcd import Etcd
+from .etcd_access import etcd_access
 from .follower import LeaderFetcher
 from .peer_auth import authenticate_peer, inter_broker_credentials
+from .peer_proof import PeerKey, configured_secret, prove, shared_secret
 from .replicas import ReplicaManager
 from .session import Session
 from .state import BrokerInfo, Keys, PartitionState, pack, partition_value, unpack
@@ -58,10 +62,13 @@ class ClusterNode:
         self.keys = Keys(config.cluster_name)
         self.view = ClusterView(self.keys)
         self.access = AccessView(self.keys)  # users and ACLs (security/auth.py reads them)
-        self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000)
+        self.etcd = Etcd(config.etcd, timeout=config.etcd_timeout_ms / 1000,
+                         access=etcd_access(config))
         self.request_timeout = config.replica_timeout_ms / 1000
         self.peer_tls = peer_context(config)  # TLS to the other brokers when ours is on
         self.peer_credentials = inter_broker_credentials(config)  # SCRAM to them, when set
+        self._secret = configured_secret(config)  # else etcd's, read at start
+        self.peer_key: "PeerKey | None" = None  # the cluster's secret (peer_proof.py)
         self.replica_fetch_bytes = config.replica_fetch_max_bytes
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.replicas = ReplicaManager(self.me, config.replica_lag_time_max_ms / 1000, notify,
@@ -97,6 +104,9 @@ class ClusterNode:
         deadline = time.monotonic() + ETCD_START_WAIT_S
         while True:
             try:
+                if self.peer_key is None:
+                    secret = self._secret or await shared_secret(self.etcd, self.keys.secret)
+                    self.peer_key = PeerKey(secret, self.config.cluster_name, self.me)
                 return await self.session.register()
             except ClusterUnavailableError as exc:
                 if time.monotonic() >= deadline:
@@ -179,7 +189,12 @@ class ClusterNode:
             if kind == "partition":
                 self._partition_changed(ident)
             elif kind == "topic":
-                if ident not in self.view.topics:
+                bad = self.view.bad_of("topic", ident)
+                if bad is not None:  # refused (view.py): served as unavailable, data kept
+                    for key in [k for k in self.replicas.replicas if k[0] == ident]:
+                        self.replicas.suspend(key, f"topic {ident}'s metadata in etcd is "
+                                                   f"invalid ({bad.why})")
+                elif ident not in self.view.topics:
                     for key in [k for k in self.replicas.replicas if k[0] == ident]:
                         self._drop(key)
                 else:
@@ -246,6 +261,13 @@ class ClusterNode:
             return
         st = self.view.partitions.get(key)
         topic = self.view.topics.get(key[0])
+        bad = self.view.bad_of("partition", key) or self.view.bad_of("topic", key[0])
+        if bad is not None:  # refused (view.py): served as unavailable, data kept
+            self.replicas.suspend(key, f"{key[0]}-{key[1]}'s metadata in etcd is invalid "
+                                       f"({bad.why})")
+            return
+        if topic is not None and key[1] >= topic.partitions:
+            return  # a stray key beyond the topic's count: not a partition of it
         if st is None or topic is None:
             if key in self.replicas.replicas:
                 self._drop(key)
@@ -341,6 +363,7 @@ class ClusterNode:
             if resp.error:
                 raise for_code(resp.error)(resp.message)
             await authenticate_peer(conn, self.peer_credentials, self.request_timeout)
+            await prove(conn, self.require_peer_key(), broker_id, self.request_timeout)
         except BaseException:
             conn.close()
             raise
@@ -356,6 +379,11 @@ class ClusterNode:
     async def run_io(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(
             self.executor, functools.partial(fn, *args, **kwargs))
+
+    def require_peer_key(self) -> PeerKey:
+        if self.peer_key is None:
+            raise ClusterUnavailableError(f"broker {self.me} has not read its cluster's secret yet")
+        return self.peer_key
 
     def check_available(self) -> None:
         if self.session is None or self.session.fenced:

@@ -113,6 +113,13 @@ class ReplicaManager:
                 or prev.leader != st.leader:
             self._become_follower(r, st)
 
+    def suspend(self, key: tuple[str, int], why: str) -> None:
+        """Serve nothing of a hosted partition (its data kept) until its
+        state is valid again: its metadata in etcd was refused (view.py)."""
+        r = self.replicas.get(key)
+        if r is not None and r.state is not None:
+            self._become_none(r, r.state, LeaderNotAvailableError(why))
+
     def remove(self, key: tuple[str, int]) -> None:
         r = self.replicas.pop(key, None)
         if r is not None:

@@ -9,6 +9,7 @@ Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
     partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
     offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
     producer_ids              {next}: the next free block of idempotent producer ids
+    cluster_secret            32 random bytes: brokers prove their identity with it (peer_proof.py)
     users/<name>              {mechanism, salt, stored_key, server_key, iterations}
     users_existed             b"1" once any user was created: the bootstrap rule is closed for good
     acls/<type>/<pattern>/<name>/<principal>/<operation>/<permission>
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
 import msgpack
+
+from . import checks
 
 NO_LEADER = -1
 
@@ -106,6 +109,7 @@ class Keys:
         self.users = self.root + "users/"
         self.users_existed = self.root + "users_existed"  # never deleted (auth_store.py)
         self.acls = self.root + "acls/"
+        self.secret = self.root + "cluster_secret"  # brokers' proofs of identity (peer_proof.py)
 
     def user(self, name: str) -> str:
         return self.users + name  # user names never hold '/' (protocol/auth_messages.py)
@@ -143,9 +147,13 @@ def pack(value: dict) -> bytes:
 
 
 def unpack(raw: bytes) -> dict:
-    value = msgpack.unpackb(raw, raw=False)
+    """A msgpack map; BadValue (a ValueError) for anything else."""
+    try:
+        value = msgpack.unpackb(raw, raw=False)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several kinds on garbage
+        raise checks.BadValue(f"not msgpack: {type(exc).__name__}") from None
     if not isinstance(value, dict):
-        raise ValueError("not a map")
+        raise checks.BadValue("not a msgpack map")
     return value
 
 
@@ -162,6 +170,8 @@ def broker_from(broker_id: int, raw: bytes, registered: int = 0) -> BrokerInfo:
     """A registration read back; a missing ``kafka`` field is None (a
     broker without a Kafka listener, or one older than the field)."""
     v = unpack(raw)
+    checks.broker_id(broker_id)
+    checks.broker(v)
     kafka = v.get("kafka")
     return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)),
                       registered, None if kafka is None else (str(kafka[0]), int(kafka[1])))
@@ -173,9 +183,9 @@ def topic_value(t: TopicState) -> bytes:
 
 
 def topic_from(name: str, raw: bytes, version: int) -> TopicState:
-    v = unpack(raw)
-    return TopicState(name, int(v["partitions"]), int(v["replication_factor"]),
-                      dict(v.get("configs") or {}), version)
+    """A topic's value read back, checked (checks.py: BadValue)."""
+    partitions, rf, configs = checks.topic(name, unpack(raw))
+    return TopicState(name, partitions, rf, configs, version)
 
 
 def partition_value(p: PartitionState) -> bytes:
@@ -184,6 +194,6 @@ def partition_value(p: PartitionState) -> bytes:
 
 
 def partition_from(topic: str, partition: int, raw: bytes, version: int) -> PartitionState:
-    v = unpack(raw)
-    return PartitionState(topic, partition, tuple(int(r) for r in v["replicas"]), int(v["leader"]),
-                          tuple(int(r) for r in v["isr"]), int(v["leader_epoch"]), version)
+    """A partition's state read back, checked (checks.py: BadValue)."""
+    replicas, leader, isr, epoch = checks.partition(topic, partition, unpack(raw))
+    return PartitionState(topic, partition, replicas, leader, isr, epoch, version)

@@ -2,19 +2,44 @@
 
 Filled by a full ``load`` and kept current by applying watch events in
 revision order (``apply``); the node is its only writer. Reads are plain
-attribute reads on the event loop. A value that cannot be decoded is
-logged and skipped (etcd is shared; one bad key must not stop a broker).
+attribute reads on the event loop.
+
+A value that breaks its schema (checks.py; etcd is shared, and one bad
+key must not stop a broker or reach a client) is left out of the view and
+recorded in ``bad`` (its etcd key -> ``Bad``: its revision, why, and the
+last valid value this broker saw there), logged once per revision (a
+warning), not per read or reload. A valid write or a delete of the key
+clears it. The controller repairs what it can from ``Bad.last``
+(controller.py); the node keeps the partition's data but serves it as
+unavailable meanwhile (node.py).
 """
 
 from __future__ import annotations
 
 import logging
 
+from dataclasses import dataclass
+
+from . import checks
 from .etcd import Event, Item
 from .state import (BrokerInfo, Keys, PartitionState, TopicState, broker_from, partition_from,
                     topic_from, unpack)
 
 log = logging.getLogger("logbroker.cluster")
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A value left out of the view: ``kind`` and ``ident`` as ``apply``
+    names changes (a topic's name, a partition's (topic, p), a broker id;
+    None when the key itself is malformed), its etcd ``version``
+    (mod_revision), ``why`` and ``last``: the last valid value at that key."""
+
+    kind: str
+    ident: object
+    version: int
+    why: str
+    last: object = None
 
 
 class ClusterView:
@@ -25,6 +50,8 @@ class ClusterView:
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         self.controller = -1
         self.revision = 0
+        self.bad: dict[str, Bad] = {}  # etcd key -> a value left out (module docstring)
+        self._valid: dict[str, object] = {}  # etcd key -> its last valid topic / partition state
 
     @property
     def live(self) -> set[int]:
@@ -40,6 +67,11 @@ class ClusterView:
         """Replace everything with a fresh load; returns what changed."""
         old = (dict(self.brokers), dict(self.topics), dict(self.partitions), self.controller)
         self.brokers, self.topics, self.partitions, self.controller = {}, {}, {}, -1
+        present = {it.key for it in items}
+        for key in [k for k in self._valid if k not in present]:
+            del self._valid[key]
+        for key in [k for k in self.bad if k not in present]:
+            del self.bad[key]
         for it in items:
             self._set(it.key, it.value, it.version, it.created)
         self.revision = revision
@@ -58,35 +90,73 @@ class ClusterView:
         self.revision = max(self.revision, ev.version)
         return self._set(ev.key, ev.value, ev.version, ev.created)
 
+    def bad_of(self, kind: str, ident) -> "Bad | None":
+        """The ``Bad`` record of a topic's or a partition's key, if any."""
+        key = self.keys.topic(ident) if kind == "topic" else self.keys.partition(*ident)
+        return self.bad.get(key)
+
     def _set(self, key: str, value: "bytes | None", version: int,
              created: int = 0) -> "tuple[str, object] | None":
         k = self.keys
+        kind, ident, table = None, None, None
         try:
             if key == k.controller:
-                self.controller = -1 if value is None else int(unpack(value)["broker_id"])
-                return ("controller", self.controller)
+                kind = "controller"
+                self.controller = -1
+                if value is not None:
+                    self.controller = checks.broker_id(unpack(value).get("broker_id"))
+                return self._good(key, ("controller", self.controller))
             if key.startswith(k.brokers):
-                bid = int(key[len(k.brokers):])
-                if value is None:
-                    self.brokers.pop(bid, None)
-                else:
-                    self.brokers[bid] = broker_from(bid, value, created)
-                return ("broker", bid)
-            if key.startswith(k.topics):
-                name = key[len(k.topics):]
-                if value is None:
-                    self.topics.pop(name, None)
-                else:
-                    self.topics[name] = topic_from(name, value, version)
-                return ("topic", name)
-            if key.startswith(k.partitions):
+                kind, table = "broker", self.brokers
+                ident = checks.broker_id(_number(key[len(k.brokers):]))
+                self.brokers.pop(ident, None)
+                if value is not None:
+                    self.brokers[ident] = broker_from(ident, value, created)
+            elif key.startswith(k.topics):
+                kind, table = "topic", self.topics
+                ident = key[len(k.topics):]
+                self.topics.pop(ident, None)
+                if value is not None:
+                    self.topics[ident] = topic_from(ident, value, version)
+            elif key.startswith(k.partitions):
+                kind, table = "partition", self.partitions
                 topic, _, part = key[len(k.partitions):].rpartition("/")
-                tp = (topic, int(part))
-                if value is None:
-                    self.partitions.pop(tp, None)
-                else:
-                    self.partitions[tp] = partition_from(topic, tp[1], value, version)
-                return ("partition", tp)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring undecodable etcd key %s: %s", key, exc)
-        return None
+                ident = (topic, _number(part))
+                self.partitions.pop(ident, None)
+                if value is not None:
+                    self.partitions[ident] = partition_from(topic, ident[1], value, version)
+            else:
+                return None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return self._bad(key, kind, ident, version, str(exc))
+        if value is None:
+            self._valid.pop(key, None)
+        elif kind != "broker":
+            self._valid[key] = table[ident]
+        return self._good(key, (kind, ident))
+
+    def _good(self, key: str, change: tuple) -> tuple:
+        if self.bad.pop(key, None) is not None:
+            log.info("etcd key %s is valid again", key)
+        return change
+
+    def _bad(self, key: str, kind: "str | None", ident, version: int, why: str):
+        """Record a value left out; log it once per revision; the change
+        it makes (the entry is gone from the view), or None."""
+        if kind == "controller":
+            self.controller = -1
+        known = self.bad.get(key)
+        if known is None or known.version != version:
+            log.warning("refusing the %s value at etcd key %s (revision %d): %s; it is not "
+                        "served%s", kind or "malformed", key[:300], version, why[:300],
+                        " (the controller repairs it from its last valid value)"
+                        if self._valid.get(key) is not None else "")
+        self.bad[key] = Bad(kind or "?", ident, version, why, self._valid.get(key))
+        return None if ident is None else (kind, ident)
+
+
+def _number(text: str) -> int:
+    """A broker id or partition number in a key: decimal digits only."""
+    if not text.isdigit() or len(text) > 10:
+        raise checks.BadValue(f"{text[:20]!r} is not a number")
+    return int(text)

@@ -88,13 +88,29 @@ class ClusterMetadata:
         return {name: t.partitions for name, t in list(self.node.view.topics.items())}
 
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
-        return [_row(st) for st in self.node.view.partitions_of(name)]
+        """Every partition of the topic; one whose state in etcd was refused
+        (cluster/view.py) is served unavailable: leader -1, no ISR."""
+        view = self.node.view
+        topic = view.topics.get(name)
+        if topic is None:
+            return []
+        rows = []
+        for p in range(topic.partitions):
+            st = view.partitions.get((name, p))
+            if st is not None:
+                rows.append(_row(st))
+            elif view.bad_of("partition", (name, p)) is not None:
+                rows.append(_unavailable(view, name, p))
+        return rows
 
     def all_partitions(self, names) -> list[PartitionPlacement]:
-        return [_row(st) for st in sorted(self.node.view.partitions.values(), key=lambda s: s.key)
-                if names is None or st.topic in names]
+        view = self.node.view
+        return [row for name in sorted(view.topics) if names is None or name in names
+                for row in self.partitions_of(name)]
 
     async def auto_create(self, name: str) -> None:
+        if self.node.view.bad_of("topic", name) is not None:
+            return  # its value in etcd was refused (cluster/view.py): unknown until repaired
         try:
             await self._create(name, self.config.default_partitions, {})
         except TopicAlreadyExistsError:  # another broker auto-created it meanwhile
@@ -261,6 +277,11 @@ class ClusterMetadata:
     def check_replication(self) -> None:
         """Replication requests are served in a cluster."""
 
+    def peer_key(self):
+        """The cluster's secret (cluster/peer_proof.py); CLUSTER_UNAVAILABLE
+        until this broker has it."""
+        return self.node.require_peer_key()
+
     def replica_log(self, topic: str, partition: int, replica_id: int, offset: int, epoch: int):
         """The leader's log a follower fetches from (its progress recorded)."""
         return self.node.replicas.on_replica_fetch((topic, partition), replica_id, offset,
@@ -328,6 +349,14 @@ class ClusterMetadata:
                                for key, s in list(view.partitions.items())},
                 "replication": {name: t.replication_factor for name, t in list(view.topics.items())},
                 "under_replicated_led": numbers["under"], "leaders": numbers["leaders"]}
+
+
+def _unavailable(view, topic: str, partition: int) -> PartitionPlacement:
+    """A partition whose state was refused, as clients see it: no leader."""
+    last = view.bad_of("partition", (topic, partition)).last
+    replicas = last.replicas if last else ()
+    return PartitionPlacement(topic, partition, -1, last.leader_epoch if last else 0, replicas, (),
+                              replicas[0] if replicas else -1)
 
 
 def _row(st: PartitionState) -> PartitionPlacement:

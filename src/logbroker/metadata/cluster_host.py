@@ -5,12 +5,16 @@ a write is acknowledged once the partition's high watermark covers it
 
 from __future__ import annotations
 
+import logging
+
 from .. import limits
 from ..cluster.state import unpack
 from ..coordinator.records import TOPIC, partition_for
 from ..errors import LogbrokerError, NotCoordinatorError, UnknownTopicOrPartitionError
 from ..storage.groups import CommittedOffset
 from .offsets_topic import lag_row
+
+log = logging.getLogger("logbroker.cluster")
 
 
 class ClusterHost:
@@ -75,12 +79,17 @@ class ClusterHost:
         items, _ = await self.node.etcd.load(prefix)
         out: dict = {}
         for it in items:
-            group, topic, part = it.key[len(prefix):].rsplit("/", 2)
-            if partition_for(group, self.partitions) != p or not part.isdigit():
+            try:
+                group, topic, part = it.key[len(prefix):].rsplit("/", 2)
+                if partition_for(group, self.partitions) != p or not part.isdigit():
+                    continue
+                v = unpack(it.value)
+                found = CommittedOffset(limits.check_offset(v["offset"]),
+                                        str(v.get("metadata", "")), int(v.get("commit_ms", 0)))
+            except (ValueError, KeyError, TypeError, LogbrokerError) as exc:
+                log.warning("ignoring the undecodable legacy offset at %s: %s", it.key, exc)
                 continue
-            v = unpack(it.value)
-            out.setdefault(group, {})[(topic, int(part))] = CommittedOffset(
-                int(v["offset"]), str(v.get("metadata", "")), int(v.get("commit_ms", 0)))
+            out.setdefault(group, {})[(topic, int(part))] = found
         return out
 
     async def forget_legacy(self, groups: list) -> None:

@@ -28,6 +28,8 @@ The methods (both implementations have each):
   data, acks)`` -> an ``Appended``, ``when_acked(appended, acks, cb)``,
   ``epoch_of(topic, partition)`` -> (log, leader epoch),
   ``check_replication()`` (INVALID_REQUEST on a single node),
+  ``peer_key()`` (the cluster's secret brokers prove their identity with,
+  cluster/peer_proof.py; None on a single node),
   ``replica_log(...)`` and ``wait_appended(logs, seconds)`` (replication),
   ``ack_wait`` (what an acks=all produce waits for, in its timeout error).
 - Groups: ``group_host()`` (where the offsets partitions live),

@@ -227,6 +227,10 @@ class LocalMetadata:
     def check_replication(self) -> None:
         raise InvalidRequestError("ReplicaFetch is not a request of a single node")
 
+    def peer_key(self) -> None:
+        """A single node has no peers to prove anything to."""
+        return None
+
     def replica_log(self, topic, partition, replica_id, offset, epoch):
         self.check_replication()
 

@@ -122,3 +122,50 @@ class ElectLeadersResponse(Response):
     error: int = 0
     message: str = ""
     parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class PeerChallenge(Message):
+    """The first step of a broker's proof of identity (cluster/peer_proof.py):
+    ``broker_id`` the broker the dialler claims to be, ``nonce`` its own
+    random bytes (16-64)."""
+
+    API, SCHEMA = 31, {"broker_id": int, "nonce": bytes}
+    broker_id: int = -1
+    nonce: bytes = b""
+
+
+@_register
+@dataclass(frozen=True)
+class PeerChallengeResponse(Response):
+    """``broker_id``: the answering broker's id; ``nonce``: its random bytes,
+    fresh per exchange."""
+
+    API, SCHEMA = 31, {**_RESP, "broker_id": int, "nonce": bytes}
+    error: int = 0
+    message: str = ""
+    broker_id: int = -1
+    nonce: bytes = b""
+
+
+@_register
+@dataclass(frozen=True)
+class PeerProof(Message):
+    """The second step: ``proof``, an HMAC of both nonces and both ids under
+    the cluster's secret (never the secret itself)."""
+
+    API, SCHEMA = 32, {"proof": bytes}
+    proof: bytes = b""
+
+
+@_register
+@dataclass(frozen=True)
+class PeerProofResponse(Response):
+    """``proof``: the answering broker's own HMAC (the dialler checks that it
+    reached a broker of the same cluster)."""
+
+    API, SCHEMA = 32, {**_RESP, "proof": bytes}
+    error: int = 0
+    message: str = ""
+    proof: bytes = b""

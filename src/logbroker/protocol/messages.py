@@ -352,7 +352,9 @@ class DeleteGroupsResponse(Response):
 # the cluster's requests (replication, status, elections) live in their own module
 from .cluster_messages import (DescribeCluster, DescribeClusterResponse,  # noqa: E402,F401
                                ElectLeaders, ElectLeadersResponse, OffsetForLeaderEpoch,
-                               OffsetForLeaderEpochResponse, ReplicaFetch, ReplicaFetchResponse)
+                               OffsetForLeaderEpochResponse, PeerChallenge,
+                               PeerChallengeResponse, PeerProof, PeerProofResponse, ReplicaFetch,
+                               ReplicaFetchResponse)
 from .group_messages import (FindCoordinator, FindCoordinatorResponse, Heartbeat,  # noqa: E402,F401
                              HeartbeatResponse, JoinGroup, JoinGroupResponse, LeaveGroup,
                              LeaveGroupResponse, SyncGroup, SyncGroupResponse)

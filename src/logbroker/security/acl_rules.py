@@ -36,6 +36,8 @@ NO_CHECK: dict[type, str] = {
     m.SaslHandshake: "authentication itself",
     m.SaslAuthenticate: "authentication itself",
     m.InitProducerId: "allocates an id only; each Produce that uses it is checked",
+    m.PeerChallenge: "a broker's proof of identity (api/peer.py), checked by the cluster's secret",
+    m.PeerProof: "a broker's proof of identity (api/peer.py), checked by the cluster's secret",
 }
 LISTING = frozenset({m.Metadata, m.DescribeTopics})
 # request class -> a denied part's entry in the answer, from (topic, partition, code, message)

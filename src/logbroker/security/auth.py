@@ -153,7 +153,7 @@ class Session:
     """One connection's authentication state (module docstring)."""
 
     __slots__ = ("auth", "peer", "ip", "failed", "denied", "throttled", "loopback", "principal",
-                 "gated", "state", "server", "user", "deadline", "refused")
+                 "gated", "state", "server", "user", "deadline", "refused", "broker")
 
     def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None, throttled=None) -> None:
         """``failed()``: called once per failed authentication, ``denied(cls)``
@@ -170,6 +170,7 @@ class Session:
         self.server = None
         self.user = ""
         self.deadline: "float | None" = None  # the exchange must end by then (loop time)
+        self.broker = None  # the broker id this connection proved it is (api/peer.py)
 
     def set_peer(self, peer: str) -> None:
         """``HOST:PORT`` of the other end ("?" while unknown: not loopback)."""
