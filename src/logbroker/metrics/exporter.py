@@ -144,11 +144,17 @@ class BrokerMetrics:
                                           {"Content-Type": "text/plain", **dict(verdict.headers)},
                                           verdict.status)
             principal = verdict.principal
-        body = await self.scrape(principal)
-        return await server.write(request, body, {"Content-Type": CONTENT_TYPE_LATEST})
+        fresh, state = await self.parts(principal)
+        return await server.write(request, (fresh, state), {"Content-Type": CONTENT_TYPE_LATEST})
 
     async def scrape(self, principal: "str | None") -> bytes:
         """The exposition text for ``principal`` (None: every name)."""
+        return b"".join(await self.parts(principal))
+
+    async def parts(self, principal: "str | None") -> tuple:
+        """The exposition text for ``principal`` as (the counters, the
+        state's text shared by every scrape of its snapshot): written as
+        two parts, never joined, so a scrape holds no copy of the state."""
         loop = asyncio.get_running_loop()
         try:
             snap = await asyncio.wait_for(self._snapshot(), self.timeout_s)
@@ -157,7 +163,7 @@ class BrokerMetrics:
             self.collector.failed("the broker's state")
             state = b""
         fresh = await loop.run_in_executor(self._render, _text, self.collector.collect)
-        return fresh + state
+        return fresh, state
 
     async def _snapshot(self):
         """The broker's snapshot (SnapshotCache.get, run on the broker's loop)."""

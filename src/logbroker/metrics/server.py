@@ -74,17 +74,19 @@ class MetricsServer:
         if self._thread is not threading.current_thread():
             self._thread.join(STOP_TIMEOUT_S)
 
-    async def write(self, request: web.BaseRequest, body: bytes, headers: dict,
+    async def write(self, request: web.BaseRequest, body, headers: dict,
                     status: int = 200) -> web.StreamResponse:
-        """Answer ``body``, within ``timeout_s`` (a peer that does not read
-        is cut off)."""
+        """Answer ``body`` (bytes, or a tuple of bytes written one after the
+        other), within ``timeout_s`` (a peer that does not read is cut off)."""
+        parts = body if isinstance(body, tuple) else (body,)
         resp = web.StreamResponse(status=status, headers=headers)
-        resp.content_length = len(body)
+        resp.content_length = sum(len(p) for p in parts)
         try:
             async with asyncio.timeout(self.timeout_s):
                 await resp.prepare(request)
                 if request.method != "HEAD":
-                    await resp.write(body)
+                    for part in parts:
+                        await resp.write(part)
                 await resp.write_eof()
         except TimeoutError:
             log.debug("metrics: %s did not read its answer within %g s: closed", request.remote,
