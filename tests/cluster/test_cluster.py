@@ -201,6 +201,12 @@ def test_producers_auto_create_a_topic_through_any_broker_at_once(cluster):
     def meta(i):
         return cluster.call(i, m.Metadata(topics=("auto",), auto_create=True), 15)
 
+    # an auto-created topic gets min(3, live brokers) replicas in the creating
+    # broker's view: every broker must see all three live first (an earlier
+    # test may have left one re-registering after its lease ran out)
+    wait_until(lambda: all(len(cluster.metadata(via=i).brokers) == 3 for i in (1, 2, 3)), 15,
+               "every broker sees three live brokers")
+
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(meta, [1, 2, 3]))
     assert all(a.topics == (("auto", 0, "", 1),) for a in answers), answers
