@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import re
 import shutil
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import (ROOT, RawConn, read_line, closed_port, cluster_tool, free_port,
+from tests.support.fixtures import (ROOT, RawConn, closed_port, cluster_tool, free_port,
                       require_etcd, wait_until)
 
 CLUSTER_PY = os.path.join(ROOT, "tools", "cluster.py")
@@ -375,15 +376,25 @@ class ClusterPy:
                 "--etcd-port", str(self.etcd_port), "--etcd-peer-port", str(peer_port),
                 "--data-dir", str(self.data), "--timeout", "30"]
         self.proc = subprocess.Popen(args + (["--logbroker", logbroker] if logbroker else []),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.pids: dict[str, int] = {}
         self.lines: list[str] = []
+        # a reader thread: lines written together reach a queue one by one (a
+        # select on the pipe cannot see a line its previous readline buffered)
+        self._queue: "queue.Queue[str]" = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._queue.put(line)
+        self._queue.put("")  # EOF
 
     def __enter__(self) -> "ClusterPy":
         try:
             while not (self.lines and self.lines[-1].startswith("cluster up")):
                 line = self.readline(60)
-                assert line, f"cluster.py ended or hung: {self.lines}; {self.proc.stderr.read()}"
+                assert line, f"cluster.py ended or hung: {self.lines}"
                 got = re.match(r"(etcd|broker \d+)\s+(\S+)\s+pid (\d+)\s+log (\S+)$", line)
                 if got:
                     self.pids[got[1]] = int(got[3])
@@ -394,7 +405,11 @@ class ClusterPy:
         return self
 
     def readline(self, timeout: float) -> str:
-        line = read_line(self.proc, timeout).rstrip("\n")
+        """The next line ('' on EOF or after ``timeout`` s)."""
+        try:
+            line = self._queue.get(timeout=timeout).rstrip("\n")
+        except queue.Empty:
+            line = ""
         self.lines.append(line)
         return line
 
@@ -402,7 +417,11 @@ class ClusterPy:
         """SIGTERM; its exit status must be 0; the rest of its output."""
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(timeout=60) == 0
-        return self.proc.stdout.read()
+        self._reader.join(30)
+        rest = []
+        while not self._queue.empty():
+            rest.append(self._queue.get_nowait())
+        return "".join(rest)
 
     def __exit__(self, *exc) -> None:
         if self.proc.poll() is None:  # a failed test: it stops its children on SIGTERM,
@@ -412,8 +431,8 @@ class ClusterPy:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
+        self._reader.join(30)
         self.proc.stdout.close()
-        self.proc.stderr.close()
         shutil.rmtree(self.data / "etcd", ignore_errors=True)
 
 
