@@ -61,7 +61,7 @@ def run(args, workdir: str, err) -> dict:
             got["bombs"] = len(got["bombs"])
             rows[name].append(got)
             err.print(f"round {rnd + 1} {name}: p99 {got['p99_ms']:.1f} ms, max "
-                      f"{got['max_ms']:.0f} ms, rss +{got['rss_grown'] >> 20} MiB")
+                      f"{got['max_ms']:.0f} ms, rss +{max(0, got['rss_grown']) >> 20} MiB")
     med = statistics.median
     summary = {name: {key: med(r[key] for r in runs) for key in
                       ("round_trips", "p50_ms", "p99_ms", "max_ms", "rss_grown", "bombs",
@@ -75,7 +75,7 @@ def run(args, workdir: str, err) -> dict:
 
 def tables(results: dict) -> list:
     rows = [(name, f"{s['round_trips']:,.0f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}",
-             f"{s['max_ms']:.0f}", f"{s['rss_grown'] / (1 << 20):,.0f}",
+             f"{s['max_ms']:.0f}", f"{max(0, s['rss_grown']) / (1 << 20):,.0f}",
              f"{s['bombs']:.0f}" if s["bombs"] else "-",
              f"{s['create_s']:.1f}" if s["create_s"] else "-",
              f"{s['scrapes']:,.0f}" if s["scrapes"] else "-")
