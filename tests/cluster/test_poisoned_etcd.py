@@ -84,7 +84,9 @@ def test_poisoned_topics_are_not_served_and_others_keep_working(cluster, etcd):
         {"partitions": 1 << 40, "replication_factor": 3, "configs": {}}))
     wait_until(lambda: "repaired etcd key /logbroker/logbroker/topics/counted" in
                "".join(b.log() for b in c.brokers.values()), 15, "the topic repaired")
-    assert c.metadata(["counted"]).topics == before
+    # the controller logged its repair; each broker's view gets it from its etcd watch
+    wait_until(lambda: c.metadata(["counted"]).topics == before, 15,
+               "the repaired topic served again")
     names = {t[0] for t in c.metadata().topics}
     assert names >= {"good", "counted"} and not names & {"bad name!", "negative", "huge"}
     logs = "".join(b.log() for b in c.brokers.values())
