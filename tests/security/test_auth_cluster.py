@@ -14,7 +14,7 @@ import os
 import pytest
 from tests.support.fixtures import BrokerProcess, Cluster, RawConn, wait_until
 from tests.support.cluster import EtcdProcess, require_etcd, segment_bytes
-from scramp import ScramClient
+from tests.support.scram import scram_exchange
 
 from logbroker import Admin, Producer
 from logbroker.errors import SaslAuthenticationFailedError
@@ -92,15 +92,9 @@ def _knows(b: BrokerProcess, user: str) -> bool:
 def authed(port: int, user: str, password: str) -> "RawConn | None":
     """A raw connection that completed SCRAM as ``user``; None if refused."""
     conn = RawConn(port)
-    assert conn.call(m.Handshake()).error == 0
-    client = ScramClient(["SCRAM-SHA-256"], user, password)
-    assert conn.call(m.SaslHandshake(mechanism="SCRAM-SHA-256")).error == 0
-    first = conn.call(m.SaslAuthenticate(auth_bytes=client.get_client_first().encode()))
-    if first.error:
-        return None
-    client.set_server_first(first.auth_bytes.decode())
-    final = conn.call(m.SaslAuthenticate(auth_bytes=client.get_client_final().encode()))
+    final = scram_exchange(conn, user, password)
     if final.error:
+        conn.close()
         return None
     assert final.principal == f"User:{user}"
     return conn

@@ -73,13 +73,19 @@ def _gzip(data, limit: int) -> bytes:
         out = d.decompress(data, limit + 1)
         if len(out) > limit or d.unconsumed_tail:
             raise _too_large("gzip", limit)
-        if not d.eof:
-            raise CorruptRecordError("gzip records section is cut short")
     except zlib.error as exc:
         raise CorruptRecordError(f"gzip records section: {exc}") from None
+    _gzip_ended(d)
+    return out
+
+
+def _gzip_ended(d) -> None:
+    """CorruptRecordError unless the gzip stream of decompressor ``d`` ended
+    exactly where its input did."""
+    if not d.eof:
+        raise CorruptRecordError("gzip records section is cut short")
     if d.unused_data:
         raise CorruptRecordError(f"{len(d.unused_data)} bytes after the gzip stream")
-    return out
 
 
 def _into(module, name: str, data, limit: int) -> bytes:

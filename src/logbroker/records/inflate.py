@@ -118,12 +118,9 @@ def _gzip(data, out: memoryview, limit: int) -> int:
                 raise c._too_large("gzip", limit)
             if not piece and not data:
                 break
-        if not d.eof:
-            raise CorruptRecordError("gzip records section is cut short")
     except zlib.error as exc:
         raise CorruptRecordError(f"gzip records section: {exc}") from None
-    if d.unused_data:
-        raise CorruptRecordError(f"{len(d.unused_data)} bytes after the gzip stream")
+    c._gzip_ended(d)
     return pos
 
 
