@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: serve spark-connector spark-connector-if-jdk test test-slow test-bench cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat clean
+.PHONY: serve spark-connector spark-connector-if-jdk test test-slow test-bench cluster bench bench-quick bench-storage bench-broker bench-spark bench-compaction bench-groups bench-latency bench-cluster peer-servers etcd-server chromium kcat kafkajs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,11 @@ chromium:
 kcat:
 	bash tools/install-kcat.sh
 
-test: $(STAMP) spark-connector-if-jdk peer-servers etcd-server chromium kcat
+# KafkaJS from npm (tests/js/package.json): the Node.js client of the Kafka listener's tests
+kafkajs:
+	bash tools/install-kafkajs.sh
+
+test: $(STAMP) spark-connector-if-jdk peer-servers etcd-server chromium kcat kafkajs
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP) spark-connector-if-jdk
