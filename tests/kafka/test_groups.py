@@ -253,18 +253,23 @@ def _join(raw: Raw, version: int, cid: int, group: str, member_id: str = "",
 
 
 def test_membership_errors_on_the_wire(kb):
-    """Raw frames: a non-consumer protocol type (23), JoinGroup v0 (the
-    session timeout as rebalance timeout), the leader's sync through our
-    encoding and back, stale generation (22), unknown member (25), a
-    rebalance seen by heartbeat (27), bad assignment bytes (42), LeaveGroup
-    v0 and v3."""
+    """Raw frames: another protocol type (``connect``) served with its bytes
+    opaque, a member of another type refused (23), JoinGroup v0 (the
+    session timeout as rebalance timeout), the leader's assignment back byte
+    for byte (even bytes no ConsumerProtocol reader could read), stale
+    generation (22), unknown member (25), a rebalance seen by heartbeat
+    (27), LeaveGroup v0 and v3."""
     from kafka.coordinator.consumer import ConsumerProtocolAssignment as KA
     from kafka.coordinator.consumer import ConsumerProtocolSubscription as KS
 
     _, bootstrap = kb
     a, b = Raw(bootstrap), Raw(bootstrap)
     try:
-        _join(a, 5, 1, "g-raw", protocol_type="connect")
+        _join(a, 5, 1, "g-raw-connect", protocol_type="connect", metadata=b"\x00\x01worker")
+        connect = a.recv(11, 5)[1]
+        assert connect.error_code == 0 and [mb.metadata for mb in connect.members] == [
+            b"\x00\x01worker"]
+        _join(a, 5, 1, "g-raw-connect")  # a consumer member in a connect group
         assert a.recv(11, 5)[1].error_code == 23
         _join(a, 0, 2, "g-raw")
         joined = a.recv(11, 0)[1]
@@ -272,17 +277,11 @@ def test_membership_errors_on_the_wire(kb):
         assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, me)
         assert [KS.decode(mb.metadata).topics for mb in joined.members] == [["kg-raw"]]
         assert KS.decode(joined.members[0].metadata).user_data == b"u"
-        bad = {"group_id": "g-raw", "generation_id": 1, "member_id": me,
-               "assignments": [{"member_id": me, "assignment": b"\x00\x00\x00\x00\x00\x09"}]}
-        a.sock.sendall(a.send(14, 0, 3, bad))
-        assert a.recv(14, 0)[1].error_code == 42
-        given = KA(version=0, assigned_partitions=[KA.TopicPartition(
-            topic="kg-raw", partitions=[0])], user_data=b"x").encode()
-        a.sock.sendall(a.send(14, 1, 4, {**bad, "assignments": [
-            {"member_id": me, "assignment": given}]}))
-        synced = KA.decode(a.recv(14, 1)[1].assignment)
-        assert ([(tp.topic, tp.partitions) for tp in synced.assigned_partitions], synced.user_data
-                ) == ([("kg-raw", [0])], b"x")
+        given = b"\x00\x07" + KA(version=0, assigned_partitions=[KA.TopicPartition(
+            topic="kg-raw", partitions=[0])], user_data=b"x").encode()[2:] + b"\x00\x00\x00\x09"
+        a.sock.sendall(a.send(14, 1, 4, {"group_id": "g-raw", "generation_id": 1, "member_id": me,
+                                         "assignments": [{"member_id": me, "assignment": given}]}))
+        assert a.recv(14, 1)[1].assignment == given
         for cid, (gen, mid, code) in enumerate([(2, me, 22), (1, "nobody", 25), (1, me, 0)], 5):
             a.sock.sendall(a.send(12, 0, cid, {"group_id": "g-raw", "generation_id": gen,
                                                "member_id": mid}))

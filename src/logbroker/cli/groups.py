@@ -56,7 +56,8 @@ def describe(names, conn, as_json):
                     _partitions(mb.partitions)) for mb in d.members])
             click.echo()
         table(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "LAG-TIME"],
-              [(g, p.topic, p.partition, p.committed, p.log_end, p.lag, _age(p.lag_ms))
+              [(g, p.topic, p.partition, p.committed, p.log_end, p.lag if p.lag >= 0 else "-",
+                _age(p.lag_ms))
                for p in d.partitions])
 
 

@@ -74,7 +74,8 @@ def group_lags(state, g: dict) -> list:
     for (t, p), committed in sorted(g["offsets"].items()):
         log = state.logs.get((t, p))
         hw = None if log is None else log[1]
-        out.append((t, p, committed, hw, None if hw is None else max(hw - committed, 0)))
+        known = hw is not None and committed >= 0  # a negative commit is a reset request
+        out.append((t, p, committed, hw, max(hw - committed, 0) if known else None))
     return out
 
 
