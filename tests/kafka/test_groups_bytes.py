@@ -12,8 +12,9 @@ from logbroker.kafka.consumer_protocol import (KafkaAssignment, KafkaSubscriptio
                                                decode_assignment, decode_subscription,
                                                encode_assignment, encode_subscription)
 from logbroker.kafka.errors import KafkaDecodeError
-from logbroker.kafka.member_bytes import (ASSIGNMENT, SUBSCRIPTION, assignment_to_kafka,
-                                          assignment_to_ours, for_reader, subscription_to_kafka,
+from logbroker.kafka.member_bytes import (ASSIGNMENT, SUBSCRIBED_BUDGET, SUBSCRIPTION,
+                                          assignment_to_kafka, assignment_to_ours, for_reader,
+                                          subscribed_topics, subscription_to_kafka,
                                           subscription_to_ours)
 
 kc = pytest.importorskip("kafka.coordinator.consumer")
@@ -125,3 +126,14 @@ def test_bytes_of_ours_that_do_not_parse_go_to_kafka_as_empty_values():
 def test_a_kafka_topic_name_our_rules_refuse_makes_an_empty_subscription_of_ours():
     assert Subscription.decode(subscription_to_ours(_ks(0, topics=["no spaces allowed"]))
                                ) == Subscription(())
+
+
+def test_the_topics_a_mixed_group_subscribes_to():
+    ours = Subscription(("x", "y")).encode()
+    assert subscribed_topics([(_ks(0), True), (ours, False)]) == {"a", "b", "x", "y"}
+    assert subscribed_topics([]) == frozenset()
+    assert subscribed_topics([(ours, False), (b"", True)]) is None  # not known: every topic
+    assert subscribed_topics([(b"\x00\x00\xff", True)]) is None
+    big = encode_subscription(KafkaSubscription(tuple(f"t{i:06d}" for i in range(
+        SUBSCRIBED_BUDGET // 9))))
+    assert len(big) > SUBSCRIBED_BUDGET and subscribed_topics([(big, True)]) is None  # bounded
