@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import struct
 import time
@@ -222,6 +223,16 @@ def test_offset_delete_through_kafka_python(kb):
                                                       TopicPartition("op-del", 0)])
         assert {(tp.topic, e.errno) for tp, e in busy.items()} == {
             ("op-kept", 86), ("op-del", 0)}  # GROUP_SUBSCRIBED_TO_TOPIC where it reads
+        # our side: Admin.delete_offsets through the CLI
+        done = invoke_cli(["groups", "delete-offsets", "op-del-g", "-t", "op-del", "--json"],
+                          bootstrap=b.bootstrap)
+        assert done.exit_code == 0, done.output
+        assert [r["result"] for r in json.loads(done.stdout)] == ["deleted", "deleted"]
+        assert admin.list_group_offsets("op-del-g")["op-del-g"].keys() == {
+            TopicPartition("op-kept", 0)}
+        refused = invoke_cli(["groups", "delete-offsets", "op-live", "-t", "op-kept"],
+                             bootstrap=b.bootstrap)
+        assert refused.exit_code == 1 and "GROUP_SUBSCRIBED_TO_TOPIC" in refused.stderr
     finally:
         member.close()
         admin.close()

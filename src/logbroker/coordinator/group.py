@@ -151,7 +151,9 @@ class Group:
     def _static_rejoin(self, old: Member, req: m.JoinGroup, client_id: str, host: str,
                        now: float) -> "tuple[str, m.JoinGroupResponse | None]":
         """A static member restarted (KIP-345): a new member id takes the
-        old one's place and assignment; no rebalance while the group is Stable."""
+        old one's place and assignment; no rebalance while the group is Stable
+        (but when it comes back through the other listener: its stored
+        assignment is in the other kind of bytes)."""
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
         for kind, parked in (("join", old.joining), ("sync", old.syncing)):
             if parked:
@@ -159,6 +161,7 @@ class Group:
                     f"instance {req.group_instance_id!r} rejoined with a new member id")))
         old.syncing = False
         del self.members[old.member_id]
+        same_kind = old.kafka == req.kafka_bytes  # its stored assignment is in its kind of bytes
         old.member_id, old.client_id, old.host = new_id, client_id, host
         old.protocols, old.kafka = tuple(req.protocols), req.kafka_bytes
         old.session_timeout_ms, old.rebalance_timeout_ms = (req.session_timeout_ms,
@@ -167,7 +170,7 @@ class Group:
         was_leader = self.leader not in self.members
         if was_leader:
             self.leader = new_id
-        if self.state == STABLE:
+        if self.state == STABLE and same_kind:
             old.touch(now)
             self.persist = True
             return new_id, m.JoinGroupResponse(generation=self.generation, protocol=self.protocol,
