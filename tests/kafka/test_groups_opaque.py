@@ -12,7 +12,8 @@
 - OffsetDelete through kafka-python's KafkaAdminClient, and OffsetFetch's
   metadata "" where nothing is committed (Kafka's, never null);
 - refusals named in the broker's log (an unknown API key, an unsupported
-  version, a refused group request)."""
+  version, refused group requests: an unknown group's OffsetDelete, a
+  SyncGroup over the bound on assignment bytes)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import pytest
 
 from tests.support.fixtures import invoke_cli
 from tests.support.kafka_members import until
-from tests.support.kafka_raw import WAIT, kafka_broker
+from tests.support.kafka_raw import WAIT, Raw, kafka_broker
 from tests.support.kafkajs import run_kafkajs
 from logbroker import Admin
 
@@ -255,6 +256,14 @@ def test_refusals_are_named_in_the_broker_log(kb):
     b, bootstrap = kb
     assert _raw_request(bootstrap, 1234, 0) == b""  # closed, unanswered
     assert _raw_request(bootstrap, 11, 99) == b""  # JoinGroup v99
+    raw = Raw(bootstrap)  # opaque bytes are bounded: 8 MiB of assignments per SyncGroup
+    try:
+        raw.sock.sendall(raw.send(14, 3, 1, {"group_id": "op-big", "generation_id": 1,
+                                             "member_id": "m", "assignments": [
+                                                 {"member_id": "m", "assignment": bytes(9 << 20)}]}))
+        assert raw.recv(14, 3)[1].error_code == 42
+    finally:
+        raw.close()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         with pytest.raises(kafka.errors.GroupIdNotFoundError):
@@ -264,7 +273,8 @@ def test_refusals_are_named_in_the_broker_log(kb):
     wanted = ("refused Kafka api 1234 v0 from 127.0.0.1:",
               "refused Kafka api 11 v99 from 127.0.0.1:",
               "UNSUPPORTED_VERSION: JoinGroup v99 unsupported",
-              "unknown group 'op-log-nobody'")
+              "unknown group 'op-log-nobody'",
+              "INVALID_REQUEST: assignments over 8388608 bytes together")
     until(lambda: all(w in b.log() for w in wanted), f"the log lines {wanted}")
     line = next(ln for ln in b.log().splitlines() if "'op-log-nobody'" in ln)
     assert "DEBUG" in line and "refused DeleteOffsets from 127.0.0.1:" in line

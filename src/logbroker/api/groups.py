@@ -3,7 +3,8 @@ heartbeat, leave) and offsets (commit, fetch, describe, list, delete).
 
 Each request is checked here, at the edge, before it reaches a group: names
 and ids by the broker's rules, counts and sizes bounded, so a peer pins at
-most ``MAX_METADATA_BYTES`` of protocol metadata per member it keeps alive.
+most ``MAX_METADATA_BYTES`` of protocol metadata per member it keeps alive
+(and a leader ``MAX_ASSIGNMENT_BYTES`` of assignments per generation).
 A request for a group this broker does not coordinate gets NOT_COORDINATOR;
 one for a partition still loading gets COORDINATOR_LOAD_IN_PROGRESS.
 
@@ -35,6 +36,7 @@ from .edge import check_partition_key
 MAX_ID_CHARS = 1_000  # member ids are client_id + "-" + a uuid
 MAX_PROTOCOLS = 32
 MAX_METADATA_BYTES = 1 << 20  # all protocols of one JoinGroup together
+MAX_ASSIGNMENT_BYTES = 8 << 20  # all assignments of one SyncGroup together (kept, and recorded)
 CONSUMER = "consumer"  # the protocol type whose member bytes are the ConsumerProtocol's
 
 
@@ -110,6 +112,8 @@ class GroupRequests:
         if len(req.assignments) > self.co.limits.max_size:
             raise InvalidRequestError(f"{len(req.assignments)} assignments (limit "
                                       f"{self.co.limits.max_size})")
+        if sum(len(a) for _, a in req.assignments) > MAX_ASSIGNMENT_BYTES:
+            raise InvalidRequestError(f"assignments over {MAX_ASSIGNMENT_BYTES} bytes together")
         view, g = await self.co.group(req.group)
         if g is None:
             raise UnknownMemberIdError(f"unknown group {req.group!r}: rejoin")
