@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.support.kafka_members import Member, kafka_member, our_member, split, until
+from tests.support.kafka_members import (Member, aio_member, kafka_member, our_member, split,
+                                        until)
 from tests.support.kafka_raw import WAIT, Raw, kafka_broker, kread
 from logbroker import Admin, Consumer
 
@@ -147,6 +148,38 @@ def test_a_kafka_member_and_our_consumer_share_one_group(kb, leader, assignor):
     theirs.stop(commit=False)
     assert sorted(v for _p, v in got[ours] + got[theirs]) == sorted(values)
     assert {p for p, _ in got[ours]} == owned[ours] and {p for p, _ in got[theirs]} == owned[theirs]
+
+
+def test_our_consumer_leads_a_member_whose_subscription_says_version_4(kb):
+    """An aiokafka member whose assignor writes version 4 over version 0's
+    layout (as an aiokafka-based stream framework does) and our Consumer
+    share a ``range`` group: our leader reads its subscription (translated
+    tolerantly; the strict parse refused its JoinGroup), each gets a
+    partition, each record is read once."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+
+    class V4Range(RangePartitionAssignor):
+        @classmethod
+        def metadata(cls, topics):
+            return ConsumerProtocolMemberMetadata(4, sorted(topics), b"framework-state")
+
+    b, bootstrap = kb
+    topic, group = "kg-v4-2", "g-v4"
+    values = [b"v%d" % i for i in range(10)]
+    _topic(bootstrap, topic, 2, [])
+    ours = our_member(Consumer(b.bootstrap, group=group, auto_offset_reset="earliest",
+                               partition_assignment_strategy=["range"], enable_auto_commit=False,
+                               **FAST), topic)
+    theirs = aio_member(lambda: AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        enable_auto_commit=False, partition_assignment_strategy=(V4Range,),
+        heartbeat_interval_ms=100, session_timeout_ms=3000, max_poll_interval_ms=6000), topic)
+    split_then_read(ours, theirs, bootstrap, topic, values)
+    ours.stop(commit=False)
+    theirs.stop(commit=False)
+    assert sorted(v for _p, v in ours.got + theirs.got) == sorted(values)
 
 
 def test_confluent_kafka_subscribes_with_a_group(kb):
