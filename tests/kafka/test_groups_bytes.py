@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgpack
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from logbroker.protocol.consumer_protocol import Assignment, Subscription
 from logbroker.kafka.consumer_protocol import (KafkaAssignment, KafkaSubscription,
@@ -137,3 +138,19 @@ def test_the_topics_a_mixed_group_subscribes_to():
     big = encode_subscription(KafkaSubscription(tuple(f"t{i:06d}" for i in range(
         SUBSCRIBED_BUDGET // 9))))
     assert len(big) > SUBSCRIBED_BUDGET and subscribed_topics([(big, True)]) is None  # bounded
+
+
+@given(st.binary(max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_translate_without_raising(data):
+    """A peer's bytes never raise out of the translation (the group's
+    requests are never refused for them); the readers raise only their
+    decode error."""
+    for fn in (subscription_to_ours, assignment_to_ours, subscription_to_kafka,
+               assignment_to_kafka):
+        assert isinstance(fn(data), bytes)
+    for fn in (decode_subscription, decode_assignment):
+        try:
+            fn(data)
+        except KafkaDecodeError:
+            pass

@@ -105,15 +105,23 @@ def group(state, name: str, history=None) -> dict:
 
 
 def assignment_of(data: bytes) -> list:
-    """A member's assigned partitions as "topic-partition" strings (the
-    logbroker client's encoding; [] for another client's or none)."""
+    """A member's assigned partitions as "topic-partition" strings: the
+    logbroker client's encoding, or Kafka's ConsumerProtocol (a Kafka
+    member's assignment is kept as its leader wrote it); [] for another
+    client's or none."""
     if not data:
         return []
+    from ..kafka.consumer_protocol import decode_assignment
+    from ..kafka.errors import KafkaDecodeError
     from ..protocol.consumer_protocol import Assignment
 
     try:
         return [f"{t}-{p}" for t, p in Assignment.decode(data).partitions]
     except (LogbrokerError, ValueError, TypeError):
+        pass
+    try:
+        return [f"{t}-{p}" for t, p in decode_assignment(data).partitions]
+    except KafkaDecodeError:
         return []
 
 
