@@ -157,7 +157,8 @@ def test_kafkajs_reset_offsets_commits_negative_offsets_and_the_group_reads_agai
     _topics(b, "op-reset", partitions=2)
     got = run_kafkajs("""
 const producer = kafka.producer(); await producer.connect();
-await producer.send({ topic: 'op-reset', messages: ['r0', 'r1', 'r2'].map(value => ({ value, partition: 0 })) });
+await producer.send({ topic: 'op-reset',
+                      messages: ['r0', 'r1', 'r2'].map(value => ({ value, partition: 0 })) });
 await producer.disconnect();
 const readAll = async () => {
   const consumer = kafka.consumer({ groupId: 'op-reset-g', maxWaitTimeInMs: 100 });
@@ -258,9 +259,9 @@ def test_refusals_are_named_in_the_broker_log(kb):
     assert _raw_request(bootstrap, 11, 99) == b""  # JoinGroup v99
     raw = Raw(bootstrap)  # opaque bytes are bounded: 8 MiB of assignments per SyncGroup
     try:
+        big = [{"member_id": "m", "assignment": bytes(9 << 20)}]
         raw.sock.sendall(raw.send(14, 3, 1, {"group_id": "op-big", "generation_id": 1,
-                                             "member_id": "m", "assignments": [
-                                                 {"member_id": "m", "assignment": bytes(9 << 20)}]}))
+                                             "member_id": "m", "assignments": big}))
         assert raw.recv(14, 3)[1].error_code == 42
     finally:
         raw.close()

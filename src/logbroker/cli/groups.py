@@ -1,4 +1,5 @@
-"""``logbroker groups list|describe|delete|reset-offsets|delete-offsets``: members and lag at a glance."""
+"""``logbroker groups list|describe|delete|reset-offsets|delete-offsets``: members and
+lag at a glance."""
 
 from __future__ import annotations
 

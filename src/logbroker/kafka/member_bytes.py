@@ -135,7 +135,8 @@ def assignment_to_kafka(data: bytes) -> bytes:
 
 
 SUBSCRIPTION, ASSIGNMENT = "subscription", "assignment"
-_TRANSLATE = {(SUBSCRIPTION, True): subscription_to_kafka, (SUBSCRIPTION, False): subscription_to_ours,
+_TRANSLATE = {(SUBSCRIPTION, True): subscription_to_kafka,
+              (SUBSCRIPTION, False): subscription_to_ours,
               (ASSIGNMENT, True): assignment_to_kafka, (ASSIGNMENT, False): assignment_to_ours}
 
 

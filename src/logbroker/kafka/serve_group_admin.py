@@ -15,8 +15,9 @@ members and ours alike (docs/kafka.md §4.5).
   the group's protocol type, and each member's id, instance id (v4+),
   client id, host (``/ADDRESS``, Kafka's form), subscription and
   assignment: a Kafka member's bytes as it sent them, a logbroker
-  member's in Kafka's ConsumerProtocol encoding (api/groups.py). As Kafka: the protocol data (the generation's
-  assignor) and the member bytes only in the Stable state ("" and empty
+  member's in Kafka's ConsumerProtocol encoding (api/groups.py). As
+  Kafka: the protocol data (the generation's assignor) and the member
+  bytes only in the Stable state ("" and empty
   bytes otherwise); a group without members or offsets is answered as
   Kafka's ``Dead`` group with error 0 (GROUP_ID_NOT_FOUND is v6's answer);
   authorized operations are omitted (INT32_MIN, "not provided").
