@@ -352,6 +352,13 @@ class NonEmptyGroupError(LogbrokerError):
 
 
 @register
+class GroupSubscribedToTopicError(LogbrokerError):
+    """Deleting a group's offsets of a topic its active members subscribe to."""
+
+    code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+@register
 class GroupMaxSizeReachedError(LogbrokerError):
     code, name = 81, "GROUP_MAX_SIZE_REACHED"
 

@@ -141,6 +141,8 @@ SAMPLES = [
     m.HeartbeatResponse(error=22, message="stale generation"),
     m.LeaveGroup(group="billing", members=(("c-1", None), ("", "host-3"))),
     m.LeaveGroupResponse(members=(("c-1", 0, ""), ("", 25, "unknown member"))),
+    m.DeleteOffsets(group="billing", parts=(("orders", 0), ("orders", 1))),
+    m.DeleteOffsetsResponse(parts=(("orders", 0, 0, ""), ("orders", 1, 86, "subscribed"))),
     m.CommitOffsetsResponse(parts=(("orders", 0, 0, ""),)),
     m.FetchOffsets(group="billing", parts=(("orders", 0),)),
     m.FetchOffsets(group="billing", parts=None),

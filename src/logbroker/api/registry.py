@@ -71,6 +71,7 @@ OURS: dict[type, Entry] = {
     m.DescribeGroups: Entry(_groups("describe")),
     m.ListGroups: Entry(_groups("list_groups")),
     m.DeleteGroups: Entry(_groups("delete")),
+    m.DeleteOffsets: Entry(_groups("delete_offsets")),
     # authentication, users and ACLs (api/sasl.py, api/access.py)
     m.SaslHandshake: Entry(sasl.handshake, inline=True),
     m.SaslAuthenticate: Entry(sasl.authenticate, inline=True),
@@ -110,6 +111,7 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("ListGroups"): (serve_group_admin.list_groups, (m.ListGroups,)),
     _key("DescribeGroups"): (serve_group_admin.describe_groups, (m.DescribeGroups,)),
     _key("DeleteGroups"): (serve_group_admin.delete_groups, (m.DeleteGroups,)),
+    _key("OffsetDelete"): (serve_groups.offset_delete, (m.DeleteOffsets,)),
     _key("SaslHandshake"): (serve_sasl.sasl_handshake, (m.SaslHandshake,)),
     _key("SaslAuthenticate"): (serve_sasl.sasl_authenticate, (m.SaslAuthenticate,)),
 }

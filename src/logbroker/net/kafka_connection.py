@@ -14,7 +14,8 @@ encoded with ``codec.encode_response_buffers``.
 - Decode errors: an ApiVersions request at a newer version gets Kafka's v0
   UNSUPPORTED_VERSION answer (api_versions.py); any other unsupported API
   or version, and any malformed frame, closes the connection once the
-  answers before it are written (Kafka closes too). Nothing of a bad
+  answers before it are written (Kafka closes too). An unsupported API or
+  version is named in a debug line (refusals.log_unsupported). Nothing of a bad
   request reaches the pipeline; a bug in a translator closes only this
   connection.
 - Authentication (docs/kafka.md §4.7): with ``auth_required``, before
@@ -34,7 +35,7 @@ from __future__ import annotations
 import logging
 
 from .answering import Answer, AnsweringConnection
-from .refusals import log_listener_refusal
+from .refusals import log_listener_refusal, log_unsupported
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..kafka.api_versions import unsupported_version_reply
@@ -75,6 +76,8 @@ class KafkaConnection(AnsweringConnection):
         try:
             header, body = decode_request(frame)
         except KafkaUnsupportedVersionError as exc:
+            if self.log.isEnabledFor(logging.DEBUG):
+                log_unsupported(self.log, self, exc.header, exc.message)
             reply = None if exc.header is None else unsupported_version_reply(exc.header)
             if reply is None:
                 return _Answer(None, size, _CLOSE_AFTER, why=_unreadable(exc.message))

@@ -285,6 +285,7 @@ class ListGroupsResponse(Response):
     error: int = 0
     message: str = ""
     groups: tuple = ()
+    protocol_types: tuple = ()  # in-process (not on our wire): (group, protocol type) pairs
 
 
 @_register
@@ -292,6 +293,7 @@ class ListGroupsResponse(Response):
 class DescribeGroups(Message):
     API, SCHEMA = 11, {"groups": [str]}
     groups: tuple = ()
+    kafka_bytes: bool = False  # in-process: member bytes answered in Kafka's encoding
 
 
 @_register
@@ -313,6 +315,7 @@ class DescribeGroupsResponse(Response):
     error: int = 0
     message: str = ""
     groups: tuple = ()
+    protocol_types: tuple = ()  # in-process (not on our wire): (group, protocol type) pairs
 
 
 @_register
@@ -357,7 +360,8 @@ from .cluster_messages import (DescribeCluster, DescribeClusterResponse,  # noqa
                                ReplicaFetchResponse)
 from .group_messages import (FindCoordinator, FindCoordinatorResponse, Heartbeat,  # noqa: E402,F401
                              HeartbeatResponse, JoinGroup, JoinGroupResponse, LeaveGroup,
-                             LeaveGroupResponse, SyncGroup, SyncGroupResponse)
+                             LeaveGroupResponse, SyncGroup, SyncGroupResponse,
+                             DeleteOffsets, DeleteOffsetsResponse)
 from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa: E402,F401
                             DeleteUserResponse, ListUsers, ListUsersResponse, SaslAuthenticate,
                             SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)

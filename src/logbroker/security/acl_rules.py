@@ -114,6 +114,7 @@ RULES: dict[type, Callable] = {
     m.ListGroups: _cluster("describe"),
     m.DescribeGroups: _groups("describe"),
     m.DeleteGroups: _groups("delete"),
+    m.DeleteOffsets: _group("delete", "read"),  # Kafka's OffsetDelete rule
     m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
     m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
     m.LeaveGroup: _group("read"),

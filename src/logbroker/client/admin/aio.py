@@ -75,6 +75,10 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.fetch_offsets``."""
         return await self._await(self._core.fetch_offsets(group, partitions))
 
+    async def delete_offsets(self, group: str, partitions, raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.delete_offsets``."""
+        return await self._await(self._core.delete_offsets(group, partitions, raise_errors))
+
     async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
         """As ``logbroker.Admin.list_offsets``."""
         return await self._await(self._core.list_offsets(partitions, spec,

@@ -275,6 +275,14 @@ class AdminCore:
         found = await group_offsets.fetch(self.coordinators, validate.group(group), parts)
         return {tp: OffsetAndMetadata(*v) if v[0] >= 0 else None for tp, v in found.items()}
 
+    async def delete_offsets(self, group: str, partitions, raise_errors: bool = True) -> dict:
+        """``Admin.delete_offsets``: DeleteOffsets at the group's coordinator, sent once."""
+        parts = tuple(validate.topic_partitions(partitions))
+        resp = await self.coordinators.call(validate.group(group),
+                                            m.DeleteOffsets(group=group, parts=parts), retry=False)
+        entries = [((t, p), error, message) for t, p, error, message in resp.parts]
+        return _results(entries, {}, list(dict.fromkeys(parts)), raise_errors)
+
     async def partitions_of(self, topics: Iterable[str]) -> list:
         """Every ``(topic, partition)`` of ``topics``."""
         counts = await partition_counts(self.router, list(topics), wait=False,

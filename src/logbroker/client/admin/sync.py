@@ -145,6 +145,14 @@ class Admin(SyncShell):
         is None."""
         return self._run(self._core.fetch_offsets(group, partitions))
 
+    def delete_offsets(self, group: str, partitions, raise_errors: bool = True) -> dict:
+        """Forget ``group``'s committed offsets of ``partitions`` (``(topic,
+        partition)`` pairs; one without a commit is no error): ``{(topic,
+        partition): None or the error}``, ``GroupSubscribedToTopicError``
+        while an active member of the group subscribes to the topic; raises
+        ``GroupNotFoundError`` for an unknown group. Sent once."""
+        return self._run(self._core.delete_offsets(group, partitions, raise_errors))
+
     def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
         """``{(topic, partition): OffsetAndTimestamp(offset, timestamp)}``,
         from each partition's leader (following leader changes until
