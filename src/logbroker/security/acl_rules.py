@@ -123,6 +123,8 @@ RULES: dict[type, Callable] = {
     m.ListUsers: _cluster("describe"),
     m.CreateAcls: _cluster("alter"), m.DeleteAcls: _cluster("alter"),
     m.DescribeAcls: _cluster("describe"),
+    m.DescribeConfigs: _topics_of("describe_configs", lambda r: r.topics),
+    m.AlterConfigs: _topics_of("alter_configs", lambda r: (t.topic for t in r.topics)),
 }
 
 
