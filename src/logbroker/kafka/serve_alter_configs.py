@@ -12,8 +12,10 @@ applies SET / DELETE / APPEND / SUBTRACT to the settings the topic has.
 Broker resources are refused (INVALID_REQUEST, "broker configs are
 read-only here"): this broker changes none of its settings live. Other
 resource types are INVALID_REQUEST. A topic named twice in one request is
-INVALID_REQUEST for both, as Kafka answers. Every refusal made here is
-logged at debug level.
+INVALID_REQUEST for both, as Kafka answers. A request changing more than
+``MAX_CONFIGS`` configs in all is refused whole (each parsed config costs
+the loop a few microseconds). Every refusal made here is logged at debug
+level.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .topic_configs import to_ours
 from .wire_errors import kafka_code, kafka_message
 
 log = logging.getLogger("logbroker.kafka")
+MAX_CONFIGS = 1000  # configs one request may change, over all its resources (a few ms to parse)
 OPS = {api.SET: SET, api.DELETE: DELETE, api.APPEND: APPEND, api.SUBTRACT: SUBTRACT}
 
 
@@ -43,7 +46,17 @@ def incremental_alter_configs(site: KafkaSite, header, body) -> Plan:
 
 
 def _plan(body, change, replace: bool) -> Plan:
-    """``change(config)``: (Kafka name, our operation or None, Kafka value)."""
+    """``change(config)``: (Kafka name, our operation or None, Kafka value).
+    A request changing more than MAX_CONFIGS configs in all is refused
+    whole (INVALID_REQUEST on every resource), before any is parsed."""
+    asked_configs = sum(len(r.configs) for r in body.resources)
+    if asked_configs > MAX_CONFIGS:
+        message = f"the request changes {asked_configs} configs; at most {MAX_CONFIGS}"
+        log.debug("altering configs refused: %s", message)
+        return Plan(None, lambda _resp: {"throttle_time_ms": 0, "responses": [
+            {"error_code": InvalidRequestError.code, "error_message": message,
+             "resource_type": r.resource_type, "resource_name": r.resource_name}
+            for r in body.resources]})
     counts: dict = {}
     for r in body.resources:
         counts[(r.resource_type, r.resource_name)] = counts.get(
