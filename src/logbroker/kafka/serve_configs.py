@@ -25,6 +25,8 @@ the cluster-wide default.
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import InvalidRequestError
 from ..protocol import messages as m
 from ..storage.config import LogConfig
@@ -109,13 +111,33 @@ def _entry(name: str, value: str, source: int, kind: int, synonyms: list,
 
 
 def _topic_entries(configs: dict, overrides: dict, defaults: dict, with_synonyms: bool) -> list:
+    """A topic's entries; topics with the same settings share one computed
+    list (``_entries_of``: a DescribeConfigs of many topics costs the loop
+    one computation per distinct set of settings). The entries are never
+    mutated (``configuration_keys`` filters into a new list)."""
+    try:
+        return _entries_of(tuple(configs.items()), frozenset(overrides),
+                           tuple(defaults.items()), with_synonyms)
+    except TypeError:  # an unhashable value (none of ours): computed uncached
+        return _entries_of.__wrapped__(tuple(configs.items()), frozenset(overrides),
+                                       tuple(defaults.items()), with_synonyms)
+
+
+@functools.lru_cache(maxsize=256)
+def _entries_of(configs: tuple, overrides: frozenset, defaults: tuple,
+                with_synonyms: bool) -> list:
+    configs, defaults = dict(configs), dict(defaults)
     out = []
-    rows = [(n, v, k, n in tc.KAFKA and tc.KAFKA[n][0] in overrides)
-            for n, v, k in tc.to_kafka(configs)]
-    rows += [(n, v, k, False) for n, v, k in tc.defaults_missing(configs)]
-    for name, value, kind, dynamic in sorted(rows):
+    for name, ours, kind, default in tc.BY_NAME:  # Kafka's names, sorted
+        if ours in configs:
+            value = tc.value_text(ours, configs[ours])
+        elif default is not None:
+            value = default
+        else:
+            continue
         broker = defaults.get(name)
-        source = DYNAMIC_TOPIC if dynamic else broker[2] if broker is not None else DEFAULT
+        source = DYNAMIC_TOPIC if ours in overrides else \
+            broker[2] if broker is not None else DEFAULT
         synonyms = []
         if with_synonyms:
             if source == DYNAMIC_TOPIC:

@@ -74,6 +74,7 @@ NO_EFFECT = frozenset(name for name, (_o, _t, default) in KAFKA.items()
                                                  "unclean.leader.election.enable"}
 LISTS = frozenset(name for name, (_o, kind, _d) in KAFKA.items() if kind == LIST)
 _BY_OURS = {ours: name for name, (ours, _t, _d) in KAFKA.items()}
+BY_NAME = tuple((name, ours, kind, default) for name, (ours, kind, default) in sorted(KAFKA.items()))
 
 
 def kafka_name(ours: str) -> "str | None":
@@ -151,5 +152,9 @@ def value_text(ours: str, value: object) -> str:
 def defaults_missing(configs: dict) -> list:
     """Kafka's ``(name, default, type)`` of the topic configs ``configs``
     (our names) has no value for: what Kafka shows as DEFAULT_CONFIG."""
-    return sorted((name, default, kind) for name, (ours, kind, default) in KAFKA.items()
-                  if default is not None and ours not in configs)
+    return [(name, default, kind) for name, ours, default, kind in _DEFAULTS
+            if ours not in configs]
+
+
+_DEFAULTS = sorted((name, ours, default, kind) for name, (ours, kind, default) in KAFKA.items()
+                   if default is not None)
