@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import msgpack
 
 from .config import LogConfig, log_settings
-from ..limits import check_partition_count, check_topic_name
+from ..errors import InvalidConfigError
+from ..limits import TOPIC_CONFIGS, check_partition_count, check_topic_name
 from .metastore import MetaStore
 
 
@@ -23,6 +24,9 @@ class TopicConfig:
     def __post_init__(self) -> None:
         check_topic_name(self.name)
         check_partition_count(self.partitions)
+        unknown = set(self.overrides) - set(TOPIC_CONFIGS)
+        if unknown:
+            raise InvalidConfigError(f"unknown topic settings: {', '.join(sorted(unknown))}")
         LogConfig().replace(**log_settings(self.overrides)) if self.overrides else None
 
     def log_config(self, base: LogConfig) -> LogConfig:
