@@ -8,6 +8,7 @@ logged. One single-node broker process for the file."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 
@@ -270,3 +271,28 @@ def test_raw_alterations_bounded_and_refused_per_resource(kb):
         assert (entry.value, entry.config_source, entry.read_only) == ("70000", 1, False)
     finally:
         raw.close()
+
+
+def test_config_requests_are_bounded_and_need_kafkas_config_operations():
+    """Over 1000 topics in one DescribeConfigs / AlterConfigs: refused before
+    any topic is looked at (no services needed); each topic needs
+    describe_configs / alter_configs, the latter implying the former."""
+    from logbroker.api import configs
+    from logbroker.protocol import messages as m
+    from logbroker.security.acl import AclBinding, Authorizer
+    from logbroker.security.acl_rules import RULES
+
+    many = tuple(f"t{i}" for i in range(1001))
+    assert configs.describe_configs(None, m.DescribeConfigs(topics=many), None).error == 42
+    assert configs.describe_configs(None, m.DescribeConfigs(topics=many), None).topics == ()
+    change = m.AlterConfigs(topics=tuple((t, (), False) for t in many))
+    assert asyncio.run(configs.alter_configs(None, change, None)).error == 42
+    req = m.AlterConfigs(topics=(("a", (), False), ("b", (), True)))
+    assert RULES[m.AlterConfigs](req, lambda t: True) == [("alter_configs", "topic", "a"),
+                                                           ("alter_configs", "topic", "b")]
+    assert RULES[m.DescribeConfigs](m.DescribeConfigs(topics=("a",)), lambda t: True) == \
+        [("describe_configs", "topic", "a")]
+    acl = Authorizer([AclBinding("User:al", "topic", "a", "literal", "alter_configs", "allow")])
+    assert acl.authorize("User:al", "describe_configs", "topic", "a")
+    assert not acl.authorize("User:al", "describe", "topic", "a")
+    assert not acl.authorize("User:al", "alter_configs", "topic", "b")
