@@ -176,6 +176,15 @@ SAMPLES = [
     m.DeleteAclsResponse(acls=(("User:alice", "topic", "orders", "prefix", "read", "allow"),)),
     m.DescribeAcls(),
     m.DescribeAclsResponse(acls=(("User:*", "group", "g", "literal", "all", "deny"),)),
+    m.DescribeConfigs(topics=("orders", "nope")),
+    m.DescribeConfigsResponse(topics=(("orders", 0, "", {"retention_ms": 60000, "flush": "fsync"},
+                                       {"retention_ms": 60000}),
+                                      ("nope", 3, "unknown topic 'nope'", {}, {}))),
+    m.AlterConfigs(topics=(("orders", (("retention_ms", "set", 1000),
+                                       ("cleanup_policy", "append", "compact"),
+                                       ("segment_ms", "delete", None)), False),),
+                   validate_only=True),
+    m.AlterConfigsResponse(topics=(("orders", 0, ""), ("nope", 40, "unknown topic setting"))),
 ]
 
 

@@ -24,8 +24,10 @@ from typing import Callable
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
 from ..kafka.apis import APIS
+from ..kafka import serve_alter_configs
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
+from . import configs
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,9 @@ OURS: dict[type, Entry] = {
     m.CreateAcls: Entry(access.create_acls),
     m.DeleteAcls: Entry(access.delete_acls),
     m.DescribeAcls: Entry(access.describe_acls),
+    # topic configs (api/configs.py)
+    m.DescribeConfigs: Entry(configs.describe_configs),
+    m.AlterConfigs: Entry(configs.alter_configs),
 }
 
 
@@ -95,8 +100,11 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("CreateTopics"): (serve_meta.create_topics, (m.CreateTopics,)),
     _key("DeleteTopics"): (serve_meta.delete_topics, (m.DeleteTopics,)),
     _key("InitProducerId"): (serve_meta.init_producer_id, (m.InitProducerId,)),
-    _key("DescribeConfigs"): (serve_configs.describe_configs, (m.DescribeTopics,
+    _key("DescribeConfigs"): (serve_configs.describe_configs, (m.DescribeConfigs,
                                                                m.DescribeCluster)),
+    _key("AlterConfigs"): (serve_alter_configs.alter_configs, (m.AlterConfigs,)),
+    _key("IncrementalAlterConfigs"): (serve_alter_configs.incremental_alter_configs,
+                                      (m.AlterConfigs,)),
     _key("Produce"): (serve_data.produce, (m.Produce,)),
     _key("Fetch"): (serve_data.fetch, (m.Fetch,)),
     _key("ListOffsets"): (serve_data.list_offsets, (m.ListOffsets,)),

@@ -81,6 +81,7 @@ class ClusterNode:
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task] = set()
         self._opening: set[tuple[str, int]] = set()  # replicas whose logs are being made
+        self._configuring = asyncio.Lock()  # topic config changes applied one at a time
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -222,6 +223,24 @@ class ClusterNode:
             self._spawn(self._open_in_slices(topic, new))
         for st in self.view.partitions_of(topic):
             self._partition_changed(st.key)
+        self._configs_changed(topic)
+
+    def _configs_changed(self, topic: str) -> None:
+        """An AlterConfigs of ``topic`` (etcd's value changed): its logs hosted
+        here take the new settings live (``Store.alter_topic``, in the I/O
+        threads, one change at a time, each applying the view's newest)."""
+        st, record = self.view.topics.get(topic), self.store.topics.get(topic)
+        if st is None or record is None or record.overrides == st.log_overrides():
+            return
+
+        async def apply() -> None:
+            async with self._configuring:
+                now = self.view.topics.get(topic)
+                if now is not None and self.store.topics.get(topic) is not None:
+                    await self.run_io(self.store.alter_topic, topic, now.log_overrides())
+                    log.info("topic %s: settings changed to %s", topic, now.log_overrides())
+
+        self._spawn(apply())
 
     async def _open_in_slices(self, topic: str, keys: list) -> None:
         """Make the logs of ``keys`` (new replicas of ours), ``OPEN_SLICE`` at

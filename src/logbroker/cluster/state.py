@@ -29,6 +29,7 @@ from urllib.parse import quote
 import msgpack
 
 from . import checks
+from ..storage.config import log_settings
 
 NO_LEADER = -1
 
@@ -60,8 +61,9 @@ class TopicState:
         return self.configs.get("unclean_leader_election") in (True, 1, "true")
 
     def log_overrides(self) -> dict:
-        """The configs that are LogConfig settings (the cluster's own removed)."""
-        return {k: v for k, v in self.configs.items() if k not in CLUSTER_CONFIGS}
+        """The configs that are LogConfig settings (the cluster's own and
+        Kafka configs stored without effect removed)."""
+        return log_settings(self.configs)
 
 
 CLUSTER_CONFIGS = ("replication_factor", "min_insync_replicas", "unclean_leader_election")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
 from .apis_configs import DESCRIBE_CONFIGS
+from .apis_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from .apis_core import (API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                         OFFSET_FOR_LEADER_EPOCH, PRODUCE)
 from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
@@ -27,6 +28,7 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
                   DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                   SASL_AUTHENTICATE,
                   OFFSET_DELETE)
+PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -39,6 +41,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   32: 4, 23: 4,
                   17: 2,
                   47: 1}  # SaslHandshake has no flexible version ("none"): past its last
+FIRST_FLEXIBLE.update({33: 2, 44: 1})
 
 
 def api_for(key: int) -> "Api | None":

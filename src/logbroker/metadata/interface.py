@@ -22,6 +22,10 @@ The methods (both implementations have each):
   auto_create(name)``, ``async delete_topic(name)``,
   ``describe_topic(name)`` -> (configs, partition entries), ``async
   elect_preferred(row)`` -> the leader after a preferred election.
+- Topic configs: ``topic_settings(name)`` -> (effective settings, those
+  set on the topic), ``async alter_topic_configs(name, configs)`` (the
+  topic's whole new set, checked by the caller: stored, and applied live
+  by every broker hosting the topic).
 - ``async new_producer_id()``.
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,

@@ -184,6 +184,25 @@ class LocalMetadata:
         return configs, tuple(partition_entry(self.store, name, p)
                               for p in range(topic.partitions))
 
+    def topic_settings(self, name: str) -> tuple:
+        """(effective settings, the settings set on topic ``name``) in our
+        names; effective: the broker's log defaults under the topic's own."""
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return ({**topic.overrides, **topic.log_config(self.store.config.log).to_dict()},
+                dict(topic.overrides))
+
+    async def alter_topic_configs(self, name: str, configs: dict) -> None:
+        """Replace topic ``name``'s settings with ``configs`` (checked by the
+        caller): stored in LMDB and applied live to its logs, in the I/O
+        threads. The cluster's settings are dropped, as at creation."""
+        configs = {k: v for k, v in configs.items()
+                   if k not in ("min_insync_replicas", "unclean_leader_election")}
+        await asyncio.get_running_loop().run_in_executor(self.executor, self.store.alter_topic,
+                                                         name, configs)
+        log.info("topic %s: settings changed to %s", name, configs)
+
     async def elect_preferred(self, row: PartitionPlacement) -> int:
         """Every partition's leader is this broker already."""
         return row.leader

@@ -367,3 +367,5 @@ from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa:
                             SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)
 from .acl_messages import (CreateAcls, CreateAclsResponse, DeleteAcls,  # noqa: E402,F401
                            DeleteAclsResponse, DescribeAcls, DescribeAclsResponse)
+from .config_messages import (AlterConfigs, AlterConfigsResponse,  # noqa: E402,F401
+                              DescribeConfigs, DescribeConfigsResponse)

@@ -40,6 +40,9 @@ ALL = "all"
 OPERATIONS = ("read", "write", "create", "delete", "describe", "alter", "cluster_action", ALL)
 WILDCARD_PRINCIPAL, WILDCARD_NAME = "User:*", "*"
 _IMPLIED_BY = {"describe": frozenset({"read", "write", "delete", "alter"})}  # allow only
+# Kafka's config operations (api/configs.py): describe_configs is implied by alter_configs
+OPERATIONS = OPERATIONS[:-1] + ("describe_configs", "alter_configs", ALL)  # ALL stays last
+_IMPLIED_BY["describe_configs"] = frozenset({"alter_configs"})
 MAX_NAME_CHARS = 249
 
 

@@ -124,6 +124,8 @@ RULES: dict[type, Callable] = {
     m.ListUsers: _cluster("describe"),
     m.CreateAcls: _cluster("alter"), m.DeleteAcls: _cluster("alter"),
     m.DescribeAcls: _cluster("describe"),
+    m.DescribeConfigs: _topics_of("describe_configs", lambda r: r.topics),
+    m.AlterConfigs: _topics_of("alter_configs", lambda r: (t[0] for t in r.topics)),
 }
 
 

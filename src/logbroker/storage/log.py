@@ -93,6 +93,14 @@ class Log:
         return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
                    checkpoint=False)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply a topic's altered settings live: the next append, roll,
+        retention and compaction pass use ``config`` (segments already
+        written keep their size)."""
+        with self._lock:
+            self.config = self._appender.config = config
+            self.index.interval = config.index_interval_bytes
+
     # -- state -----------------------------------------------------------------
     @property
     def name(self) -> str:

@@ -267,6 +267,26 @@ class Store:
                 self._logs.setdefault((topic, lg.partition), lg)
             return [self._logs[(topic, p)] for p in partitions]
 
+    def alter_topic(self, name: str, overrides: dict) -> TopicConfig:
+        """Replace topic ``name``'s overrides (its record, one commit) and
+        apply them live to its logs open here (``Log.reconfigure``): a
+        single node's AlterConfigs, or a cluster broker following etcd.
+        UNKNOWN_TOPIC_OR_PARTITION if the topic has no record here."""
+        with self._lock:
+            known = self.topics.get(name)
+            if known is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            record = TopicConfig(name, known.partitions, dict(overrides))
+            if record != known:
+                self.topics.put(record)
+            config = record.log_config(self.config.log)
+            logs = [lg for p in range(known.partitions)
+                    if (lg := self._logs.get((name, p))) is not None]
+        for lg in logs:
+            if lg.config != config:
+                lg.reconfigure(config)
+        return record
+
     def drop_partition(self, topic: str, partition: int) -> bool:
         """Stop hosting ``topic``-``partition``: close its log, remove its files
         and LMDB rows; the topic's local record goes with its last hosted

@@ -6,14 +6,16 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from .config import LogConfig
-from ..limits import check_partition_count, check_topic_name
+from .config import LogConfig, log_settings
+from ..errors import InvalidConfigError
+from ..limits import TOPIC_CONFIGS, check_partition_count, check_topic_name
 from .metastore import MetaStore
 
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic: its partition count and the log settings it overrides."""
+    """A topic: its partition count and the settings it overrides (log
+    settings, and Kafka configs stored without effect: ``log_settings``)."""
 
     name: str
     partitions: int = 1
@@ -22,10 +24,13 @@ class TopicConfig:
     def __post_init__(self) -> None:
         check_topic_name(self.name)
         check_partition_count(self.partitions)
-        LogConfig().replace(**self.overrides) if self.overrides else None
+        unknown = set(self.overrides) - set(TOPIC_CONFIGS)
+        if unknown:
+            raise InvalidConfigError(f"unknown topic settings: {', '.join(sorted(unknown))}")
+        LogConfig().replace(**log_settings(self.overrides)) if self.overrides else None
 
     def log_config(self, base: LogConfig) -> LogConfig:
-        return base.replace(**self.overrides) if self.overrides else base
+        return base.replace(**log_settings(self.overrides)) if self.overrides else base
 
 
 class TopicStore:

@@ -115,6 +115,16 @@ class Admin(AsyncShell):
                                                           pattern, operation, permission))
 
     # -- closing ---------------------------------------------------------------------------------
+    async def describe_configs(self, topic: str):
+        """As ``logbroker.Admin.describe_configs``."""
+        return await self._await(self._core.describe_configs(topic))
+
+    async def alter_configs(self, topic: str, set: "dict | None" = None, delete: Iterable = (),
+                            *, validate_only: bool = False) -> None:
+        """As ``logbroker.Admin.alter_configs``."""
+        return await self._await(self._core.alter_configs(topic, set, delete,
+                                                          validate_only=validate_only))
+
     async def close(self) -> None:
         """Close the connections. Idempotent."""
         await self._core.aclose()

@@ -38,7 +38,7 @@ from ..settings import TlsSettings, client_options
 from .results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                       GroupDescription, GroupPartition, MemberDescription, NewTopic,
                       OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription,
-                      UserInfo)
+                      TopicSettings, UserInfo)
 
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
@@ -351,6 +351,30 @@ class AdminCore:
         resp = await self.router.call_any(m.DescribeAcls(principal, resource_type, name, pattern,
                                                          operation, permission))
         return [Acl(*row) for row in resp.acls]
+
+    # -- topic configs (docs/client.md) -----------------------------------------------------------
+    async def describe_configs(self, topic: str) -> TopicSettings:
+        """``Admin.describe_configs``."""
+        resp = await self.router.call_any(m.DescribeConfigs(topics=(validate.topic(topic),)))
+        name, err, message, configs, overrides = resp.topics[0]
+        if err:
+            raise for_code(err)(f"{name}: {message}" if message else name)
+        return TopicSettings(name, configs, overrides)
+
+    async def alter_configs(self, topic: str, set: "dict | None" = None, delete: Iterable = (),
+                            *, validate_only: bool = False) -> None:
+        """``Admin.alter_configs``: sent once."""
+        values = validate.configs(set)
+        removed = tuple(validate.iterable(delete, "delete"))
+        for name in removed:
+            if not isinstance(name, str):
+                raise TypeError(f"delete: setting names are str, not {type(name).__name__}")
+        changes = tuple((k, "set", v) for k, v in values.items()) + \
+            tuple((k, "delete", None) for k in removed)
+        resp = await self.router.call_any(m.AlterConfigs(
+            topics=((validate.topic(topic), changes, False),), validate_only=validate_only),
+            retry=False)
+        _results(resp.topics, {}, [topic], raise_errors=True)
 
     async def aclose(self) -> None:
         """Close the connections; every call is refused from now on."""

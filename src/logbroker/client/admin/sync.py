@@ -24,7 +24,7 @@ from typing import Iterable
 from ..loop_thread import LoopThread
 from ..waiting import SyncShell
 from .core import AdminCore
-from .results import ClusterDescription
+from .results import ClusterDescription, TopicSettings
 
 
 class Admin(SyncShell):
@@ -204,6 +204,25 @@ class Admin(SyncShell):
         """The ``Acl``s matching the filter (empty fields match anything), sorted."""
         return self._run(self._core.describe_acls(principal, resource_type, name, pattern,
                                                   operation, permission))
+
+    # -- topic configs (docs/client.md) -------------------------------------------------------------
+    def describe_configs(self, topic: str) -> "TopicSettings":
+        """``topic``'s settings: a ``TopicSettings`` of its effective
+        settings (our names: ``retention_ms``, ``cleanup_policy``, ...) and
+        those set on the topic. ``UnknownTopicOrPartitionError`` if unknown."""
+        return self._run(self._core.describe_configs(topic))
+
+    def alter_configs(self, topic: str, set: "dict | None" = None, delete: Iterable = (), *,
+                      validate_only: bool = False) -> None:
+        """Change ``topic``'s settings: ``set`` {name: value} (our names and
+        values, as ``create_topic``'s configs), ``delete`` names returned to
+        the broker's default. Stored (LMDB, or etcd in a cluster) and applied
+        live on every broker hosting the topic. The whole change is checked
+        first: ``InvalidConfigError`` naming the setting (unknown, or out of
+        range), ``UnknownTopicOrPartitionError``; nothing is changed then.
+        ``validate_only``: only check. Sent once."""
+        return self._run(self._core.alter_configs(topic, set, delete,
+                                                  validate_only=validate_only))
 
     # -- closing --------------------------------------------------------------------------------------
     def close(self) -> None:
