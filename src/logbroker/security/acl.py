@@ -34,6 +34,7 @@ RESOURCE_TYPES = (TOPIC, GROUP, CLUSTER)
 CLUSTER_NAME = "logbroker"  # the one cluster resource
 LITERAL, PREFIX = "literal", "prefix"
 PATTERNS = (LITERAL, PREFIX)
+MATCH = "match"  # a filter's pattern only: the bindings that apply to the named resource
 ALLOW, DENY = "allow", "deny"
 PERMISSIONS = (ALLOW, DENY)
 ALL = "all"
@@ -41,6 +42,7 @@ OPERATIONS = ("read", "write", "create", "delete", "describe", "alter", "cluster
 WILDCARD_PRINCIPAL, WILDCARD_NAME = "User:*", "*"
 _IMPLIED_BY = {"describe": frozenset({"read", "write", "delete", "alter"})}  # allow only
 MAX_NAME_CHARS = 249
+MAX_PER_REQUEST = 1000  # bindings of a CreateAcls, filters of a DeleteAcls (api/access.py)
 
 
 @dataclass(frozen=True, order=True)
@@ -72,7 +74,17 @@ class AclBinding:
         return self
 
     def matches(self, flt: "AclBinding") -> bool:
-        """Whether this binding passes ``flt``, whose empty fields match anything."""
+        """Whether this binding passes ``flt``, whose empty fields match
+        anything. A filter whose pattern is ``match`` (Kafka's MATCH) with a
+        name passes the bindings that apply to that resource: literal ones of
+        that name or of ``*``, and prefix ones the name starts with."""
+        if flt.pattern == MATCH:
+            applies = (flt.name.startswith(self.name) if self.pattern == PREFIX
+                       else self.name in (flt.name, WILDCARD_NAME))
+            if flt.name and not applies:
+                return False
+            flt = AclBinding(flt.principal, flt.resource_type, "", "", flt.operation,
+                             flt.permission)
         return all(not want or want == have for want, have in zip(flt.fields(), self.fields()))
 
     def fields(self) -> tuple:
