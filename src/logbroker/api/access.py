@@ -42,7 +42,7 @@ async def create_user(svc, req: m.CreateUser, session) -> m.CreateUserResponse:
         first = session.may_administer("alter", users)
         check_user_name(req.name)
         cred = Credentials(req.mechanism, req.salt, req.stored_key, req.server_key,
-                           req.iterations).check()
+                           req.iterations, tuple(Credentials(*c) for c in req.more)).check()
         created = await users.put(req.name, cred, first=first)
     except ClusterAuthorizationFailedError as exc:  # the bootstrap rule is closed, or ACLs
         log.info("%s may not create user %r: %s", _who(session), req.name[:60], exc.message)

@@ -14,7 +14,9 @@ TOML layout (every key optional)::
     metrics_port = 9556        # Prometheus /metrics (off unless set)
     metrics_auth = false       # /metrics asks HTTP Basic of a broker user (docs/metrics.md)
     tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
-    auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
+    auth_required = false      # SASL users only (logbroker users add)
+    sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]  # offered (docs/security.md)
+    sasl_plain_over_plaintext = false  # PLAIN only over TLS unless true
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
@@ -120,7 +122,11 @@ class BrokerConfig:
     tls_key: "str | None" = None  # its PEM private key
     tls_ca: "str | None" = None  # CA bundle: verifies client certs and, in a cluster, other brokers
     tls_client_auth: bool = False  # mutual TLS: clients must present a cert signed by tls_ca
-    auth_required: bool = False  # SCRAM-SHA-256: refuse anonymous requests (docs/security.md)
+    auth_required: bool = False  # SASL: refuse anonymous requests (docs/security.md)
+    # SASL mechanisms offered (security/auth.py); PLAIN checks the password against the
+    # stored SCRAM credentials, over TLS only unless sasl_plain_over_plaintext
+    sasl_mechanisms: tuple = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+    sasl_plain_over_plaintext: bool = False
     super_users: tuple = ()  # always allowed; set with auth_required: ACLs enforced
     # brokers authenticate to each other as this user (cluster/peer_auth.py); its password
     # from env LOGBROKER_INTER_BROKER_PASSWORD, else the first line of this file
@@ -205,6 +211,7 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
+        _check_sasl(self)
         from ..cluster.etcd_access import check_etcd_settings
         from ..cluster.peer_auth import check_settings
 
@@ -268,6 +275,21 @@ def _check_kafka(cfg: BrokerConfig) -> None:
             raise InvalidConfigError(f"kafka_advertised must be \"HOST:PORT\", got "
                                      f"{cfg.kafka_advertised!r}")
         parse_address(cfg.kafka_advertised)
+
+
+def _check_sasl(cfg: BrokerConfig) -> None:
+    """``sasl_mechanisms``: a non-empty list of SCRAM-SHA-256, SCRAM-SHA-512
+    and PLAIN, each once (a tuple from then on)."""
+    from ..protocol.auth_messages import MECHANISMS
+
+    names = cfg.sasl_mechanisms
+    if not isinstance(names, (list, tuple)) or not names or len(set(names)) != len(names) \
+            or not set(names) <= set(MECHANISMS):
+        raise InvalidConfigError(f"sasl_mechanisms must list some of {', '.join(MECHANISMS)}, "
+                                 f"each once, got {names!r}"[:200])
+    object.__setattr__(cfg, "sasl_mechanisms", tuple(names))
+    if type(cfg.sasl_plain_over_plaintext) is not bool:
+        raise InvalidConfigError("sasl_plain_over_plaintext must be true or false")
 
 
 def _check_limits(cfg: BrokerConfig) -> None:

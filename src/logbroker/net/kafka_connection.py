@@ -31,6 +31,7 @@ encoded with ``codec.encode_response_buffers``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from .answering import Answer, AnsweringConnection
@@ -116,9 +117,26 @@ class KafkaConnection(AnsweringConnection):
             response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)),
                                          loop.time())
         except LogbrokerError as exc:
-            self.session.fail(exc.message)
-            self.raw_sasl = False
-            return _Answer(None, size, _CLOSE_AFTER, why="SASL authentication failed")
+            return self._raw_failed(exc, size)
+        if inspect.iscoroutine(response):  # PLAIN: the password is checked off the loop
+            answer = _Answer(None, size, None, why="SASL authentication failed")
+            answer.waiting = self.task(self._raw_later(response))
+            return answer
+        return self._raw_answer(response, size)
+
+    async def _raw_later(self, coro):
+        try:
+            response = await coro
+        except LogbrokerError as exc:
+            return self._raw_failed(exc, 0).response
+        return self._raw_answer(response, 0).response
+
+    def _raw_failed(self, exc: LogbrokerError, size: int) -> "_Answer":
+        self.session.fail(exc.message)
+        self.raw_sasl = False
+        return _Answer(None, size, _CLOSE_AFTER, why="SASL authentication failed")
+
+    def _raw_answer(self, response, size: int) -> "_Answer":
         if self.session.principal:  # the exchange is complete: Kafka requests follow
             self.raw_sasl = False
         token = response.auth_bytes

@@ -37,10 +37,12 @@ class Listener:
         self.make_conn, self.answer_refusals = make_conn, answer_refusals
         self.connections: set = set()
         self.server: "asyncio.Server | None" = None
+        self.tls = False  # TLS on this listener (set by start)
 
     async def start(self, start_serving: bool = True) -> None:
         """Bind ``host:port`` (port 0: any free one, read back into ``port``)."""
         context = listener_context(self.broker.config)
+        self.tls = context is not None
         factory = (lambda: self.make_conn(self)) if context is None else TlsListener(
             self.broker, context, lambda: self.make_conn(self), self,
             answer_refusals=self.answer_refusals).protocol

@@ -301,15 +301,19 @@ class AdminCore:
 
     # -- users (docs/security.md) ------------------------------------------------------------------
     async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
-        """``Admin.create_user``: SCRAM credentials derived here, sent once."""
+        """``Admin.create_user``: SCRAM-SHA-256 and SCRAM-SHA-512 credentials
+        derived here (the broker offers both, and PLAIN over them), sent once."""
         from ...protocol.auth_messages import check_user_name
         from ..net.auth import user_credentials
 
+        from ...protocol.auth_messages import SCRAM_SHA_512
+
         check_user_name(name)
         salt, stored, server, n = user_credentials(password, iterations)
+        more = ((SCRAM_SHA_512, *user_credentials(password, iterations, SCRAM_SHA_512)),)
         resp = await self.router.call_any(m.CreateUser(name=name, salt=salt, stored_key=stored,
-                                                       server_key=server, iterations=n),
-                                          retry=False)
+                                                       server_key=server, iterations=n,
+                                                       more=more), retry=False)
         return resp.created
 
     async def delete_user(self, name: str) -> None:
