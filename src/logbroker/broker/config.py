@@ -25,6 +25,8 @@ TOML layout (every key optional)::
     console_port = 9557        # the read-only web console (off unless set)
     kafka_port = 9092          # the Kafka protocol listener (off unless set; docs/kafka.md)
     kafka_advertised = "broker1.example:9092"  # what Kafka clients are told [host:kafka_port]
+    # or several Kafka listeners instead (broker/kafka_listeners.py; docs/kafka.md):
+    # [[kafka_listeners]]  name = "SASL" port = 9094 security = "SASL_PLAINTEXT" advertised = "b1:9094"
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
     quota_fetch_bytes_per_s = 0
@@ -157,6 +159,9 @@ class BrokerConfig:
     # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
     kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
     kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port
+    # several Kafka listeners instead, each {name, port, host, advertised, security}
+    # (broker/kafka_listeners.py): a tuple of KafkaListenerSpec once checked
+    kafka_listeners: tuple = ()
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -202,6 +207,9 @@ class BrokerConfig:
                                               or not 0 <= self.console_port <= 65535):
             raise InvalidConfigError(f"console_port must be 0..65535, got {self.console_port!r}")
         _check_kafka(self)
+        from .kafka_listeners import check as check_kafka_listeners
+
+        check_kafka_listeners(self)
         from ..metrics.settings import check_settings as check_metrics
 
         check_metrics(self)

@@ -10,16 +10,16 @@ which the connection's session answers.
 from __future__ import annotations
 
 from ..protocol import messages as m
+from ..security.auth import offered as offered_on
 from .plan import KafkaSite, Plan
 from .wire_errors import kafka_code, kafka_message
 
 
 def sasl_handshake(site: KafkaSite, header, body) -> Plan:
     """The mechanism asked for; the answer lists those offered (also with
-    UNSUPPORTED_SASL_MECHANISM, as Kafka does: then the broker's
-    ``sasl_mechanisms``)."""
+    UNSUPPORTED_SASL_MECHANISM, as Kafka does: then those this listener offers)."""
     def answer(resp: m.SaslHandshakeResponse) -> dict:
-        offered = resp.mechanisms or site.config.sasl_mechanisms
+        offered = resp.mechanisms or offered_on(site.config, site.tls)
         return {"error_code": kafka_code(resp.error), "mechanisms": list(offered)}
     return Plan(m.SaslHandshake(mechanism=body.mechanism), answer)
 

@@ -59,10 +59,12 @@ class Appended(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class KafkaBroker:
     """A live broker as Kafka clients reach it (``kafka``: (host, port) of
-    its Kafka listener, None without one)."""
+    its (first) Kafka listener, None without one; ``kafka_listeners``: its
+    named listeners' (name, host, port))."""
 
     id: int
     kafka: "tuple[str, int] | None"
+    kafka_listeners: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ encoded with ``codec.encode_response_buffers``.
   answers before it are written (Kafka closes too). Nothing of a bad
   request reaches the pipeline; a bug in a translator closes only this
   connection.
-- Authentication (docs/kafka.md §4.7): with ``auth_required``, before
+- Authentication (docs/kafka.md §4.7): on a SASL listener (SASL_PLAINTEXT,
+  SASL_SSL; the single listener with ``auth_required``), before
   authentication only ApiVersions and the SASL APIs are read: any other
   request closes the connection unanswered (Kafka's rule), counted as a
   failure. After a SaslHandshake v0 the SCRAM messages are raw
@@ -59,6 +60,7 @@ class KafkaConnection(AnsweringConnection):
         super().__init__(broker, listener, KafkaFrameReader(broker.config.max_frame_bytes,
                                                             scratch=broker.scratch))
         self.listener = listener
+        self.session.gated = listener.sasl  # a SASL_* listener: authenticate first
         self.raw_sasl = False  # after a SaslHandshake v0: frames are raw SASL tokens
 
     def _lost(self, exc) -> None:

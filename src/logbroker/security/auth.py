@@ -120,7 +120,6 @@ class BrokerAuth:
         self.reload_acls()
         self.scram = {name: ScramMechanism(name) for name in SCRAM_MECHANISMS}
         self.mechanisms = tuple(config.sasl_mechanisms)  # offered (SaslHandshake)
-        self.plain_over_plaintext = config.sasl_plain_over_plaintext
         self.passwords = PasswordChecks(self)  # PLAIN's PBKDF2, off the loop (plain.py)
         self._secret = secrets.token_bytes(32)
         self.throttle = AuthThrottle(config.auth_failures_per_s_per_ip,
@@ -139,10 +138,7 @@ class BrokerAuth:
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
     def offered(self, tls: bool) -> tuple:
-        """The mechanisms a connection may use: PLAIN only over TLS unless
-        ``sasl_plain_over_plaintext``."""
-        return tuple(name for name in self.mechanisms
-                     if name != PLAIN or tls or self.plain_over_plaintext)
+        return offered(self.config, tls)
 
     def reload_acls(self) -> None:
         """Index the stored bindings again (after each change)."""
@@ -163,6 +159,13 @@ class BrokerAuth:
         return ok(principal, operation, resource_type, name) or (
             operation == "create" and resource_type == TOPIC
             and ok(principal, "create", CLUSTER, CLUSTER_NAME))
+
+
+def offered(config, tls: bool) -> tuple:
+    """The mechanisms a connection may use (``sasl_mechanisms``): PLAIN only
+    over TLS unless ``sasl_plain_over_plaintext``."""
+    return tuple(name for name in config.sasl_mechanisms
+                 if name != PLAIN or tls or config.sasl_plain_over_plaintext)
 
 
 class Session:
