@@ -13,6 +13,7 @@ from tests.support.kafka_raw import WAIT, kafka_address
 from tests.support.kafkajs import run_kafkajs
 
 from logbroker import Admin
+from logbroker.errors import InvalidRequestError
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,  # noqa: E402
@@ -135,6 +136,15 @@ def test_non_admin_and_bad_creations_are_refused(kb):
         assert done[bad].args[0].code() == ck.KafkaError.INVALID_REQUEST
         assert rule in done[bad].args[0].str()
     assert "Kafka CreateAcls refused" in kb.log()
+    many = [topic_acl("User:carol", f"t{i}", AclOperation.READ) for i in range(1001)]
+    done = results(a.create_acls(many))  # past the bound: every creation refused, none made
+    assert {e.args[0].code() for e in done.values()} == {ck.KafkaError.INVALID_REQUEST}
+    assert "at most 1000" in done[many[0]].args[0].str()
+    with Admin(kb.bootstrap, username="admin", password=ADMIN_PW) as admin:
+        with pytest.raises(InvalidRequestError, match="at most 1000"):
+            admin.create_acls([("User:carol", "topic", f"t{i}", "literal", "read", "allow")
+                               for i in range(1001)])
+        assert not admin.describe_acls(name="t7")
 
 
 def test_kafkajs_acls(kb):
