@@ -200,3 +200,34 @@ def test_wrong_password_is_refused_then_throttled(kb):
     while (answer := plain_attempt(kb, DORA_PW)).error_code and time.monotonic() < deadline:
         time.sleep(0.2)  # polling the throttle's window (bounded), not synchronising
     assert answer.error_code == 0
+
+
+@pytest.mark.slow  # etcd and three brokers: ~5-9 s (the registration logic has fast tests)
+def test_cluster_brokers_register_each_listener(tmp_path):
+    """Three brokers with listeners A and B each, joined through etcd:
+    Metadata on any broker's B lists every broker at its B address, on A at
+    its A address (each broker registers its named listeners)."""
+    from tests.support.cluster import EtcdProcess, require_etcd
+    from tests.support.fixtures import Cluster, wait_until
+    from tests.support.kafka_cluster import metadata
+
+    require_etcd()
+    flags = ("--kafka-listener=name=A,port=0", "--kafka-listener=name=B,port=0")
+    with EtcdProcess(tmp_path / "etcd") as etcd:
+        cluster = Cluster(tmp_path, etcd.url, n=3, extra=flags)
+        try:
+            cluster.start()
+            on = {"A": {}, "B": {}}
+            for i, b in cluster.brokers.items():
+                line = b.proc.stdout.readline().strip()
+                on["A"][i] = line[len(KAFKA_READY):]
+                name, address = b.proc.stdout.readline()[len(KAFKA_LISTENER_READY):].split()
+                on[name][i] = address
+            for name in ("A", "B"):
+                want = sorted(on[name].items())
+                for i in cluster.brokers:
+                    wait_until(lambda: sorted((x.node_id, f"{x.host}:{x.port}") for x in
+                                              metadata(on[name][i], []).brokers) == want,
+                               10, f"broker {i}'s listener {name} lists every broker's {name}")
+        finally:
+            cluster.close()
