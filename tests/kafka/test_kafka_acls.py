@@ -147,6 +147,26 @@ def test_non_admin_and_bad_creations_are_refused(kb):
         assert not admin.describe_acls(name="t7")
 
 
+def test_delete_acls_filters_are_bounded(kb):
+    """16 filters are one pass; 17 are refused, each result INVALID_REQUEST."""
+    a = admin_client(kb)
+    keep = topic_acl("User:carol", "kept", AclOperation.READ)
+    assert results(a.create_acls([keep]))[keep] is None
+
+    def by_name(i):
+        return AclBindingFilter(ResourceType.TOPIC, f"f{i}", ResourcePatternType.ANY, None, None,
+                                AclOperation.ANY, AclPermissionType.ANY)
+    kept = AclBindingFilter(ResourceType.TOPIC, "kept", ResourcePatternType.MATCH, None, None,
+                            AclOperation.ANY, AclPermissionType.ANY)
+    too_many = [by_name(i) for i in range(16)] + [kept]
+    done = results(a.delete_acls(too_many))
+    assert {e.args[0].code() for e in done.values()} == {ck.KafkaError.INVALID_REQUEST}
+    assert "at most 16" in done[kept].args[0].str()
+    done = results(a.delete_acls([by_name(i) for i in range(15)] + [kept]))
+    assert [b.name for b in done[kept]] == ["kept"]
+    assert all(done[by_name(i)] == [] for i in range(15))
+
+
 def test_kafkajs_acls(kb):
     got = run_kafkajs("""
 const admin = kafka.admin(); await admin.connect();

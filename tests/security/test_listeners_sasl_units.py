@@ -20,7 +20,7 @@ from logbroker.kafka.cluster_meta import brokers
 from logbroker.kafka.plan import KafkaSite
 from logbroker.kafka.serve_acls import NOTHING, binding_of, filter_of
 from logbroker.metadata.interface import Directory, KafkaBroker
-from logbroker.security.acl import AclBinding
+from logbroker.security.acl import AclBinding, AnyOf
 from logbroker.security.auth_store import Credentials
 from logbroker.security.plain import parse_plain, verify
 
@@ -134,6 +134,8 @@ def test_kafka_acl_enums_and_match_filters():
     assert [b.matches(match) for b in (lit, star, pre, other)] == [True, True, True, False]
     exact = filter_of(kafka_filter(2, "orders", 1))
     assert [b.matches(exact) for b in (lit, star, pre, other)] == [True, False, False, False]
+    either = AnyOf((exact, AclBinding("", "", "ordinal", "", "", "")))
+    assert [b.matches(either) for b in (lit, star, pre, other)] == [True, False, False, True]
     assert filter_of(kafka_filter(host="10.0.0.1")) is NOTHING  # our bindings: every host
     assert filter_of(kafka_filter(op=12)) is NOTHING  # IDEMPOTENT_WRITE: none of ours
     with pytest.raises(InvalidRequestError):

@@ -20,7 +20,7 @@ import logging
 from ..errors import ClusterAuthorizationFailedError, InvalidRequestError, ResourceNotFoundError
 from ..protocol import messages as m
 from ..protocol.auth_messages import check_user_name
-from ..security.acl import MAX_PER_REQUEST, AclBinding
+from ..security.acl import MAX_FILTERS, MAX_PER_REQUEST, AclBinding, AnyOf
 from ..security.auth_store import Credentials
 
 log = logging.getLogger("logbroker.auth")
@@ -72,15 +72,15 @@ def _filter(req) -> AclBinding:
                       req.permission)
 
 
-def _bounded(what: str, count: int) -> None:
-    """INVALID_REQUEST past ``MAX_PER_REQUEST`` bindings or filters in one request."""
-    if count > MAX_PER_REQUEST:
-        raise InvalidRequestError(f"{what}: {count} in one request, at most {MAX_PER_REQUEST}")
+def _bounded(what: str, count: int, most: int) -> None:
+    """INVALID_REQUEST past ``most`` bindings or filters in one request."""
+    if count > most:
+        raise InvalidRequestError(f"{what}: {count} in one request, at most {most}")
 
 
 async def create_acls(svc, req: m.CreateAcls, session) -> m.CreateAclsResponse:
     session.may_administer("alter")
-    _bounded("CreateAcls bindings", len(req.acls))
+    _bounded("CreateAcls bindings", len(req.acls), MAX_PER_REQUEST)
     created = await svc.auth.acls.add([AclBinding(*row) for row in req.acls])
     log.info("%s added %d ACL(s)", _who(session), created)
     return m.CreateAclsResponse(created=created)
@@ -88,10 +88,11 @@ async def create_acls(svc, req: m.CreateAcls, session) -> m.CreateAclsResponse:
 
 async def delete_acls(svc, req: m.DeleteAcls, session) -> m.DeleteAclsResponse:
     session.may_administer("alter")
-    _bounded("DeleteAcls filters", 1 + len(req.also))
-    gone = await svc.auth.acls.remove(_filter(req))
-    for row in req.also:  # a Kafka DeleteAcls' further filters
-        gone += await svc.auth.acls.remove(AclBinding(*row))
+    _bounded("DeleteAcls filters", 1 + len(req.also), MAX_FILTERS)
+    flt = _filter(req)
+    if req.also:  # a Kafka DeleteAcls' further filters: one pass over the bindings for all
+        flt = AnyOf((flt, *(AclBinding(*row) for row in req.also)))
+    gone = await svc.auth.acls.remove(flt)
     log.info("%s removed %d ACL(s)", _who(session), len(gone))
     return m.DeleteAclsResponse(acls=tuple(b.fields() for b in gone))
 

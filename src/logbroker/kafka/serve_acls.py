@@ -21,7 +21,9 @@ no host: a creation must name host ``*`` (every host); a filter's host
   nothing (as in Kafka when none exists).
 - DeleteAcls: one result per filter, listing the bindings it matched and
   removed (a bad filter: INVALID_REQUEST in its result); the valid filters
-  travel in one of our DeleteAcls.
+  travel in one of our DeleteAcls. At most 1000 creations and 16 filters
+  a request (more: every result INVALID_REQUEST): each filter is a pass
+  over every binding.
 
 Authorization is our handlers': alter on the cluster to create or delete,
 describe on the cluster to describe (CLUSTER_AUTHORIZATION_FAILED, 31).
@@ -36,7 +38,7 @@ import logging
 from ..errors import InvalidRequestError
 from ..protocol import messages as m
 from ..security.acl import (ALL, ALLOW, CLUSTER, CLUSTER_NAME, DENY, GROUP, LITERAL, MATCH,
-                            MAX_PER_REQUEST, PREFIX, TOPIC, AclBinding)
+                            MAX_FILTERS, MAX_PER_REQUEST, PREFIX, TOPIC, AclBinding)
 from .plan import KafkaSite, Plan
 from .wire_errors import kafka_code, kafka_message
 
@@ -182,8 +184,8 @@ def describe_acls(site: KafkaSite, header, body) -> Plan:
 
 def delete_acls(site: KafkaSite, header, body) -> Plan:
     filters: list = []  # per Kafka filter: an AclBinding, NOTHING, or the refusal's text
-    if len(body.filters) > MAX_PER_REQUEST:
-        why = f"{len(body.filters)} filters in one request, at most {MAX_PER_REQUEST}"
+    if len(body.filters) > MAX_FILTERS:
+        why = f"{len(body.filters)} filters in one request, at most {MAX_FILTERS}"
         filters = [why] * len(body.filters)
     else:
         for f in body.filters:
@@ -196,20 +198,23 @@ def delete_acls(site: KafkaSite, header, body) -> Plan:
             _refused(site, "DeleteAcls", f"filter {i}: {f}")
     valid = [f for f in filters if isinstance(f, AclBinding)]
 
-    def result(f, resp) -> dict:
+    def result(f, resp, removed) -> dict:
         if isinstance(f, str):
             return {"error_code": InvalidRequestError.code, "error_message": f,
                     "matching_acls": []}
         if resp is not None and resp.error:
             return {"error_code": kafka_code(resp.error),
                     "error_message": kafka_message(resp.message), "matching_acls": []}
-        gone = () if f is NOTHING or resp is None else resp.acls
-        return {"error_code": 0, "matching_acls": [
-            {"error_code": 0, **_kafka_acl(row)} for row in gone
-            if AclBinding(*row).matches(f)]}
+        if f is NOTHING:
+            removed = ()
+        elif len(valid) > 1:  # which filter removed which binding (at most MAX_FILTERS passes)
+            removed = [(b, acl) for b, acl in removed if b.matches(f)]
+        return {"error_code": 0, "matching_acls": [acl for _b, acl in removed]}
 
     def answer(resp: "m.DeleteAclsResponse | None") -> dict:
-        return {"filter_results": [result(f, resp) for f in filters]}
+        rows = () if resp is None or resp.error else resp.acls
+        removed = [(AclBinding(*row), {"error_code": 0, **_kafka_acl(row)}) for row in rows]
+        return {"filter_results": [result(f, resp, removed) for f in filters]}
     if not valid:
         return Plan(None, answer)
     first, *more = valid
