@@ -301,6 +301,7 @@ class Session:
         self._check_throttle(user, now)
         self.user, self.state = user, _FIRST
         if authzid and authzid != user:
+            self.auth.throttle.failed(self.ip, user, now)
             log.warning("authentication from %s as %r failed: authorization id %r differs",
                         self.peer, user[:60], authzid[:60])
             raise SaslAuthenticationFailedError(FAILED)

@@ -12,7 +12,9 @@ PBKDF2 (made-up credentials, ``BrokerAuth.credentials``) and fails alike.
 PBKDF2 costs 3-7 ms at 4096-16384 iterations: ``PasswordChecks`` runs it
 in one worker thread of its own, never on the loop, with at most ``QUEUE``
 checks waiting (more are refused at once: SASL_AUTHENTICATION_FAILED,
-"too many logins in progress"; the guessing throttle still comes first).
+"too many logins in progress"; the guessing throttle still comes first:
+as the checks end in later loop turns, at most ``QUEUE`` guesses can be past
+it at once, each counted when it fails).
 """
 
 from __future__ import annotations
