@@ -161,6 +161,23 @@ def test_plain_over_plaintext_is_refused(kb):
     assert "offered over TLS only" in kb.log()
 
 
+def test_plain_after_a_v0_handshake_takes_a_raw_token(kb):
+    """SaslHandshake v0 (old clients): the PLAIN message follows as a raw
+    size-prefixed frame, answered by an empty one, then requests are served."""
+    raw = tls_socket(Raw(kb.listeners["SASLTLS"]), kb.ca)
+    try:
+        raw.sock.sendall(raw.send(SASL_HANDSHAKE, 0, 1, {"mechanism": "PLAIN"}))
+        assert raw.recv(SASL_HANDSHAKE, 0)[1].error_code == 0
+        token = b"\0dora\0" + DORA_PW.encode()
+        raw.sock.sendall(len(token).to_bytes(4, "big") + token)
+        assert raw.sock.recv(4) == b"\0\0\0\0"
+        raw.sock.sendall(raw.send(METADATA, 1, 2, {"topics": []}))
+        brokers = raw.recv(METADATA, 1)[1].brokers
+        assert [f"{x.host}:{x.port}" for x in brokers] == [kb.listeners["SASLTLS"]]
+    finally:
+        raw.close()
+
+
 def plain_attempt(kb, password: str):
     """One SASL PLAIN exchange over the SASL_SSL listener: its answer."""
     raw = tls_socket(Raw(kb.listeners["SASLTLS"]), kb.ca)

@@ -79,7 +79,7 @@ from .acl_rules import (ERRORS, FILTERED, LISTING, NARROWED, PER_PART, RULES, Pa
                         keep_groups, keep_topics)
 from .auth_throttle import AuthThrottle
 from .auth_store import KEY_BYTES_OF
-from .plain import PasswordChecks, parse_plain
+from .plain import MAX_PLAIN_BYTES, PasswordChecks, parse_plain
 from ..limits import listed
 
 log = logging.getLogger("logbroker.auth")
@@ -294,6 +294,8 @@ class Session:
         if self.state != _HANDSHAKEN:
             raise IllegalSaslStateError("PLAIN takes one SaslAuthenticate")
         try:
+            if len(msg.auth_bytes) > MAX_PLAIN_BYTES:
+                raise ValueError(f"a PLAIN message of {len(msg.auth_bytes)} bytes")
             authzid, user, password = parse_plain(bytes(msg.auth_bytes))
         except (UnicodeDecodeError, ValueError) as exc:
             log.warning("authentication from %s failed: %s", self.peer, exc)

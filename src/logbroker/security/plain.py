@@ -29,6 +29,7 @@ from ..errors import LogbrokerError, SaslAuthenticationFailedError
 from ..protocol.auth_messages import MECHANISM, check_user_name
 
 MAX_PASSWORD_CHARS = 1024
+MAX_PLAIN_BYTES = 8192  # a longer PLAIN message fails before it is decoded
 QUEUE = 8  # PLAIN checks waiting for the worker at once, broker-wide
 _MECHANISM = ScramMechanism(MECHANISM)
 
