@@ -37,7 +37,9 @@ The methods (both implementations have each):
 - Security: ``access_stores(on_acls)`` -> (users, acls).
 - For the Kafka listener, the console and metrics: ``directory()`` (the
   brokers' Kafka addresses and the controller), ``async
-  advertise_kafka(host, port)``, ``topic_counts()``, ``cluster_numbers()``
+  advertise_kafka(host, port, listeners=())`` (the first Kafka listener's
+  address; ``listeners``: every named one's (name, host, port)),
+  ``topic_counts()``, ``cluster_numbers()``
   and ``cluster_state(numbers)`` (None on a single node).
 """
 
