@@ -125,7 +125,9 @@ def _kafka_acl(row) -> dict:
             "operation": OPERATIONS[operation], "permission_type": PERMISSIONS[permission]}
 
 
-def _refused(site: KafkaSite, api: str, why: str) -> None:
+def _refused(api: str, why: str) -> None:
+    """The debug line of one refused creation or filter (a whole refused
+    request is logged by the connection: net/refusals.py)."""
     log.debug("Kafka %s refused: %s", api, why)
 
 
@@ -142,7 +144,7 @@ def create_acls(site: KafkaSite, header, body) -> Plan:
             except InvalidRequestError as exc:
                 errors[i] = exc.message
     for i, why in errors.items():
-        _refused(site, "CreateAcls", f"creation {i}: {why}")
+        _refused("CreateAcls", f"creation {i}: {why}")
     count = len(body.creations)
 
     def answer(resp: "m.CreateAclsResponse | None") -> dict:
@@ -159,7 +161,7 @@ def describe_acls(site: KafkaSite, header, body) -> Plan:
     try:
         flt = filter_of(body)
     except InvalidRequestError as exc:
-        _refused(site, "DescribeAcls", exc.message)
+        _refused("DescribeAcls", exc.message)
         why = exc.message
         return Plan(None, lambda resp: {"error_code": InvalidRequestError.code,
                                         "error_message": why, "resources": []})
@@ -195,7 +197,7 @@ def delete_acls(site: KafkaSite, header, body) -> Plan:
                 filters.append(exc.message)
     for i, f in enumerate(filters):
         if isinstance(f, str):
-            _refused(site, "DeleteAcls", f"filter {i}: {f}")
+            _refused("DeleteAcls", f"filter {i}: {f}")
     valid = [f for f in filters if isinstance(f, AclBinding)]
 
     def result(f, resp, removed) -> dict:
