@@ -73,6 +73,7 @@ def produce(kb, user: str, password: str, topic: str):
     errors = []
     p.produce(topic, b"x", partition=0, on_delivery=lambda err, msg: errors.append(err))
     p.flush(WAIT)
+    p.close()
     assert len(errors) == 1
     return errors[0]
 

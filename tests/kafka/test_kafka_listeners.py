@@ -111,6 +111,7 @@ def test_confluent_scram_sha_512_on_sasl_plaintext(kb):
     p = ck.Producer(conf)
     p.produce("sha512", b"v512", partition=0)
     assert p.flush(WAIT) == 0
+    p.close()
     c = ck.Consumer({**conf, "group.id": "unused", "enable.auto.commit": False})
     try:
         c.assign([ck.TopicPartition("sha512", 0, 0)])
