@@ -26,6 +26,7 @@ kafka = pytest.importorskip("kafka")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 
 DORA_PW = "dora-Pa55word"
+SAM_256_PW, SAM_512_PW = "sam=256", "sam=512"  # one password per mechanism, as Kafka may keep
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 LISTENERS = (("PLAIN", "PLAINTEXT"), ("TLS", "SSL"), ("SASL", "SASL_PLAINTEXT"),
              ("SASLTLS", "SASL_SSL"))
@@ -51,6 +52,7 @@ def kb(tmp_path_factory):
         b.ca = str(ca)
         with Admin(b.bootstrap, tls_ca=b.ca) as admin:
             admin.create_user("dora", DORA_PW)
+            admin.create_user("sam", SAM_256_PW, sha512_password=SAM_512_PW)
             admin.create_topic("lt", 1)
         yield b
         assert "Traceback" not in b.log()
@@ -123,6 +125,30 @@ def test_confluent_scram_sha_512_on_sasl_plaintext(kb):
         assert {f"{x.host}:{x.port}" for x in brokers.values()} == {kb.listeners["SASL"]}
     finally:
         c.close()
+
+
+def scram_attempt(kb, mechanism: str, user: str, password: str) -> int:
+    """One whole SCRAM exchange on the SASL_PLAINTEXT listener: the final step's error code."""
+    raw, client = Raw(kb.listeners["SASL"]), ScramClient([mechanism], user, password)
+    try:
+        raw.sock.sendall(raw.send(SASL_HANDSHAKE, 1, 1, {"mechanism": mechanism}))
+        assert raw.recv(SASL_HANDSHAKE, 1)[1].error_code == 0
+        raw.sock.sendall(raw.send(SASL_AUTHENTICATE, 1, 2,
+                                  {"auth_bytes": client.get_client_first().encode()}))
+        client.set_server_first(raw.recv(SASL_AUTHENTICATE, 1)[1].auth_bytes.decode())
+        raw.sock.sendall(raw.send(SASL_AUTHENTICATE, 1, 3,
+                                  {"auth_bytes": client.get_client_final().encode()}))
+        return raw.recv(SASL_AUTHENTICATE, 1)[1].error_code
+    finally:
+        raw.close()
+
+
+def test_one_password_per_mechanism(kb):
+    """A user made with a SCRAM-SHA-512 password of its own (as KafkaJS's
+    test users are): each mechanism takes its password and not the other."""
+    assert scram_attempt(kb, "SCRAM-SHA-256", "sam", SAM_256_PW) == 0
+    assert scram_attempt(kb, "SCRAM-SHA-512", "sam", SAM_512_PW) == 0
+    assert scram_attempt(kb, "SCRAM-SHA-512", "sam", SAM_256_PW) == 58
 
 
 def test_kafkajs_plain_over_sasl_ssl(kb):
