@@ -81,7 +81,8 @@ def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
         "ListGroups": (0, 2), "DescribeGroups": (0, 4), "DeleteGroups": (0, 1),
         "OffsetDelete": (0, 0),
         "DescribeConfigs": (0, 3), "OffsetForLeaderEpoch": (0, 3),
-        "AlterConfigs": (0, 1), "IncrementalAlterConfigs": (0, 0)}
+        "AlterConfigs": (0, 1), "IncrementalAlterConfigs": (0, 0),
+        "DescribeAcls": (0, 1), "CreateAcls": (0, 1), "DeleteAcls": (0, 1)}
     # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..kafka import serve_acls
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
 from ..kafka.apis import APIS
@@ -122,4 +123,7 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("OffsetDelete"): (serve_groups.offset_delete, (m.DeleteOffsets,)),
     _key("SaslHandshake"): (serve_sasl.sasl_handshake, (m.SaslHandshake,)),
     _key("SaslAuthenticate"): (serve_sasl.sasl_authenticate, (m.SaslAuthenticate,)),
+    _key("DescribeAcls"): (serve_acls.describe_acls, (m.DescribeAcls,)),
+    _key("CreateAcls"): (serve_acls.create_acls, (m.CreateAcls,)),
+    _key("DeleteAcls"): (serve_acls.delete_acls, (m.DeleteAcls,)),
 }

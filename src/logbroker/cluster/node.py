@@ -115,12 +115,14 @@ class ClusterNode:
                 log.warning("etcd not reachable yet, retrying: %s", exc)
                 await asyncio.sleep(0.5)
 
-    async def advertise_kafka(self, host: str, port: int) -> None:
-        """Add our Kafka listener's advertised address to our registration
+    async def advertise_kafka(self, host: str, port: int, listeners: tuple = ()) -> None:
+        """Add our Kafka listener's advertised address (and our named
+        listeners', ``listeners``: (name, host, port) each) to our registration
         (in place: no leave, no join); Kafka clients learn it from any
         broker's Metadata once its watch brings the change. Raises
         ClusterUnavailableError when etcd cannot take it."""
-        await self.session.advertise(replace(self.session.me, kafka=(host, port)))
+        await self.session.advertise(replace(self.session.me, kafka=(host, port),
+                                             kafka_listeners=tuple(listeners)))
 
     async def leave(self) -> None:
         """Controlled shutdown: give up our lease now (etcd drops our

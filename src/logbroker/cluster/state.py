@@ -42,6 +42,7 @@ class BrokerInfo:
     started_ms: int = 0
     registered: int = 0  # etcd revision of its registration (not stored in the value)
     kafka: "tuple[str, int] | None" = None  # its Kafka listener's advertised address, if any
+    kafka_listeners: tuple = ()  # its named Kafka listeners: (name, host, port) each
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,8 @@ def broker_value(b: BrokerInfo) -> bytes:
     value = {"host": b.host, "port": b.port, "started_ms": b.started_ms}
     if b.kafka is not None:
         value["kafka"] = [b.kafka[0], b.kafka[1]]
+    if b.kafka_listeners:  # only with named listeners: older readers ignore the field
+        value["kafka_listeners"] = [list(row) for row in b.kafka_listeners]
     return pack(value)
 
 
@@ -175,8 +178,10 @@ def broker_from(broker_id: int, raw: bytes, registered: int = 0) -> BrokerInfo:
     checks.broker_id(broker_id)
     checks.broker(v)
     kafka = v.get("kafka")
+    named = tuple((str(n), str(h), int(p)) for n, h, p in v.get("kafka_listeners", ()))
     return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)),
-                      registered, None if kafka is None else (str(kafka[0]), int(kafka[1])))
+                      registered, None if kafka is None else (str(kafka[0]), int(kafka[1])),
+                      named)
 
 
 def topic_value(t: TopicState) -> bytes:

@@ -9,6 +9,7 @@ advertises exactly this table.
 
 from __future__ import annotations
 
+from .apis_acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
 from .apis_configs import DESCRIBE_CONFIGS
 from .apis_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -28,7 +29,7 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
                   DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                   SASL_AUTHENTICATE,
                   OFFSET_DELETE)
-PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)
+PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -41,7 +42,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   32: 4, 23: 4,
                   17: 2,
                   47: 1}  # SaslHandshake has no flexible version ("none"): past its last
-FIRST_FLEXIBLE.update({33: 2, 44: 1})
+FIRST_FLEXIBLE.update({33: 2, 44: 1, 29: 2, 30: 2, 31: 2})
 
 
 def api_for(key: int) -> "Api | None":

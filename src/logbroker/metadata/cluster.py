@@ -362,8 +362,8 @@ class ClusterMetadata:
         return (EtcdUserStore(node.etcd, node.keys, node.access),
                 EtcdAclStore(node.etcd, node.keys, node.access))
 
-    async def advertise_kafka(self, host: str, port: int) -> None:
-        await self.node.advertise_kafka(host, port)
+    async def advertise_kafka(self, host: str, port: int, listeners: tuple = ()) -> None:
+        await self.node.advertise_kafka(host, port, listeners)
 
     def directory(self):
         """The live view: its brokers carry their Kafka addresses (``kafka``)."""

@@ -41,7 +41,9 @@ The methods (both implementations have each):
 - Security: ``access_stores(on_acls)`` -> (users, acls).
 - For the Kafka listener, the console and metrics: ``directory()`` (the
   brokers' Kafka addresses and the controller), ``async
-  advertise_kafka(host, port)``, ``topic_counts()``, ``cluster_numbers()``
+  advertise_kafka(host, port, listeners=())`` (the first Kafka listener's
+  address; ``listeners``: every named one's (name, host, port)),
+  ``topic_counts()``, ``cluster_numbers()``
   and ``cluster_state(numbers)`` (None on a single node).
 """
 
@@ -63,10 +65,12 @@ class Appended(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class KafkaBroker:
     """A live broker as Kafka clients reach it (``kafka``: (host, port) of
-    its Kafka listener, None without one)."""
+    its (first) Kafka listener, None without one; ``kafka_listeners``: its
+    named listeners' (name, host, port))."""
 
     id: int
     kafka: "tuple[str, int] | None"
+    kafka_listeners: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,8 +267,9 @@ class LocalMetadata:
         """The users and ACL bindings in this node's LMDB."""
         return UserStore(self.store.meta), AclStore(self.store.meta, on_acls)
 
-    async def advertise_kafka(self, host: str, port: int) -> None:
-        self._directory = Directory({self.me: KafkaBroker(self.me, (host, port))}, self.me)
+    async def advertise_kafka(self, host: str, port: int, listeners: tuple = ()) -> None:
+        self._directory = Directory({self.me: KafkaBroker(self.me, (host, port), listeners)},
+                                    self.me)
 
     def directory(self) -> Directory:
         """This broker alone, at its Kafka listener's address, the controller."""

@@ -85,9 +85,11 @@ class Admin(AsyncShell):
                                                          raise_errors=raise_errors))
 
     # -- users (docs/security.md) ------------------------------------------------------------------
-    async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
+    async def create_user(self, name: str, password: str, iterations: int = 4096,
+                          sha512_password: "str | None" = None) -> bool:
         """As ``logbroker.Admin.create_user``."""
-        return await self._await(self._core.create_user(name, password, iterations))
+        return await self._await(self._core.create_user(name, password, iterations,
+                                                        sha512_password))
 
     async def delete_user(self, name: str) -> None:
         """As ``logbroker.Admin.delete_user``."""

@@ -308,16 +308,23 @@ class AdminCore:
                 for tp, v in found.items()}
 
     # -- users (docs/security.md) ------------------------------------------------------------------
-    async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
-        """``Admin.create_user``: SCRAM credentials derived here, sent once."""
+    async def create_user(self, name: str, password: str, iterations: int = 4096,
+                          sha512_password: "str | None" = None) -> bool:
+        """``Admin.create_user``: SCRAM-SHA-256 and SCRAM-SHA-512 credentials
+        derived here (SCRAM-SHA-512's from ``sha512_password`` when given;
+        the broker offers both, and PLAIN over SCRAM-SHA-256's), sent once."""
         from ...protocol.auth_messages import check_user_name
         from ..net.auth import user_credentials
 
+        from ...protocol.auth_messages import SCRAM_SHA_512
+
         check_user_name(name)
         salt, stored, server, n = user_credentials(password, iterations)
+        other = password if sha512_password is None else sha512_password
+        more = ((SCRAM_SHA_512, *user_credentials(other, iterations, SCRAM_SHA_512)),)
         resp = await self.router.call_any(m.CreateUser(name=name, salt=salt, stored_key=stored,
-                                                       server_key=server, iterations=n),
-                                          retry=False)
+                                                       server_key=server, iterations=n,
+                                                       more=more), retry=False)
         return resp.created
 
     async def delete_user(self, name: str) -> None:

@@ -168,13 +168,16 @@ class Admin(SyncShell):
         return self._run(self._core.list_offsets(partitions, spec, raise_errors=raise_errors))
 
     # -- users (docs/security.md) ------------------------------------------------------------------
-    def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
+    def create_user(self, name: str, password: str, iterations: int = 4096,
+                    sha512_password: "str | None" = None) -> bool:
         """Create user ``name`` with ``password``, or change an existing
         user's password; True if the user is new. Only the SCRAM-SHA-256
-        credentials derived here (salt, keys, ``iterations`` 4096..16384)
-        are sent and stored, never the password. Sent once.
-        ``ClusterAuthorizationFailedError`` if this client may not."""
-        return self._run(self._core.create_user(name, password, iterations))
+        and SCRAM-SHA-512 credentials derived here (salt, keys,
+        ``iterations`` 4096..16384) are sent and stored, never the password;
+        ``sha512_password``: SCRAM-SHA-512's from another password (Kafka
+        keeps one credential per mechanism). PLAIN checks ``password``. Sent
+        once. ``ClusterAuthorizationFailedError`` if this client may not."""
+        return self._run(self._core.create_user(name, password, iterations, sha512_password))
 
     def delete_user(self, name: str) -> None:
         """Delete user ``name`` (its next connection fails to authenticate;
