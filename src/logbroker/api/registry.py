@@ -23,9 +23,11 @@ from typing import Callable
 
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
+from ..kafka import serve_cluster, serve_partitions
 from ..kafka.apis import APIS
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
+from . import partitions, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,9 @@ OURS: dict[type, Entry] = {
     m.CreateAcls: Entry(access.create_acls),
     m.DeleteAcls: Entry(access.delete_acls),
     m.DescribeAcls: Entry(access.describe_acls),
+    # partitions and records (api/partitions.py, api/records.py)
+    m.CreatePartitions: Entry(partitions.create_partitions),
+    m.DeleteRecords: Entry(records.delete_records),
 }
 
 
@@ -112,4 +117,9 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("DeleteGroups"): (serve_group_admin.delete_groups, (m.DeleteGroups,)),
     _key("SaslHandshake"): (serve_sasl.sasl_handshake, (m.SaslHandshake,)),
     _key("SaslAuthenticate"): (serve_sasl.sasl_authenticate, (m.SaslAuthenticate,)),
+    _key("CreatePartitions"): (serve_partitions.create_partitions, (m.CreatePartitions,)),
+    _key("DeleteRecords"): (serve_partitions.delete_records, (m.DeleteRecords,)),
+    _key("DescribeLogDirs"): (serve_partitions.describe_log_dirs, (m.DescribeTopics,)),
+    _key("DescribeCluster"): (serve_cluster.describe_cluster, (m.DescribeCluster,)),
+    _key("ElectLeaders"): (serve_cluster.elect_leaders, (m.ElectLeaders,)),
 }
