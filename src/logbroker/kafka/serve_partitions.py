@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 
 from ..errors import InvalidRequestError
 from ..protocol import messages as m
@@ -25,7 +26,7 @@ def create_partitions(site: KafkaSite, header, body) -> Plan:
     replicas (one broker list each); ``validate_only`` checks only. A topic
     named twice is INVALID_REQUEST for each of its entries (Kafka's rule)."""
     names = [t.name for t in body.topics]
-    twice = {n for n in names if names.count(n) > 1} if len(set(names)) != len(names) else set()
+    twice = {n for n, k in Counter(names).items() if k > 1}
     asked = tuple(PartitionsIncrease(t.name, t.count, tuple(
         tuple(a.broker_ids) for a in t.assignments or ())) for t in body.topics
         if t.name not in twice)
@@ -75,7 +76,8 @@ def describe_log_dirs(site: KafkaSite, header, body) -> Plan:
     every topic): its size and offset lag (how far its log end is behind
     the high watermark it knows: 0 on a leader); never a future log."""
     wanted = None if body.topics is None else {t.topic: set(t.partitions) for t in body.topics}
-    req = m.DescribeTopics(topics=None if wanted is None else tuple(wanted))
+    known = site.meta.topic_counts() if wanted is not None else {}  # one read, not one per name
+    req = m.DescribeTopics(topics=None if wanted is None else tuple(t for t in wanted if t in known))
     log_dir = os.path.abspath(site.config.data_dir)
 
     def answer(resp: m.DescribeTopicsResponse) -> dict:
