@@ -21,7 +21,9 @@ The methods (both implementations have each):
 - ``async create_topic(name, partitions, configs)``, ``async
   auto_create(name)``, ``async delete_topic(name)``,
   ``describe_topic(name)`` -> (configs, partition entries), ``async
-  elect_preferred(row)`` -> the leader after a preferred election.
+  elect_preferred(row)`` -> the leader after a preferred election,
+  ``async add_partitions(name, count, assignments, validate_only)``
+  (CreatePartitions: metadata/partitions.py).
 - ``async new_producer_id()``.
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,
