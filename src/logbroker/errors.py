@@ -266,6 +266,15 @@ class InvalidReplicationFactorError(LogbrokerError):
 
 
 @register
+class InvalidReplicaAssignmentError(LogbrokerError):
+    """A replica list the cluster cannot take: a broker twice, a broker
+    that is not live, not the topic's replication factor or not one per
+    new partition (CreatePartitions), or any list on a single node."""
+
+    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
+@register
 class FencedLeaderEpochError(LogbrokerError):
     """The request names a leader epoch older than the broker's."""
 
@@ -430,15 +439,6 @@ class InvalidPartitionsError(LogbrokerError):
     (partitions are only ever added), or above the partition limit."""
 
     code, name = 37, "INVALID_PARTITIONS"
-
-
-@register
-class InvalidReplicaAssignmentError(LogbrokerError):
-    """Replica assignments that do not fit: not one per new partition, not
-    the topic's replication factor, a broker named twice or not live, or
-    any assignment on a single node."""
-
-    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
 
 
 @register
