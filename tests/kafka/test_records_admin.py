@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.support.fixtures import wait_until
 from tests.support.kafka_raw import kafka_broker
 from tests.support.kafkajs import run_kafkajs
 
@@ -187,16 +188,17 @@ def test_a_running_kafka_python_group_takes_the_new_partitions(bootstrap):
     _create(admin, ("grow", 1))
     c = KafkaConsumer("grow", bootstrap_servers=bootstrap, group_id="grow-g",
                       metadata_max_age_ms=300, auto_offset_reset="earliest",
+                      enable_auto_commit=False,
                       consumer_timeout_ms=100)
     try:
-        deadline = time.monotonic() + WAIT
-        while len(c.assignment()) < 1 and time.monotonic() < deadline:
+        def assigned(n: int):
             c.poll(100)
+            return len(c.assignment()) >= n
+        wait_until(lambda: assigned(1), WAIT, "kafka-python joined the group")
         assert {tp.partition for tp in c.assignment()} == {0}
         from confluent_kafka.admin import NewPartitions
         admin.create_partitions([NewPartitions("grow", 3)])["grow"].result(WAIT)
-        while len(c.assignment()) < 3 and time.monotonic() < deadline + WAIT:
-            c.poll(100)
+        wait_until(lambda: assigned(3), WAIT, "kafka-python rejoined onto 3 partitions")
         assert {tp.partition for tp in c.assignment()} == {0, 1, 2}
     finally:
         c.close()
