@@ -1,7 +1,7 @@
 """Admin.create_partitions and Admin.delete_records (sync and asyncio) and
 the CLI's ``topics alter --partitions`` / ``topics delete-records`` against
 one real broker: a running group of our Consumer takes the new partitions;
-a moved log start is what readers start at, and it survives a restart (the
+a moved log start is what readers start at, and it survives a crash (the
 Spark planner of the data dir reads it too)."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_create_partitions_and_a_running_group_takes_them(broker):
             a.create_partitions(["grow"])
 
 
-def test_delete_records_then_readers_start_at_the_log_start_after_a_restart(broker):
+def test_delete_records_then_readers_start_at_the_log_start_after_a_crash(broker):
     from logbroker.spark.options import parse_options
     from logbroker.spark.plan import Planner
 
@@ -76,7 +76,7 @@ def test_delete_records_then_readers_start_at_the_log_start_after_a_restart(brok
             return await a.delete_records({("cut", 1): -1})
     assert asyncio.run(everything()) == {("cut", 1): 3}
 
-    broker.stop()
+    broker.kill()  # a crash: the log start was made durable before the answers
     broker.start()
     with Admin(broker.bootstrap, **FAST) as a:
         starts = [p.log_start for p in a.describe_topics(["cut"])["cut"].partitions]
