@@ -2,7 +2,8 @@
 confluent-kafka's AdminClient (tests/support/kafka_cluster.py's ``kc``):
 new partitions placed as the client assigned them, refused assignments
 named; a leader's moved log start is followed by every replica, so a new
-leader after a kill still starts there. Marked slow (a cluster start):
+leader after a kill still starts there; a preferred election moves
+leadership back (answered 0, not ELECTION_NOT_NEEDED). Marked slow (a cluster start):
 run with ``-m slow``."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from logbroker.protocol import messages as m
 from tests.support.fixtures import wait_until
 from tests.support.kafka_cluster import kc, leaders  # noqa: F401 (the fixture)
+from tests.support.kafka_raw import kafka_address
 
 pytestmark = pytest.mark.slow
 WAIT = 20.0
@@ -86,3 +88,13 @@ def test_every_replica_follows_a_deleted_log_start(kc):
         assert got == [6, 7, 8, 9]
     finally:
         c.close()
+    # the old leader, back and in sync, is the preferred replica: a preferred election moves it
+    kc.brokers[leader].start()
+    kc.wait_state("ccut", 0, lambda now, _e, _r, isr: leader in isr and now != leader, WAIT,
+                  "the restarted broker back in sync")
+    kc.kafka[leader] = kafka_address(kc.brokers[leader])  # a new Kafka port: a new client
+    fresh = _admin(kc)
+    moved = fresh.elect_leaders(ck.ElectionType.PREFERRED,
+                                [ck.TopicPartition("ccut", 0)]).result(WAIT)
+    assert [err for err in moved.values()] == [None]
+    kc.wait_state("ccut", 0, lambda now, *_: now == leader, WAIT, "the preferred replica leads")
