@@ -79,7 +79,8 @@ def test_every_replica_follows_a_deleted_log_start(kc):
     kc.brokers[leader].kill()
     c = ck.Consumer({"bootstrap.servers": ",".join(v for k, v in kc.kafka.items()
                                                     if k != leader),
-                     "group.id": "ccut-g", "auto.offset.reset": "earliest"})
+                     "group.id": "ccut-g", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
     try:
         c.assign([ck.TopicPartition("ccut", 0, ck.OFFSET_BEGINNING)])
         got = []
