@@ -9,18 +9,20 @@ Readers honour it at once: a Fetch below it is OFFSET_OUT_OF_RANGE and
 ListOffsets' earliest is it; in a cluster the followers move theirs when
 their next ReplicaFetch answer carries it (cluster/follower.py).
 
-The cuts run off the loop (an LMDB commit each); the parts of one request
-are bounded by ``max_partitions_per_request`` (POLICY_VIOLATION)."""
+The cuts run off the loop, their checkpoints in one LMDB commit; the parts
+of one request are bounded by ``max_partitions_per_request``
+(POLICY_VIOLATION)."""
 
 from __future__ import annotations
 
 import logging
 
 from .. import limits
-from ..errors import LogbrokerError, OffsetOutOfRangeError, PolicyViolationError
+from ..errors import LogbrokerError, OffsetOutOfRangeError, PolicyViolationError, StorageError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.partition_messages import HIGH_WATERMARK, RecordsCutResult
+from ..storage.log import Log
 from .edge import check_partition_key
 
 log = logging.getLogger("logbroker.topics")
@@ -38,15 +40,26 @@ def _target(lg, offset: int) -> int:
 
 
 def _cut(logs: list) -> list:
-    """Move each (log, offset) log's start; the error or the new log start
-    of each (runs off the loop)."""
-    out = []
+    """Move each (log, offset) log's start, then checkpoint the moved ones
+    in one LMDB commit (one fsync for the request, not one per partition);
+    the error or the new log start of each (runs off the loop)."""
+    out, moved = [], []
     for lg, offset in logs:
         try:
-            lg.delete_before(offset)
+            start = lg.log_start_offset
+            lg.delete_before(offset, checkpoint=False)
+            if lg.log_start_offset != start:
+                moved.append(lg)
             out.append(lg.log_start_offset)
         except LogbrokerError as exc:
             out.append(exc)
+    try:
+        Log.checkpoint_many(moved)
+    except Exception as exc:  # noqa: BLE001 - not durable: every moved part says so
+        log.warning("DeleteRecords: checkpointing %d logs failed: %r", len(moved), exc)
+        failed = StorageError(f"the new log start could not be made durable: {exc}")
+        ids = {id(lg) for lg in moved}
+        out = [failed if id(lg) in ids else r for (lg, _), r in zip(logs, out)]
     return out
 
 
