@@ -54,6 +54,10 @@ def test_create_partitions_and_a_running_group_takes_them(broker):
         assert isinstance(refused["nope"], UnknownTopicOrPartitionError)
         with pytest.raises(TypeError):
             a.create_partitions(["grow"])
+        a.create_topic("wide", 1)  # 299 new partitions: made in slices off the loop
+        assert a.create_partitions({"wide": 300}) == {"wide": None}
+        assert a.list_topics()["wide"] == 300
+        assert a.list_offsets([("wide", 299)], "latest")[("wide", 299)].offset == 0
 
 
 def test_delete_records_then_readers_start_at_the_log_start_after_a_crash(broker):
