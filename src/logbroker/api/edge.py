@@ -71,7 +71,8 @@ _CHECKS: dict[type, Callable] = {m.Produce: _produce, m.Fetch: _fetch,
                                  m.DeleteOffsets: _group,
                                  m.ReplicaFetch: _replica_fetch,
                                  m.OffsetForLeaderEpoch: _epoch_query,
-                                 m.DescribeCluster: _topics, m.ElectLeaders: _topics}
+                                 m.DescribeCluster: _topics, m.ElectLeaders: _topics,
+                                 m.CreatePartitions: _topic_admin}
 
 
 def check_request(msg: m.Message) -> None:

@@ -24,11 +24,12 @@ from typing import Callable
 from ..kafka import serve_acls
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
+from ..kafka import serve_cluster, serve_partitions
 from ..kafka.apis import APIS
 from ..kafka import serve_alter_configs
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
-from . import configs
+from . import configs, partitions, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,9 @@ OURS: dict[type, Entry] = {
     # topic configs (api/configs.py)
     m.DescribeConfigs: Entry(configs.describe_configs),
     m.AlterConfigs: Entry(configs.alter_configs),
+    # partitions and records (api/partitions.py, api/records.py)
+    m.CreatePartitions: Entry(partitions.create_partitions),
+    m.DeleteRecords: Entry(records.delete_records),
 }
 
 
@@ -126,4 +130,9 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("DescribeAcls"): (serve_acls.describe_acls, (m.DescribeAcls,)),
     _key("CreateAcls"): (serve_acls.create_acls, (m.CreateAcls,)),
     _key("DeleteAcls"): (serve_acls.delete_acls, (m.DeleteAcls,)),
+    _key("CreatePartitions"): (serve_partitions.create_partitions, (m.CreatePartitions,)),
+    _key("DeleteRecords"): (serve_partitions.delete_records, (m.DeleteRecords,)),
+    _key("DescribeLogDirs"): (serve_partitions.describe_log_dirs, (m.DescribeTopics,)),
+    _key("DescribeCluster"): (serve_cluster.describe_cluster, (m.DescribeCluster,)),
+    _key("ElectLeaders"): (serve_cluster.elect_leaders, (m.ElectLeaders,)),
 }

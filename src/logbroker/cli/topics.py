@@ -1,10 +1,10 @@
-"""``logbroker topics list|create|describe|alter|delete``."""
+"""``logbroker topics list|create|describe|alter|delete|delete-records``."""
 
 from __future__ import annotations
 
 import click
 
-from ..errors import LogbrokerError, PartitionOfflineError, for_code
+from ..errors import LogbrokerError, PartitionOfflineError, UnknownTopicOrPartitionError, for_code
 from .common import bootstrap_option, emit_json, ids, json_option, table
 from .topic_settings import alter_settings, config_options, parse_settings
 
@@ -139,3 +139,55 @@ def delete(names, conn):
         admin.delete_topics(names)
     for name in names:
         click.echo(f"deleted topic {name}")
+
+
+@topics.command()
+@click.argument("name")
+@bootstrap_option
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=None,
+              help="The new partition count: larger than the present one (partitions are "
+                   "only added; existing data stays where it is).")
+def alter(name, conn, partitions):
+    """Change topic NAME."""
+    from .. import Admin
+
+    if partitions is None:
+        raise click.UsageError("nothing to change: give --partitions")
+    with Admin(**conn) as admin:
+        _alter_partitions(admin, name, partitions)
+
+
+def _alter_partitions(admin, name: str, partitions: "int | None") -> None:
+    """``topics alter --partitions N``: the topic's count raised to N."""
+    if partitions is None:
+        return
+    admin.create_partitions({name: partitions})
+    click.echo(f"topic {name} now has {partitions} partition(s)")
+
+
+@topics.command("delete-records")
+@click.argument("name")
+@bootstrap_option
+@click.option("--partition", "partitions", type=click.IntRange(0, 9_999), multiple=True,
+              help="A partition (repeatable; default: every partition of the topic).")
+@click.option("--before-offset", "--offset", "offset", type=click.IntRange(-1), required=True,
+              help="Delete the records below this offset; -1: below the high watermark "
+                   "(everything readable).")
+@json_option
+def delete_records(name, conn, partitions, offset, as_json):
+    """Delete the records of topic NAME below an offset (its log start moves
+    up; Kafka's DeleteRecords)."""
+    from .. import Admin
+
+    with Admin(**conn) as admin:
+        if not partitions:
+            count = admin.list_topics().get(name)
+            if count is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            partitions = range(count)
+        moved = admin.delete_records({(name, p): offset for p in partitions})
+    rows = [(t, p, start) for (t, p), start in sorted(moved.items())]
+    if as_json:
+        emit_json([{"topic": t, "partition": p, "log_start": s} for t, p, s in rows])
+    else:
+        table(["TOPIC", "PARTITION", "LOG-START"], rows)

@@ -29,6 +29,7 @@ from .cluster_host import ClusterHost
 from .interface import Appended
 from .local import partition_entry
 from .offsets_topic import offsets_topic_configs
+from .partitions import add_cluster
 
 log = logging.getLogger("logbroker.broker")
 VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
@@ -181,6 +182,11 @@ class ClusterMetadata:
         for i in range(0, len(parts), TXN_OPS):
             await node.etcd.cas(dict.fromkeys(parts[i:i + TXN_OPS]), {})
         await self._until(lambda: name not in node.view.topics)
+
+    async def add_partitions(self, name: str, count: int, assignments: tuple = (),
+                             validate_only: bool = False) -> None:
+        """CreatePartitions in a cluster (metadata/partitions.py)."""
+        await add_cluster(self, name, count, assignments, validate_only)
 
     def describe_topic(self, name: str) -> tuple:
         """Settings from etcd; per partition this broker's replica (its leader

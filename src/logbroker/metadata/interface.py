@@ -21,7 +21,9 @@ The methods (both implementations have each):
 - ``async create_topic(name, partitions, configs)``, ``async
   auto_create(name)``, ``async delete_topic(name)``,
   ``describe_topic(name)`` -> (configs, partition entries), ``async
-  elect_preferred(row)`` -> the leader after a preferred election.
+  elect_preferred(row)`` -> the leader after a preferred election,
+  ``async add_partitions(name, count, assignments, validate_only)``
+  (CreatePartitions: metadata/partitions.py).
 - Topic configs: ``topic_settings(name)`` -> (effective settings, those
   set on the topic), ``async alter_topic_configs(name, configs)`` (the
   topic's whole new set, checked by the caller: stored, and applied live

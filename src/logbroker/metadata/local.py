@@ -23,6 +23,7 @@ from ..storage.store import Store
 from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
+from .partitions import add_local
 
 
 log = logging.getLogger("logbroker.topics")
@@ -173,6 +174,11 @@ class LocalMetadata:
         task.add_done_callback(_finished)
         task.add_done_callback(self._running.discard)
         return task
+
+    async def add_partitions(self, name: str, count: int, assignments: tuple = (),
+                             validate_only: bool = False) -> None:
+        """CreatePartitions on a single node (metadata/partitions.py)."""
+        await add_local(self, name, count, assignments, validate_only, AT_ONCE, SLICE)
 
     def describe_topic(self, name: str) -> tuple:
         """(effective settings, per partition its offsets, size and segments)."""

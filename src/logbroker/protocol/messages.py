@@ -369,3 +369,5 @@ from .acl_messages import (CreateAcls, CreateAclsResponse, DeleteAcls,  # noqa: 
                            DeleteAclsResponse, DescribeAcls, DescribeAclsResponse)
 from .config_messages import (AlterConfigs, AlterConfigsResponse,  # noqa: E402,F401
                               DescribeConfigs, DescribeConfigsResponse)
+from .partition_messages import (CreatePartitions, CreatePartitionsResponse,  # noqa: E402,F401
+                                 DeleteRecords, DeleteRecordsResponse)

@@ -32,7 +32,7 @@ from .groups import GroupStore
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
 from .compaction import Compactor
-from . import creation
+from . import creation, growth
 from .creation import TopicCreation
 from .retention import apply_retention
 from .segment import fsync_dir
@@ -99,6 +99,7 @@ class Store:
 
     def _open_logs(self) -> None:
         creation.roll_back(self)  # topics a crash left half-created
+        growth.roll_back(self)  # partitions a crash left half-added
         known = {t.name: t for t in self.topics.list()}
         found: dict[str, int] = {}
         for entry in sorted(os.listdir(self.path)):
@@ -188,6 +189,16 @@ class Store:
         finally:
             with self._lock:
                 self._creating.discard(name)
+
+    def begin_growth(self, name: str, count: int) -> "growth.TopicGrowth":
+        """Start adding partitions to ``name`` up to ``count`` (storage/growth.py)."""
+        with self._lock:
+            return growth.begin_growth(self, name, count)
+
+    def add_partitions(self, grown: "growth.TopicGrowth") -> TopicConfig:
+        """Publish ``grown``'s new partitions, all at once (storage/growth.py)."""
+        with self._lock:
+            return grown.publish(self._logs)
 
     def creating(self, name: str) -> bool:
         """Whether ``name`` is being created (begun, not finished)."""

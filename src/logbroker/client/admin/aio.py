@@ -36,6 +36,16 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.delete_topics``."""
         return await self._await(self._core.delete_topics(names, raise_errors))
 
+    async def create_partitions(self, counts: dict, validate_only: bool = False,
+                                raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.create_partitions``."""
+        return await self._await(self._core.create_partitions(counts, validate_only,
+                                                              raise_errors))
+
+    async def delete_records(self, offsets: dict, raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.delete_records``."""
+        return await self._await(self._core.delete_records(offsets, raise_errors))
+
     async def list_topics(self) -> dict[str, int]:
         """As ``logbroker.Admin.list_topics``."""
         return await self._await(self._core.list_topics())

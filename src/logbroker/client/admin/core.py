@@ -29,6 +29,7 @@ from ...errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsErro
                        UnknownTopicOrPartitionError, for_code)
 from ...protocol import messages as m
 from ...protocol.consumer_protocol import Assignment
+from ...protocol.partition_messages import PartitionsIncrease, RecordsCut
 from .. import validate
 from ..group import offsets as group_offsets
 from ..group.coordinator import Coordinators
@@ -162,6 +163,41 @@ class AdminCore:
                                                   retry=False)).topics
             self.router.cache.forget(name for name, err, _ in entries if not err)
         return _results(entries, refused, order, raise_errors)
+
+    async def create_partitions(self, counts: dict, validate_only: bool = False,
+                                raise_errors: bool = True) -> dict:
+        """``Admin.create_partitions``: one CreatePartitions, sent once."""
+        if not isinstance(counts, dict):
+            raise TypeError(f"counts must be a dict {{topic: total partitions}}, not "
+                            f"{limits._short(counts)}")
+        asked = tuple(PartitionsIncrease(validate.topic(t), validate.count(
+            n, "partitions", 1, limits.MAX_PARTITIONS), ()) for t, n in counts.items())
+        entries = ()
+        if asked:
+            entries = (await self.router.call_any(m.CreatePartitions(
+                topics=asked, validate_only=bool(validate_only)), retry=False)).topics
+            self.router.invalidate()  # the counts changed: route by the new metadata
+        return _results(entries, {}, [t.name for t in asked], raise_errors)
+
+    async def delete_records(self, offsets: dict, raise_errors: bool = True) -> dict:
+        """``Admin.delete_records``: DeleteRecords per leader (retried across
+        leader changes: moving a log start twice to one offset is harmless)."""
+        if not isinstance(offsets, dict):
+            raise TypeError("offsets must be a dict {(topic, partition): offset}, not "
+                            f"{limits._short(offsets)}")
+        cuts = [RecordsCut(*validate.topic_partition(tp), validate.count(
+            o, "offset (-1: the high watermark)", -1, limits.MAX_OFFSET)) for tp, o in offsets.items()]
+        rows = await self.router.by_leader(cuts, lambda parts: m.DeleteRecords(parts=parts))
+        out = {}
+        for cut in cuts:
+            row = rows[(cut.topic, cut.partition)]
+            if not isinstance(row, LogbrokerError):
+                row = part_error(row.error, row.message, row.topic, row.partition) \
+                    if row.error else row.low_watermark
+            if raise_errors and isinstance(row, LogbrokerError):
+                raise row
+            out[(cut.topic, cut.partition)] = row
+        return out
 
     async def list_topics(self) -> dict[str, int]:
         """``Admin.list_topics``: one Metadata."""

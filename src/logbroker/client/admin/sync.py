@@ -67,6 +67,27 @@ class Admin(SyncShell):
         (``UnknownTopicOrPartitionError`` for a missing one)."""
         return self._run(self._core.delete_topics(names, raise_errors))
 
+    def create_partitions(self, counts: dict, validate_only: bool = False,
+                          raise_errors: bool = True) -> dict:
+        """Raise topics' partition counts: ``counts`` is ``{topic: new total
+        count}``; the existing partitions and their data stay as they are
+        (new records of a key may go to another partition: keys are hashed
+        over the new count). ``validate_only`` checks and changes nothing.
+        Returns ``{topic: None or the error}``; with ``raise_errors`` raises
+        the first (``InvalidPartitionsError`` for a count not above the
+        present one, ``UnknownTopicOrPartitionError``,
+        ``PolicyViolationError`` past the broker's partition limits). Sent once."""
+        return self._run(self._core.create_partitions(counts, validate_only, raise_errors))
+
+    def delete_records(self, offsets: dict, raise_errors: bool = True) -> dict:
+        """Delete every record below an offset: ``offsets`` is ``{(topic,
+        partition): offset}``, -1 meaning the high watermark (everything
+        readable). Returns ``{(topic, partition): the log start after it}``
+        (or the error without ``raise_errors``): ``OffsetOutOfRangeError``
+        above the high watermark. Asked of each partition's leader; durable
+        when answered."""
+        return self._run(self._core.delete_records(offsets, raise_errors))
+
     def list_topics(self) -> dict[str, int]:
         """``{topic: partition count}`` of every topic."""
         return self._run(self._core.list_topics())
