@@ -266,6 +266,21 @@ class InvalidReplicationFactorError(LogbrokerError):
 
 
 @register
+class InvalidReplicaAssignmentError(LogbrokerError):
+    """A replica list the cluster cannot take: empty, a broker twice, a
+    broker that is not registered (partition reassignment, KIP-455)."""
+
+    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
+@register
+class NoReassignmentInProgressError(LogbrokerError):
+    """A cancel named a partition that is not being reassigned."""
+
+    code, name = 85, "NO_REASSIGNMENT_IN_PROGRESS"
+
+
+@register
 class FencedLeaderEpochError(LogbrokerError):
     """The request names a leader epoch older than the broker's."""
 

@@ -79,12 +79,14 @@ def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
         "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1),
         "ListGroups": (0, 2), "DescribeGroups": (0, 4), "DeleteGroups": (0, 1),
-        "DescribeConfigs": (0, 3), "OffsetForLeaderEpoch": (0, 3)}
+        "DescribeConfigs": (0, 3), "OffsetForLeaderEpoch": (0, 3),
+        "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0)}
     # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
     assert sorted(api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]) \
-        == ["ApiVersions", "Metadata"]
+        == sorted(["ApiVersions", "Metadata",
+                   "AlterPartitionReassignments", "ListPartitionReassignments"])  # flexible v0
     assert len(APIS) == len(PROFILE)
 
 

@@ -23,9 +23,11 @@ from typing import Callable
 
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
+from ..kafka import serve_reassign
 from ..kafka.apis import APIS
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
+from . import reassign
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,9 @@ OURS: dict[type, Entry] = {
     m.CreateAcls: Entry(access.create_acls),
     m.DeleteAcls: Entry(access.delete_acls),
     m.DescribeAcls: Entry(access.describe_acls),
+    # partition reassignment (api/reassign.py)
+    m.AlterReassignments: Entry(reassign.alter_reassignments),
+    m.ListReassignments: Entry(reassign.list_reassignments),
 }
 
 
@@ -112,4 +117,8 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("DeleteGroups"): (serve_group_admin.delete_groups, (m.DeleteGroups,)),
     _key("SaslHandshake"): (serve_sasl.sasl_handshake, (m.SaslHandshake,)),
     _key("SaslAuthenticate"): (serve_sasl.sasl_authenticate, (m.SaslAuthenticate,)),
+    _key("AlterPartitionReassignments"): (serve_reassign.alter_partition_reassignments,
+                                          (m.AlterReassignments,)),
+    _key("ListPartitionReassignments"): (serve_reassign.list_partition_reassignments,
+                                         (m.ListReassignments,)),
 }

@@ -17,6 +17,7 @@ from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, 
                           OFFSET_FETCH, SYNC_GROUP)
 from .apis_group_admin import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from .apis_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from .apis_reassign import ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS
 from .schema import Api
 
 PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
@@ -24,7 +25,8 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
                   CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS, SASL_HANDSHAKE,
                   LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
                   DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
-                  SASL_AUTHENTICATE)
+                  SASL_AUTHENTICATE,
+                  ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -35,6 +37,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
                   15: 5, 16: 3, 42: 2,
                   32: 4, 23: 4,
+                  45: 0, 46: 0,  # reassignments: flexible from v0 (apis_reassign.py)
                   17: 2}  # SaslHandshake has no flexible version ("none"): past its last
 
 

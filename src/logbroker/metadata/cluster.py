@@ -29,6 +29,7 @@ from .cluster_host import ClusterHost
 from .interface import Appended
 from .local import partition_entry
 from .offsets_topic import offsets_topic_configs
+from .reassignments import cluster_reassign, cluster_reassignments
 
 log = logging.getLogger("logbroker.broker")
 VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
@@ -218,6 +219,15 @@ class ClusterMetadata:
             raise UnknownTopicOrPartitionError(f"{st.topic}-{st.partition} changed "
                                                "meanwhile; retry")
         return (new or st).leader
+
+    async def reassign(self, topic: str, partition: int, target) -> None:
+        """Start (``target``: broker ids) or cancel (None) a partition's
+        reassignment (reassignments.py)."""
+        await cluster_reassign(self.node, topic, partition, target)
+
+    def reassignments(self, wanted) -> list:
+        """The moves in progress among ``wanted`` ({topic: partitions or None}, None: all)."""
+        return cluster_reassignments(self.node.view, wanted)
 
     async def _until(self, cond) -> None:
         deadline = time.monotonic() + VIEW_WAIT_S

@@ -22,6 +22,8 @@ The methods (both implementations have each):
   auto_create(name)``, ``async delete_topic(name)``,
   ``describe_topic(name)`` -> (configs, partition entries), ``async
   elect_preferred(row)`` -> the leader after a preferred election.
+- ``async reassign(topic, partition, target)`` (broker ids, None: cancel;
+  reassignments.py), ``reassignments(wanted)`` -> the moves in progress.
 - ``async new_producer_id()``.
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,

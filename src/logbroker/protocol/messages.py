@@ -363,3 +363,5 @@ from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa:
                             SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)
 from .acl_messages import (CreateAcls, CreateAclsResponse, DeleteAcls,  # noqa: E402,F401
                            DeleteAclsResponse, DescribeAcls, DescribeAclsResponse)
+from .reassign_messages import (AlterReassignments, AlterReassignmentsResponse,  # noqa: E402,F401
+                                ListReassignments, ListReassignmentsResponse)

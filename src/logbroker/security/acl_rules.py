@@ -123,6 +123,7 @@ RULES: dict[type, Callable] = {
     m.ListUsers: _cluster("describe"),
     m.CreateAcls: _cluster("alter"), m.DeleteAcls: _cluster("alter"),
     m.DescribeAcls: _cluster("describe"),
+    m.AlterReassignments: _cluster("alter"), m.ListReassignments: _cluster("describe"),
 }
 
 
