@@ -174,6 +174,10 @@ SAMPLES = [
     m.DeleteAclsResponse(acls=(("User:alice", "topic", "orders", "prefix", "read", "allow"),)),
     m.DescribeAcls(),
     m.DescribeAclsResponse(acls=(("User:*", "group", "g", "literal", "all", "deny"),)),
+    m.AlterReassignments(parts=(("orders", 0, (2, 3)), ("orders", 1, None))),
+    m.AlterReassignmentsResponse(parts=(("orders", 0, 0, ""), ("orders", 1, 85, "not moving"))),
+    m.ListReassignments(topics=(("orders", (0, 1)), ("audit", None))),
+    m.ListReassignmentsResponse(parts=(("orders", 0, (2, 3, 1), (3,), (1,)),)),
 ]
 
 
