@@ -12,6 +12,7 @@ Bad targets get Kafka's codes."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -128,3 +129,41 @@ def test_a_single_node_answers_as_kafkas_single_broker(tmp_path):
             == {tp: NoReassignmentInProgressError}
         assert admin.list_partition_reassignments() == {}
         admin.close()
+
+
+def test_our_admin_and_the_cli_move_a_partition_showing_progress(kc):
+    from logbroker import Admin
+    from logbroker.errors import InvalidReplicaAssignmentError as Ours
+    from tests.support.fixtures import invoke_cli, invoked_error, invoked_ok
+
+    kc.create("ours", partitions=1, replication_factor=1)
+    (a,) = kc.state("ours")[2]
+    b = 1 + a % 3
+    acked = _fill(kc, "ours", a, 8)  # ~80 KB: ~1-2 s at the throttle
+    bootstrap = kc.bootstrap
+    with Admin(bootstrap) as admin:
+        assert admin.reassign_partitions({("ours", 0): [b, a]}) == {("ours", 0): None}
+        (move,) = admin.list_partition_reassignments(["ours"]).values()
+        assert (move.replicas, move.target, move.adding, move.removing) == ((b, a), (b, a), (b,), ())
+        listed = json.loads(invoked_ok(invoke_cli(["cluster", "reassignments", "--json"],
+                                                  bootstrap=bootstrap)))
+        assert listed == {"reassignments": [{"topic": "ours", "partition": 0, "replicas": [b, a],
+                                             "target": [b, a], "adding": [b], "removing": []}]}
+        with pytest.raises(Ours):
+            admin.reassign_partitions({("ours", 0): [b, b]})
+        assert isinstance(admin.reassign_partitions({("ours", 0): [7]}, raise_errors=False)
+                          [("ours", 0)], Ours)
+        assert admin.reassign_partitions({("ours", 0): None}) == {("ours", 0): None}
+        assert admin.list_partition_reassignments() == {}
+    out = invoked_ok(invoke_cli(["cluster", "reassign", "ours", "-p", "0", "--replicas", str(b),
+                                 "--wait"], bootstrap=bootstrap))
+    assert "targets in sync 0/1" in out and out.rstrip().endswith("ours[0]: done"), out
+    leader, _, replicas, isr = kc.state("ours")
+    assert (leader, tuple(replicas), tuple(isr)) == (b, (b,), (b,))
+    assert kc.read_all(b, "ours") == acked
+    wait_until(lambda: not os.path.exists(_dir(kc, a, "ours")), 10, "a's copy deleted")
+    assert "0 partition move(s)" in invoked_ok(invoke_cli(["cluster", "reassignments"],
+                                                          bootstrap=bootstrap))
+    assert "not being reassigned" in invoked_error(invoke_cli(
+        ["cluster", "reassign", "ours", "-p", "0", "--cancel"], bootstrap=bootstrap),
+        "NO_REASSIGNMENT_IN_PROGRESS")

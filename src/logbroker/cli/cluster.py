@@ -1,5 +1,8 @@
-"""``logbroker cluster status|rebalance``: the replication state at a glance,
-and moving leadership back to the preferred replicas.
+"""``logbroker cluster status|rebalance|reassign|reassignments``: the
+replication state at a glance, moving leadership back to the preferred
+replicas, and moving partitions to other brokers (``reassign``, with
+``--wait`` showing the targets in sync until it finishes; ``reassignments``
+lists the moves in progress).
 
 ``status`` asks any broker for the cluster's metadata (DescribeCluster) and
 each partition's leader for its high watermark (ListOffsets latest); a
@@ -101,3 +104,90 @@ def rebalance(topics, conn, as_json):
                    f"{len(rows) - len(moved) - len(failed)} unchanged, {len(failed)} failed")
     if failed:
         raise failed[0].error
+
+
+def _broker_ids(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        ids_ = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"a comma-separated list of broker ids, not {value!r}") from None
+    if not ids_:
+        raise click.BadParameter("name at least one broker id")
+    return ids_
+
+
+def _move_row(m) -> dict:
+    return {"topic": m.topic, "partition": m.partition, "replicas": list(m.replicas),
+            "target": list(m.target), "adding": list(m.adding), "removing": list(m.removing)}
+
+
+@cluster.command()
+@click.argument("topic")
+@click.option("--partition", "-p", type=int, required=True, help="The partition to move.")
+@click.option("--replicas", callback=_broker_ids, default=None,
+              help="Target broker ids, comma-separated, the first the preferred leader.")
+@click.option("--cancel", is_flag=True, help="Cancel the move in progress (original replicas).")
+@click.option("--wait", is_flag=True, help="Show progress until the move has finished.")
+@click.option("--wait-timeout", type=click.FloatRange(0.1), default=600.0, show_default=True,
+              help="Seconds --wait waits at most.")
+@bootstrap_option
+@json_option
+def reassign(topic, partition, replicas, cancel, wait, wait_timeout, conn, as_json):
+    """Move a partition of TOPIC to other brokers (--replicas 2,3) or cancel
+    its move (--cancel): the new replicas catch up, leadership moves, the
+    old replicas are deleted. With --wait, the progress (targets in sync)
+    until it has finished."""
+    import time
+
+    from .. import Admin
+
+    if cancel == (replicas is not None):
+        raise click.UsageError("give either --replicas or --cancel")
+    with Admin(**conn) as admin:
+        admin.reassign_partitions({(topic, partition): None if cancel else replicas})
+        if not as_json:
+            click.echo(f"{topic}[{partition}]: " + ("move cancelled" if cancel else
+                                                    f"moving to {ids(replicas)}"))
+        deadline, said = time.monotonic() + wait_timeout, None
+        while True:
+            moving = admin.list_partition_reassignments([topic]).get((topic, partition))
+            if moving is None or not wait:
+                break
+            state = admin.describe_cluster([topic]).partitions
+            isr = next((p.isr for p in state if p.partition == partition), ())
+            line = (f"{topic}[{partition}]: replicas {ids(moving.replicas)}, targets in sync "
+                    f"{sum(r in isr for r in moving.target)}/{len(moving.target)}, adding "
+                    f"{ids(moving.adding)}, removing {ids(moving.removing)}")
+            if line != said and not as_json:
+                click.echo(line)
+                said = line
+            if time.monotonic() >= deadline:
+                raise click.ClickException(f"{topic}[{partition}] is still moving after "
+                                           f"{wait_timeout:g} s")
+            time.sleep(0.5)
+    if as_json:
+        emit_json({"topic": topic, "partition": partition, "cancelled": cancel,
+                   "in_progress": None if moving is None else _move_row(moving)})
+    elif moving is None:
+        click.echo(f"{topic}[{partition}]: done")
+
+
+@cluster.command()
+@click.argument("topics", nargs=-1)
+@bootstrap_option
+@json_option
+def reassignments(topics, conn, as_json):
+    """The partition moves in progress (of TOPICS, default: all)."""
+    from .. import Admin
+
+    with Admin(**conn) as admin:
+        moves = sorted(admin.list_partition_reassignments(list(topics) or None).values())
+    if as_json:
+        emit_json({"reassignments": [_move_row(mv) for mv in moves]})
+        return
+    table(["TOPIC", "PARTITION", "REPLICAS", "TARGET", "ADDING", "REMOVING"],
+          [(mv.topic, mv.partition, ids(mv.replicas), ids(mv.target), ids(mv.adding),
+            ids(mv.removing)) for mv in moves])
+    click.echo(f"{len(moves)} partition move(s) in progress")

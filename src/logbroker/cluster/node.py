@@ -85,6 +85,7 @@ class ClusterNode:
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task] = set()
         self._opening: set[tuple[str, int]] = set()  # replicas whose logs are being made
+        self._dropping: set[tuple[str, int]] = set()  # replicas whose files are being deleted
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -270,7 +271,7 @@ class ClusterNode:
         return out
 
     def _partition_changed(self, key: tuple[str, int]) -> None:
-        if key in self._opening:  # its log is being made: applied once it is
+        if key in self._opening or key in self._dropping:  # applied once made / deleted
             return
         st = self.view.partitions.get(key)
         topic = self.view.topics.get(key[0])
@@ -312,11 +313,20 @@ class ClusterNode:
         """The topic was deleted: stop serving the partition now, remove its
         files once no follower I/O on it is under way."""
         self.replicas.remove(key)
+        if key in self._dropping:
+            return
+        self._dropping.add(key)
 
         async def drop() -> None:
-            async with self.partition_lock(key):
-                if key not in self.replicas.replicas:  # not re-created meanwhile
-                    await self.run_io(self.store.drop_partition, *key)
+            try:
+                async with self.partition_lock(key):
+                    if key not in self.replicas.replicas:  # not re-created meanwhile
+                        await self.run_io(self.store.drop_partition, *key)
+            finally:
+                self._dropping.discard(key)
+                st = self.view.partitions.get(key)
+                if st is not None and self.me in st.replicas:  # ours again meanwhile (a move)
+                    self._react(("partition", key))
 
         self._spawn(drop())
 
