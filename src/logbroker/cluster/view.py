@@ -48,6 +48,7 @@ class ClusterView:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicState] = {}
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.moving: set[tuple[str, int]] = set()  # partitions being reassigned (reassignment.py)
         self.controller = -1
         self.revision = 0
         self.bad: dict[str, Bad] = {}  # etcd key -> a value left out (module docstring)
@@ -67,6 +68,7 @@ class ClusterView:
         """Replace everything with a fresh load; returns what changed."""
         old = (dict(self.brokers), dict(self.topics), dict(self.partitions), self.controller)
         self.brokers, self.topics, self.partitions, self.controller = {}, {}, {}, -1
+        self.moving = set()
         present = {it.key for it in items}
         for key in [k for k in self._valid if k not in present]:
             del self._valid[key]
@@ -123,8 +125,11 @@ class ClusterView:
                 topic, _, part = key[len(k.partitions):].rpartition("/")
                 ident = (topic, _number(part))
                 self.partitions.pop(ident, None)
+                self.moving.discard(ident)
                 if value is not None:
                     self.partitions[ident] = partition_from(topic, ident[1], value, version)
+                    if self.partitions[ident].reassigning:
+                        self.moving.add(ident)
             else:
                 return None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -69,8 +69,9 @@ def cluster_reassignments(view, wanted) -> list:
     ({topic: partitions or None}; None: every topic), unknown ones left out
     as Kafka does."""
     rows = []
-    for (topic, partition), st in sorted(view.partitions.items()):
-        if not st.reassigning or topic not in view.topics:
+    for topic, partition in sorted(view.moving):  # the view's index: no walk of every partition
+        st = view.partitions.get((topic, partition))
+        if st is None or topic not in view.topics:
             continue
         if wanted is not None and (topic not in wanted or (
                 wanted[topic] is not None and partition not in wanted[topic])):
