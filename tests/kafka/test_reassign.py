@@ -167,3 +167,31 @@ def test_our_admin_and_the_cli_move_a_partition_showing_progress(kc):
     assert "not being reassigned" in invoked_error(invoke_cli(
         ["cluster", "reassign", "ours", "-p", "0", "--cancel"], bootstrap=bootstrap),
         "NO_REASSIGNMENT_IN_PROGRESS")
+
+
+def test_kafkajs_moves_a_partition_and_lists_moves(kc):
+    from tests.support.kafkajs import run_kafkajs
+
+    kc.create("js-moving", partitions=1, replication_factor=1)
+    (a,) = kc.state("js-moving")[2]
+    b = 1 + a % 3
+    got = run_kafkajs("""
+        const admin = kafka.admin();
+        await admin.connect();
+        await admin.alterPartitionReassignments({topics: [
+            {topic: 'js-moving', partitionAssignment: [{partition: 0, replicas: [args.b]}]}]});
+        const listed = await admin.listPartitionReassignments({});
+        let refused = null;
+        try {
+            await admin.alterPartitionReassignments({topics: [
+                {topic: 'js-moving', partitionAssignment: [{partition: 0, replicas: [99]}]}]});
+        } catch (e) { refused = [e.name, ...(e.errors || []).map(x => [x.type, x.topic, x.partition])]; }
+        await admin.disconnect();
+        out({listed, refused});
+    """, [kc.kafka[b]], {"b": b})
+    assert got["refused"] == ["KafkaJSAggregateError",
+                              ["INVALID_REPLICA_ASSIGNMENT", "js-moving", 0]], got
+    assert got["listed"]["topics"] in ([], [{"name": "js-moving", "partitions": [
+        {"partition": 0, "replicas": [b, a], "addingReplicas": [b], "removingReplicas": [a]}]}])
+    kc.wait_state("js-moving", 0, lambda ld, e, r, isr: tuple(r) == (b,) and ld == b, 10,
+                  "the move finished")
