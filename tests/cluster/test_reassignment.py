@@ -90,3 +90,24 @@ def test_the_throttle_lets_through_about_its_rate():
     assert t.wait(now) > 0 or t.ready(now)
     free = Throttle(0)
     assert free.ready(0) and free.cap(123) == 123 and free.wait(0) == 0
+
+
+def test_the_view_indexes_moving_partitions_and_counts_each_brokers_replicas():
+    from logbroker.cluster.etcd import Event
+    from logbroker.cluster.state import Keys, TopicState, topic_value
+    from logbroker.cluster.view import ClusterView
+
+    keys = Keys("c")
+    view = ClusterView(keys)
+    view.apply(Event(keys.topic("t"), topic_value(TopicState("t", 2, 2)), 1))
+    for p in range(2):
+        view.apply(Event(keys.partition("t", p), partition_value(st((1, 2), 1, (1, 2))), 2 + p))
+    assert (view.moving, view.held[1], view.held[2], view.held[3]) == (set(), 2, 2, 0)
+    moving = ra.start(st((1, 2), 1, (1, 2)), (2, 3), LIVE)
+    view.apply(Event(keys.partition("t", 0), partition_value(moving), 5))
+    assert (view.moving, view.held[1], view.held[3]) == ({("t", 0)}, 2, 1)
+    done = ra.advance(moving.with_(isr=(1, 2, 3)), LIVE)
+    view.apply(Event(keys.partition("t", 0), partition_value(done), 6))
+    assert (view.moving, view.held[1], view.held[3]) == (set(), 1, 1)
+    view.apply(Event(keys.partition("t", 1), None, 7))
+    assert (view.held[1], view.held[2]) == (0, 1)

@@ -31,6 +31,7 @@ from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInPro
                           UnknownTopicOrPartitionError)
 
 THROTTLE = 40_000  # bytes/s a broker fetches for the replicas a reassignment adds
+LIMIT = 8  # max_partitions_per_broker: a move counts on the brokers it adds replicas to
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,8 @@ def kc(tmp_path_factory):
     base = tmp_path_factory.mktemp("reassign")
     with EtcdProcess(base / "etcd") as etcd:
         cluster = Cluster(base, etcd.url, n=3, extra=("--kafka-port", "0"),
-                          config={"reassignment_throttle_bytes_per_s": THROTTLE})
+                          config={"reassignment_throttle_bytes_per_s": THROTTLE,
+                                  "max_partitions_per_broker": LIMIT})
         try:
             cluster.start()
             cluster.kafka = {i: kafka_address(b) for i, b in cluster.brokers.items()}
@@ -195,3 +197,31 @@ def test_kafkajs_moves_a_partition_and_lists_moves(kc):
         {"partition": 0, "replicas": [b, a], "addingReplicas": [b], "removingReplicas": [a]}]}])
     kc.wait_state("js-moving", 0, lambda ld, e, r, isr: tuple(r) == (b,) and ld == b, 10,
                   "the move finished")
+
+
+def _held(kc) -> dict:
+    held = {b: 0 for b in (1, 2, 3)}
+    for *_, replicas, _isr in kc.metadata().partitions:
+        for r in replicas:
+            held[r] += 1
+    return held
+
+
+def test_a_move_past_max_partitions_per_broker_is_a_policy_violation(kc):
+    from kafka.errors import PolicyViolationError
+
+    kc.create("lone", partitions=1, replication_factor=1)
+    (at,) = kc.state("lone")[2]
+    for n in range(3):  # fillers (on the least loaded brokers) until another holds as many
+        held = _held(kc)
+        if held[at] <= max(h for b, h in held.items() if b != at):
+            break
+        kc.create(f"filler-{n}", partitions=1, replication_factor=1)
+    full = max((b for b in held if b != at), key=held.get)
+    kc.create("crowd", partitions=LIMIT - held[full], replication_factor=3)  # full: at the limit
+    admin = _admin(kc.kafka[1])
+    tp = TopicPartition("lone", 0)
+    assert admin.alter_partition_reassignments({tp: [full]}) == {tp: PolicyViolationError}
+    assert tuple(kc.state("lone")[2]) == (at,)
+    assert admin.alter_partition_reassignments({tp: [at]}) == {tp: None}  # no new replica
+    admin.close()

@@ -223,7 +223,7 @@ class ClusterMetadata:
     async def reassign(self, topic: str, partition: int, target) -> None:
         """Start (``target``: broker ids) or cancel (None) a partition's
         reassignment (reassignments.py)."""
-        await cluster_reassign(self.node, topic, partition, target)
+        await cluster_reassign(self.node, self.budget, topic, partition, target)
 
     def reassignments(self, wanted) -> list:
         """The moves in progress among ``wanted`` ({topic: partitions or None}, None: all)."""

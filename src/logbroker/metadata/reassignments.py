@@ -29,9 +29,11 @@ def _unknown(topic: str, partition: int) -> UnknownTopicOrPartitionError:
     return UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
 
 
-async def cluster_reassign(node, topic: str, partition: int, target) -> None:
+async def cluster_reassign(node, budget, topic: str, partition: int, target) -> None:
     """Start (``target``: broker ids) or cancel (None) the reassignment of
-    one partition; returns once this broker's view shows it."""
+    one partition; returns once this broker's view shows it. A broker a
+    move adds a replica to must stay within ``max_partitions_per_broker``
+    (``budget``: POLICY_VIOLATION, as a creation)."""
     node.check_available()
     view = node.view
     for _ in range(CAS_TRIES):
@@ -42,12 +44,16 @@ async def cluster_reassign(node, topic: str, partition: int, target) -> None:
         new = cancel(st, live) if target is None else start(st, check_target(target, live), live)
         if new == st:
             return
-        if await node.cas_partition(st, new):
-            log.info("%s-%d: %s: replicas %s -> %s (adding %s, removing %s)", topic, partition,
-                     "reassignment cancelled" if target is None else "reassigning",
-                     list(st.replicas), list(new.replicas), list(new.adding), list(new.removing))
-            await _seen(view, (topic, partition), st.version)
-            return
+        need = {b: 1 for b in new.replicas if b not in st.replicas}
+        with budget.reserve(f"{topic} (partition {partition} reassigned)", need,
+                            view.held.__getitem__):
+            if await node.cas_partition(st, new):
+                log.info("%s-%d: %s: replicas %s -> %s (adding %s, removing %s)", topic,
+                         partition, "reassignment cancelled" if target is None
+                         else "reassigning", list(st.replicas), list(new.replicas), list(new.adding),
+                         list(new.removing))
+                await _seen(view, (topic, partition), st.version)  # counted by the view now
+                return
         await _seen(view, (topic, partition), st.version)  # the newer state, then again
     raise RequestTimedOutError(f"{topic}-{partition} kept changing during {CAS_TRIES} tries; "
                                "retry")
