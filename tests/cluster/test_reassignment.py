@@ -9,7 +9,7 @@ import pytest
 from logbroker.cluster import reassignment as ra
 from logbroker.cluster.checks import BadValue
 from logbroker.cluster.replication_throttle import Throttle
-from logbroker.cluster.state import NO_LEADER, PartitionState, pack, partition_from, partition_value
+from logbroker.cluster.state import PartitionState, pack, partition_from, partition_value
 from logbroker.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError
 
 LIVE = {1, 2, 3, 4}

@@ -119,7 +119,7 @@ def test_a_partition_with_data_moves_and_a_move_is_cancelled(kc):
 
 
 def test_a_single_node_answers_as_kafkas_single_broker(tmp_path):
-    with kafka_broker(tmp_path / "b") as (_b, address):
+    with kafka_broker(tmp_path / "b", "--log-level", "debug") as (b, address):
         admin = _admin(address)
         admin.create_topics([kafka.admin.NewTopic("solo", 1, 1)])
         me = metadata(address, None).brokers[0].node_id
@@ -131,6 +131,8 @@ def test_a_single_node_answers_as_kafkas_single_broker(tmp_path):
             == {tp: NoReassignmentInProgressError}
         assert admin.list_partition_reassignments() == {}
         admin.close()
+        wait_until(lambda: "refused AlterReassignments topic='solo' partition=0" in b.log(), 5, "the refusal logged")
+        assert "NO_REASSIGNMENT_IN_PROGRESS" in b.log() and "INVALID_REPLICA_ASSIGNMENT" in b.log()
 
 
 def test_our_admin_and_the_cli_move_a_partition_showing_progress(kc):

@@ -6,12 +6,11 @@ Each partition of an AlterReassignments gets its own answer; its topic
 name, partition number and replica ids are checked here first, and a
 request naming more than ``MAX_PARTS`` partitions (each one is an etcd
 compare-and-set) or one partition twice is refused whole
-(INVALID_REQUEST). Refusals are logged at debug level.
+(INVALID_REQUEST). Every refusal, whole or per partition, is logged at
+debug level by the answering pump (net/refusals.py).
 """
 
 from __future__ import annotations
-
-import logging
 
 from .. import limits
 from ..errors import InvalidRequestError, LogbrokerError
@@ -20,7 +19,6 @@ from ..protocol import messages as m
 from ..protocol.reassign_messages import Reassigned
 from .edge import check_partition_key
 
-log = logging.getLogger("logbroker.reassign")
 MAX_PARTS = 10_000  # partitions one AlterReassignments may name
 
 
@@ -40,7 +38,6 @@ async def alter_reassignments(svc, req: m.AlterReassignments,
         svc.meta.check_available()
         _check_parts(req.parts)
     except LogbrokerError as exc:
-        log.debug("AlterReassignments refused: %s", exc.message)
         return m.AlterReassignmentsResponse(*_err(exc))
     out = []
     for topic, partition, replicas in req.parts:
@@ -51,7 +48,6 @@ async def alter_reassignments(svc, req: m.AlterReassignments,
             await svc.meta.reassign(topic, partition, replicas)
             out.append(Reassigned(topic, partition, 0, ""))
         except LogbrokerError as exc:
-            log.debug("reassignment of %s-%s refused: %s", topic, partition, exc)
             out.append(Reassigned(topic, partition, *_err(exc)))
     return m.AlterReassignmentsResponse(parts=tuple(out))
 
@@ -70,6 +66,5 @@ async def list_reassignments(svc, req: m.ListReassignments,
                 limits.check_topic_name(topic)
                 wanted[topic] = None if partitions is None else frozenset(partitions)
     except LogbrokerError as exc:
-        log.debug("ListReassignments refused: %s", exc.message)
         return m.ListReassignmentsResponse(*_err(exc))
     return m.ListReassignmentsResponse(parts=tuple(svc.meta.reassignments(wanted)))
