@@ -9,7 +9,7 @@ import pytest
 from logbroker.cluster import reassignment as ra
 from logbroker.cluster.checks import BadValue
 from logbroker.cluster.replication_throttle import Throttle
-from logbroker.cluster.state import PartitionState, pack, partition_from, partition_value
+from logbroker.cluster.state import NO_LEADER, PartitionState, pack, partition_from, partition_value
 from logbroker.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError
 
 LIVE = {1, 2, 3, 4}
@@ -111,3 +111,11 @@ def test_the_view_indexes_moving_partitions_and_counts_each_brokers_replicas():
     assert (view.moving, view.held[1], view.held[3]) == (set(), 1, 1)
     view.apply(Event(keys.partition("t", 1), None, 7))
     assert (view.held[1], view.held[2]) == (0, 1)
+
+
+def test_unclean_election_never_picks_a_replica_a_move_is_adding():
+    from logbroker.cluster.placement import elect
+
+    moving = ra.start(st((1, 2), 1, (1,)), (3, 2), LIVE)  # 3 adding, 2 out of sync
+    assert elect(moving, {3, 2}, unclean=True) == 2
+    assert elect(moving, {3}, unclean=True) == NO_LEADER

@@ -345,7 +345,8 @@ class ClusterMetadata:
         leaders = [r for r in node.replicas.replicas.values()
                    if r.role == LEADER and r.state is not None]
         return {"leaders": len(leaders),
-                "under": sum(1 for r in leaders if len(r.state.isr) < len(r.state.replicas)),
+                "under": sum(1 for r in leaders  # replicas a move is adding not counted (Kafka's)
+                             if len(r.state.isr) < len(r.state.replicas) - len(r.state.adding)),
                 "shrinks": node.replicas.isr_shrinks, "expands": node.replicas.isr_expands,
                 "controller_changes": node.controller_changes,
                 "controller": 1 if node.controller.active else 0}
