@@ -127,7 +127,12 @@ def _run(c: Cluster, rng, faults: int, stop: threading.Event, senders: list) -> 
             assert admin.reassign_partitions({(TOPIC, p): list(target)}) \
                 == {(TOPIC, p): None}
         time.sleep(rng.uniform(0.1, 1.5))
-        victim = rng.choice([c.metadata().controller, leader, *others, keep])
+        controller = c.metadata().controller
+        victim = rng.choice([controller, leader, *others, keep])
+        roles = "+".join(name for name, ok in (("controller", victim == controller),
+                                                ("leader, removed", victim == leader),
+                                                ("adding", victim in others),
+                                                ("staying", victim == keep)) if ok)
         c.brokers[victim].kill()
         time.sleep(rng.uniform(0.3, 2.0))
         c.brokers[victim].start()
@@ -136,7 +141,7 @@ def _run(c: Cluster, rng, faults: int, stop: threading.Event, senders: list) -> 
                    f"(killed broker {victim})")
         took.append(time.monotonic() - started)
         print(f"move {n}: {TOPIC}-{p} {list(replicas)} -> {list(target)}, killed "
-              f"broker {victim}: done in {took[-1]:.1f} s")
+              f"broker {victim} ({roles}): done in {took[-1]:.1f} s")
     with Admin(c.bootstrap) as admin:
         wait_until(lambda: admin.list_partition_reassignments() == {}, 10,
                    "nothing in progress")
