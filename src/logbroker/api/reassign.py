@@ -12,6 +12,8 @@ debug level by the answering pump (net/refusals.py).
 
 from __future__ import annotations
 
+import asyncio
+
 from .. import limits
 from ..errors import InvalidRequestError, LogbrokerError
 from ..errors import code_and_message as _err
@@ -20,6 +22,7 @@ from ..protocol.reassign_messages import Reassigned
 from .edge import check_partition_key
 
 MAX_PARTS = 10_000  # partitions one AlterReassignments may name
+YIELD_EVERY = 64  # parts handled between two turns of the loop
 
 
 def _check_parts(parts) -> None:
@@ -40,7 +43,9 @@ async def alter_reassignments(svc, req: m.AlterReassignments,
     except LogbrokerError as exc:
         return m.AlterReassignmentsResponse(*_err(exc))
     out = []
-    for topic, partition, replicas in req.parts:
+    for i, (topic, partition, replicas) in enumerate(req.parts):
+        if i % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)  # refusals raise without awaiting: let the loop run
         try:
             check_partition_key(topic, partition)
             for r in replicas or ():
