@@ -143,7 +143,7 @@ def test_our_admin_and_the_cli_move_a_partition_showing_progress(kc):
     kc.create("ours", partitions=1, replication_factor=1)
     (a,) = kc.state("ours")[2]
     b = 1 + a % 3
-    acked = _fill(kc, "ours", a, 8)  # ~80 KB: ~1-2 s at the throttle
+    acked = _fill(kc, "ours", a, 12)  # ~120 KB: >= 2 s at the throttle
     bootstrap = kc.bootstrap
     with Admin(bootstrap) as admin:
         assert admin.reassign_partitions({("ours", 0): [b, a]}) == {("ours", 0): None}
@@ -153,6 +153,9 @@ def test_our_admin_and_the_cli_move_a_partition_showing_progress(kc):
                                                   bootstrap=bootstrap)))
         assert listed == {"reassignments": [{"topic": "ours", "partition": 0, "replicas": [b, a],
                                              "target": [b, a], "adding": [b], "removing": []}]}
+        status = json.loads(invoked_ok(invoke_cli(["cluster", "status", "ours", "--json"],
+                                                  bootstrap=bootstrap)))
+        assert [p["state"] for p in status["partitions"]] == ["reassigning"]
         with pytest.raises(Ours):
             admin.reassign_partitions({("ours", 0): [b, b]})
         assert isinstance(admin.reassign_partitions({("ours", 0): [7]}, raise_errors=False)

@@ -25,9 +25,11 @@ def cluster() -> None:
     """Brokers, leaders and in-sync replicas; preferred-leader elections."""
 
 
-def _state(p) -> str:
+def _state(p, moving) -> str:
     if p.leader < 0:
         return "offline"
+    if (p.topic, p.partition) in moving:
+        return "reassigning"
     return "under-replicated" if p.under_replicated else "ok"
 
 
@@ -37,17 +39,19 @@ def _state(p) -> str:
 @json_option
 def status(topics, conn, as_json):
     """Brokers (address, liveness, controller) and every partition's leader,
-    replicas, in-sync replicas, leader epoch and high watermark (default:
-    all topics)."""
+    replicas, in-sync replicas, leader epoch, high watermark and state (ok,
+    under-replicated, reassigning, offline; default: all topics)."""
     from .. import Admin
 
     with Admin(**conn) as admin:
         desc = admin.describe_cluster(list(topics) or None)
         led = [(p.topic, p.partition) for p in desc.partitions if p.leader >= 0]
         found = admin.list_offsets(led, "latest", raise_errors=False) if led else {}
+        moving = admin.list_partition_reassignments(list(topics) or None)
     hws = {tp: getattr(v, "offset", None) for tp, v in found.items()}
     parts = [{**p._asdict(), "high_watermark": hws.get((p.topic, p.partition)),
-              "under_replicated": p.under_replicated, "state": _state(p)} for p in desc.partitions]
+              "under_replicated": p.under_replicated, "state": _state(p, moving)}
+             for p in desc.partitions]
     under = sum(p["under_replicated"] for p in parts)
     offline = sum(p["state"] == "offline" for p in parts)
     if as_json:
