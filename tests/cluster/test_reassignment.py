@@ -119,3 +119,13 @@ def test_unclean_election_never_picks_a_replica_a_move_is_adding():
     moving = ra.start(st((1, 2), 1, (1,)), (3, 2), LIVE)  # 3 adding, 2 out of sync
     assert elect(moving, {3, 2}, unclean=True) == 2
     assert elect(moving, {3}, unclean=True) == NO_LEADER
+
+
+def test_the_throttle_setting_is_checked():
+    from logbroker.broker.config import BrokerConfig
+    from logbroker.errors import InvalidConfigError
+
+    assert BrokerConfig(data_dir="/nonexistent").reassignment_throttle_bytes_per_s == 0
+    for bad in (-1, 1.5, "fast"):
+        with pytest.raises(InvalidConfigError, match="reassignment_throttle_bytes_per_s"):
+            BrokerConfig(data_dir="/nonexistent", reassignment_throttle_bytes_per_s=bad)
