@@ -299,9 +299,10 @@ class ClusterNode:
 
     def adding_here(self, key: tuple[str, int]) -> bool:
         """Whether a reassignment is adding this broker's replica of ``key``
-        (its fetches are throttled, replication_throttle.py)."""
+        and it has not caught up yet (its fetches are throttled,
+        replication_throttle.py; once in the ISR it keeps up unthrottled)."""
         st = self.view.partitions.get(key)
-        return st is not None and self.me in st.adding
+        return st is not None and self.me in st.adding and self.me not in st.isr
 
     def _registered(self) -> float:
         """The etcd revision of our registration as the view shows it
