@@ -45,10 +45,7 @@ from cluster import HOST, Cluster, StartError, default_logbroker  # noqa: E402
 GROUPS = ("admin", "producer", "consumer", "broker")
 BASE = {0: 9092, 1: 9095, 2: 9098}  # the suite's PLAINTEXT ports; SSL +1, SASL_SSL +2
 OUR_PORT = 19555  # our protocol's listener of broker 0 (+1, +2)
-USERS = (("test", "testtest", "SCRAM-SHA-256"), ("test", "testtest", "SCRAM-SHA-512"),
-         ("testscram", "testtestscram=256", "SCRAM-SHA-256"),
-         ("testscram", "testtestscram=512", "SCRAM-SHA-512"))
-ADMIN = ("suite-admin", "suite-admin-secret")
+USERS = (("test", "testtest", "testtest"), ("testscram", "testtestscram=256", "testtestscram=512"))
 TRANSACTIONAL = re.compile(r"transaction|txn|exactly.once|read_committed|isolation|"
                            r"control (batch|record)|aborted", re.I)
 
@@ -77,15 +74,15 @@ group_initial_rebalance_delay_ms = 0
 """
     if plaintext_only:
         return common + f'kafka_port = {plain}\nkafka_advertised = "localhost:{plain}"\n'
+    listeners = "".join(
+        f'\n[[kafka_listeners]]\nname = "{name}"\nhost = "{HOST}"\nport = {port}\n'
+        f'advertised = "localhost:{port}"\nsecurity = "{name}"\n'
+        for name, port in (("PLAINTEXT", plain), ("SSL", ssl), ("SASL_SSL", sasl)))
     return common + f"""
-kafka_listeners = [
-  {{ name = "PLAINTEXT", address = "{HOST}:{plain}", advertised = "localhost:{plain}", protocol = "PLAINTEXT" }},
-  {{ name = "SSL", address = "{HOST}:{ssl}", advertised = "localhost:{ssl}", protocol = "SSL" }},
-  {{ name = "SASL_SSL", address = "{HOST}:{sasl}", advertised = "localhost:{sasl}", protocol = "SASL_SSL" }},
-]
-kafka_tls_cert = "{certs['cert']}"
-kafka_tls_key = "{certs['key']}"
-"""
+tls_cert = "{certs['cert']}"
+tls_key = "{certs['key']}"
+tls_ca = "{certs['cert']}"
+""" + listeners
 
 
 def make_certs(where: str) -> dict:
@@ -97,12 +94,14 @@ def make_certs(where: str) -> dict:
     return {"cert": cert, "key": key}
 
 
-def create_users(logbroker: str, bootstrap: str) -> None:
-    """The suite's users, one credential per mechanism, as kafka-configs makes them."""
-    for name, password, mechanism in USERS:
-        subprocess.run([logbroker, "users", "add", name, "--mechanism", mechanism,
-                        "--user-password-stdin", "-b", bootstrap], input=password + "\n",
-                       text=True, check=True, capture_output=True, timeout=60)
+def create_users(bootstrap: str, ca: str) -> None:
+    """The suite's users, as kafka-configs and its JAAS file make them: one
+    credential per mechanism (``testscram`` has a password for each)."""
+    from logbroker import Admin
+
+    with Admin(bootstrap, tls_ca=ca) as admin:
+        for name, sha256, sha512 in USERS:
+            admin.create_user(name, sha256, sha512_password=sha512)
 
 
 def run_jest(suite: str, pattern: str, out_json: str, env: dict, timeout: float) -> int:
@@ -201,7 +200,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         cluster.start()
         if not args.plaintext_only:
-            create_users(logbroker, cluster.bootstrap)
+            create_users(cluster.bootstrap, certs["cert"])
         env = dict(os.environ, KAFKA_VERSION="2.4", NODE_ENV="test",
                    KAFKAJS_DEBUG_PROTOCOL_BUFFERS="1", PATH=f"{shim}:{os.environ['PATH']}",
                    LOGBROKER=logbroker, LOGBROKER_BOOTSTRAP=cluster.bootstrap)
