@@ -274,20 +274,22 @@ def test_kcat_balanced_consumer_reads(kb):
 
 
 def _join(raw: Raw, version: int, cid: int, group: str, member_id: str = "",
-          protocol_type: str = "consumer", metadata: "bytes | None" = None):
+          protocol_type: str = "consumer", metadata: "bytes | None" = None,
+          rebalance_timeout_ms: int = 2000):
     from kafka.coordinator.consumer import ConsumerProtocolSubscription as KS
 
     meta = KS(version=0, topics=["kg-raw"], user_data=b"u").encode() if metadata is None \
         else metadata
     raw.sock.sendall(raw.send(11, version, cid, {
-        "group_id": group, "session_timeout_ms": 2000, "rebalance_timeout_ms": 2000,
+        "group_id": group, "session_timeout_ms": 2000, "rebalance_timeout_ms": rebalance_timeout_ms,
         "member_id": member_id, "protocol_type": protocol_type,
         "protocols": [{"name": "range", "metadata": meta}]}))
 
 
 def test_membership_errors_on_the_wire(kb):
     """Raw frames: another protocol type (``connect``) served with its bytes
-    opaque, a member of another type refused (23), JoinGroup v0 (the
+    opaque, a member of another type refused (23), a rebalance timeout of 0
+    taken (the session timeout bounds the join), JoinGroup v0 (the
     session timeout as rebalance timeout), the leader's assignment back byte
     for byte (even bytes no ConsumerProtocol reader could read), stale
     generation (22), unknown member (25), a rebalance seen by heartbeat
@@ -304,6 +306,8 @@ def test_membership_errors_on_the_wire(kb):
             b"\x00\x01worker"]
         _join(a, 5, 1, "g-raw-connect")  # a consumer member in a connect group
         assert a.recv(11, 5)[1].error_code == 23
+        _join(a, 5, 1, "g-raw-zero", rebalance_timeout_ms=0)  # KafkaJS's bare joinGroup()
+        assert a.recv(11, 5)[1].error_code == 0  # Kafka never checks it: 0 is not refused
         _join(a, 0, 2, "g-raw")
         joined = a.recv(11, 0)[1]
         me = joined.member_id

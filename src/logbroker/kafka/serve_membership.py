@@ -38,6 +38,8 @@ def join_group(site: KafkaSite, header, body) -> Plan:
               "member_id": body.member_id, "members": []}
     protocols = tuple(Protocol(p.name, bytes(p.metadata)) for p in body.protocols)
     rebalance = body.rebalance_timeout_ms if header.api_version >= 1 else body.session_timeout_ms
+    if rebalance <= 0:  # Kafka never checks it; KafkaJS's bare joinGroup() sends 0: the
+        rebalance = body.session_timeout_ms  # session timeout bounds the join instead
     req = m.JoinGroup(group=body.group_id, session_timeout_ms=body.session_timeout_ms,
                       rebalance_timeout_ms=rebalance, member_id=body.member_id,
                       group_instance_id=body.group_instance_id,
