@@ -73,18 +73,19 @@ def test_response_round_trip(api, version):
 def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
     ranges = {api.name: (api.min_version, api.max_version) for api in PROFILE}
     assert ranges == {
-        "ApiVersions": (0, 3), "Metadata": (0, 9), "Produce": (0, 8), "Fetch": (4, 11),
+        "ApiVersions": (0, 3), "Metadata": (0, 12), "Produce": (0, 8), "Fetch": (4, 11),
         "ListOffsets": (1, 5), "InitProducerId": (0, 1), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
         "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1),
         "ListGroups": (0, 2), "DescribeGroups": (0, 4), "DeleteGroups": (0, 1),
-        "DescribeConfigs": (0, 3), "OffsetForLeaderEpoch": (0, 3)}
+        "DescribeConfigs": (0, 3), "OffsetForLeaderEpoch": (0, 3),
+        "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0)}
     # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
     assert sorted(api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]) \
-        == ["ApiVersions", "Metadata"]
+        == ["ApiVersions", "ConsumerGroupDescribe", "ConsumerGroupHeartbeat", "Metadata"]
     assert len(APIS) == len(PROFILE)
 
 

@@ -39,6 +39,8 @@ class GroupLimits:
     max_session_timeout_ms: int = 1_800_000
     max_size: int = 1_000
     initial_rebalance_delay_ms: int = 1_000
+    consumer_session_timeout_ms: int = 45_000  # consumer-protocol groups (consumer_group.py)
+    consumer_heartbeat_interval_ms: int = 5_000
 
 
 @dataclass

@@ -10,6 +10,7 @@ only the newest of each:
   protocol, leader, members]`` with members ``[member_id, instance_id,
   client_id, host, session_timeout_ms, rebalance_timeout_ms, assignment]``;
   a tombstone deletes the group.
+- a consumer-protocol group (KIP-848): key ``[3, group]``, consumer_records.py.
 
 Keys and values are msgpack. ``read_batch`` turns one stored batch into
 events; a record it cannot parse is skipped with a warning (the log is
@@ -27,6 +28,7 @@ import msgpack
 from .. import limits
 from ..records.builder import build_batch
 from ..records.decoder import decode_batch
+from .consumer_records import CONSUMER_KIND, ConsumerGroupRecord, consumer_pair, consumer_parse
 
 log = logging.getLogger("logbroker.coordinator")
 
@@ -81,6 +83,9 @@ def encode(records) -> bytes:
 
 
 def _pair(r) -> tuple:
+    if isinstance(r, ConsumerGroupRecord):  # kind 3 (consumer_records.py)
+        value, key = consumer_pair(r)
+        return (None if value is None else msgpack.packb(value), msgpack.packb(key))
     if isinstance(r, OffsetRecord):
         key = [_OFFSET, r.group, r.topic, r.partition]
         value = None if r.offset is None else [r.offset, r.metadata, r.commit_ms]
@@ -120,4 +125,6 @@ def _parse(key: bytes, value: "bytes | None"):
                            tuple(StoredMember(str(a), None if b is None else str(b), str(c), str(d),
                                               int(e), int(f), bytes(g))
                                  for a, b, c, d, e, f, g in members))
+    if k[0] == CONSUMER_KIND:
+        return consumer_parse(k, v)
     raise ValueError(f"unknown record kind {k[0]!r}")

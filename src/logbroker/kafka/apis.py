@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
 from .apis_configs import DESCRIBE_CONFIGS
+from .apis_consumer_group import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
 from .apis_core import (API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                         OFFSET_FOR_LEADER_EPOCH, PRODUCE)
 from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
@@ -24,7 +25,8 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
                   CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS, SASL_HANDSHAKE,
                   LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
                   DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
-                  SASL_AUTHENTICATE)
+                  SASL_AUTHENTICATE,
+                  CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -35,7 +37,8 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
                   15: 5, 16: 3, 42: 2,
                   32: 4, 23: 4,
-                  17: 2}  # SaslHandshake has no flexible version ("none"): past its last
+                  17: 2,  # SaslHandshake has no flexible version ("none"): past its last
+                  68: 0, 69: 0}
 
 
 def api_for(key: int) -> "Api | None":

@@ -80,6 +80,9 @@ class LocalMetadata:
     def topic_counts(self) -> dict:
         return {t.name: t.partitions for t in self.store.topics.list()}
 
+    def topic_ids(self) -> dict:
+        return {t.name: t.id for t in self.store.topics.list()}
+
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
         me = self.me
         return [PartitionPlacement(name, p, me, 0, (me,), (me,), me)

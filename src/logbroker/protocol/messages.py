@@ -363,3 +363,6 @@ from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa:
                             SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)
 from .acl_messages import (CreateAcls, CreateAclsResponse, DeleteAcls,  # noqa: E402,F401
                            DeleteAclsResponse, DescribeAcls, DescribeAclsResponse)
+from .consumer_group_messages import (ConsumerGroupDescribe,  # noqa: E402,F401
+                                      ConsumerGroupDescribeResponse, ConsumerGroupHeartbeat,
+                                      ConsumerGroupHeartbeatResponse)

@@ -117,6 +117,7 @@ RULES: dict[type, Callable] = {
     m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
     m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
     m.LeaveGroup: _group("read"),
+    m.ConsumerGroupHeartbeat: _group("read"), m.ConsumerGroupDescribe: _groups("describe"),
     m.ReplicaFetch: _cluster("cluster_action"), m.OffsetForLeaderEpoch: _epoch_query,
     m.DescribeCluster: _cluster("describe"), m.ElectLeaders: _cluster("alter"),
     m.CreateUser: _cluster("alter"), m.DeleteUser: _cluster("alter"),

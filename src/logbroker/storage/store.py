@@ -37,6 +37,7 @@ from .creation import TopicCreation
 from .retention import apply_retention
 from .segment import fsync_dir
 from ..limits import check_topic_name
+from .topic_ids import new_topic_id
 from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ class Store:
         for topic, count in found.items():
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
-                self.topics.put(TopicConfig(topic, count, known[topic].overrides if topic in known else {}))
+                old = known.get(topic)
+                self.topics.put(TopicConfig(topic, count, old.overrides if old else {},
+                                            old.topic_id if old else new_topic_id()))
         for topic, partition in self._missing_dirs(known):
             self._open_log(topic, partition, clean=False)
 
@@ -154,7 +157,7 @@ class Store:
         ``finish_topic``; ``add`` its partitions in slices meanwhile (any
         thread), or ``abandon_topic``. TOPIC_ALREADY_EXISTS if it exists or
         is being created."""
-        topic = TopicConfig(name, partitions, overrides)
+        topic = TopicConfig(name, partitions, overrides, new_topic_id())
         with self._lock:
             if name in self._creating:
                 raise TopicAlreadyExistsError(f"topic {name!r} is being created")

@@ -9,20 +9,29 @@ import msgpack
 from .config import LogConfig
 from ..limits import check_partition_count, check_topic_name
 from .metastore import MetaStore
+from .topic_ids import topic_id_or_derived
 
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic: its partition count and the log settings it overrides."""
+    """A topic: its partition count, the log settings it overrides and its
+    id as stored (``b""`` for a topic stored before ids: ``id`` derives one,
+    storage/topic_ids.py)."""
 
     name: str
     partitions: int = 1
     overrides: dict = field(default_factory=dict)
+    topic_id: bytes = b""
 
     def __post_init__(self) -> None:
         check_topic_name(self.name)
         check_partition_count(self.partitions)
         LogConfig().replace(**self.overrides) if self.overrides else None
+
+    @property
+    def id(self) -> bytes:
+        """Kafka's topic id of this topic (16 bytes)."""
+        return topic_id_or_derived(self.topic_id, self.name)
 
     def log_config(self, base: LogConfig) -> LogConfig:
         return base.replace(**self.overrides) if self.overrides else base
@@ -37,9 +46,10 @@ class TopicStore:
         if txn is None:
             with self.meta.write() as txn:
                 return self.put(topic, txn)
-        txn.put(topic.name.encode(), msgpack.packb({"partitions": topic.partitions,
-                                                    "overrides": topic.overrides}),
-                db=self.meta.db("topics"))
+        value = {"partitions": topic.partitions, "overrides": topic.overrides}
+        if topic.topic_id:
+            value["topic_id"] = topic.topic_id
+        txn.put(topic.name.encode(), msgpack.packb(value), db=self.meta.db("topics"))
 
     def get(self, name: str) -> "TopicConfig | None":
         with self.meta.read() as txn:
