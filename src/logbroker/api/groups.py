@@ -168,13 +168,14 @@ class GroupRequests:
             if g is None or (not g.members and not g.offsets):
                 raise GroupNotFoundError(f"unknown group {name!r}")
         except LogbrokerError as exc:
-            return GroupDescription(name, *_err(exc), (), "", "", -1, ())
+            return GroupDescription(name, *_err(exc), (), "", "", -1, (), "")
         now = int(time.time() * 1000)
         rows = tuple(self.host.lag_row(t, p, c, now) for (t, p), c in sorted(g.offsets.items()))
         members = tuple(MemberDescription(mb.member_id, mb.instance_id, mb.client_id, mb.host,
                                           mb.assignment, mb.metadata(g.protocol))
                         for mb in g.members.values())
-        return GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members)
+        return GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members,
+                                g.kind)
 
     async def list_groups(self, req: m.ListGroups, session) -> m.ListGroupsResponse:
         names = {g.name for g in self.co.groups() if g.members or g.offsets}

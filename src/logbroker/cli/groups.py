@@ -48,7 +48,8 @@ def describe(names, conn, as_json):
         d = found[g]
         if i:
             click.echo()
-        click.echo(f"group {g}: state {d.state}, generation {d.generation}, "
+        click.echo(f"group {g}: type {d.kind}, state {d.state}, "
+                   f"{'epoch' if d.kind == 'consumer' else 'generation'} {d.generation}, "
                    f"assignor {d.protocol or '-'}, {len(d.members)} member(s)")
         if d.members:
             table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"],
@@ -61,7 +62,7 @@ def describe(names, conn, as_json):
 
 
 def _group_json(d) -> dict:
-    return {"group": d.group, "state": d.state, "generation": d.generation,
+    return {"group": d.group, "type": d.kind, "state": d.state, "generation": d.generation,
             "assignor": d.protocol,
             "members": [{**mb._asdict(), "partitions": [list(tp) for tp in mb.partitions]}
                         for mb in d.members],

@@ -40,6 +40,7 @@ from ..errors import (FencedMemberEpochError, GroupMaxSizeReachedError,
                       InconsistentGroupProtocolError, InvalidRequestError,
                       StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                       UnsupportedAssignorError)
+from ..protocol.consumer_protocol import Assignment
 from ..storage.groups import CommittedOffset
 from .assignors_server import ASSIGNORS, UNIFORM, assign
 from .consumer_records import ConsumerGroupRecord, ConsumerMemberRecord
@@ -100,10 +101,12 @@ class ConsumerMember:
     def state(self) -> str:
         return "unrevoked" if self.revoking else "stable"
 
-    # what describe and our DescribeGroups show (coordinator/group.Member's names)
+    # what our DescribeGroups shows (coordinator/group.Member's names)
     @property
     def assignment(self) -> bytes:
-        return b""
+        """The partitions the member may use, encoded as our assignments are."""
+        return Assignment(tuple((t, p) for t, ps in sorted(self.assigned.items())
+                                for p in sorted(ps))).encode()
 
     def metadata(self, _protocol: str) -> bytes:
         return b""
@@ -203,9 +206,10 @@ class ConsumerGroup:
         if beat.rebalance_timeout_ms <= 0:
             raise InvalidRequestError("a member's first heartbeat (epoch 0) must give its "
                                       "rebalance timeout")
+        Subscription().changed(beat.names, beat.regex)  # refused before it joins
         if beat.instance_id is not None:
             old = self._by_instance(beat.instance_id)
-            if old is not None:
+            if old is not None and old.member_id != beat.member_id:
                 if not old.left:
                     raise UnreleasedInstanceIdError(
                         f"instance {beat.instance_id!r} is held by live member {old.member_id}")
@@ -214,13 +218,13 @@ class ConsumerGroup:
         member = self.members.get(mid)
         if member is not None:  # rejoined: it lost its partitions on its side
             self._drop(member)
+            return member
         limit = self.limits.max_size
         if len(self.members) >= limit:
             raise GroupMaxSizeReachedError(f"group {self.name!r} has {len(self.members)} "
                                            f"members (limit {limit})")
-        member = self.members[mid] = ConsumerMember(mid, beat.instance_id)
-        self._bump()
-        return member
+        # a new member: its subscription (``_update``) bumps the group epoch
+        return self.members.setdefault(mid, ConsumerMember(mid, beat.instance_id))
 
     def _take_over(self, old: ConsumerMember, beat: Beat) -> ConsumerMember:
         """A static member back after leaving with -2: a new id, the old

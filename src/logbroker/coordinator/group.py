@@ -79,6 +79,7 @@ class Group:
     persist: bool = False
     join_deadline: float = 0.0  # PreparingRebalance: complete by then at the latest
     join_not_before: float = 0.0  # ... and not before (initial delay of an empty group)
+    kind: str = "classic"  # consumer_group.ConsumerGroup's is "consumer"
 
     # -- joining --------------------------------------------------------------------------------
     def join(self, req: m.JoinGroup, client_id: str, host: str, now: float) -> "tuple[str, m.JoinGroupResponse | None]":

@@ -298,7 +298,9 @@ class DescribeGroups(Message):
 @dataclass(frozen=True)
 class DescribeGroupsResponse(Response):
     """groups: (group, error, message, parts, state, protocol, generation,
-    members); parts: (topic, partition, committed, log_end, lag, commit_ms,
+    members, kind); kind: "classic", or "consumer" for a consumer-protocol
+    group (KIP-848: its epoch as the generation, its server assignor as the
+    protocol, each member's assignment encoded as ours); parts: (topic, partition, committed, log_end, lag, commit_ms,
     lag_ms) — lag_ms: how old the next record to read is (-1 when caught up
     or unknown); state: "Empty", "PreparingRebalance", "CompletingRebalance"
     or "Stable"; protocol: the assignor of the generation ("" without one);

@@ -86,11 +86,11 @@ def _new_topic(item) -> tuple:
 
 def _group_description(row) -> GroupDescription:
     """A DescribeGroups answer's group row as a GroupDescription (raises its error)."""
-    g, err, message, parts, state, protocol, generation, members = row
+    g, err, message, parts, state, protocol, generation, members, kind = row
     if err:
         raise for_code(err)(message or g)
     return GroupDescription(g, tuple(GroupPartition(*p) for p in sorted(parts)), state, protocol,
-                            generation, tuple(_member(*mb) for mb in members))
+                            generation, tuple(_member(*mb) for mb in members), kind)
 
 
 def _member(member_id, instance_id, client_id, host, assignment: bytes,

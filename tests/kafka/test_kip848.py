@@ -1,0 +1,152 @@
+"""Kafka 4's consumer group protocol (KIP-848) on the Kafka listener of one
+real broker, through librdkafka (confluent-kafka, ``group.protocol=consumer``):
+the broker assigns, members reconcile (revoke before assign), offsets commit
+with member epochs; classic and consumer-protocol groups side by side; the
+AdminClient's describe_consumer_groups (ConsumerGroupDescribe) and our CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from logbroker.cli.main import main
+
+from tests.support.kafka_raw import Raw, kafka_broker
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+WAIT = 15.0
+CONFIG = {"group_consumer_heartbeat_interval_ms": 200, "group_initial_rebalance_delay_ms": 0}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with kafka_broker(tmp_path_factory.mktemp("kip848") / "data", config=CONFIG) as (b, boot):
+        admin = AdminClient({"bootstrap.servers": boot})
+        for f in admin.create_topics([NewTopic("k4", 4, 1), NewTopic("side", 1, 1)]).values():
+            f.result(WAIT)
+        yield b, boot, admin
+
+
+def produce(boot: str, topic: str, values, partitions: int) -> None:
+    p = ck.Producer({"bootstrap.servers": boot, "linger.ms": 2})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % partitions)
+    assert p.flush(WAIT) == 0
+
+
+def consumer(boot: str, group: str, **extra) -> "ck.Consumer":
+    c = ck.Consumer({"bootstrap.servers": boot, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+    c.subscribe(["k4"])
+    return c
+
+
+def drain(consumers: list, want: int, seen: dict) -> None:
+    """Poll ``consumers`` in turn, committing each record before the next
+    poll, until ``want`` records were read in all (``seen``: value -> who)."""
+    deadline = time.monotonic() + WAIT
+    while sum(len(v) for v in seen.values()) < want and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            msg = c.poll(0.05)
+            if msg is None or msg.error():
+                continue
+            seen.setdefault(msg.value(), []).append(i)
+            c.commit(message=msg, asynchronous=False)
+
+
+def owned(c) -> set:
+    return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+
+def wait_for(cond, consumers: list) -> None:
+    deadline = time.monotonic() + WAIT
+    while not cond() and time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(0.05)
+    assert cond()
+
+
+def test_members_split_partitions_move_on_a_join_and_resume_from_commits(broker):
+    b, boot, admin = broker
+    produce(boot, "k4", [b"a%d" % i for i in range(80)], 4)
+    c1, c2 = consumer(boot, "kg"), consumer(boot, "kg")
+    try:
+        seen: dict = {}
+        drain([c1, c2], 80, seen)
+        wait_for(lambda: len(owned(c1)) == len(owned(c2)) == 2, [c1, c2])
+        assert sorted(seen) == sorted(b"a%d" % i for i in range(80))
+        assert all(len(who) == 1 for who in seen.values())  # every record once
+        assert owned(c1) | owned(c2) == {("k4", p) for p in range(4)}
+        c3 = consumer(boot, "kg")
+        try:
+            wait_for(lambda: len(owned(c3)) == 1 and len(owned(c1) | owned(c2) | owned(c3)) == 4
+                     and not owned(c1) & owned(c2), [c1, c2, c3])
+            produce(boot, "k4", [b"b%d" % i for i in range(40)], 4)
+            later: dict = {}
+            drain([c1, c2, c3], 40, later)
+            assert sorted(later) == sorted(b"b%d" % i for i in range(40))
+            assert all(len(who) == 1 for who in later.values())  # committed before each move
+            assert 2 in {i for who in later.values() for i in who}  # c3 read its partition
+            (desc,) = admin.describe_consumer_groups(["kg"]).values()
+            d = desc.result(WAIT)
+            assert d.type == ck.ConsumerGroupType.CONSUMER and len(d.members) == 3
+            assert d.state == ck.ConsumerGroupState.STABLE
+            assert sorted(len(m.assignment.topic_partitions) for m in d.members) == [1, 1, 2]
+        finally:
+            c3.close()
+    finally:
+        c1.close()
+        c2.close()
+    produce(boot, "k4", [b"c%d" % i for i in range(8)], 4)
+    again = consumer(boot, "kg")  # a new member resumes from the group's commits
+    try:
+        resumed: dict = {}
+        drain([again], 8, resumed)
+        assert sorted(resumed) == sorted(b"c%d" % i for i in range(8))
+    finally:
+        again.close()
+
+
+def test_a_classic_group_lives_beside_and_the_cli_shows_both_kinds(broker):
+    b, boot, admin = broker
+    produce(boot, "side", [b"s%d" % i for i in range(5)], 1)
+    classic = ck.Consumer({"bootstrap.servers": boot, "group.id": "classic-g",
+                           "auto.offset.reset": "earliest"})
+    new = ck.Consumer({"bootstrap.servers": boot, "group.id": "new-g",
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    classic.subscribe(["side"])
+    new.subscribe(["side"])
+    try:
+        wait_for(lambda: owned(classic) and owned(new), [classic, new])
+        # a classic member may not join a consumer-protocol group (and the reverse)
+        raw = Raw(boot)
+        try:
+            raw.sock.sendall(raw.send(11, 5, 1, {
+                "group_id": "new-g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+                "member_id": "", "protocol_type": "consumer",
+                "protocols": [{"name": "range",  # ConsumerProtocol v0: topics ["side"], no user data
+                               "metadata": b"\0\0\0\0\0\1\0\4side\xff\xff\xff\xff"}]}))
+            assert raw.recv(11, 5)[1].error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+        finally:
+            raw.close()
+        found = {g.group_id: g for g in admin.list_consumer_groups().result(WAIT).valid}
+        assert {"classic-g", "new-g"} <= set(found)
+        descs = {g: f.result(WAIT) for g, f in
+                 admin.describe_consumer_groups(["classic-g", "new-g"]).items()}
+        assert descs["classic-g"].type == ck.ConsumerGroupType.CLASSIC
+        assert descs["new-g"].type == ck.ConsumerGroupType.CONSUMER
+        out = CliRunner().invoke(main, ["groups", "describe", "classic-g", "new-g",
+                                        "--bootstrap", f"127.0.0.1:{b.port}", "--json"])
+        assert out.exit_code == 0, out.output
+        rows = {g["group"]: g for g in json.loads(out.output)}
+        assert (rows["classic-g"]["type"], rows["new-g"]["type"]) == ("classic", "consumer")
+        assert rows["new-g"]["members"][0]["partitions"] == [["side", 0]]
+    finally:
+        classic.close()
+        new.close()
