@@ -49,6 +49,7 @@ from .subscriptions import Subscription
 
 EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "Stable"
 LEAVE, STATIC_LEAVE = -1, -2
+TOPICS_CHECK_S = 1.0  # a group looks for new topics and partitions this often
 CONSUMER = "consumer"
 
 
@@ -127,6 +128,7 @@ class ConsumerGroup:
     offsets: dict = field(default_factory=dict)  # (topic, partition) -> CommittedOffset
     outbox: list = field(default_factory=list)  # never used: no request is parked
     persist: bool = False
+    topics_checked: float = float("-inf")  # when ``_refresh`` last read the topics
     protocol_type: str = CONSUMER
     kind: str = CONSUMER
 
@@ -190,7 +192,7 @@ class ConsumerGroup:
         else:
             member = self._current(beat)
         self._update(member, beat, now)
-        self._refresh(topics)
+        self._refresh(topics, now)
         self._reconcile(member, beat.owned, now)
         member.deadline = now + self.limits.consumer_session_timeout_ms / 1000
         answer = None
@@ -285,22 +287,29 @@ class ConsumerGroup:
         self.group_epoch += 1
         self.persist = True
 
-    def _refresh(self, topics) -> None:
+    def _refresh(self, topics, now: float) -> None:
         """Recompute the target when the group epoch moved past it, or the
-        subscribed topics changed (created, deleted, partitions added)."""
+        subscribed topics changed (created, deleted, partitions added). The
+        topics are looked at when the epoch moved, else at most every
+        ``TOPICS_CHECK_S``: a heartbeat costs no metadata reads otherwise."""
+        if self.assignment_epoch == self.group_epoch and now < self.topics_checked + TOPICS_CHECK_S:
+            return
+        self.topics_checked = now
+        matched: dict = {}  # each distinct subscription resolved once
+        subscribed = {mid: matched.get(mb.subscription) or matched.setdefault(
+            mb.subscription, mb.subscription.topics(topics)) for mid, mb in self.members.items()}
         wanted: dict = {}
-        for mb in self.members.values():
-            for name in mb.subscription.topics(topics):
-                count = topics.count(name)
-                if count:
-                    wanted[name] = count
+        for names in subscribed.values():
+            for name in names:
+                if name not in wanted:
+                    wanted[name] = topics.count(name) or 0
+        wanted = {name: count for name, count in wanted.items() if count}
         if wanted != self.topics:
             self.topics = wanted
             if self.assignment_epoch == self.group_epoch:
                 self._bump()
         if self.assignment_epoch < self.group_epoch:
-            subs = {mid: [t for t in mb.subscription.topics(topics) if t in wanted]
-                    for mid, mb in self.members.items()}
+            subs = {mid: [t for t in names if t in wanted] for mid, names in subscribed.items()}
             self.target = assign(self.assignor_name(), subs, wanted, self.target)
             self.assignment_epoch = self.group_epoch
 
@@ -322,18 +331,28 @@ class ConsumerGroup:
             member.revoke_deadline = now + member.rebalance_timeout_ms / 1000
             self.persist = True
             return
-        others = self._owned_by_others(member.member_id)
-        free = {t: frozenset(p for p in ps if (t, p) not in others) for t, ps in target.items()}
-        grown = _union(keep, {t: ps for t, ps in free.items() if ps})
+        missing = {t: ps - keep.get(t, frozenset()) for t, ps in target.items()}
+        missing = {t: ps for t, ps in missing.items() if ps}
+        if missing:
+            missing = self._released(member.member_id, missing)
+        grown = _union(keep, missing)
         if grown != member.assigned or member.member_epoch != self.assignment_epoch:
             member.previous_epoch = member.member_epoch
             member.member_epoch = self.assignment_epoch
             member.assigned = grown
             self.persist = True
 
-    def _owned_by_others(self, member_id: str) -> set:
-        return {(t, p) for mid, mb in self.members.items() if mid != member_id
-                for t, ps in mb.owns().items() for p in ps}
+    def _released(self, member_id: str, wanted: dict) -> dict:
+        """The partitions of ``wanted`` no other member owns (set operations
+        per member and topic: no set of every owned partition is built)."""
+        free = dict(wanted)
+        for mid, mb in self.members.items():
+            if mid == member_id:
+                continue
+            for held in (mb.assigned, mb.revoking):
+                for t in free.keys() & held.keys():
+                    free[t] = free[t] - held[t]
+        return {t: ps for t, ps in free.items() if ps}
 
     def remove(self, member_id: str) -> None:
         """Fence or let go of a member: its partitions are free at once."""

@@ -18,7 +18,7 @@ import re2
 from ..errors import InvalidRequestError
 
 MAX_REGEX_CHARS = 1_000
-MAX_TOPICS = 10_000  # names in one subscription
+MAX_TOPICS = 1_000  # names in one subscription
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a bad pattern is the member's error, not a log line of RE2's
