@@ -147,6 +147,9 @@ def test_a_classic_group_lives_beside_and_the_cli_shows_both_kinds(broker):
         rows = {g["group"]: g for g in json.loads(out.output)}
         assert (rows["classic-g"]["type"], rows["new-g"]["type"]) == ("classic", "consumer")
         assert rows["new-g"]["members"][0]["partitions"] == [["side", 0]]
+        out = CliRunner().invoke(main, ["groups", "list", "--bootstrap", f"127.0.0.1:{b.port}"])
+        listed = {tuple(line.split()) for line in out.output.splitlines()}
+        assert {("classic-g", "classic"), ("new-g", "consumer")} <= listed, out.output
     finally:
         classic.close()
         new.close()

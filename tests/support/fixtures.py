@@ -155,7 +155,7 @@ SAMPLES = [
     m.FetchOffsets(group="billing", parts=None),
     m.FetchOffsetsResponse(parts=(("orders", 0, 1200, "host-3", T0),)),
     m.ListGroups(),
-    m.ListGroupsResponse(groups=("billing", "audit")),
+    m.ListGroupsResponse(groups=("billing", "audit"), kinds=("classic", "consumer")),
     m.DescribeGroups(groups=("billing",)),
     m.DescribeGroupsResponse(groups=(("billing", 0, "", (("orders", 0, 1200, 1300, 100, T0, 5000),),
                                       "Stable", "range", 7,

@@ -178,8 +178,9 @@ class GroupRequests:
                                 g.kind)
 
     async def list_groups(self, req: m.ListGroups, session) -> m.ListGroupsResponse:
-        names = {g.name for g in self.co.groups() if g.members or g.offsets}
-        return m.ListGroupsResponse(groups=tuple(sorted(names)))
+        kinds = {g.name: g.kind for g in self.co.groups() if g.members or g.offsets}
+        names = tuple(sorted(kinds))
+        return m.ListGroupsResponse(groups=names, kinds=tuple(kinds[n] for n in names))
 
     async def delete(self, req: m.DeleteGroups, session) -> m.DeleteGroupsResponse:
         out = []

@@ -18,15 +18,16 @@ def groups() -> None:
 @bootstrap_option
 @json_option
 def list_(conn, as_json):
-    """Every group with committed offsets."""
+    """Every group with members or committed offsets, and its type: classic,
+    or consumer (Kafka 4's consumer group protocol)."""
     from .. import Admin
 
     with Admin(**conn) as admin:
-        names = admin.list_groups()
+        found = admin.list_groups(kinds=True)
     if as_json:
-        emit_json(names)
+        emit_json(list(found))
     else:
-        table(["GROUP"], [(g,) for g in names])
+        table(["GROUP", "TYPE"], list(found.items()))
 
 
 @groups.command()

@@ -281,10 +281,14 @@ class ListGroups(Message):
 @_register
 @dataclass(frozen=True)
 class ListGroupsResponse(Response):
-    API, SCHEMA = 10, {**_RESP, "groups": [str]}
+    """groups, and each one's kind in the same order: "classic" or
+    "consumer" (a consumer-protocol group, Kafka 4's KIP-848)."""
+
+    API, SCHEMA = 10, {**_RESP, "groups": [str], "kinds": [str]}
     error: int = 0
     message: str = ""
     groups: tuple = ()
+    kinds: tuple = ()
 
 
 @_register

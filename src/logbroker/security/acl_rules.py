@@ -182,8 +182,12 @@ class Narrowed:
 
 def keep_groups(msg: m.Message, keep: Callable) -> Narrowed:
     """``msg`` (a ListGroups) answered with the groups ``keep(name)`` allows."""
-    return Narrowed(msg, lambda out: dataclasses.replace(
-        out, groups=tuple(g for g in out.groups if keep(g))))
+    def narrowed(out):
+        kept = [(g, k) for g, k in zip(out.groups, out.kinds or ("classic",) * len(out.groups))
+                if keep(g)]
+        return dataclasses.replace(out, groups=tuple(g for g, _ in kept),
+                                   kinds=tuple(k for _, k in kept))
+    return Narrowed(msg, narrowed)
 
 
 def keep_topics(msg: m.Message, keep: Callable, dropped: Callable) -> Narrowed:

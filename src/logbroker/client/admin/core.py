@@ -232,17 +232,17 @@ class AdminCore:
                 in resp.parts}
 
     # -- groups -------------------------------------------------------------------------------------
-    async def list_groups(self) -> list[str]:
+    async def list_groups(self, kinds: bool = False) -> "list[str] | dict":
         """``Admin.list_groups``: ListGroups of every live broker."""
         brokers = (await self.router.metadata(())).brokers
         answers = await asyncio.gather(*(self.router.call(bid, m.ListGroups())
                                          for bid, _, _ in brokers), return_exceptions=True)
-        names: set = set()
+        found: dict = {}
         for answer in answers:
             if isinstance(answer, BaseException):
                 raise answer
-            names.update(answer.groups)
-        return sorted(names)
+            found.update(zip(answer.groups, answer.kinds or ("classic",) * len(answer.groups)))
+        return {g: found[g] for g in sorted(found)} if kinds else sorted(found)
 
     async def describe_groups(self, groups: Iterable[str]) -> dict:
         """``Admin.describe_groups``: DescribeGroups at each group's coordinator."""
