@@ -171,7 +171,7 @@ def test_the_group_survives_its_record_in_the_offsets_log():
         got = back.members[mid]
         assert (got.member_epoch, got.assigned, got.revoking, got.subscription) == \
             (mb.member_epoch, mb.assigned, mb.revoking, mb.subscription)
-    assert back.target == g.target
+    assert back.target == g.target and back.topics == g.topics == {"orders": 4, "clicks": 2}
     (gone,) = read_batch(encode([type(rec)("g", None)]))
     apply_consumer_record(groups, gone, LIMITS, 6.0)
     assert groups == {}

@@ -60,6 +60,19 @@ def drain(consumers: list, want: int, seen: dict) -> None:
             c.commit(message=msg, asynchronous=False)
 
 
+def described(boot: str, group: str):
+    """ConsumerGroupDescribe (v0) of one group, raw: its epochs and members."""
+    raw = Raw(boot)
+    try:
+        raw.sock.sendall(raw.send(69, 0, 1, {"group_ids": [group],
+                                             "include_authorized_operations": False}))
+        (out,) = raw.recv(69, 0)[1].groups
+        assert out.error_code == 0, out
+        return out
+    finally:
+        raw.close()
+
+
 def owned(c) -> set:
     return {(tp.topic, tp.partition) for tp in c.assignment()}
 
@@ -153,3 +166,39 @@ def test_a_classic_group_lives_beside_and_the_cli_shows_both_kinds(broker):
     finally:
         classic.close()
         new.close()
+
+
+def test_a_restarted_coordinator_keeps_the_group_and_its_members_epochs(tmp_path):
+    """The group's record in the offsets topic brings it back: the member
+    heartbeats on with its epoch (no rejoin), the group epoch goes on."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "data"
+    with kafka_broker(data, config=CONFIG, kafka_port=port) as (_, boot):
+        admin = AdminClient({"bootstrap.servers": boot})
+        for f in admin.create_topics([NewTopic("r2", 2, 1)]).values():
+            f.result(WAIT)
+        c = consumer(boot, "rg")
+        c.subscribe(["r2"])
+        other = consumer(boot, "rg")
+        other.subscribe(["r2"])
+        wait_for(lambda: len(owned(c)) == 1 and len(owned(other)) == 1, [c, other])
+        other.close()  # leaves: c takes both partitions
+        wait_for(lambda: len(owned(c)) == 2, [c])
+        before = described(boot, "rg")
+        assert before.group_epoch >= 3  # two joins, one leave
+    try:
+        with kafka_broker(data, config=CONFIG, kafka_port=port) as (_, boot):
+            produce(boot, "r2", [b"r%d" % i for i in range(6)], 2)
+            seen: dict = {}
+            drain([c], 6, seen)
+            assert sorted(seen) == sorted(b"r%d" % i for i in range(6))
+            after = described(boot, "rg")
+            assert after.group_epoch == before.group_epoch  # restored, not rejoined
+            assert [(mb.member_id, mb.member_epoch) for mb in after.members] == \
+                [(mb.member_id, mb.member_epoch) for mb in before.members]
+    finally:
+        c.close()

@@ -410,12 +410,12 @@ class ConsumerGroup:
                                  mb.subscription.names, mb.subscription.regex, mb.assignor,
                                  _plain(mb.assigned), _plain(mb.revoking),
                                  _plain(self.target.get(mb.member_id, {})))
-            for mb in self.members.values()))
+            for mb in self.members.values()), dict(self.topics))
 
     def restore(self, rec: ConsumerGroupRecord, now: float) -> None:
         """Take a loaded record: members get a full session to heartbeat."""
         self.group_epoch, self.assignment_epoch = rec.group_epoch, rec.assignment_epoch
-        self.members, self.target = {}, {}
+        self.members, self.target, self.topics = {}, {}, dict(rec.topics or {})
         for r in rec.members:
             mb = ConsumerMember(r.member_id, r.instance_id, r.rack_id, r.client_id, r.host,
                                 r.member_epoch, -1, r.rebalance_timeout_ms,
