@@ -396,6 +396,13 @@ class UnsupportedAssignorError(LogbrokerError):
 
 
 @register
+class InvalidRegularExpressionError(LogbrokerError):
+    """A subscription's topic regex is not valid RE2 syntax, or too long."""
+
+    code, name = 128, "INVALID_REGULAR_EXPRESSION"
+
+
+@register
 class StaleMemberEpochError(LogbrokerError):
     """An offset commit names an older epoch of a consumer-protocol member."""
 

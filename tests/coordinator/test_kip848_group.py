@@ -13,6 +13,7 @@ from logbroker.coordinator.consumer_group import Beat, ConsumerGroup, apply_cons
 from logbroker.coordinator.group import GroupLimits
 from logbroker.coordinator.records import encode, read_batch
 from logbroker.errors import (FencedMemberEpochError, InconsistentGroupProtocolError,
+                              InvalidRegularExpressionError,
                               InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError,
                               UnreleasedInstanceIdError, UnsupportedAssignorError)
 
@@ -140,7 +141,7 @@ def test_bad_requests_are_refused_with_their_rule():
         join(g, "a", assignor="sticky")
     with pytest.raises(InvalidRequestError, match="subscribed topics or a regex"):
         g.beat(Beat("a", 0, rebalance_timeout_ms=5_000), T, 0.0)
-    with pytest.raises(InvalidRequestError, match="RE2"):
+    with pytest.raises(InvalidRegularExpressionError, match="RE2"):
         g.beat(Beat("a", 0, rebalance_timeout_ms=5_000, regex="(orders"), T, 0.0)
     with pytest.raises(InconsistentGroupProtocolError):
         g.join(None, "c", "h", 0.0)

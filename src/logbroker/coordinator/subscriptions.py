@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import re2
 
-from ..errors import InvalidRequestError
+from ..errors import InvalidRegularExpressionError, InvalidRequestError
 
 MAX_REGEX_CHARS = 1_000
 MAX_TOPICS = 1_000  # names in one subscription
@@ -26,15 +26,15 @@ _OPTIONS.log_errors = False  # a bad pattern is the member's error, not a log li
 
 @functools.lru_cache(maxsize=256)
 def compile_regex(pattern: str):
-    """The compiled pattern, or INVALID_REQUEST naming the rule it breaks."""
+    """The compiled pattern, or INVALID_REGULAR_EXPRESSION naming the rule it breaks."""
     if len(pattern) > MAX_REGEX_CHARS:
-        raise InvalidRequestError(f"a topic regex of {len(pattern)} characters (limit "
-                                  f"{MAX_REGEX_CHARS})")
+        raise InvalidRegularExpressionError(f"a topic regex of {len(pattern)} characters "
+                                            f"(limit {MAX_REGEX_CHARS})")
     try:
         return re2.compile(pattern, _OPTIONS)
     except re2.error as exc:
-        raise InvalidRequestError(f"topic regex {pattern!r:.100} is not valid RE2 syntax: "
-                                  f"{exc}") from None
+        raise InvalidRegularExpressionError(f"topic regex {pattern!r:.100} is not valid RE2 "
+                                            f"syntax: {exc}") from None
 
 
 @dataclass(frozen=True)
