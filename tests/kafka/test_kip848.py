@@ -202,3 +202,23 @@ def test_a_restarted_coordinator_keeps_the_group_and_its_members_epochs(tmp_path
                 [(mb.member_id, mb.member_epoch) for mb in before.members]
     finally:
         c.close()
+
+
+def test_bad_heartbeats_get_kafkas_errors_naming_the_rule(broker):
+    _, boot, _ = broker
+    raw = Raw(boot)
+
+    def beat(**body) -> tuple:
+        raw.sock.sendall(raw.send(68, 1, 1, {"group_id": "bad-g", "member_id": "m-1",
+                                             "member_epoch": 0, "rebalance_timeout_ms": 1000,
+                                             **body}))
+        out = raw.recv(68, 1)[1]
+        return out.error_code, out.error_message or ""
+    try:
+        assert beat(subscribed_topic_regex="(a+)+$(")[0] == 128  # INVALID_REGULAR_EXPRESSION
+        code, message = beat(subscribed_topic_names=[f"t{i}" for i in range(1001)])
+        assert code == 42 and "1001 subscribed topics (limit 1000)" in message
+        assert beat(subscribed_topic_names=["k4"], server_assignor="sticky")[0] == 112
+        assert beat(member_epoch=5, subscribed_topic_names=["k4"])[0] == 25  # unknown member
+    finally:
+        raw.close()
