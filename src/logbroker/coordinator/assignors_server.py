@@ -25,6 +25,7 @@ group's size limit and the partitions of the subscribed topics.
 from __future__ import annotations
 
 import heapq
+import itertools
 
 UNIFORM, RANGE = "uniform", "range"
 ASSIGNORS = (UNIFORM, RANGE)
@@ -69,6 +70,10 @@ def _uniform(members: dict, partitions: dict, current: dict) -> dict:
     total = sum(partitions[t] for t in subs)
     active = [mid for mid in sorted(members) if eligible[mid]]
     homogeneous = len({frozenset(eligible[mid]) for mid in active}) == 1
+    if homogeneous:
+        out = {mid: {} for mid in members}
+        out.update(_uniform_same(active, sorted(eligible[active[0]]), partitions, current))
+        return out
     # the largest fair share: exact with identical subscriptions
     quota = -(-total // len(active)) if active else 0
     base, extra = divmod(total, len(active)) if active else (0, 0)
@@ -101,6 +106,40 @@ def _uniform(members: dict, partitions: dict, current: dict) -> dict:
     if not homogeneous:
         _even_out(held, eligible, active)
     return {mid: _by_topic(held[mid]) for mid in members}
+
+
+def _uniform_same(active: list, topics: list, partitions: dict, current: dict) -> dict:
+    """Identical subscriptions: counts ``base`` or ``base + 1``; members keep
+    what they hold up to theirs (the largest holders first), the free
+    partitions fill the rest in member id order. Set operations per member
+    and topic: O(partitions + members), no per-partition heap."""
+    base, extra = divmod(sum(partitions[t] for t in topics), len(active))
+    free = {t: set(range(partitions[t])) for t in topics}
+    out: dict = {}
+    counts: dict = {}
+    for mid in sorted(active, key=lambda m: (-_count(current.get(m, {})), m)):
+        limit, got, k = base + (1 if extra else 0), {}, 0
+        for t in sorted(current.get(mid, {})):
+            if t not in free or k >= limit:
+                continue
+            mine = current[mid][t] & free[t]
+            if len(mine) > limit - k:
+                mine = set(sorted(mine)[:limit - k])
+            if mine:
+                got[t] = set(mine)
+                free[t] -= mine
+                k += len(mine)
+        if k > base:
+            extra -= 1
+        out[mid], counts[mid] = got, k
+    rest = ((t, p) for t in topics for p in sorted(free[t]))
+    for mid in sorted(active):
+        want = base + (1 if counts[mid] > base else 0)
+        if counts[mid] <= base and extra:
+            want, extra = base + 1, extra - 1
+        for t, p in itertools.islice(rest, max(want - counts[mid], 0)):
+            out[mid].setdefault(t, set()).add(p)
+    return {mid: {t: frozenset(ps) for t, ps in got.items()} for mid, got in out.items()}
 
 
 def _even_out(held: dict, eligible: dict, active: list) -> None:
