@@ -56,6 +56,32 @@ def test_uniform_balances_and_keeps_what_members_hold():
     assert set().union(*(v.get("orders", set()) for v in second.values())) == set(range(4))
 
 
+def test_uniform_stays_complete_balanced_and_sticky_as_members_come_and_go():
+    import random
+
+    rng = random.Random(848)
+    for _ in range(30):
+        topics = {f"t{i}": rng.randint(1, 12) for i in range(rng.randint(1, 4))}
+        names = sorted(topics)
+        members = {f"m{i}": names for i in range(rng.randint(1, 9))}
+        current: dict = {}
+        for step in range(4):
+            got = assign("uniform", members, topics, current)
+            pairs = [(t, p) for a in got.values() for t, ps in a.items() for p in ps]
+            assert sorted(pairs) == sorted((t, p) for t in names for p in range(topics[t]))
+            counts = [sum(len(ps) for ps in a.values()) for a in got.values()]
+            assert max(counts) - min(counts) <= 1
+            for mid in set(current) & set(got):  # a member keeps min(what it had, its share)
+                had = {(t, p) for t, ps in current[mid].items() for p in ps}
+                kept = had & {(t, p) for t, ps in got[mid].items() for p in ps}
+                assert len(kept) >= min(len(had), min(counts))
+            current = got
+            if step % 2 or len(members) == 1:
+                members = {**members, f"n{step}": names}
+            else:
+                members.pop(sorted(members)[0])
+
+
 def test_uniform_with_different_subscriptions_gives_each_topic_to_its_subscribers():
     got = assign("uniform", {"a": ["orders"], "b": ["orders", "clicks"]},
                  {"orders": 4, "clicks": 2}, {})
