@@ -222,3 +222,27 @@ def test_bad_heartbeats_get_kafkas_errors_naming_the_rule(broker):
         assert beat(member_epoch=5, subscribed_topic_names=["k4"])[0] == 25  # unknown member
     finally:
         raw.close()
+
+
+def test_an_emptied_consumer_group_becomes_classic_with_its_offsets(broker):
+    _, boot, admin = broker
+    new = ck.Consumer({"bootstrap.servers": boot, "group.id": "turn-g",
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    new.subscribe(["side"])
+    try:
+        wait_for(lambda: owned(new), [new])
+        assert new.consume(1, 5.0)
+        new.commit(asynchronous=False)
+    finally:
+        new.close()  # leaves: the group keeps only its offsets
+    classic = ck.Consumer({"bootstrap.servers": boot, "group.id": "turn-g",
+                           "auto.offset.reset": "earliest"})
+    classic.subscribe(["side"])
+    try:
+        wait_for(lambda: owned(classic), [classic])
+        (d,) = admin.describe_consumer_groups(["turn-g"]).values()
+        assert d.result(WAIT).type == ck.ConsumerGroupType.CLASSIC
+        (tp,) = classic.committed([ck.TopicPartition("side", 0)], WAIT)
+        assert tp.offset == 1  # the consumer-protocol member's commit, kept
+    finally:
+        classic.close()

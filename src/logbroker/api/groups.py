@@ -15,6 +15,7 @@ import time
 from .. import limits
 from ..coordinator.group import Group
 from ..coordinator.manager import Coordinator
+from ..coordinator.consumer_records import ConsumerGroupRecord
 from ..coordinator.records import GroupRecord, OffsetRecord
 from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError,
                       NonEmptyGroupError, UnknownMemberIdError)
@@ -72,6 +73,8 @@ class GroupRequests:
     async def join(self, req: m.JoinGroup, session) -> m.JoinGroupResponse:
         _check_join(req)
         view, g = await self.co.group(req.group, create=True)
+        if g.kind != "classic" and not g.members:  # an empty group may change kind (Kafka's rule)
+            g = view.groups[req.group] = Group(req.group, self.co.limits, offsets=g.offsets)
         return await self._answer(view, g, "join", lambda: g.join(
             req, req.client_id, session.peer, time.monotonic()))
 
@@ -193,8 +196,9 @@ class GroupRequests:
                     raise NonEmptyGroupError(f"group {name!r} has {len(g.members)} active "
                                              "member(s)")
                 records = [OffsetRecord(name, t, p, None) for t, p in sorted(g.offsets)]
-                await self.co.write(self.co.partition(name), records + [GroupRecord(name, None)],
-                                    view)
+                records.append(GroupRecord(name, None) if g.kind == "classic"
+                               else ConsumerGroupRecord(name, None))
+                await self.co.write(self.co.partition(name), records, view)
                 out.append(GroupResult(name, 0, ""))
             except LogbrokerError as exc:
                 out.append(GroupResult(name, *_err(exc)))
