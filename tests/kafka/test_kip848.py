@@ -246,3 +246,25 @@ def test_an_emptied_consumer_group_becomes_classic_with_its_offsets(broker):
         assert tp.offset == 1  # the consumer-protocol member's commit, kept
     finally:
         classic.close()
+
+
+def test_a_regex_subscription_takes_matching_topics_created_later(broker):
+    _, boot, admin = broker
+    for f in admin.create_topics([NewTopic("rx-a", 2, 1), NewTopic("nope-rx", 1, 1)]).values():
+        f.result(WAIT)
+    c = ck.Consumer({"bootstrap.servers": boot, "group.id": "rx-g", "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest"})
+    c.subscribe(["^rx-.*"])  # sent as the heartbeat's RE2 regex (v1)
+    try:
+        wait_for(lambda: owned(c) == {("rx-a", 0), ("rx-a", 1)}, [c])
+        for f in admin.create_topics([NewTopic("rx-b", 1, 1)]).values():
+            f.result(WAIT)
+        produce(boot, "rx-b", [b"late"], 1)
+        got, deadline = [], time.monotonic() + WAIT
+        while not got and time.monotonic() < deadline:
+            msg = c.poll(0.1)
+            if msg is not None and not msg.error():
+                got.append((msg.topic(), msg.value()))
+        assert got == [("rx-b", b"late")]  # the group saw the new topic (epoch bumped)
+    finally:
+        c.close()
