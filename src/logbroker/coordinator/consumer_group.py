@@ -40,9 +40,9 @@ from ..errors import (FencedMemberEpochError, GroupMaxSizeReachedError,
                       InconsistentGroupProtocolError, InvalidRequestError,
                       StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
                       UnsupportedAssignorError)
-from ..protocol.consumer_protocol import Assignment
 from ..storage.groups import CommittedOffset
 from .assignors_server import ASSIGNORS, UNIFORM, assign
+from .consumer_member import Beat, BeatAnswer, ConsumerMember, frozen, plain, union, within
 from .consumer_records import ConsumerGroupRecord, ConsumerMemberRecord
 from .group import GroupLimits
 from .subscriptions import Subscription
@@ -51,69 +51,6 @@ EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "St
 LEAVE, STATIC_LEAVE = -1, -2
 TOPICS_CHECK_S = 1.0  # a group looks for new topics and partitions this often
 CONSUMER = "consumer"
-
-
-@dataclass(frozen=True)
-class Beat:
-    """One ConsumerGroupHeartbeat, as the coordinator reads it: None for a
-    field the member left unchanged; ``owned`` {topic: frozenset}."""
-
-    member_id: str
-    member_epoch: int
-    instance_id: "str | None" = None
-    rack_id: "str | None" = None
-    rebalance_timeout_ms: int = -1
-    names: "tuple | None" = None
-    regex: "str | None" = None
-    assignor: "str | None" = None
-    owned: "dict | None" = None
-    client_id: str = ""
-    host: str = ""
-
-
-@dataclass(frozen=True)
-class BeatAnswer:
-    member_id: str
-    member_epoch: int
-    heartbeat_interval_ms: int
-    assignment: "dict | None"  # {topic: frozenset}; None: unchanged since the last answer
-
-
-@dataclass
-class ConsumerMember:
-    member_id: str
-    instance_id: "str | None" = None
-    rack_id: "str | None" = None
-    client_id: str = ""
-    host: str = ""
-    member_epoch: int = 0
-    previous_epoch: int = -1
-    rebalance_timeout_ms: int = 300_000
-    subscription: Subscription = field(default_factory=Subscription)
-    assignor: "str | None" = None
-    assigned: dict = field(default_factory=dict)  # {topic: frozenset}: the member may use
-    revoking: dict = field(default_factory=dict)  # {topic: frozenset}: it must release
-    deadline: float = 0.0  # session expiry
-    revoke_deadline: float = 0.0  # 0: nothing to revoke
-    left: bool = False  # a static member left with epoch -2: held for its instance id
-    sent: "dict | None" = None  # the assignment last answered
-
-    @property
-    def state(self) -> str:
-        return "unrevoked" if self.revoking else "stable"
-
-    # what our DescribeGroups shows (coordinator/group.Member's names)
-    @property
-    def assignment(self) -> bytes:
-        """The partitions the member may use, encoded as our assignments are."""
-        return Assignment(tuple((t, p) for t, ps in sorted(self.assigned.items())
-                                for p in sorted(ps))).encode()
-
-    def metadata(self, _protocol: str) -> bytes:
-        return b""
-
-    def owns(self) -> dict:
-        return _union(self.assigned, self.revoking)
 
 
 @dataclass
@@ -246,7 +183,7 @@ class ConsumerGroup:
                                        f"{self.name!r}: rejoin with epoch 0")
         if beat.member_epoch != member.member_epoch:
             lost_answer = (beat.member_epoch == member.previous_epoch and beat.owned is not None
-                           and _within(beat.owned, member.owns()))
+                           and within(beat.owned, member.owns()))
             if not lost_answer:
                 raise FencedMemberEpochError(
                     f"member {member.member_id} sent epoch {beat.member_epoch}, the group has "
@@ -335,7 +272,7 @@ class ConsumerGroup:
         missing = {t: ps for t, ps in missing.items() if ps}
         if missing:
             missing = self._released(member.member_id, missing)
-        grown = _union(keep, missing)
+        grown = union(keep, missing)
         if grown != member.assigned or member.member_epoch != self.assignment_epoch:
             member.previous_epoch = member.member_epoch
             member.member_epoch = self.assignment_epoch
@@ -408,8 +345,8 @@ class ConsumerGroup:
             ConsumerMemberRecord(mb.member_id, mb.instance_id, mb.rack_id, mb.client_id, mb.host,
                                  mb.member_epoch, mb.rebalance_timeout_ms,
                                  mb.subscription.names, mb.subscription.regex, mb.assignor,
-                                 _plain(mb.assigned), _plain(mb.revoking),
-                                 _plain(self.target.get(mb.member_id, {})))
+                                 plain(mb.assigned), plain(mb.revoking),
+                                 plain(self.target.get(mb.member_id, {})))
             for mb in self.members.values()), dict(self.topics))
 
     def restore(self, rec: ConsumerGroupRecord, now: float) -> None:
@@ -420,34 +357,15 @@ class ConsumerGroup:
             mb = ConsumerMember(r.member_id, r.instance_id, r.rack_id, r.client_id, r.host,
                                 r.member_epoch, -1, r.rebalance_timeout_ms,
                                 Subscription(r.names, r.regex), r.assignor,
-                                _frozen(r.assigned), _frozen(r.revoking))
+                                frozen(r.assigned), frozen(r.revoking))
             mb.deadline = now + self.limits.consumer_session_timeout_ms / 1000
             if mb.revoking:
                 mb.revoke_deadline = now + mb.rebalance_timeout_ms / 1000
             self.members[mb.member_id] = mb
-            self.target[mb.member_id] = _frozen(r.target)
+            self.target[mb.member_id] = frozen(r.target)
 
     def _by_instance(self, instance_id: str) -> "ConsumerMember | None":
         return next((mb for mb in self.members.values() if mb.instance_id == instance_id), None)
-
-
-def _union(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for t, ps in b.items():
-        out[t] = out.get(t, frozenset()) | ps
-    return out
-
-
-def _within(a: dict, b: dict) -> bool:
-    return all(ps <= b.get(t, frozenset()) for t, ps in a.items())
-
-
-def _plain(d: dict) -> dict:
-    return {t: sorted(ps) for t, ps in d.items()}
-
-
-def _frozen(d: dict) -> dict:
-    return {t: frozenset(ps) for t, ps in d.items()}
 
 
 def apply_consumer_record(groups: dict, rec: ConsumerGroupRecord, limits: GroupLimits,
