@@ -202,3 +202,4 @@ def test_the_group_survives_its_record_in_the_offsets_log():
     (gone,) = read_batch(encode([type(rec)("g", None)]))
     apply_consumer_record(groups, gone, LIMITS, 6.0)
     assert groups == {}
+

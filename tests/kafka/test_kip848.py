@@ -268,3 +268,30 @@ def test_a_regex_subscription_takes_matching_topics_created_later(broker):
         assert got == [("rx-b", b"late")]  # the group saw the new topic (epoch bumped)
     finally:
         c.close()
+
+
+def test_topic_ids_in_metadata_looked_up_by_id_and_new_on_re_creation(broker):
+    from logbroker.kafka.topic_ids import NO_TOPIC_ID
+
+    _, boot, admin = broker
+
+    def meta(topics) -> dict:
+        raw = Raw(boot)
+        try:
+            raw.sock.sendall(raw.send(3, 12, 1, {"topics": topics,
+                                                 "allow_auto_topic_creation": False}))
+            return {(t.name, t.topic_id): t.error_code for t in raw.recv(3, 12)[1].topics}
+        finally:
+            raw.close()
+    for f in admin.create_topics([NewTopic("ids", 1, 1)]).values():
+        f.result(WAIT)
+    ((name, tid),) = meta([{"name": "ids", "topic_id": NO_TOPIC_ID}])
+    assert name == "ids" and tid != NO_TOPIC_ID
+    assert meta([{"name": None, "topic_id": tid}]) == {("ids", tid): 0}
+    for f in admin.delete_topics(["ids"]).values():
+        f.result(WAIT)
+    assert meta([{"name": None, "topic_id": tid}]) == {(None, tid): 100}  # UNKNOWN_TOPIC_ID
+    for f in admin.create_topics([NewTopic("ids", 1, 1)]).values():
+        f.result(WAIT)
+    ((_, again),) = meta([{"name": "ids", "topic_id": NO_TOPIC_ID}])
+    assert again not in (tid, NO_TOPIC_ID)
