@@ -169,7 +169,10 @@ class Member:
 class Cluster:
     def __init__(self, brokers: int = 3, base_port: int = 9555, data_dir: str = "./data/cluster",
                  etcd_port: int = 2379, etcd_peer_port: int = 2380, logbroker: "str | None" = None,
-                 etcd: str = "etcd", out=sys.stdout, config: "str | None" = None) -> None:
+                 etcd: str = "etcd", out=sys.stdout, config: "str | None" = None,
+                 first_id: int = 1, extra=None) -> None:
+        """Brokers ``first_id``..``first_id + brokers - 1``; ``extra(i)``: more
+        ``serve`` arguments of broker ``i`` (its own config file, say)."""
         logbroker = logbroker or default_logbroker()
         self.data_dir = data_dir
         self.out = out
@@ -179,13 +182,13 @@ class Cluster:
                                etcd_command(etcd_dir, etcd_port, etcd_peer_port, etcd=etcd),
                                os.path.join(data_dir, "etcd.log"),
                                lambda: etcd_healthy(self.etcd_url), env=etcd_env())]
-        for i in range(1, brokers + 1):
-            port = base_port + i - 1
+        for i in range(first_id, first_id + brokers):
+            port = base_port + i - first_id
             self.members.append(Member(
                 f"broker {i}", f"{HOST}:{port}",
                 [logbroker, "serve", "--broker-id", str(i), "--host", HOST, "--port", str(port),
                  "--data-dir", os.path.join(data_dir, f"broker-{i}"), "--etcd", self.etcd_url,
-                 *(["--config", config] if config else [])],
+                 *(["--config", config] if config else []), *(extra(i) if extra else [])],
                 os.path.join(data_dir, f"broker-{i}.log"), lambda port=port: port_open(port)))
         self.ports = [etcd_port, etcd_peer_port] + [base_port + i for i in range(brokers)]
 

@@ -266,6 +266,15 @@ class InvalidReplicationFactorError(LogbrokerError):
 
 
 @register
+class InvalidReplicaAssignmentError(LogbrokerError):
+    """A replica list the cluster cannot take: a broker twice, a broker
+    that is not live, not the topic's replication factor or not one per
+    new partition (CreatePartitions), or any list on a single node."""
+
+    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
+@register
 class FencedLeaderEpochError(LogbrokerError):
     """The request names a leader epoch older than the broker's."""
 
@@ -349,6 +358,13 @@ class NonEmptyGroupError(LogbrokerError):
     """The group has active members (delete refused)."""
 
     code, name = 68, "NON_EMPTY_GROUP"
+
+
+@register
+class GroupSubscribedToTopicError(LogbrokerError):
+    """Deleting a group's offsets of a topic its active members subscribe to."""
+
+    code, name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
 
 
 @register
@@ -467,3 +483,34 @@ class ResourceNotFoundError(LogbrokerError):
     """The named resource (a user) does not exist."""
 
     code, name = 91, "RESOURCE_NOT_FOUND"
+
+
+# -- partitions and records administration (CreatePartitions, ElectLeaders) ----------------
+@register
+class InvalidPartitionsError(LogbrokerError):
+    """CreatePartitions asked for a count not above the topic's present one
+    (partitions are only ever added), or above the partition limit."""
+
+    code, name = 37, "INVALID_PARTITIONS"
+
+
+@register
+class PreferredLeaderNotAvailableError(LogbrokerError):
+    """A preferred-leader election found the preferred replica not live or
+    not in sync: the leader stays."""
+
+    code, name, retriable = 80, "PREFERRED_LEADER_NOT_AVAILABLE", True
+
+
+@register
+class EligibleLeadersNotAvailableError(LogbrokerError):
+    """An unclean election found no live replica to lead the partition."""
+
+    code, name, retriable = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True
+
+
+@register
+class ElectionNotNeededError(LogbrokerError):
+    """The partition is already led as the election would have it."""
+
+    code, name = 84, "ELECTION_NOT_NEEDED"

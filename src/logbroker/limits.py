@@ -152,12 +152,32 @@ TOPIC_CONFIGS: dict = {
     "replication_factor": (1, 64),
     "min_insync_replicas": (1, 64),
     "unclean_leader_election": ("false", "true"),
+    # Kafka's topic configs we store and show but do not act on (kafka/topic_configs.py)
+    "compression_type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "compression_gzip_level": (-1, 9),
+    "compression_lz4_level": (1, 17),
+    "compression_zstd_level": (-131072, 22),
+    "flush_messages": (1, MAX_MS),
+    "flush_ms": (0, MAX_MS),
+    "follower_replication_throttled_replicas": str,
+    "leader_replication_throttled_replicas": str,
+    "max_compaction_lag_ms": (1, MAX_MS),
+    "message_downconversion_enable": ("false", "true"),
+    "message_timestamp_after_max_ms": (0, MAX_MS),
+    "message_timestamp_before_max_ms": (0, MAX_MS),
+    "message_timestamp_difference_max_ms": (0, MAX_MS),
+    "message_timestamp_type": ("CreateTime", "LogAppendTime"),
+    "preallocate": ("false", "true"),
+    "segment_index_bytes": (4, MAX_INT32),
+    "segment_jitter_ms": (0, MAX_MS),
 }
+MAX_CONFIG_TEXT = 4096  # characters of a free-text topic setting (a throttled-replicas list)
 
 
 def check_topic_configs(configs: object) -> dict:
     """Topic settings by name: known names only, each an integer in its
-    range or one of its strings (``INVALID_CONFIG`` otherwise)."""
+    range, one of its strings, or (rule ``str``) a string of at most
+    ``MAX_CONFIG_TEXT`` characters (``INVALID_CONFIG`` otherwise)."""
     if not isinstance(configs, dict):
         raise InvalidConfigError(f"topic settings must be a map, got {_short(configs)}")
     for key, value in configs.items():
@@ -165,7 +185,11 @@ def check_topic_configs(configs: object) -> dict:
         if rule is None:
             raise InvalidConfigError(f"unknown topic setting {_short(key)} (known: "
                                      f"{', '.join(sorted(TOPIC_CONFIGS))})")
-        if isinstance(rule[0], str):
+        if rule is str:
+            if not isinstance(value, str) or len(value) > MAX_CONFIG_TEXT:
+                raise InvalidConfigError(f"{key} must be a string of at most {MAX_CONFIG_TEXT} "
+                                         f"characters, got {_short(value)}")
+        elif isinstance(rule[0], str):
             if value not in rule:
                 raise InvalidConfigError(f"{key} must be one of {', '.join(rule)}, got {_short(value)}")
         elif not _is_int(value) or not rule[0] <= value <= rule[1]:

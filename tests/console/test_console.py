@@ -72,11 +72,15 @@ def test_group_lag_per_partition_and_in_total():
         views.group(state(), "nope")
 
 
-def test_member_assignment_decodes_the_clients_encoding_only():
+def test_member_assignment_decodes_ours_and_kafkas_consumer_protocol():
+    from logbroker.kafka.consumer_protocol import KafkaAssignment, encode_assignment
     from logbroker.protocol.consumer_protocol import Assignment
 
     assert views.assignment_of(Assignment((("orders", 1), ("orders", 0))).encode()) == \
         ["orders-0", "orders-1"]
+    # a Kafka member's assignment is kept as its leader wrote it
+    assert views.assignment_of(encode_assignment(KafkaAssignment((("t", 1), ("s", 0)), b"u"))
+                               ) == ["t-1", "s-0"]
     assert views.assignment_of(b"\xc1 not msgpack") == [] and views.assignment_of(b"") == []
 
 

@@ -220,9 +220,38 @@ def test_records_round_trip_through_a_batch():
     recs = [OffsetRecord("g", "orders", 3, 120, "meta", 17),
             OffsetRecord("g", "orders", 4, None),
             GroupRecord("g", 7, "consumer", "range", "m-1",
-                        (StoredMember("m-1", "i-1", "app", "h:1", 1000, 5000, b"\x00A"),)),
+                        (StoredMember("m-1", "i-1", "app", "h:1", 1000, 5000, b"\x00A"),
+                         StoredMember("m-2", None, "k", "h:2", 1000, 5000, b"\x00\x00", True))),
             GroupRecord("gone", None)]
     assert read_batch(encode(recs)) == recs
+
+
+def test_a_member_written_before_the_kafka_flag_reads_as_ours():
+    import msgpack
+
+    from logbroker.records.builder import build_batch
+
+    old = [3, "consumer", "range", "m-1", [["m-1", None, "app", "h:1", 1000, 5000, b"\x81"]]]
+    got = read_batch(build_batch([(msgpack.packb(old), msgpack.packb([2, "g"]))]))
+    assert got == [GroupRecord("g", 3, "consumer", "range", "m-1",
+                               (StoredMember("m-1", None, "app", "h:1", 1000, 5000, b"\x81"),))]
+
+
+def test_a_members_bytes_and_their_kind_are_kept_as_sent():
+    """The Kafka listener's JoinGroup / SyncGroup are marked ``kafka_bytes``:
+    the group keeps the bytes unchanged and says whose they are."""
+    g = Group("g", dataclasses.replace(LIMITS, initial_rebalance_delay_ms=0))
+    meta = b"\x00\x04anything"
+    mid, answer = g.join(m.JoinGroup(group="g", protocol_type="connect", session_timeout_ms=1000,
+                                     rebalance_timeout_ms=1000, protocols=(("p", meta),),
+                                     kafka_bytes=True), "c", "h:1", 0.0)
+    assert answer is None
+    _, kind, joined = g.outbox.pop()
+    assert kind == "join" and joined.members == ((mid, None, meta),)
+    assert joined.member_kafka == (True,)
+    g.sync(m.SyncGroup(group="g", generation=1, member_id=mid, assignments=((mid, b"\x07"),),
+                       kafka_bytes=True), 0.1)
+    assert g.record().members[0].assignment == b"\x07" and g.record().members[0].kafka
 
 
 def test_an_unreadable_record_is_skipped_not_fatal():

@@ -95,6 +95,47 @@ def test_librdkafka_produces_acks_all_through_one_broker_to_every_leader(kc):
     assert got == sorted((part, off, value) for _e, part, off, value in reports)
 
 
+def test_an_altered_topic_config_is_shown_and_applied_by_every_broker(kc):
+    """IncrementalAlterConfigs through one broker: etcd holds it, every
+    broker's DescribeConfigs shows it (DYNAMIC_TOPIC_CONFIG), and each
+    partition's leader refuses a record above the new max.message.bytes."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka import admin as ck_admin
+    from tests.support.fixtures import wait_until
+
+    kc.create("alt-cl", partitions=3, replication_factor=3)
+    admin = ck_admin.AdminClient({"bootstrap.servers": kc.kafka[2]})
+    res = ck_admin.ConfigResource(ck_admin.ConfigResource.Type.TOPIC, "alt-cl",
+                                  incremental_configs=[ck_admin.ConfigEntry(
+                                      "max.message.bytes", "1000",
+                                      incremental_operation=ck_admin.AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(WAIT)
+
+    def shown(address: str):
+        raw = Raw(address)
+        try:
+            raw.sock.sendall(raw.send(32, 1, 1, {"resources": [{
+                "resource_type": 2, "resource_name": "alt-cl",
+                "configuration_keys": ["max.message.bytes"]}], "include_synonyms": False}))
+            (row,) = raw.recv(32, 1)[1].results[0].configs
+            return row.value, row.config_source
+        finally:
+            raw.close()
+
+    for i in kc.brokers:
+        wait_until(lambda: shown(kc.kafka[i]) == ("1000", 1), 10,
+                   f"broker {i} shows the altered max.message.bytes")
+    p = ck.Producer({"bootstrap.servers": kc.kafka[1], "linger.ms": 0,
+                     "message.max.bytes": 100_000})
+    reports = []
+    for part in range(3):  # led by different brokers
+        p.produce("alt-cl", value=b"x" * 4000, partition=part,
+                  on_delivery=lambda err, msg: reports.append(err and err.code()))
+    assert p.flush(WAIT) == 0
+    del p
+    assert reports == [ck.KafkaError.MSG_SIZE_TOO_LARGE] * 3
+
+
 def test_produce_fetch_and_list_offsets_at_a_non_leader_answer_not_leader(kc):
     kc.create("elsewhere", partitions=1, replication_factor=3)
     leader = kc.state("elsewhere", 0)[0]

@@ -79,13 +79,19 @@ def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
         "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1),
         "ListGroups": (0, 2), "DescribeGroups": (0, 4), "DeleteGroups": (0, 1),
+        "OffsetDelete": (0, 0),
         "DescribeConfigs": (0, 3), "OffsetForLeaderEpoch": (0, 3),
+        "AlterConfigs": (0, 1), "IncrementalAlterConfigs": (0, 0),
+        "DescribeAcls": (0, 1), "CreateAcls": (0, 1), "DeleteAcls": (0, 1),
+        "CreatePartitions": (0, 1), "DeleteRecords": (0, 1), "DescribeLogDirs": (0, 1),
+        "ElectLeaders": (0, 1), "DescribeCluster": (0, 0),
         "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0)}
     # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
     assert sorted(api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]) \
-        == ["ApiVersions", "ConsumerGroupDescribe", "ConsumerGroupHeartbeat", "Metadata"]
+        == ["ApiVersions", "ConsumerGroupDescribe", "ConsumerGroupHeartbeat", "DescribeCluster",
+            "Metadata"]
     assert len(APIS) == len(PROFILE)
 
 

@@ -24,27 +24,36 @@ def test_kafka_names_become_ours_and_back():
     assert tc.to_ours("retention.ms", "3600000") == ("retention_ms", 3600000)
     assert tc.to_ours("max.message.bytes", "2000000") == ("max_batch_bytes", 2000000)
     assert tc.to_ours("min.cleanable.dirty.ratio", "0.25") == ("min_cleanable_dirty_percent", 25)
-    assert tc.to_ours("unclean.leader.election.enable", "true") == \
+    assert tc.to_ours("unclean.leader.election.enable", "TRUE") == \
         ("unclean_leader_election", "true")
-    assert tc.to_ours("cleanup.policy", "compact,delete") == ("cleanup_policy", "compact,delete")
-    assert tc.to_ours("flush", "lazy") == ("flush", "lazy")  # our own name passes
-    assert tc.to_ours("compression.type", "producer") is None  # what we always do
-    assert tc.to_ours("message.timestamp.type", "CreateTime") is None
-    for name, value in (("compression.type", "gzip"), ("message.timestamp.type", "LogAppendTime"),
-                        ("min.cleanable.dirty.ratio", "1.5"), ("min.cleanable.dirty.ratio", "x")):
-        with pytest.raises(InvalidConfigError, match=name.split(".")[0]):
+    assert tc.to_ours("cleanup.policy", "compact, delete") == ("cleanup_policy", "compact,delete")
+    # Kafka configs without effect here are taken at any value Kafka takes
+    assert tc.to_ours("compression.type", "gzip") == ("compression_type", "gzip")
+    assert tc.to_ours("message.timestamp.difference.max.ms", "5000") == \
+        ("message_timestamp_difference_max_ms", 5000)
+    for name, value, rule in (("flush", "lazy", "unknown topic config 'flush'"),  # ours only
+                              ("retention.mss", "1", "unknown topic config"),
+                              ("compression.type", "brotli", "compression.type"),
+                              ("message.timestamp.type", "Now", "message.timestamp.type"),
+                              ("max.message.bytes", "10", "max.message.bytes"),
+                              ("segment.ms", "soon", "segment.ms must be an integer"),
+                              ("preallocate", "yes", "preallocate must be true or false"),
+                              ("min.cleanable.dirty.ratio", "1.5", "min.cleanable"),
+                              ("min.cleanable.dirty.ratio", "nan", "min.cleanable")):
+        with pytest.raises(InvalidConfigError, match=rule):
             tc.to_ours(name, value)
     entries = {name: (value, kind) for name, value, kind in tc.to_kafka(LogConfig().to_dict())}
     assert entries["max.message.bytes"] == (str(16 << 20), tc.INT)
     assert entries["min.cleanable.dirty.ratio"] == ("0.5", tc.DOUBLE)
     assert entries["cleanup.policy"] == ("delete", tc.LIST)
     assert entries["retention.ms"] == ("604800000", tc.LONG)
-    assert entries["compression.type"] == ("producer", tc.STRING)
+    assert "flush" not in entries  # our own knob has no Kafka name: not shown
+    missing = {name: value for name, value, _k in tc.defaults_missing(LogConfig().to_dict())}
+    assert missing["compression.type"] == "producer" and "retention.ms" not in missing
     # every setting of ours goes to Kafka and comes back the same
     for name, value, _kind in tc.to_kafka(LogConfig().to_dict()):
         got = tc.to_ours(name, value)
-        if got is not None:
-            assert LogConfig().to_dict()[got[0]] == got[1], name
+        assert LogConfig().to_dict()[got[0]] == got[1], name
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +85,14 @@ def test_kafka_python_creates_with_kafka_names_and_describes(kb):
         every = admin.describe_configs([resource], config_filter="all")["topic"]["cfg-a"]
         modified = admin.describe_configs([resource])["topic"]["cfg-a"]  # non-default only
         want = {"max.message.bytes": "2000000", "min.cleanable.dirty.ratio": "0.3",
-                "cleanup.policy": "compact", "retention.ms": "3600000"}
+                "cleanup.policy": "compact", "retention.ms": "3600000",
+                "compression.type": "producer"}  # set on the topic: dynamic, as Kafka shows it
         assert {k: v["value"] for k, v in modified.items()} == want
         assert every["segment.bytes"]["value"] == str(1 << 30)
         assert {k: every[k]["value"] for k in want} == want
         with pytest.raises(Exception, match="(?i)invalid.?config|40"):
             admin.create_topics([kafka_admin.NewTopic("cfg-bad", 1, 1, topic_configs={
-                "compression.type": "gzip"})], validate_only=False)
+                "no.such.config": "1"})], validate_only=False)
     finally:
         admin.close()
     assert run_cli("topics", "describe", "cfg-bad", bootstrap=b.bootstrap).returncode != 0
@@ -99,7 +109,7 @@ def test_confluent_describes_topic_and_broker_configs(kb):
     entries = admin.describe_configs([topic])[topic].result(WAIT)
     seg, ret = entries["segment.ms"], entries["retention.ms"]
     assert (seg.value, seg.source, seg.is_read_only) == \
-        ("60000", ck_admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value, True)
+        ("60000", ck_admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False)
     assert (ret.value, ret.source, ret.is_default) == \
         ("604800000", ck_admin.ConfigSource.DEFAULT_CONFIG.value, True)
     assert entries["compression.type"].value == "producer"

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.support.kafka_members import Member, kafka_member, our_member, split, until
+from tests.support.kafka_members import (Member, aio_member, kafka_member, our_member, split,
+                                        until)
 from tests.support.kafka_raw import WAIT, Raw, kafka_broker, kread
 from logbroker import Admin, Consumer
 
@@ -149,6 +150,38 @@ def test_a_kafka_member_and_our_consumer_share_one_group(kb, leader, assignor):
     assert {p for p, _ in got[ours]} == owned[ours] and {p for p, _ in got[theirs]} == owned[theirs]
 
 
+def test_our_consumer_leads_a_member_whose_subscription_says_version_4(kb):
+    """An aiokafka member whose assignor writes version 4 over version 0's
+    layout (as an aiokafka-based stream framework does) and our Consumer
+    share a ``range`` group: our leader reads its subscription (translated
+    tolerantly; the strict parse refused its JoinGroup), each gets a
+    partition, each record is read once."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+
+    class V4Range(RangePartitionAssignor):
+        @classmethod
+        def metadata(cls, topics):
+            return ConsumerProtocolMemberMetadata(4, sorted(topics), b"framework-state")
+
+    b, bootstrap = kb
+    topic, group = "kg-v4-2", "g-v4"
+    values = [b"v%d" % i for i in range(10)]
+    _topic(bootstrap, topic, 2, [])
+    ours = our_member(Consumer(b.bootstrap, group=group, auto_offset_reset="earliest",
+                               partition_assignment_strategy=["range"], enable_auto_commit=False,
+                               **FAST), topic)
+    theirs = aio_member(lambda: AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        enable_auto_commit=False, partition_assignment_strategy=(V4Range,),
+        heartbeat_interval_ms=100, session_timeout_ms=3000, max_poll_interval_ms=6000), topic)
+    split_then_read(ours, theirs, bootstrap, topic, values)
+    ours.stop(commit=False)
+    theirs.stop(commit=False)
+    assert sorted(v for _p, v in ours.got + theirs.got) == sorted(values)
+
+
 def test_confluent_kafka_subscribes_with_a_group(kb):
     ck = pytest.importorskip("confluent_kafka")
     _, bootstrap = kb
@@ -253,18 +286,23 @@ def _join(raw: Raw, version: int, cid: int, group: str, member_id: str = "",
 
 
 def test_membership_errors_on_the_wire(kb):
-    """Raw frames: a non-consumer protocol type (23), JoinGroup v0 (the
-    session timeout as rebalance timeout), the leader's sync through our
-    encoding and back, stale generation (22), unknown member (25), a
-    rebalance seen by heartbeat (27), bad assignment bytes (42), LeaveGroup
-    v0 and v3."""
+    """Raw frames: another protocol type (``connect``) served with its bytes
+    opaque, a member of another type refused (23), JoinGroup v0 (the
+    session timeout as rebalance timeout), the leader's assignment back byte
+    for byte (even bytes no ConsumerProtocol reader could read), stale
+    generation (22), unknown member (25), a rebalance seen by heartbeat
+    (27), LeaveGroup v0 and v3."""
     from kafka.coordinator.consumer import ConsumerProtocolAssignment as KA
     from kafka.coordinator.consumer import ConsumerProtocolSubscription as KS
 
     _, bootstrap = kb
     a, b = Raw(bootstrap), Raw(bootstrap)
     try:
-        _join(a, 5, 1, "g-raw", protocol_type="connect")
+        _join(a, 5, 1, "g-raw-connect", protocol_type="connect", metadata=b"\x00\x01worker")
+        connect = a.recv(11, 5)[1]
+        assert connect.error_code == 0 and [mb.metadata for mb in connect.members] == [
+            b"\x00\x01worker"]
+        _join(a, 5, 1, "g-raw-connect")  # a consumer member in a connect group
         assert a.recv(11, 5)[1].error_code == 23
         _join(a, 0, 2, "g-raw")
         joined = a.recv(11, 0)[1]
@@ -272,17 +310,11 @@ def test_membership_errors_on_the_wire(kb):
         assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, me)
         assert [KS.decode(mb.metadata).topics for mb in joined.members] == [["kg-raw"]]
         assert KS.decode(joined.members[0].metadata).user_data == b"u"
-        bad = {"group_id": "g-raw", "generation_id": 1, "member_id": me,
-               "assignments": [{"member_id": me, "assignment": b"\x00\x00\x00\x00\x00\x09"}]}
-        a.sock.sendall(a.send(14, 0, 3, bad))
-        assert a.recv(14, 0)[1].error_code == 42
-        given = KA(version=0, assigned_partitions=[KA.TopicPartition(
-            topic="kg-raw", partitions=[0])], user_data=b"x").encode()
-        a.sock.sendall(a.send(14, 1, 4, {**bad, "assignments": [
-            {"member_id": me, "assignment": given}]}))
-        synced = KA.decode(a.recv(14, 1)[1].assignment)
-        assert ([(tp.topic, tp.partitions) for tp in synced.assigned_partitions], synced.user_data
-                ) == ([("kg-raw", [0])], b"x")
+        given = b"\x00\x07" + KA(version=0, assigned_partitions=[KA.TopicPartition(
+            topic="kg-raw", partitions=[0])], user_data=b"x").encode()[2:] + b"\x00\x00\x00\x09"
+        a.sock.sendall(a.send(14, 1, 4, {"group_id": "g-raw", "generation_id": 1, "member_id": me,
+                                         "assignments": [{"member_id": me, "assignment": given}]}))
+        assert a.recv(14, 1)[1].assignment == given
         for cid, (gen, mid, code) in enumerate([(2, me, 22), (1, "nobody", 25), (1, me, 0)], 5):
             a.sock.sendall(a.send(12, 0, cid, {"group_id": "g-raw", "generation_id": gen,
                                                "member_id": mid}))

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import msgpack
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from logbroker.protocol.consumer_protocol import Assignment, Subscription
-from logbroker.errors import InvalidRequestError
 from logbroker.kafka.consumer_protocol import (KafkaAssignment, KafkaSubscription,
                                                decode_assignment, decode_subscription,
                                                encode_assignment, encode_subscription)
-from logbroker.kafka.member_bytes import (assignment_to_kafka, assignment_to_ours, checked,
-                                          subscription_to_kafka, subscription_to_ours)
+from logbroker.kafka.errors import KafkaDecodeError
+from logbroker.kafka.member_bytes import (ASSIGNMENT, SUBSCRIBED_BUDGET, SUBSCRIPTION,
+                                          assignment_to_kafka, assignment_to_ours, for_reader,
+                                          subscribed_topics, subscription_to_kafka,
+                                          subscription_to_ours)
 
 kc = pytest.importorskip("kafka.coordinator.consumer")
 KS, KA = kc.ConsumerProtocolSubscription, kc.ConsumerProtocolAssignment
@@ -43,14 +46,33 @@ def test_a_newer_version_reads_as_the_newest_known_and_trailing_bytes_are_ignore
     assert decode_assignment(b"\x00\x07" + assignment[2:] + b"xyz") == KafkaAssignment()
 
 
+@pytest.mark.parametrize("version", [1, 3, 4, 9])
+def test_a_higher_version_over_version_0s_layout_reads(version):
+    """Clients write version 4 (an aiokafka-based framework) or 1 (KafkaJS's
+    custom assigners) over version 0's fields: topics and user data read,
+    the later fields at their defaults."""
+    data = version.to_bytes(2, "big") + _ks(0)[2:]
+    assert decode_subscription(data) == KafkaSubscription(("b", "a"), b"ud")
+    assert decode_subscription(data[:-6]) == KafkaSubscription(("b", "a"))  # no user data
+    assert decode_subscription(data + b"\xff\xff\xff").topics == ("b", "a")  # unreadable tail
+
+
 @pytest.mark.parametrize("data", [b"", b"\x00", b"\xff\xff" + b"\x00" * 8,
                                   b"\x00\x00\x00\x00\x00\x05\x00\x01a"])
-def test_malformed_kafka_bytes_are_invalid_requests(data):
-    for fn in (subscription_to_ours, assignment_to_ours):
-        if not data and fn is assignment_to_ours:
-            continue  # an empty assignment stays empty (a member the leader left out)
-        with pytest.raises(InvalidRequestError):
-            checked(fn, data)
+def test_malformed_kafka_bytes_are_read_as_empty_values_never_refused(data):
+    with pytest.raises(KafkaDecodeError):
+        decode_subscription(data)
+    assert Subscription.decode(subscription_to_ours(data)) == Subscription(())
+    assert assignment_to_ours(data) == b""  # no partitions
+
+
+def test_bytes_reach_a_reader_of_their_own_encoding_as_written():
+    odd = b"\x00\x07anything at all"
+    for kind in (SUBSCRIPTION, ASSIGNMENT):
+        assert for_reader(kind, odd, True, True) is odd
+        assert for_reader(kind, b"\x80", False, False) == b"\x80"
+    assert KS.decode(for_reader(SUBSCRIPTION, Subscription(("x",)).encode(), False, True)
+                     ).topics == ["x"]
 
 
 def test_our_encoders_are_read_by_kafka_python():
@@ -102,6 +124,33 @@ def test_bytes_of_ours_that_do_not_parse_go_to_kafka_as_empty_values():
     assert subscription_to_kafka(b"") == b"" and assignment_to_kafka(b"") == b""
 
 
-def test_a_kafka_topic_name_our_rules_refuse_is_an_invalid_request():
-    with pytest.raises(InvalidRequestError):
-        subscription_to_ours(_ks(0, topics=["no spaces allowed"]))
+def test_a_kafka_topic_name_our_rules_refuse_makes_an_empty_subscription_of_ours():
+    assert Subscription.decode(subscription_to_ours(_ks(0, topics=["no spaces allowed"]))
+                               ) == Subscription(())
+
+
+def test_the_topics_a_mixed_group_subscribes_to():
+    ours = Subscription(("x", "y")).encode()
+    assert subscribed_topics([(_ks(0), True), (ours, False)]) == {"a", "b", "x", "y"}
+    assert subscribed_topics([]) == frozenset()
+    assert subscribed_topics([(ours, False), (b"", True)]) is None  # not known: every topic
+    assert subscribed_topics([(b"\x00\x00\xff", True)]) is None
+    big = encode_subscription(KafkaSubscription(tuple(f"t{i:06d}" for i in range(
+        SUBSCRIBED_BUDGET // 9))))
+    assert len(big) > SUBSCRIBED_BUDGET and subscribed_topics([(big, True)]) is None  # bounded
+
+
+@given(st.binary(max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_any_bytes_translate_without_raising(data):
+    """A peer's bytes never raise out of the translation (the group's
+    requests are never refused for them); the readers raise only their
+    decode error."""
+    for fn in (subscription_to_ours, assignment_to_ours, subscription_to_kafka,
+               assignment_to_kafka):
+        assert isinstance(fn(data), bytes)
+    for fn in (decode_subscription, decode_assignment):
+        try:
+            fn(data)
+        except KafkaDecodeError:
+            pass

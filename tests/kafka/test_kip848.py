@@ -287,6 +287,17 @@ def test_topic_ids_in_metadata_looked_up_by_id_and_new_on_re_creation(broker):
         f.result(WAIT)
     ((name, tid),) = meta([{"name": "ids", "topic_id": NO_TOPIC_ID}])
     assert name == "ids" and tid != NO_TOPIC_ID
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       NewPartitions)
+
+    for f in admin.create_partitions([NewPartitions("ids", 2)]).values():
+        f.result(WAIT)
+    entry = ConfigEntry("retention.ms", "3600000",
+                        incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs([ConfigResource("topic", "ids",
+                                                             incremental_configs=[entry])]).values():
+        f.result(WAIT)
+    assert meta([{"name": "ids", "topic_id": NO_TOPIC_ID}]) == {("ids", tid): 0}  # kept
     assert meta([{"name": None, "topic_id": tid}]) == {("ids", tid): 0}
     for f in admin.delete_topics(["ids"]).values():
         f.result(WAIT)

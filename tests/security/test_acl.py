@@ -113,7 +113,8 @@ def test_the_index_answers_as_a_scan_of_every_binding(bindings, principal, name,
     """The indexed check equals the rules applied to every binding in turn."""
     def applies(b, for_deny):
         ops = (op, "all") if for_deny else (op, "all") + (
-            ("read", "write", "delete", "alter") if op == "describe" else ())
+            ("read", "write", "delete", "alter") if op == "describe" else
+            ("alter_configs",) if op == "describe_configs" else ())
         return (b.principal in (principal, "User:*") and b.operation in ops
                 and (name == b.name if b.pattern == "literal" else name.startswith(b.name)))
     denied = any(b.permission == "deny" and applies(b, True) for b in bindings)

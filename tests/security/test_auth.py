@@ -134,7 +134,7 @@ def test_anonymous_requests_are_refused(broker):
 
 
 def _exchange(conn: RawConn, client_first: str) -> str:
-    assert conn.call(m.SaslHandshake(mechanism="SCRAM-SHA-256")).mechanisms == ("SCRAM-SHA-256",)
+    assert conn.call(m.SaslHandshake(mechanism="SCRAM-SHA-256")).mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512")
     resp = conn.call(m.SaslAuthenticate(auth_bytes=client_first.encode()))
     assert resp.error == 0, resp
     return resp.auth_bytes.decode()

@@ -81,6 +81,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait(30)
 
 
+@pytest.mark.slow  # a fault run (kill -9 of a spark-submit driver, ~25 s): make test-slow
 def test_killed_driver_resumes_on_its_checkpoint_each_record_once(spark, tmp_path):
     data, ck, out = tmp_path / "data", tmp_path / "ck", tmp_path / "out"
     fill(data, batches=10, per=10).close()  # 200 records: 8 triggers of 25

@@ -98,3 +98,29 @@ def test_store_tick_applies_retention_and_survives_reopen(tmp_path):
     assert (log.log_start_offset, log.log_end_offset) == (4, 4)
     assert [p for p in os.listdir(tmp_path / "t-0") if p.endswith(".deleted")] == []
     s.close()
+
+
+def test_an_altered_topic_applies_to_its_open_logs_and_survives_reopening(tmp_path):
+    """Store.alter_topic (a single node's AlterConfigs, a cluster broker
+    following etcd): the open log rolls at the new segment size and the
+    next retention pass keeps the new byte limit; Kafka configs kept
+    without effect are stored, never passed to the log; reopened, the
+    store keeps the altered settings."""
+    s = open_store(tmp_path / "d")
+    s.create_topic("t", 1, retention_ms=-1)
+    log = s.get_log("t", 0)
+    for i in range(20):
+        log.append([batch([b"a%02d" % i] * 3)])
+    assert len(log.segments) == 1  # the default segment size: one segment
+    s.alter_topic("t", {"retention_ms": -1, "segment_bytes": 300, "retention_bytes": 600,
+                        "message_timestamp_type": "LogAppendTime"})
+    for i in range(20):
+        log.append([batch([b"b%02d" % i] * 3)])
+    assert len(log.segments) > 3
+    apply_retention(log, now=0)
+    assert log.size_in_bytes() <= 600 + 300 and values_of(log)[-1] == b"b19"
+    s.close()
+    s = open_store(tmp_path / "d")
+    assert s.topics.get("t").overrides["message_timestamp_type"] == "LogAppendTime"
+    assert s.get_log("t", 0).config.retention_bytes == 600
+    s.close()

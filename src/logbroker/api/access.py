@@ -20,7 +20,7 @@ import logging
 from ..errors import ClusterAuthorizationFailedError, InvalidRequestError, ResourceNotFoundError
 from ..protocol import messages as m
 from ..protocol.auth_messages import check_user_name
-from ..security.acl import AclBinding
+from ..security.acl import MAX_FILTERS, MAX_PER_REQUEST, AclBinding, AnyOf
 from ..security.auth_store import Credentials
 
 log = logging.getLogger("logbroker.auth")
@@ -42,7 +42,7 @@ async def create_user(svc, req: m.CreateUser, session) -> m.CreateUserResponse:
         first = session.may_administer("alter", users)
         check_user_name(req.name)
         cred = Credentials(req.mechanism, req.salt, req.stored_key, req.server_key,
-                           req.iterations).check()
+                           req.iterations, tuple(Credentials(*c) for c in req.more)).check()
         created = await users.put(req.name, cred, first=first)
     except ClusterAuthorizationFailedError as exc:  # the bootstrap rule is closed, or ACLs
         log.info("%s may not create user %r: %s", _who(session), req.name[:60], exc.message)
@@ -72,8 +72,15 @@ def _filter(req) -> AclBinding:
                       req.permission)
 
 
+def _bounded(what: str, count: int, most: int) -> None:
+    """INVALID_REQUEST past ``most`` bindings or filters in one request."""
+    if count > most:
+        raise InvalidRequestError(f"{what}: {count} in one request, at most {most}")
+
+
 async def create_acls(svc, req: m.CreateAcls, session) -> m.CreateAclsResponse:
     session.may_administer("alter")
+    _bounded("CreateAcls bindings", len(req.acls), MAX_PER_REQUEST)
     created = await svc.auth.acls.add([AclBinding(*row) for row in req.acls])
     log.info("%s added %d ACL(s)", _who(session), created)
     return m.CreateAclsResponse(created=created)
@@ -81,7 +88,11 @@ async def create_acls(svc, req: m.CreateAcls, session) -> m.CreateAclsResponse:
 
 async def delete_acls(svc, req: m.DeleteAcls, session) -> m.DeleteAclsResponse:
     session.may_administer("alter")
-    gone = await svc.auth.acls.remove(_filter(req))
+    _bounded("DeleteAcls filters", 1 + len(req.also), MAX_FILTERS)
+    flt = _filter(req)
+    if req.also:  # a Kafka DeleteAcls' further filters: one pass over the bindings for all
+        flt = AnyOf((flt, *(AclBinding(*row) for row in req.also)))
+    gone = await svc.auth.acls.remove(flt)
     log.info("%s removed %d ACL(s)", _who(session), len(gone))
     return m.DeleteAclsResponse(acls=tuple(b.fields() for b in gone))
 

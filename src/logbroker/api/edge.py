@@ -68,9 +68,11 @@ _CHECKS: dict[type, Callable] = {m.Produce: _produce, m.Fetch: _fetch,
                                  m.CommitOffsets: _group, m.FetchOffsets: _group,
                                  m.JoinGroup: _group, m.SyncGroup: _group, m.Heartbeat: _group,
                                  m.LeaveGroup: _group, m.FindCoordinator: _group,
+                                 m.DeleteOffsets: _group,
                                  m.ReplicaFetch: _replica_fetch,
                                  m.OffsetForLeaderEpoch: _epoch_query,
-                                 m.DescribeCluster: _topics, m.ElectLeaders: _topics}
+                                 m.DescribeCluster: _topics, m.ElectLeaders: _topics,
+                                 m.CreatePartitions: _topic_admin}
 
 
 def check_request(msg: m.Message) -> None:

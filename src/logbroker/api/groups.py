@@ -3,13 +3,21 @@ heartbeat, leave) and offsets (commit, fetch, describe, list, delete).
 
 Each request is checked here, at the edge, before it reaches a group: names
 and ids by the broker's rules, counts and sizes bounded, so a peer pins at
-most ``MAX_METADATA_BYTES`` of protocol metadata per member it keeps alive.
+most ``MAX_METADATA_BYTES`` of protocol metadata per member it keeps alive
+(and a leader ``MAX_ASSIGNMENT_BYTES`` of assignments per generation).
 A request for a group this broker does not coordinate gets NOT_COORDINATOR;
 one for a partition still loading gets COORDINATOR_LOAD_IN_PROGRESS.
+
+Member bytes (subscriptions, assignments) are kept as their writer sent
+them and answered byte for byte to a reader of the same listener; in a
+``consumer`` group shared by Kafka members and ours they are translated for
+the reader (kafka/member_bytes.for_reader): the leader's join answer, each
+member's assignment as the leader's SyncGroup hands it over, DescribeGroups.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from .. import limits
@@ -17,17 +25,20 @@ from ..coordinator.group import Group
 from ..coordinator.manager import Coordinator
 from ..coordinator.consumer_records import ConsumerGroupRecord
 from ..coordinator.records import GroupRecord, OffsetRecord
-from ..errors import (GroupNotFoundError, InvalidRequestError, LogbrokerError,
-                      NonEmptyGroupError, UnknownMemberIdError)
+from ..kafka.member_bytes import ASSIGNMENT, SUBSCRIPTION, for_reader, subscribed_topics
+from ..errors import (GroupNotFoundError, GroupSubscribedToTopicError, InvalidRequestError,
+                      LogbrokerError, NonEmptyGroupError, UnknownMemberIdError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from ..protocol.parts import (CommittedPart, GroupDescription, GroupResult, MemberDescription,
-                              MemberResult, PartitionResult)
+from ..protocol.parts import (CommittedPart, GroupDescription, GroupResult, MemberAssignment,
+                              MemberDescription, MemberResult, PartitionResult)
 from .edge import check_partition_key
 
 MAX_ID_CHARS = 1_000  # member ids are client_id + "-" + a uuid
 MAX_PROTOCOLS = 32
 MAX_METADATA_BYTES = 1 << 20  # all protocols of one JoinGroup together
+MAX_ASSIGNMENT_BYTES = 8 << 20  # all assignments of one SyncGroup together (kept, and recorded)
+CONSUMER = "consumer"  # the protocol type whose member bytes are the ConsumerProtocol's
 
 
 def _check_member(req) -> None:
@@ -75,8 +86,13 @@ class GroupRequests:
         view, g = await self.co.group(req.group, create=True)
         if g.kind != "classic" and not g.members:  # an empty group may change kind (Kafka's rule)
             g = view.groups[req.group] = Group(req.group, self.co.limits, offsets=g.offsets)
-        return await self._answer(view, g, "join", lambda: g.join(
+        answer = await self._answer(view, g, "join", lambda: g.join(
             req, req.client_id, session.peer, time.monotonic()))
+        if req.protocol_type != CONSUMER or all(k == req.kafka_bytes for k in answer.member_kafka):
+            return answer
+        return dataclasses.replace(answer, members=tuple(
+            (mid, iid, for_reader(SUBSCRIPTION, meta, kafka, req.kafka_bytes))
+            for (mid, iid, meta), kafka in zip(answer.members, answer.member_kafka)))
 
     async def _answer(self, view, g: Group, kind: str, call):
         """Run ``call`` -> (member id, answer or None); a None answer is
@@ -99,11 +115,13 @@ class GroupRequests:
         if len(req.assignments) > self.co.limits.max_size:
             raise InvalidRequestError(f"{len(req.assignments)} assignments (limit "
                                       f"{self.co.limits.max_size})")
+        if sum(len(a) for _, a in req.assignments) > MAX_ASSIGNMENT_BYTES:
+            raise InvalidRequestError(f"assignments over {MAX_ASSIGNMENT_BYTES} bytes together")
         view, g = await self.co.group(req.group)
         if g is None:
             raise UnknownMemberIdError(f"unknown group {req.group!r}: rejoin")
         return await self._answer(view, g, "sync", lambda: (req.member_id, g.sync(
-            req, time.monotonic())))
+            _for_members(g, req), time.monotonic())))
 
     async def heartbeat(self, req: m.Heartbeat, session) -> m.HeartbeatResponse:
         _check_member(req)
@@ -143,7 +161,10 @@ class GroupRequests:
         for topic, partition, offset, meta in req.offsets:
             try:
                 self.host.check_partition(topic, partition)
-                limits.check_offset(offset)
+                # any int64, as Kafka stores it: -1 / -2 are what Kafka clients commit
+                # to reset a group (their readers then apply their reset policy)
+                limits.check_int(offset, "committed offset", -limits.MAX_OFFSET - 1,
+                                 limits.MAX_OFFSET)
                 if len(meta) > limits.MAX_COMMIT_METADATA:
                     raise InvalidRequestError(f"metadata of {len(meta)} characters (limit "
                                               f"{limits.MAX_COMMIT_METADATA})")
@@ -162,28 +183,71 @@ class GroupRequests:
         return offsets_answer(req, g.offsets if g is not None else {})
 
     async def describe(self, req: m.DescribeGroups, session) -> m.DescribeGroupsResponse:
-        return m.DescribeGroupsResponse(groups=tuple([await self._describe(name)
-                                                     for name in req.groups]))
+        """Member bytes in the requester's encoding (Kafka's when ``req.kafka_bytes``)."""
+        rows = [await self._describe(name, req.kafka_bytes) for name in req.groups]
+        return m.DescribeGroupsResponse(groups=tuple(row for row, _ in rows),
+                                        protocol_types=tuple((row.group, ptype)
+                                                             for row, ptype in rows))
 
-    async def _describe(self, name: str) -> GroupDescription:
+    async def _describe(self, name: str, kafka_reader: bool) -> "tuple[GroupDescription, str]":
         try:
             _, g = await self.co.group(limits.check_group_name(name))
             if g is None or (not g.members and not g.offsets):
                 raise GroupNotFoundError(f"unknown group {name!r}")
         except LogbrokerError as exc:
-            return GroupDescription(name, *_err(exc), (), "", "", -1, (), "")
+            return GroupDescription(name, *_err(exc), (), "", "", -1, (), ""), ""
         now = int(time.time() * 1000)
         rows = tuple(self.host.lag_row(t, p, c, now) for (t, p), c in sorted(g.offsets.items()))
         members = tuple(MemberDescription(mb.member_id, mb.instance_id, mb.client_id, mb.host,
-                                          mb.assignment, mb.metadata(g.protocol))
+                                          *_described_bytes(g, mb, kafka_reader))
                         for mb in g.members.values())
-        return GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members,
-                                g.kind)
+        return (GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members,
+                                 g.kind), g.protocol_type)
+
+    async def delete_offsets(self, req: m.DeleteOffsets, session) -> m.DeleteOffsetsResponse:
+        """Kafka's OffsetDelete: the group's committed offsets of ``req.parts``
+        forgotten (a partition without one: no error). GROUP_ID_NOT_FOUND for
+        a group without members or offsets; NON_EMPTY_GROUP while a group of
+        another protocol type than ``consumer`` has members (its
+        subscriptions cannot be read); per partition UNKNOWN_TOPIC_OR_PARTITION,
+        or GROUP_SUBSCRIBED_TO_TOPIC while an active member subscribes to
+        its topic (or the subscriptions cannot be read: a member restored by
+        a new coordinator has not rejoined yet)."""
+        limits.check_group_name(req.group)
+        if len(req.parts) > limits.MAX_PARTITIONS:
+            raise InvalidRequestError(f"{len(req.parts)} partitions (limit "
+                                      f"{limits.MAX_PARTITIONS})")
+        view, g = await self.co.group(req.group)
+        if g is None or (not g.members and not g.offsets):
+            raise GroupNotFoundError(f"unknown group {req.group!r}")
+        if g.members and g.protocol_type != CONSUMER:
+            raise NonEmptyGroupError(f"group {req.group!r} of protocol type {g.protocol_type!r} "
+                                     f"has {len(g.members)} active member(s)")
+        read = _still_read(g)
+        gone, out = {}, []
+        for topic, partition in req.parts:
+            try:
+                self.host.check_partition(topic, partition)
+                if read is None or topic in read:
+                    raise GroupSubscribedToTopicError(
+                        f"group {req.group!r} has active members subscribed to {topic!r}"
+                        if read else f"the subscriptions of group {req.group!r} are not known: "
+                        f"its members may read {topic!r}")
+                if (topic, partition) in g.offsets:
+                    gone[(topic, partition)] = OffsetRecord(req.group, topic, partition, None)
+                out.append(PartitionResult(topic, partition, 0, ""))
+            except LogbrokerError as exc:
+                out.append(PartitionResult(topic, partition, *_err(exc)))
+        if gone:
+            await self.co.write(self.co.partition(req.group), list(gone.values()), view)
+        return m.DeleteOffsetsResponse(parts=tuple(out))
 
     async def list_groups(self, req: m.ListGroups, session) -> m.ListGroupsResponse:
-        kinds = {g.name: g.kind for g in self.co.groups() if g.members or g.offsets}
-        names = tuple(sorted(kinds))
-        return m.ListGroupsResponse(groups=names, kinds=tuple(kinds[n] for n in names))
+        found = {g.name: g for g in self.co.groups() if g.members or g.offsets}
+        names = tuple(sorted(found))
+        return m.ListGroupsResponse(groups=names, kinds=tuple(found[n].kind for n in names),
+                                    protocol_types=tuple((n, found[n].protocol_type)
+                                                         for n in names))
 
     async def delete(self, req: m.DeleteGroups, session) -> m.DeleteGroupsResponse:
         out = []
@@ -203,6 +267,40 @@ class GroupRequests:
             except LogbrokerError as exc:
                 out.append(GroupResult(name, *_err(exc)))
         return m.DeleteGroupsResponse(groups=tuple(out))
+
+
+def _described_bytes(g: Group, mb, kafka_reader: bool) -> tuple:
+    """(assignment, metadata) of member ``mb`` for a reader of Kafka's
+    encoding or ours (module docstring)."""
+    assignment, metadata = mb.assignment, mb.metadata(g.protocol)
+    if g.protocol_type != CONSUMER:
+        return assignment, metadata
+    return (for_reader(ASSIGNMENT, assignment, mb.kafka, kafka_reader),
+            for_reader(SUBSCRIPTION, metadata, mb.kafka, kafka_reader) if metadata else b"")
+
+
+def _for_members(g: Group, req: m.SyncGroup) -> m.SyncGroup:
+    """A leader's SyncGroup with each assignment in its member's encoding,
+    so a member's stored assignment is always in its own."""
+    if not req.assignments or g.protocol_type != CONSUMER:
+        return req
+    kafka = {mid: mb.kafka for mid, mb in g.members.items()}
+    if all(kafka.get(mid, req.kafka_bytes) == req.kafka_bytes for mid, _ in req.assignments):
+        return req
+    return dataclasses.replace(req, assignments=tuple(
+        MemberAssignment(mid, for_reader(ASSIGNMENT, data, req.kafka_bytes,
+                                         kafka.get(mid, req.kafka_bytes)))
+        for mid, data in req.assignments))
+
+
+def _still_read(g: Group) -> "frozenset | None":
+    """The topics ``g``'s active members subscribe to (None: unknown, so
+    every topic; a group without members: none)."""
+    if not g.members:
+        return frozenset()
+    if g.kind != "classic":  # a consumer-protocol group knows its members' subscriptions
+        return g.subscribed_names()
+    return subscribed_topics((mb.metadata(g.protocol), mb.kafka) for mb in g.members.values())
 
 
 def check_fetch_offsets(req: m.FetchOffsets) -> None:

@@ -118,6 +118,8 @@ class Pipeline:
             out = self._inline(entry, msg, session, answer)
             if out.__class__ is ProduceAnswer:
                 answer.waiting = out
+            elif inspect.iscoroutine(out):  # a PLAIN step: its password checked off the loop
+                answer.waiting = conn.task(self._settled(out, msg, session, answer))
             else:
                 answer.response = out
         else:
@@ -134,9 +136,16 @@ class Pipeline:
         conn.unhold()
         return (await out) if out.__class__ is ProduceAnswer else out
 
+    async def _settled(self, coro, msg: m.Message, session, answer):
+        """An inline handler's coroutine (a SASL PLAIN step), its failure answered."""
+        try:
+            return await coro
+        except Exception as exc:  # noqa: BLE001 - answered, never raised (_refusal)
+            return self._refusal(msg, session, exc, answer)
+
     def _inline(self, entry, msg: m.Message, session, answer):
-        """An inline handler's answer (a response, None, CLOSE_CONNECTION or
-        a ProduceAnswer: never a coroutine), counted in the request metrics
+        """An inline handler's answer (a response, None, CLOSE_CONNECTION,
+        a ProduceAnswer, or the coroutine of a SASL PLAIN step), counted in the request metrics
         once complete (a waiting produce's fsync included)."""
         stats = self.svc.requests
         start = time.perf_counter() if stats is not None else 0.0

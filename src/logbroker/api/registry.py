@@ -21,12 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..kafka import serve_acls
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
+from ..kafka import serve_cluster, serve_partitions
 from ..kafka import serve_consumer_group
 from ..kafka.apis import APIS
+from ..kafka import serve_alter_configs
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
+from . import configs, partitions, records
 from . import consumer_groups
 
 
@@ -73,6 +77,7 @@ OURS: dict[type, Entry] = {
     m.DescribeGroups: Entry(_groups("describe")),
     m.ListGroups: Entry(_groups("list_groups")),
     m.DeleteGroups: Entry(_groups("delete")),
+    m.DeleteOffsets: Entry(_groups("delete_offsets")),
     # consumer-protocol groups, KIP-848 (api/consumer_groups.py)
     m.ConsumerGroupHeartbeat: Entry(consumer_groups.heartbeat),
     m.ConsumerGroupDescribe: Entry(consumer_groups.describe),
@@ -85,6 +90,12 @@ OURS: dict[type, Entry] = {
     m.CreateAcls: Entry(access.create_acls),
     m.DeleteAcls: Entry(access.delete_acls),
     m.DescribeAcls: Entry(access.describe_acls),
+    # topic configs (api/configs.py)
+    m.DescribeConfigs: Entry(configs.describe_configs),
+    m.AlterConfigs: Entry(configs.alter_configs),
+    # partitions and records (api/partitions.py, api/records.py)
+    m.CreatePartitions: Entry(partitions.create_partitions),
+    m.DeleteRecords: Entry(records.delete_records),
 }
 
 
@@ -99,8 +110,11 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("CreateTopics"): (serve_meta.create_topics, (m.CreateTopics,)),
     _key("DeleteTopics"): (serve_meta.delete_topics, (m.DeleteTopics,)),
     _key("InitProducerId"): (serve_meta.init_producer_id, (m.InitProducerId,)),
-    _key("DescribeConfigs"): (serve_configs.describe_configs, (m.DescribeTopics,
+    _key("DescribeConfigs"): (serve_configs.describe_configs, (m.DescribeConfigs,
                                                                m.DescribeCluster)),
+    _key("AlterConfigs"): (serve_alter_configs.alter_configs, (m.AlterConfigs,)),
+    _key("IncrementalAlterConfigs"): (serve_alter_configs.incremental_alter_configs,
+                                      (m.AlterConfigs,)),
     _key("Produce"): (serve_data.produce, (m.Produce,)),
     _key("Fetch"): (serve_data.fetch, (m.Fetch,)),
     _key("ListOffsets"): (serve_data.list_offsets, (m.ListOffsets,)),
@@ -115,10 +129,19 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("ListGroups"): (serve_group_admin.list_groups, (m.ListGroups,)),
     _key("DescribeGroups"): (serve_group_admin.describe_groups, (m.DescribeGroups,)),
     _key("DeleteGroups"): (serve_group_admin.delete_groups, (m.DeleteGroups,)),
+    _key("OffsetDelete"): (serve_groups.offset_delete, (m.DeleteOffsets,)),
     _key("ConsumerGroupHeartbeat"): (serve_consumer_group.consumer_group_heartbeat,
                                      (m.ConsumerGroupHeartbeat,)),
     _key("ConsumerGroupDescribe"): (serve_consumer_group.consumer_group_describe,
                                     (m.ConsumerGroupDescribe,)),
     _key("SaslHandshake"): (serve_sasl.sasl_handshake, (m.SaslHandshake,)),
     _key("SaslAuthenticate"): (serve_sasl.sasl_authenticate, (m.SaslAuthenticate,)),
+    _key("DescribeAcls"): (serve_acls.describe_acls, (m.DescribeAcls,)),
+    _key("CreateAcls"): (serve_acls.create_acls, (m.CreateAcls,)),
+    _key("DeleteAcls"): (serve_acls.delete_acls, (m.DeleteAcls,)),
+    _key("CreatePartitions"): (serve_partitions.create_partitions, (m.CreatePartitions,)),
+    _key("DeleteRecords"): (serve_partitions.delete_records, (m.DeleteRecords,)),
+    _key("DescribeLogDirs"): (serve_partitions.describe_log_dirs, (m.DescribeTopics,)),
+    _key("DescribeCluster"): (serve_cluster.describe_cluster, (m.DescribeCluster,)),
+    _key("ElectLeaders"): (serve_cluster.elect_leaders, (m.ElectLeaders,)),
 }

@@ -1,6 +1,8 @@
-"""The SASL exchange (SCRAM-SHA-256, docs/security.md): SaslHandshake,
-then two SaslAuthenticate steps, answered by the connection's ``Session``
-(security/auth.py) in the turn that read them. A failed step is answered,
+"""The SASL exchange (SCRAM-SHA-256 or -512, PLAIN; docs/security.md):
+SaslHandshake, then SaslAuthenticate steps (SCRAM's two, PLAIN's one),
+answered by the connection's ``Session`` (security/auth.py) in the turn
+that read them; PLAIN's step is a coroutine (its password is checked off
+the loop), which the pipeline runs as a task. A failed step is answered,
 then the connection closes (the pipeline's rule for
 ``security.auth.CLOSING_ERRORS``)."""
 

@@ -32,6 +32,7 @@ async def create_topics(svc, req: m.CreateTopics, session) -> m.CreateTopicsResp
             await svc.meta.create_topic(name, partitions, dict(configs))
             out.append(TopicResult(name, 0, ""))
         except LogbrokerError as exc:
+            log.debug("CreateTopics of %r refused: %s", name, exc.message)
             out.append(TopicResult(name, *_err(exc)))
     return m.CreateTopicsResponse(topics=tuple(out))
 

@@ -14,7 +14,9 @@ TOML layout (every key optional)::
     metrics_port = 9556        # Prometheus /metrics (off unless set)
     metrics_auth = false       # /metrics asks HTTP Basic of a broker user (docs/metrics.md)
     tls_cert = "broker.pem"    # TLS on the listener (with tls_key; tls_ca for mTLS)
-    auth_required = false      # SCRAM-SHA-256 users only (logbroker users add)
+    auth_required = false      # SASL users only (logbroker users add)
+    sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]  # offered (docs/security.md)
+    sasl_plain_over_plaintext = false  # PLAIN only over TLS unless true
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
@@ -23,6 +25,8 @@ TOML layout (every key optional)::
     console_port = 9557        # the read-only web console (off unless set)
     kafka_port = 9092          # the Kafka protocol listener (off unless set; docs/kafka.md)
     kafka_advertised = "broker1.example:9092"  # what Kafka clients are told [host:kafka_port]
+    # or several Kafka listeners instead (broker/kafka_listeners.py; docs/kafka.md):
+    # [[kafka_listeners]]  name = "SASL" port = 9094 security = "SASL_PLAINTEXT" advertised = "b1:9094"
     max_connections_per_ip = 1024
     quota_produce_bytes_per_s = 0  # per principal; 0: no quota
     quota_fetch_bytes_per_s = 0
@@ -123,7 +127,11 @@ class BrokerConfig:
     tls_key: "str | None" = None  # its PEM private key
     tls_ca: "str | None" = None  # CA bundle: verifies client certs and, in a cluster, other brokers
     tls_client_auth: bool = False  # mutual TLS: clients must present a cert signed by tls_ca
-    auth_required: bool = False  # SCRAM-SHA-256: refuse anonymous requests (docs/security.md)
+    auth_required: bool = False  # SASL: refuse anonymous requests (docs/security.md)
+    # SASL mechanisms offered (security/auth.py); PLAIN checks the password against the
+    # stored SCRAM credentials, over TLS only unless sasl_plain_over_plaintext
+    sasl_mechanisms: tuple = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+    sasl_plain_over_plaintext: bool = False
     super_users: tuple = ()  # always allowed; set with auth_required: ACLs enforced
     # brokers authenticate to each other as this user (cluster/peer_auth.py); its password
     # from env LOGBROKER_INTER_BROKER_PASSWORD, else the first line of this file
@@ -154,6 +162,9 @@ class BrokerConfig:
     # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
     kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
     kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port
+    # several Kafka listeners instead, each {name, port, host, advertised, security}
+    # (broker/kafka_listeners.py): a tuple of KafkaListenerSpec once checked
+    kafka_listeners: tuple = ()
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def __post_init__(self) -> None:
@@ -205,6 +216,9 @@ class BrokerConfig:
                                               or not 0 <= self.console_port <= 65535):
             raise InvalidConfigError(f"console_port must be 0..65535, got {self.console_port!r}")
         _check_kafka(self)
+        from .kafka_listeners import check as check_kafka_listeners
+
+        check_kafka_listeners(self)
         from ..metrics.settings import check_settings as check_metrics
 
         check_metrics(self)
@@ -214,6 +228,7 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         if type(self.auth_required) is not bool:
             raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
+        _check_sasl(self)
         from ..cluster.etcd_access import check_etcd_settings
         from ..cluster.peer_auth import check_settings
 
@@ -279,6 +294,21 @@ def _check_kafka(cfg: BrokerConfig) -> None:
             raise InvalidConfigError(f"kafka_advertised must be \"HOST:PORT\", got "
                                      f"{cfg.kafka_advertised!r}")
         parse_address(cfg.kafka_advertised)
+
+
+def _check_sasl(cfg: BrokerConfig) -> None:
+    """``sasl_mechanisms``: a non-empty list of SCRAM-SHA-256, SCRAM-SHA-512
+    and PLAIN, each once (a tuple from then on)."""
+    from ..protocol.auth_messages import MECHANISMS
+
+    names = cfg.sasl_mechanisms
+    if not isinstance(names, (list, tuple)) or not names or len(set(names)) != len(names) \
+            or not set(names) <= set(MECHANISMS):
+        raise InvalidConfigError(f"sasl_mechanisms must list some of {', '.join(MECHANISMS)}, "
+                                 f"each once, got {names!r}"[:200])
+    object.__setattr__(cfg, "sasl_mechanisms", tuple(names))
+    if type(cfg.sasl_plain_over_plaintext) is not bool:
+        raise InvalidConfigError("sasl_plain_over_plaintext must be true or false")
 
 
 def _check_limits(cfg: BrokerConfig) -> None:

@@ -31,6 +31,7 @@ from ..security.quotas import Quotas
 from ..storage.store import Store
 from . import malloc
 from .config import BrokerConfig
+from .kafka_listeners import specs as kafka_listener_specs
 
 log = logging.getLogger("logbroker.broker")
 
@@ -46,7 +47,8 @@ class Broker:
         self._stopping: "asyncio.Event | None" = None
         self.store: "Store | None" = None
         self.meta = None  # the metadata interface (metadata/interface.py), picked at start
-        self.kafka = None  # the Kafka protocol listener, with kafka_port (docs/kafka.md)
+        self.kafka = None  # the first Kafka protocol listener (docs/kafka.md)
+        self.kafka_listeners: list = []  # every one (broker/kafka_listeners.py)
         self.listener: "Listener | None" = None  # our protocol's listener
         self._closed_since_trim, self._trimmed_at = 0, 0.0
 
@@ -102,13 +104,18 @@ class Broker:
 
             self.console = Console(self)
             await self.console.start()
-        if config.kafka_port is not None:
+        specs = kafka_listener_specs(config)
+        if specs:
             from ..net.kafka_listener import KafkaListener
 
-            self.kafka = KafkaListener(self)
-            await self.kafka.start()
-            # its Kafka address joins our registration (docs/cluster.md)
-            await self.meta.advertise_kafka(self.kafka.site.host, self.kafka.site.port)
+            self.kafka_listeners = [KafkaListener(self, spec) for spec in specs]
+            for kafka in self.kafka_listeners:
+                await kafka.start()
+            self.kafka = self.kafka_listeners[0]
+            # their Kafka addresses join our registration (docs/cluster.md)
+            await self.meta.advertise_kafka(self.kafka.site.host, self.kafka.site.port, tuple(
+                (k.spec.name, k.site.host, k.site.port) for k in self.kafka_listeners
+                if k.spec.name))
         await self.listener.serve()
         self._tasks = [loop.create_task(self._every(config.housekeeping_ms / 1000, self._housekeep)),
                        loop.create_task(self._every(1.0, self._sweep))]
@@ -160,9 +167,9 @@ class Broker:
         await self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         self.listener.close()
         connections = list(self.listener.connections)
-        if self.kafka is not None:
-            self.kafka.close()
-            connections += self.kafka.connections
+        for kafka in self.kafka_listeners:
+            kafka.close()
+            connections += kafka.connections
         loop = asyncio.get_running_loop()
         for conn in connections:
             conn.pause()
@@ -204,8 +211,8 @@ class Broker:
     async def _sweep(self) -> None:
         now = asyncio.get_running_loop().time()
         self.listener.sweep(now)
-        if self.kafka is not None:
-            self.kafka.sweep(now)
+        for kafka in self.kafka_listeners:
+            kafka.sweep(now)
         if self.quotas is not None:
             self.quotas.forget(now)
         if self._closed_since_trim >= TRIM_AFTER_CLOSED or now - self._trimmed_at > TRIM_EVERY_S:

@@ -11,6 +11,7 @@ from ..errors import InvalidConfigError
 from .common import bootstrap_option, emit_json, json_option, table
 
 OPERATIONS = ("read", "write", "create", "delete", "describe", "alter", "cluster_action", "all")
+OPERATIONS = OPERATIONS[:-1] + ("describe_configs", "alter_configs", "all")  # Kafka's config ops
 COLUMNS = ["PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE", "NAME", "PATTERN"]
 
 

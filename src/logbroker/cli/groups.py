@@ -1,4 +1,5 @@
-"""``logbroker groups list|describe|delete|reset-offsets``: members and lag at a glance."""
+"""``logbroker groups list|describe|delete|reset-offsets|delete-offsets``: members and
+lag at a glance."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def describe(names, conn, as_json):
                     _partitions(mb.partitions)) for mb in d.members])
             click.echo()
         table(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "LAG-TIME"],
-              [(g, p.topic, p.partition, p.committed, p.log_end, p.lag, _age(p.lag_ms))
+              [(g, p.topic, p.partition, p.committed, p.log_end, p.lag if p.lag >= 0 else "-",
+                _age(p.lag_ms))
                for p in d.partitions])
 
 
@@ -144,6 +146,36 @@ def reset_offsets(group, conn, topic_names, all_topics, partition, target, to_of
         table(["GROUP", "TOPIC", "PARTITION", "CURRENT", "NEW"], rows)
         click.echo("offsets committed" if execute else "dry run: nothing changed (add --execute)",
                    err=True)
+
+
+@groups.command("delete-offsets")
+@click.argument("group")
+@bootstrap_option
+@click.option("-t", "--topic", "topic_names", multiple=True, required=True,
+              help="Topic whose committed offsets to forget (repeatable).")
+@click.option("-p", "--partition", type=click.IntRange(min=0), default=None)
+@json_option
+def delete_offsets(group, conn, topic_names, partition, as_json):
+    """Forget GROUP's committed offsets of the topics (Kafka's OffsetDelete):
+    refused for a topic an active member of the group reads."""
+    from .. import Admin
+
+    with Admin(**conn) as admin:
+        counts = admin.list_topics()
+        missing = [t for t in topic_names if t not in counts]
+        if missing:
+            raise InvalidRequestError(f"unknown topic(s): {', '.join(missing)}")
+        parts = [(t, p) for t in dict.fromkeys(topic_names) for p in range(counts[t])
+                 if partition is None or p == partition]
+        got = admin.delete_offsets(group, parts, raise_errors=False)
+    rows = [(group, t, p, "deleted" if err is None else err.name) for (t, p), err in got.items()]
+    if as_json:
+        emit_json([dict(zip(("group", "topic", "partition", "result"), r)) for r in rows])
+    else:
+        table(["GROUP", "TOPIC", "PARTITION", "RESULT"], rows)
+    first = next((err for err in got.values() if err is not None), None)
+    if first is not None:
+        raise first
 
 
 def _spec(target, to_offset, to_datetime):

@@ -11,6 +11,7 @@ import click
 
 from ..broker.config import LEVELS, BrokerConfig
 from ..broker.fdlimit import raise_open_file_limit
+from ..broker.kafka_listeners import parse_option as parse_listener
 
 
 @click.command()
@@ -52,10 +53,14 @@ from ..broker.fdlimit import raise_open_file_limit
                    "[default: off; docs/kafka.md].")
 @click.option("--kafka-advertised", default=None, metavar="HOST:PORT",
               help="The address Kafka clients are told to use [default: host:kafka port].")
+@click.option("--kafka-listener", "kafka_listener", multiple=True,
+              metavar="name=N,port=P[,host=H][,advertised=H:P][,security=S]",
+              help="A Kafka listener of its own (repeatable; instead of --kafka-port): S is "
+                   "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (docs/kafka.md, \"Listeners\").")
 def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
           advertised_address, cluster_name, metrics_port, tls_cert, tls_key, tls_ca,
           tls_client_auth, auth_required, console_port, max_connections_per_ip,
-          kafka_port, kafka_advertised) -> None:
+          kafka_port, kafka_advertised, kafka_listener) -> None:
     """Run the broker on DATA_DIR (recovering it first) until SIGTERM/SIGINT."""
     raise_open_file_limit()  # before the config sizes the segment descriptor cache from it
     config = BrokerConfig.load(config_path, data_dir=data_dir, host=host, port=port,
@@ -65,7 +70,9 @@ def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
                                tls_ca=tls_ca, tls_client_auth=tls_client_auth,
                                auth_required=auth_required, console_port=console_port,
                                max_connections_per_ip=max_connections_per_ip,
-                               kafka_port=kafka_port, kafka_advertised=kafka_advertised)
+                               kafka_port=kafka_port, kafka_advertised=kafka_advertised,
+                               kafka_listeners=[parse_listener(t) for t in kafka_listener]
+                               or None)
     if flush is not None:
         from dataclasses import replace
 
@@ -93,12 +100,15 @@ async def _run(config: BrokerConfig) -> None:
             print(f"logbroker console on {b.console.url}", flush=True)
         if b.kafka is not None:  # and with the Kafka listener on (docs/kafka.md)
             print(f"{KAFKA_READY}{b.kafka.advertised}", flush=True)
+        for kafka in b.kafka_listeners[1:]:  # one more line per further listener
+            print(f"{KAFKA_LISTENER_READY}{kafka.spec.name} {kafka.advertised}", flush=True)
 
     await broker.run(ready)
 
 
 READY = "logbroker listening on "
 KAFKA_READY = "logbroker kafka on "
+KAFKA_LISTENER_READY = "logbroker kafka listener "  # NAME HOST:PORT of each further listener
 
 
 def parse_ready(line: str) -> "tuple[str, int] | None":

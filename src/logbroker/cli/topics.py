@@ -1,11 +1,12 @@
-"""``logbroker topics list|create|describe|delete``."""
+"""``logbroker topics list|create|describe|alter|delete|delete-records``."""
 
 from __future__ import annotations
 
 import click
 
-from ..errors import PartitionOfflineError, for_code
+from ..errors import LogbrokerError, PartitionOfflineError, UnknownTopicOrPartitionError, for_code
 from .common import bootstrap_option, emit_json, ids, json_option, table
+from .topic_settings import alter_settings, config_options, parse_settings
 
 
 @click.group()
@@ -53,11 +54,7 @@ def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
                                   ("min_insync_replicas", min_insync_replicas),
                                   ("unclean_leader_election",
                                    "true" if unclean_leader_election else None)) if v is not None}
-    for item in configs:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not K=V", param_hint="--config")
-        settings[key] = int(value) if value.lstrip("-").isdigit() else value
+    settings.update(parse_settings(configs))
     with Admin(**conn) as admin:
         admin.create_topic(name, partitions, settings, replication_factor=replication_factor)
     rf = "" if replication_factor is None else f", replication factor {replication_factor}"
@@ -75,8 +72,9 @@ def describe(names, conn, as_json):
 
     with Admin(**conn) as admin:
         found = admin.describe_topics(list(names) or None)
+        own = {name: _overrides(admin, name) for name in found}
     if as_json:
-        emit_json([{"topic": d.name, "configs": d.configs,
+        emit_json([{"topic": d.name, "configs": d.configs, "overrides": own[d.name],
                     "partitions": [p._asdict() for p in d.partitions]}
                    for d in found.values()])
         return
@@ -90,8 +88,19 @@ def describe(names, conn, as_json):
     for d in found.values():  # the reasons, whole (too long for a cell)
         for p in (p for p in d.partitions if p.error):
             click.echo(f"{d.name}-{p.partition} {_status(p)}: {p.message}")
-    for d in found.values():
-        table(["CONFIG", "VALUE"], sorted(d.configs.items()), title=f"{d.name} settings")
+    for d in found.values():  # SOURCE: set on the topic, or the broker's default
+        shown = {**d.configs, **own[d.name]}
+        table(["CONFIG", "VALUE", "SOURCE"],
+              [(k, v, "topic" if k in own[d.name] else "default") for k, v in sorted(shown.items())],
+              title=f"{d.name} settings")
+
+
+def _overrides(admin, name: str) -> dict:
+    """The settings set on topic ``name`` ({} if it is gone meanwhile)."""
+    try:
+        return admin.describe_configs(name).overrides
+    except LogbrokerError:
+        return {}
 
 
 def _status(p) -> str:
@@ -101,6 +110,22 @@ def _status(p) -> str:
         return "online" if p.leader >= 0 else "offline"
     return "offline" if p.error == PartitionOfflineError.code or p.leader < 0 \
         else for_code(p.error).name
+
+
+@topics.command()
+@click.argument("name")
+@bootstrap_option
+@config_options
+def alter(name, conn, configs, deleted):
+    """Change topic NAME: its settings (--config K=V, --delete-config K),
+    applied live on every broker hosting it."""
+    from .. import Admin
+
+    with Admin(**conn) as admin:
+        done = alter_settings(admin, name, configs, deleted)
+    if done is None:
+        raise click.UsageError("nothing to alter: give --config K=V or --delete-config K")
+    click.echo(done)
 
 
 @topics.command()
@@ -114,3 +139,55 @@ def delete(names, conn):
         admin.delete_topics(names)
     for name in names:
         click.echo(f"deleted topic {name}")
+
+
+@topics.command()
+@click.argument("name")
+@bootstrap_option
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=None,
+              help="The new partition count: larger than the present one (partitions are "
+                   "only added; existing data stays where it is).")
+def alter(name, conn, partitions):
+    """Change topic NAME."""
+    from .. import Admin
+
+    if partitions is None:
+        raise click.UsageError("nothing to change: give --partitions")
+    with Admin(**conn) as admin:
+        _alter_partitions(admin, name, partitions)
+
+
+def _alter_partitions(admin, name: str, partitions: "int | None") -> None:
+    """``topics alter --partitions N``: the topic's count raised to N."""
+    if partitions is None:
+        return
+    admin.create_partitions({name: partitions})
+    click.echo(f"topic {name} now has {partitions} partition(s)")
+
+
+@topics.command("delete-records")
+@click.argument("name")
+@bootstrap_option
+@click.option("--partition", "partitions", type=click.IntRange(0, 9_999), multiple=True,
+              help="A partition (repeatable; default: every partition of the topic).")
+@click.option("--before-offset", "--offset", "offset", type=click.IntRange(-1), required=True,
+              help="Delete the records below this offset; -1: below the high watermark "
+                   "(everything readable).")
+@json_option
+def delete_records(name, conn, partitions, offset, as_json):
+    """Delete the records of topic NAME below an offset (its log start moves
+    up; Kafka's DeleteRecords)."""
+    from .. import Admin
+
+    with Admin(**conn) as admin:
+        if not partitions:
+            count = admin.list_topics().get(name)
+            if count is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            partitions = range(count)
+        moved = admin.delete_records({(name, p): offset for p in partitions})
+    rows = [(t, p, start) for (t, p), start in sorted(moved.items())]
+    if as_json:
+        emit_json([{"topic": t, "partition": p, "log_start": s} for t, p, s in rows])
+    else:
+        table(["TOPIC", "PARTITION", "LOG-START"], rows)

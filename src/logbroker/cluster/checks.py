@@ -20,7 +20,8 @@ The rules, as the brokers themselves write the values:
   ``isr`` distinct members of ``replicas``; ``leader_epoch`` 0..2^31-1
   (Kafka's int32);
 - a broker's registration: its id 0..2^31-1, ``host`` 1..255 characters,
-  ``port`` 1..65535, ``started_ms`` >= 0, ``kafka`` absent or [host, port];
+  ``port`` 1..65535, ``started_ms`` >= 0, ``kafka`` absent or [host, port],
+  ``kafka_listeners`` absent or at most 16 [name, host, port];
 - the controller: ``broker_id`` a broker id.
 """
 
@@ -31,6 +32,7 @@ from ..errors import LogbrokerError
 
 MAX_REPLICAS = 64  # limits.TOPIC_CONFIGS' replication_factor bound
 MAX_HOST_CHARS = 255
+MAX_KAFKA_LISTENERS = 16  # broker/kafka_listeners.MAX_LISTENERS
 
 
 class BadValue(ValueError):
@@ -112,3 +114,12 @@ def broker(v: dict) -> None:
                 or not 1 <= len(kafka[0]) <= MAX_HOST_CHARS:
             raise BadValue("kafka must be [host, port]")
         _int(kafka[1], "kafka port", 1, 65535)
+    named = v.get("kafka_listeners", [])
+    if not isinstance(named, list) or len(named) > MAX_KAFKA_LISTENERS:
+        raise BadValue(f"kafka_listeners must be a list of at most {MAX_KAFKA_LISTENERS}")
+    for row in named:
+        if not isinstance(row, list) or len(row) != 3 or not isinstance(row[0], str) \
+                or not 1 <= len(row[0]) <= 64 or not isinstance(row[1], str) \
+                or not 1 <= len(row[1]) <= MAX_HOST_CHARS:
+            raise BadValue("each of kafka_listeners must be [name, host, port]")
+        _int(row[2], "kafka listener port", 1, 65535)

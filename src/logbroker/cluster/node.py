@@ -81,6 +81,7 @@ class ClusterNode:
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._background: set[asyncio.Task] = set()
         self._opening: set[tuple[str, int]] = set()  # replicas whose logs are being made
+        self._configuring = asyncio.Lock()  # topic config changes applied one at a time
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -114,12 +115,14 @@ class ClusterNode:
                 log.warning("etcd not reachable yet, retrying: %s", exc)
                 await asyncio.sleep(0.5)
 
-    async def advertise_kafka(self, host: str, port: int) -> None:
-        """Add our Kafka listener's advertised address to our registration
+    async def advertise_kafka(self, host: str, port: int, listeners: tuple = ()) -> None:
+        """Add our Kafka listener's advertised address (and our named
+        listeners', ``listeners``: (name, host, port) each) to our registration
         (in place: no leave, no join); Kafka clients learn it from any
         broker's Metadata once its watch brings the change. Raises
         ClusterUnavailableError when etcd cannot take it."""
-        await self.session.advertise(replace(self.session.me, kafka=(host, port)))
+        await self.session.advertise(replace(self.session.me, kafka=(host, port),
+                                             kafka_listeners=tuple(listeners)))
 
     async def leave(self) -> None:
         """Controlled shutdown: give up our lease now (etcd drops our
@@ -222,6 +225,24 @@ class ClusterNode:
             self._spawn(self._open_in_slices(topic, new))
         for st in self.view.partitions_of(topic):
             self._partition_changed(st.key)
+        self._configs_changed(topic)
+
+    def _configs_changed(self, topic: str) -> None:
+        """An AlterConfigs of ``topic`` (etcd's value changed): its logs hosted
+        here take the new settings live (``Store.alter_topic``, in the I/O
+        threads, one change at a time, each applying the view's newest)."""
+        st, record = self.view.topics.get(topic), self.store.topics.get(topic)
+        if st is None or record is None or record.overrides == st.log_overrides():
+            return
+
+        async def apply() -> None:
+            async with self._configuring:
+                now = self.view.topics.get(topic)
+                if now is not None and self.store.topics.get(topic) is not None:
+                    await self.run_io(self.store.alter_topic, topic, now.log_overrides())
+                    log.info("topic %s: settings changed to %s", topic, now.log_overrides())
+
+        self._spawn(apply())
 
     async def _open_in_slices(self, topic: str, keys: list) -> None:
         """Make the logs of ``keys`` (new replicas of ours), ``OPEN_SLICE`` at

@@ -30,6 +30,7 @@ import msgpack
 
 from ..storage.topic_ids import topic_id_or_derived
 from . import checks
+from ..storage.config import log_settings
 
 NO_LEADER = -1
 
@@ -42,6 +43,7 @@ class BrokerInfo:
     started_ms: int = 0
     registered: int = 0  # etcd revision of its registration (not stored in the value)
     kafka: "tuple[str, int] | None" = None  # its Kafka listener's advertised address, if any
+    kafka_listeners: tuple = ()  # its named Kafka listeners: (name, host, port) each
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ class TopicState:
         return self.configs.get("unclean_leader_election") in (True, 1, "true")
 
     def log_overrides(self) -> dict:
-        """The configs that are LogConfig settings (the cluster's own removed)."""
-        return {k: v for k, v in self.configs.items() if k not in CLUSTER_CONFIGS}
+        """The configs that are LogConfig settings (the cluster's own and
+        Kafka configs stored without effect removed)."""
+        return log_settings(self.configs)
 
 
 CLUSTER_CONFIGS = ("replication_factor", "min_insync_replicas", "unclean_leader_election")
@@ -170,6 +173,8 @@ def broker_value(b: BrokerInfo) -> bytes:
     value = {"host": b.host, "port": b.port, "started_ms": b.started_ms}
     if b.kafka is not None:
         value["kafka"] = [b.kafka[0], b.kafka[1]]
+    if b.kafka_listeners:  # only with named listeners: older readers ignore the field
+        value["kafka_listeners"] = [list(row) for row in b.kafka_listeners]
     return pack(value)
 
 
@@ -180,8 +185,10 @@ def broker_from(broker_id: int, raw: bytes, registered: int = 0) -> BrokerInfo:
     checks.broker_id(broker_id)
     checks.broker(v)
     kafka = v.get("kafka")
+    named = tuple((str(n), str(h), int(p)) for n, h, p in v.get("kafka_listeners", ()))
     return BrokerInfo(broker_id, str(v["host"]), int(v["port"]), int(v.get("started_ms", 0)),
-                      registered, None if kafka is None else (str(kafka[0]), int(kafka[1])))
+                      registered, None if kafka is None else (str(kafka[0]), int(kafka[1])),
+                      named)
 
 
 def topic_value(t: TopicState) -> bytes:

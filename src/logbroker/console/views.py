@@ -74,7 +74,8 @@ def group_lags(state, g: dict) -> list:
     for (t, p), committed in sorted(g["offsets"].items()):
         log = state.logs.get((t, p))
         hw = None if log is None else log[1]
-        out.append((t, p, committed, hw, None if hw is None else max(hw - committed, 0)))
+        known = hw is not None and committed >= 0  # a negative commit is a reset request
+        out.append((t, p, committed, hw, max(hw - committed, 0) if known else None))
     return out
 
 
@@ -104,15 +105,23 @@ def group(state, name: str, history=None) -> dict:
 
 
 def assignment_of(data: bytes) -> list:
-    """A member's assigned partitions as "topic-partition" strings (the
-    logbroker client's encoding; [] for another client's or none)."""
+    """A member's assigned partitions as "topic-partition" strings: the
+    logbroker client's encoding, or Kafka's ConsumerProtocol (a Kafka
+    member's assignment is kept as its leader wrote it); [] for another
+    client's or none."""
     if not data:
         return []
+    from ..kafka.consumer_protocol import decode_assignment
+    from ..kafka.errors import KafkaDecodeError
     from ..protocol.consumer_protocol import Assignment
 
     try:
         return [f"{t}-{p}" for t, p in Assignment.decode(data).partitions]
     except (LogbrokerError, ValueError, TypeError):
+        pass
+    try:
+        return [f"{t}-{p}" for t, p in decode_assignment(data).partitions]
+    except KafkaDecodeError:
         return []
 
 

@@ -93,6 +93,12 @@ class ConsumerGroup:
     def empty(self) -> bool:
         return not self.members and not self.offsets
 
+    def subscribed_names(self) -> "frozenset | None":
+        """The topic names the members subscribe to (None with a regex: any)."""
+        if any(mb.subscription.regex for mb in self.members.values()):
+            return None
+        return frozenset(t for mb in self.members.values() for t in mb.subscription.names)
+
     def assignor_name(self) -> str:
         """The members' most named assignor (the broker's default if none)."""
         votes: dict = {}

@@ -64,6 +64,8 @@ class ConsumerMember:
         return Assignment(tuple((t, p) for t, ps in sorted(self.assigned.items())
                                 for p in sorted(ps))).encode()
 
+    kafka = False  # its assignment bytes (``assignment``) are ours, not Kafka's ConsumerProtocol
+
     def metadata(self, _protocol: str) -> bytes:
         return b""
 

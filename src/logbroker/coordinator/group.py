@@ -56,6 +56,7 @@ class Member:
     joining: bool = False  # a JoinGroup is parked
     syncing: bool = False  # a SyncGroup is parked
     deadline: float = 0.0  # session expiry
+    kafka: bool = False  # its metadata and assignment are Kafka's ConsumerProtocol bytes, else ours
 
     def touch(self, now: float) -> None:
         self.deadline = now + self.session_timeout_ms / 1000
@@ -104,7 +105,7 @@ class Group:
                                            f"(limit {self.limits.max_size})")
         member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", req.group_instance_id,
                         client_id, host, req.session_timeout_ms, req.rebalance_timeout_ms,
-                        tuple(req.protocols))
+                        tuple(req.protocols), kafka=req.kafka_bytes)
         self.members[member.member_id] = member
         self.protocol_type = req.protocol_type
         return member.member_id, self._park_join(member, now, "a new member joined")
@@ -141,7 +142,7 @@ class Group:
 
     def _rejoin(self, member: Member, req: m.JoinGroup, now: float) -> "m.JoinGroupResponse | None":
         changed = tuple(req.protocols) != member.protocols
-        member.protocols = tuple(req.protocols)
+        member.protocols, member.kafka = tuple(req.protocols), req.kafka_bytes
         member.session_timeout_ms, member.rebalance_timeout_ms = (req.session_timeout_ms,
                                                                   req.rebalance_timeout_ms)
         if self.state in (STABLE, COMPLETING) and not changed \
@@ -153,7 +154,9 @@ class Group:
     def _static_rejoin(self, old: Member, req: m.JoinGroup, client_id: str, host: str,
                        now: float) -> "tuple[str, m.JoinGroupResponse | None]":
         """A static member restarted (KIP-345): a new member id takes the
-        old one's place and assignment; no rebalance while the group is Stable."""
+        old one's place and assignment; no rebalance while the group is Stable
+        (but when it comes back through the other listener: its stored
+        assignment is in the other kind of bytes)."""
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
         for kind, parked in (("join", old.joining), ("sync", old.syncing)):
             if parked:
@@ -161,15 +164,16 @@ class Group:
                     f"instance {req.group_instance_id!r} rejoined with a new member id")))
         old.syncing = False
         del self.members[old.member_id]
+        same_kind = old.kafka == req.kafka_bytes  # its stored assignment is in its kind of bytes
         old.member_id, old.client_id, old.host = new_id, client_id, host
-        old.protocols = tuple(req.protocols)
+        old.protocols, old.kafka = tuple(req.protocols), req.kafka_bytes
         old.session_timeout_ms, old.rebalance_timeout_ms = (req.session_timeout_ms,
                                                             req.rebalance_timeout_ms)
         self.members[new_id] = old
         was_leader = self.leader not in self.members
         if was_leader:
             self.leader = new_id
-        if self.state == STABLE:
+        if self.state == STABLE and same_kind:
             old.touch(now)
             self.persist = True
             return new_id, m.JoinGroupResponse(generation=self.generation, protocol=self.protocol,
@@ -226,12 +230,14 @@ class Group:
         return max(votes, key=lambda n: (votes[n], -list(votes).index(n)))
 
     def _join_answer(self, member: Member) -> m.JoinGroupResponse:
-        members = ()
+        members, kafka = (), ()
         if member.member_id == self.leader:
             members = tuple((mb.member_id, mb.instance_id, mb.metadata(self.protocol))
                             for mb in self.members.values())
+            kafka = tuple(mb.kafka for mb in self.members.values())
         return m.JoinGroupResponse(generation=self.generation, protocol=self.protocol,
-                                   leader=self.leader, member_id=member.member_id, members=members)
+                                   leader=self.leader, member_id=member.member_id, members=members,
+                                   member_kafka=kafka)
 
     # -- sync, heartbeat, leave ----------------------------------------------------------------------
     def sync(self, req: m.SyncGroup, now: float) -> "m.SyncGroupResponse | None":
@@ -336,7 +342,8 @@ class Group:
         return GroupRecord(self.name, self.generation, self.protocol_type, self.protocol,
                            self.leader, tuple(StoredMember(
                                mb.member_id, mb.instance_id, mb.client_id, mb.host,
-                               mb.session_timeout_ms, mb.rebalance_timeout_ms, mb.assignment)
+                               mb.session_timeout_ms, mb.rebalance_timeout_ms, mb.assignment,
+                               mb.kafka)
                                for mb in self.members.values()))
 
     def restore(self, rec: GroupRecord, now: float) -> None:
@@ -346,7 +353,8 @@ class Group:
         self.members = {}
         for sm in rec.members:
             mb = Member(sm.member_id, sm.instance_id, sm.client_id, sm.host,
-                        sm.session_timeout_ms, sm.rebalance_timeout_ms, assignment=sm.assignment)
+                        sm.session_timeout_ms, sm.rebalance_timeout_ms, assignment=sm.assignment,
+                        kafka=sm.kafka)
             mb.touch(now)
             self.members[mb.member_id] = mb
         self.state = STABLE if self.members else EMPTY

@@ -8,8 +8,9 @@ only the newest of each:
   ``[offset, metadata, commit_ms]``; a tombstone (null value) deletes it.
 - a group's membership: key ``[2, group]``, value ``[generation, protocol_type,
   protocol, leader, members]`` with members ``[member_id, instance_id,
-  client_id, host, session_timeout_ms, rebalance_timeout_ms, assignment]``;
-  a tombstone deletes the group.
+  client_id, host, session_timeout_ms, rebalance_timeout_ms, assignment, kafka]``
+  (``kafka``: the member's bytes are Kafka's ConsumerProtocol; absent in
+  records written before it, read as false); a tombstone deletes the group.
 - a consumer-protocol group (KIP-848): key ``[3, group]``, consumer_records.py.
 
 Keys and values are msgpack. ``read_batch`` turns one stored batch into
@@ -62,6 +63,7 @@ class StoredMember:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     assignment: bytes
+    kafka: bool = False  # the assignment is Kafka's ConsumerProtocol bytes, else ours
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def _pair(r) -> tuple:
         value = None if r.generation is None else [
             r.generation, r.protocol_type, r.protocol, r.leader,
             [[mb.member_id, mb.instance_id, mb.client_id, mb.host, mb.session_timeout_ms,
-              mb.rebalance_timeout_ms, mb.assignment] for mb in r.members]]
+              mb.rebalance_timeout_ms, mb.assignment, mb.kafka] for mb in r.members]]
     return (None if value is None else msgpack.packb(value), msgpack.packb(key))
 
 
@@ -122,9 +124,12 @@ def _parse(key: bytes, value: "bytes | None"):
             return GroupRecord(str(k[1]), None)
         generation, ptype, protocol, leader, members = v
         return GroupRecord(str(k[1]), int(generation), str(ptype), str(protocol), str(leader),
-                           tuple(StoredMember(str(a), None if b is None else str(b), str(c), str(d),
-                                              int(e), int(f), bytes(g))
-                                 for a, b, c, d, e, f, g in members))
+                           tuple(_member(*mb) for mb in members))
     if k[0] == CONSUMER_KIND:
         return consumer_parse(k, v)
     raise ValueError(f"unknown record kind {k[0]!r}")
+
+
+def _member(a, b, c, d, e, f, g, kafka=False) -> StoredMember:
+    return StoredMember(str(a), None if b is None else str(b), str(c), str(d), int(e), int(f),
+                        bytes(g), kafka is True)

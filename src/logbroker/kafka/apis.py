@@ -9,15 +9,20 @@ advertises exactly this table.
 
 from __future__ import annotations
 
+from .apis_acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
 from .apis_configs import DESCRIBE_CONFIGS
+from .apis_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from .apis_consumer_group import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
 from .apis_core import (API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                         OFFSET_FOR_LEADER_EPOCH, PRODUCE)
 from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
                           OFFSET_FETCH, SYNC_GROUP)
 from .apis_group_admin import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
+from .apis_offset_delete import OFFSET_DELETE
 from .apis_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from .apis_partitions import (CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_CLUSTER,
+                              DESCRIBE_LOG_DIRS, ELECT_LEADERS)
 from .schema import Api
 
 PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
@@ -26,7 +31,10 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
                   LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
                   DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
                   SASL_AUTHENTICATE,
-                  CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
+                  OFFSET_DELETE)
+PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
+            CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, DESCRIBE_CLUSTER)
+PROFILE += (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -37,8 +45,10 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
                   15: 5, 16: 3, 42: 2,
                   32: 4, 23: 4,
-                  17: 2,  # SaslHandshake has no flexible version ("none"): past its last
-                  68: 0, 69: 0}
+                  17: 2,
+                  47: 1}  # SaslHandshake has no flexible version ("none"): past its last
+FIRST_FLEXIBLE.update({33: 2, 44: 1, 29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 35: 2, 43: 2, 60: 0})
+FIRST_FLEXIBLE.update({68: 0, 69: 0})
 
 
 def api_for(key: int) -> "Api | None":

@@ -7,7 +7,8 @@ a single node this broker is the only broker, the controller and every
 partition's leader; in a cluster they come from the broker's mirror of
 etcd (``cluster/view.py``), where each broker's registration carries its
 Kafka address (``BrokerInfo.kafka``, None for a broker without a Kafka
-listener).
+listener) and its named listeners' (``kafka_listeners``): a client is told
+the addresses of the listener it connected to (``address_on``).
 
 A broker without a Kafka address is not listed, so a partition it leads
 cannot be reached by a Kafka client: it is answered LEADER_NOT_AVAILABLE
@@ -28,15 +29,31 @@ def kafka_address(site: KafkaSite, broker_id: int) -> "tuple[str, int] | None":
     """(host, port) of ``broker_id``'s Kafka listener; None when that broker
     is not live or has no Kafka listener."""
     b = site.meta.directory().brokers.get(broker_id)
-    return None if b is None else b.kafka
+    return None if b is None else address_on(site, b)
+
+
+def address_on(site: KafkaSite, b) -> "tuple[str, int] | None":
+    """Broker ``b``'s address on the site's listener (Kafka's rule: clients
+    are told the addresses of the listener they connected to): its listener
+    of the same name; a broker with no named listener (the single-listener
+    form) at its one Kafka address; None for a broker without that listener."""
+    if not site.listener or not b.kafka_listeners:
+        return b.kafka
+    for name, host, port in b.kafka_listeners:
+        if name == site.listener:
+            return host, port
+    return None
 
 
 def brokers(site: KafkaSite) -> list[dict]:
-    """Metadata's broker list: every live broker with a Kafka address, by id
-    (``rack`` null: racks are not configured)."""
-    return [{"node_id": b.id, "host": b.kafka[0], "port": b.kafka[1], "rack": None}
-            for b in sorted(site.meta.directory().brokers.values(), key=lambda b: b.id)
-            if b.kafka is not None]
+    """Metadata's broker list: every live broker with an address on this
+    listener, by id (``rack`` null: racks are not configured)."""
+    out = []
+    for b in sorted(site.meta.directory().brokers.values(), key=lambda b: b.id):
+        address = address_on(site, b)
+        if address is not None:
+            out.append({"node_id": b.id, "host": address[0], "port": address[1], "rack": None})
+    return out
 
 
 def controller_id(site: KafkaSite) -> int:

@@ -12,11 +12,19 @@ written here as schemas for the generic codec (schema.py):
 - Assignment v0 (v1-v3 are the same fields): partitions by topic,
   user_data (nullable bytes).
 
-Decoding follows Kafka's rule for versions: a version newer than the
-newest known is read as the newest known, and bytes after the fields
-read are ignored (a newer writer's additions). ``decode_*`` raise
-``KafkaDecodeError`` (an INVALID_REQUEST) for anything else that does not
-parse: fewer bytes than announced, a negative version, a null array.
+Decoding is tolerant, as the bytes are a client's own business (Kafka's
+classic coordinator never reads them; the listener reads them only to
+translate for a logbroker member of the same group): the version says
+which fields *may* follow, the bytes say which do. The first field (the
+topics, the assigned partitions) must read; each later field of the
+version is read while bytes remain, and a field missing at the end takes
+its default. So a version newer than the newest known reads as the
+newest known, and clients that write a higher version number with an
+older layout (version 4 or version 1 over version 0's fields) read fine.
+A later field that does not parse ends the reading (it and the rest at
+their defaults) and bytes after the fields read are ignored.
+``decode_*`` raise ``KafkaDecodeError`` when the version is negative or the
+first field does not read.
 """
 
 from __future__ import annotations
@@ -70,12 +78,30 @@ class KafkaAssignment:
     user_data: "bytes | None" = None
 
 
-def _version(data: bytes, newest: int) -> tuple:
+_ONE_FIELD = {id(f): S(f.name, f) for st in (SUBSCRIPTION, ASSIGNMENT) for f in st.fields}
+
+
+def _tolerant(struct, data: bytes, newest: int) -> dict:
+    """The fields of ``struct`` read from ``data`` (module docstring): name -> value."""
     view = memoryview(data)
     version, pos = p.dec_int16(view, 0)
     if version < 0:
         raise KafkaDecodeError(f"ConsumerProtocol version {version} is negative")
-    return view, min(version, newest), pos
+    version = min(version, newest)
+    out: dict = {}
+    for i, f in enumerate(struct.fields):
+        if version not in f.versions:
+            continue
+        if i and pos >= len(view):
+            break  # an older layout under a newer version number: the rest at defaults
+        try:
+            value, pos = decoder(_ONE_FIELD[id(f)], version)(view, pos)
+        except KafkaDecodeError:
+            if not i:
+                raise
+            break  # a later field that does not parse: it and the rest at defaults
+        out[f.name] = getattr(value, f.name)
+    return out
 
 
 def _pairs(groups) -> tuple:
@@ -90,10 +116,10 @@ def _grouped(pairs) -> list:
 
 
 def decode_subscription(data: bytes) -> KafkaSubscription:
-    view, version, pos = _version(data, SUBSCRIPTION_VERSION)
-    value, _ = decoder(SUBSCRIPTION, version)(view, pos)
-    return KafkaSubscription(tuple(value.topics), _bytes(value.user_data),
-                             _pairs(value.owned_partitions), value.generation_id, value.rack_id)
+    got = _tolerant(SUBSCRIPTION, data, SUBSCRIPTION_VERSION)
+    return KafkaSubscription(tuple(got["topics"]), _bytes(got.get("user_data")),
+                             _pairs(got.get("owned_partitions")), got.get("generation_id", -1),
+                             got.get("rack_id"))
 
 
 def encode_subscription(sub: KafkaSubscription, version: "int | None" = None) -> bytes:
@@ -110,9 +136,8 @@ def encode_subscription(sub: KafkaSubscription, version: "int | None" = None) ->
 
 
 def decode_assignment(data: bytes) -> KafkaAssignment:
-    view, version, pos = _version(data, ASSIGNMENT_VERSION)
-    value, _ = decoder(ASSIGNMENT, version)(view, pos)
-    return KafkaAssignment(_pairs(value.assigned_partitions), _bytes(value.user_data))
+    got = _tolerant(ASSIGNMENT, data, ASSIGNMENT_VERSION)
+    return KafkaAssignment(_pairs(got["assigned_partitions"]), _bytes(got.get("user_data")))
 
 
 def encode_assignment(a: KafkaAssignment, version: int = 0) -> bytes:

@@ -1,26 +1,29 @@
 """Group member bytes between Kafka's ConsumerProtocol and ours (pure).
 
-The coordinator keeps every subscription and assignment in *our*
-encoding (protocol/consumer_protocol.py: msgpack maps), whichever listener
-its member came through, so a Kafka consumer and a logbroker consumer can
-be members of one group: the Kafka listener translates at its edge
-(docs/architecture.md, decision 79).
+The coordinator keeps every member's subscription and assignment as the
+member (or its leader) wrote them, tagged with whose encoding they are
+in: Kafka's ConsumerProtocol for a member of the Kafka listener, ours
+(protocol/consumer_protocol.py: msgpack maps) for a member of ours. Bytes
+go to a reader of the same encoding byte for byte (Kafka's classic
+coordinator treats them as opaque too); only where a Kafka member and a
+logbroker member share a ``consumer`` group are they translated, by
+``for_reader`` (docs/architecture.md, decision 79):
 
-- A Kafka member's subscription (JoinGroup metadata) becomes ours: topics,
-  owned partitions and generation map field by field; Kafka's
-  ``user_data`` and rack id ride along under the keys ``kafka_user_data``
-  and ``kafka_rack`` (our decoders ignore keys they do not know).
-- Every member's subscription goes to a Kafka leader in Kafka's encoding
-  (v1, v2 with a generation, v3 with a rack), the extra keys restored.
-- A Kafka leader's assignments (SyncGroup) become ours, user_data kept the
-  same way; a Kafka member's assignment goes out as Kafka's (v0).
+- A Kafka member's subscription becomes ours: topics, owned partitions and
+  generation map field by field; Kafka's ``user_data`` and rack id ride
+  along under the keys ``kafka_user_data`` and ``kafka_rack`` (our decoders
+  ignore keys they do not know).
+- Our subscription goes to a Kafka leader in Kafka's encoding (v1, v2 with
+  a generation, v3 with a rack), the extra keys restored.
+- A Kafka leader's assignment becomes ours, user_data kept the same way;
+  ours goes to a Kafka member as Kafka's (v0).
 
-A round trip Kafka -> ours -> Kafka keeps every field (topics sorted and
-unique, partitions grouped by topic). ``*_to_ours`` raise
-``InvalidRequestError`` for bytes that do not parse or name topics our
-rules refuse (the member's request is refused with it); ``*_to_kafka`` never
-raise: bytes of ours that do not parse (a hand-made peer of our protocol)
-become an empty subscription or assignment, and empty bytes stay empty.
+Nothing here raises: Kafka's bytes are read tolerantly
+(kafka/consumer_protocol.py: unknown versions, missing or trailing
+optional fields); bytes that still do not read, or name topics our rules
+refuse, give that one member an empty subscription or assignment (a debug
+line says why), never a refusal of the group's requests. Empty bytes stay
+empty.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import logging
 import msgpack
 
 from ..protocol.consumer_protocol import VERSION, Assignment, Subscription
-from ..errors import InvalidRequestError, LogbrokerError
+from ..errors import LogbrokerError
+from .errors import KafkaDecodeError
 from .consumer_protocol import (KafkaAssignment, KafkaSubscription, decode_assignment,
                                 decode_subscription, encode_assignment, encode_subscription)
 
@@ -56,7 +60,15 @@ def _extras(data: bytes) -> dict:
 
 
 def subscription_to_ours(data: bytes) -> bytes:
-    """A Kafka member's subscription in our encoding."""
+    """A Kafka member's subscription in our encoding (unreadable: an empty one)."""
+    try:
+        return _subscription_to_ours(data)
+    except (KafkaDecodeError, LogbrokerError) as exc:
+        log.debug("a Kafka member's subscription does not read (%s): given as empty", exc)
+        return Subscription(()).encode()
+
+
+def _subscription_to_ours(data: bytes) -> bytes:
     sub = decode_subscription(data)
     body = {"v": VERSION, "topics": sorted(set(sub.topics)), "owned": _grouped(sub.owned),
             "generation": max(sub.generation, -1)}
@@ -91,9 +103,18 @@ def subscription_to_kafka(data: bytes) -> bytes:
 
 
 def assignment_to_ours(data: bytes) -> bytes:
-    """A Kafka leader's assignment for one member, in our encoding."""
+    """A Kafka leader's assignment for one member, in our encoding
+    (unreadable: empty bytes, no partitions)."""
     if not data:
         return b""
+    try:
+        return _assignment_to_ours(data)
+    except (KafkaDecodeError, LogbrokerError) as exc:
+        log.debug("a Kafka leader's assignment does not read (%s): given as empty", exc)
+        return b""
+
+
+def _assignment_to_ours(data: bytes) -> bytes:
     a = decode_assignment(data)
     body = {"v": VERSION, "partitions": _grouped(a.partitions)}
     if a.user_data is not None:
@@ -113,11 +134,41 @@ def assignment_to_kafka(data: bytes) -> bytes:
     return encode_assignment(KafkaAssignment(got[0].partitions, got[1]["user_data"]))
 
 
-def checked(fn, data: bytes) -> bytes:
-    """``fn(data)``, any failure of Kafka's bytes as INVALID_REQUEST."""
-    try:
-        return fn(data)
-    except LogbrokerError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a peer's bytes: never a traceback
-        raise InvalidRequestError(f"group member bytes do not parse: {exc}") from None
+SUBSCRIPTION, ASSIGNMENT = "subscription", "assignment"
+_TRANSLATE = {(SUBSCRIPTION, True): subscription_to_kafka,
+              (SUBSCRIPTION, False): subscription_to_ours,
+              (ASSIGNMENT, True): assignment_to_kafka, (ASSIGNMENT, False): assignment_to_ours}
+
+
+def for_reader(kind: str, data: bytes, kafka_bytes: bool, kafka_reader: bool) -> bytes:
+    """``data`` (a ``kind`` of ``consumer`` group: SUBSCRIPTION or
+    ASSIGNMENT; Kafka's encoding when ``kafka_bytes``, else ours) for a
+    reader of Kafka's encoding (``kafka_reader``) or ours: the same bytes
+    when both are the same, else translated."""
+    if kafka_bytes == kafka_reader:
+        return data
+    return _TRANSLATE[(kind, kafka_reader)](data)
+
+
+SUBSCRIBED_BUDGET = 64 << 10  # bytes of subscriptions read per question (~4 ms of the loop)
+
+
+def subscribed_topics(subscriptions) -> "frozenset | None":
+    """The topics that ``subscriptions`` (``(bytes, kafka_bytes)`` pairs of
+    a ``consumer`` group's members) name together, or None when that is not
+    known: a subscription is empty or does not read, or they hold more than
+    ``SUBSCRIBED_BUDGET`` bytes together (Kafka's "subscribed topics
+    unknown", read as subscribed to every topic)."""
+    topics: set = set()
+    budget = SUBSCRIBED_BUDGET
+    for data, kafka in subscriptions:
+        budget -= len(data)
+        if not data or budget < 0:
+            return None
+        try:
+            topics.update(decode_subscription(data).topics if kafka
+                          else Subscription.decode(data).topics)
+        except (KafkaDecodeError, LogbrokerError) as exc:
+            log.debug("a member's subscription does not read (%s): topics unknown", exc)
+            return None
+    return frozenset(topics)

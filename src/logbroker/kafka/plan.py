@@ -30,7 +30,8 @@ class Plan:
 @dataclass(frozen=True, slots=True)
 class KafkaSite:
     """What the Kafka translators know of the broker: its id, the address
-    Kafka clients are told (Metadata, FindCoordinator), its settings and
+    Kafka clients of this listener are told (Metadata, FindCoordinator: the
+    addresses of the listener named ``listener``), its settings and
     its metadata (``meta.directory()``: the brokers' Kafka addresses and
     the controller, read at answer time; metadata/interface.py)."""
 
@@ -40,6 +41,8 @@ class KafkaSite:
     config: object  # the BrokerConfig
     served: frozenset = frozenset()  # the API keys answered (ApiVersions lists only these)
     meta: object = None  # the broker's metadata interface (cluster_meta.py reads its directory)
+    listener: str = ""  # the listener's name ("": the single-listener form): whose addresses
+    tls: bool = False  # the listener speaks TLS (PLAIN is offered there)
 
 
 def by_topic(rows, key=lambda row: row[0]) -> list:

@@ -7,17 +7,17 @@ members and ours alike (docs/kafka.md §4.5).
 - **ListGroups** (v0-2): the groups this broker coordinates that have
   members or committed offsets. In a cluster each broker answers for the
   groups whose offsets partition it leads, as Kafka's brokers do: admin
-  clients ask every broker and merge. Every group's protocol type is
-  ``consumer`` (the only one the Kafka listener serves, and our clients'),
-  also for a group that only has committed offsets, which Kafka would list
-  with "".
+  clients ask every broker and merge. Each group's protocol type is its
+  members' (``consumer``, ``connect``, ...; "" for a group that only has
+  committed offsets, as Kafka lists it).
 - **DescribeGroups** (v0-4): one entry per group asked, in order: state
   (Kafka's names: Empty, PreparingRebalance, CompletingRebalance, Stable),
-  protocol type ``consumer``, and each member's id, instance id (v4+),
+  the group's protocol type, and each member's id, instance id (v4+),
   client id, host (``/ADDRESS``, Kafka's form), subscription and
-  assignment in Kafka's ConsumerProtocol encoding (member_bytes.py: the
-  coordinator keeps ours). As Kafka: the protocol data (the generation's
-  assignor) and the member bytes only in the Stable state ("" and empty
+  assignment: a Kafka member's bytes as it sent them, a logbroker
+  member's in Kafka's ConsumerProtocol encoding (api/groups.py). As
+  Kafka: the protocol data (the generation's assignor) and the member
+  bytes only in the Stable state ("" and empty
   bytes otherwise); a group without members or offsets is answered as
   Kafka's ``Dead`` group with error 0 (GROUP_ID_NOT_FOUND is v6's answer);
   authorized operations are omitted (INT32_MIN, "not provided").
@@ -41,11 +41,9 @@ from __future__ import annotations
 from ..errors import GroupNotFoundError
 from ..protocol import messages as m
 from .apis_group_admin import AUTHORIZED_OPERATIONS_OMITTED
-from .member_bytes import assignment_to_kafka, subscription_to_kafka
 from .plan import KafkaSite, Plan
 from .wire_errors import kafka_group_code
 
-CONSUMER = "consumer"
 STABLE, DEAD = "Stable", "Dead"
 
 
@@ -53,7 +51,8 @@ def list_groups(site: KafkaSite, header, body) -> Plan:
     def answer(resp: m.ListGroupsResponse) -> dict:
         if resp.error:
             return {"error_code": kafka_group_code(resp.error), "groups": []}
-        return {"error_code": 0, "groups": [{"group_id": g, "protocol_type": CONSUMER}
+        types = dict(resp.protocol_types)
+        return {"error_code": 0, "groups": [{"group_id": g, "protocol_type": types.get(g, "")}
                                             for g in resp.groups]}
     return Plan(m.ListGroups(), answer)
 
@@ -64,8 +63,9 @@ def describe_groups(site: KafkaSite, header, body) -> Plan:
     def answer(resp: m.DescribeGroupsResponse) -> dict:
         if resp.error:  # refused whole (a denied group), or failed whole
             return {"groups": [_failed(name, resp.error) for name in names]}
-        return {"groups": [_described(row) for row in resp.groups]}
-    return Plan(m.DescribeGroups(groups=names), answer)
+        types = dict(resp.protocol_types)
+        return {"groups": [_described(row, types.get(row[0], "")) for row in resp.groups]}
+    return Plan(m.DescribeGroups(groups=names, kafka_bytes=True), answer)
 
 
 def _failed(name: str, error: int) -> dict:
@@ -78,7 +78,7 @@ def _failed(name: str, error: int) -> dict:
 CONSUMER_KIND = "consumer"  # our DescribeGroups' kind of a consumer-protocol group
 
 
-def _described(row: tuple) -> dict:
+def _described(row: tuple, protocol_type: str) -> dict:
     """One of our DescribeGroups rows as Kafka's DescribedGroup."""
     name, error, _message, _parts, state, protocol, _generation, members, kind = row
     if error == GroupNotFoundError.code or kind == CONSUMER_KIND:
@@ -88,7 +88,8 @@ def _described(row: tuple) -> dict:
     if error:
         return _failed(name, error)
     stable = state == STABLE
-    return {"error_code": 0, "group_id": name, "group_state": state, "protocol_type": CONSUMER,
+    return {"error_code": 0, "group_id": name, "group_state": state,
+            "protocol_type": protocol_type,
             "protocol_data": protocol if stable else "",
             "members": [_member(mb, stable) for mb in members],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
@@ -98,8 +99,8 @@ def _member(mb: tuple, stable: bool) -> dict:
     member_id, instance_id, client_id, host, assignment, metadata = mb
     return {"member_id": member_id, "group_instance_id": instance_id, "client_id": client_id,
             "client_host": kafka_host(host),
-            "member_metadata": subscription_to_kafka(metadata) if stable else b"",
-            "member_assignment": assignment_to_kafka(assignment) if stable else b""}
+            "member_metadata": metadata if stable else b"",
+            "member_assignment": assignment if stable else b""}
 
 
 def kafka_host(peer: str) -> str:

@@ -12,7 +12,7 @@ from ..protocol import messages as m
 from ..protocol.parts import OffsetCommit, TopicPartition
 from .cluster_meta import kafka_address
 from .plan import KafkaSite, Plan, by_topic
-from .wire_errors import kafka_code, kafka_message
+from .wire_errors import kafka_code, kafka_group_code, kafka_message
 
 GROUP_KEY = 0  # FindCoordinator key_type: 1 is a transactional id
 
@@ -68,7 +68,9 @@ def offset_commit(site: KafkaSite, header, body) -> Plan:
 
 
 def offset_fetch(site: KafkaSite, header, body) -> Plan:
-    """The group's committed offsets (-1 and null metadata where none);
+    """The group's committed offsets as stored (any int64, a negative one
+    too: Kafka clients commit -1 / -2 to reset a group); offset -1 and
+    metadata "" where none, as Kafka answers (its NO_METADATA: never null);
     null topics (v2+) asks for every partition the group committed."""
     parts = None if body.topics is None else tuple(
         TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes)
@@ -77,12 +79,28 @@ def offset_fetch(site: KafkaSite, header, body) -> Plan:
     def answer(resp: m.FetchOffsetsResponse) -> dict:
         error = kafka_code(resp.error)
         if resp.error:
-            rows = [(t, p, -1, None, error) for t, p in parts or ()]
+            rows = [(t, p, -1, "", error) for t, p in parts or ()]
         else:
-            rows = [(t, p, offset, meta if offset >= 0 else None, 0)
-                    for t, p, offset, meta, _ms in resp.parts]
+            rows = [(t, p, offset, meta or "", 0) for t, p, offset, meta, _ms in resp.parts]
         return {"error_code": error, "topics": [{"name": topic, "partitions": [
             {"partition_index": p, "committed_offset": offset, "metadata": meta,
              "error_code": code} for _t, p, offset, meta, code in group]}
             for topic, group in by_topic(rows)]}
     return Plan(req, answer)
+
+
+def offset_delete(site: KafkaSite, header, body) -> Plan:
+    """OffsetDelete (v0) as our DeleteOffsets (api/groups.py: Kafka's
+    rules); a group-wide refusal is the top-level error with no topics,
+    as Kafka answers it."""
+    parts = tuple(TopicPartition(t.name, p.partition_index) for t in body.topics
+                  for p in t.partitions)
+
+    def answer(resp: m.DeleteOffsetsResponse) -> dict:
+        if resp.error:
+            return {"error_code": kafka_group_code(resp.error), "topics": []}
+        return {"error_code": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p, "error_code": kafka_code(e)}
+                                           for _t, p, e, _msg in group]}
+            for topic, group in by_topic(resp.parts)]}
+    return Plan(m.DeleteOffsets(group=body.group_id, parts=parts), answer)

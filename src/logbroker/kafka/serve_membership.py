@@ -7,12 +7,16 @@ returns a ``Plan`` whose request is one of ours, so the coordinator's
 states, timeouts, fencing and errors are those of our consumers (its
 errors carry Kafka's numbers: UNKNOWN_MEMBER_ID 25, ILLEGAL_GENERATION 22,
 REBALANCE_IN_PROGRESS 27, INCONSISTENT_GROUP_PROTOCOL 23,
-FENCED_INSTANCE_ID 82, ...). Member bytes are translated at this edge
-(member_bytes.py), so Kafka consumers and ours can share a group.
+FENCED_INSTANCE_ID 82, ...).
 
-- Only the protocol type ``consumer`` (Kafka's ConsumerProtocol) is
-  served: any other (Kafka Connect's ``connect``, ...) is answered
-  INCONSISTENT_GROUP_PROTOCOL, as its bytes could not be translated.
+- Member bytes are opaque, as to Kafka's classic coordinator: the
+  protocol type (``consumer``, Kafka Connect's ``connect``, ...), each
+  protocol's metadata and the leader's assignments go to the coordinator
+  as sent, marked as Kafka's (``kafka_bytes``), and come back byte for
+  byte: a subscription of any version or layout reaches the leader as its
+  member wrote it, an assignment its member as the leader wrote it. Only
+  in a ``consumer`` group that a logbroker consumer shares are they
+  translated, by the handlers (api/groups.py, kafka/member_bytes.py).
 - JoinGroup v0 has no rebalance timeout: the session timeout is used, as
   Kafka does. A new member (empty member id) gets its id in the answer of
   its first join, at every version: MEMBER_ID_REQUIRED (79, KIP-394) is
@@ -23,39 +27,22 @@ FENCED_INSTANCE_ID 82, ...). Member bytes are translated at this edge
 
 from __future__ import annotations
 
-from ..errors import InconsistentGroupProtocolError, LogbrokerError
 from ..protocol import messages as m
 from ..protocol.parts import LeavingMember, MemberAssignment, Protocol
-from .member_bytes import (assignment_to_kafka, assignment_to_ours, checked,
-                           subscription_to_kafka, subscription_to_ours)
 from .plan import KafkaSite, Plan
 from .wire_errors import kafka_code
-
-CONSUMER = "consumer"
-
-
-def _refused(exc: LogbrokerError, body: dict) -> Plan:
-    """A plan answering ``exc`` without asking the broker."""
-    return Plan(None, lambda _r: {**body, "error_code": kafka_code(exc.code)})
 
 
 def join_group(site: KafkaSite, header, body) -> Plan:
     failed = {"generation_id": -1, "protocol_name": "", "leader": "",
               "member_id": body.member_id, "members": []}
-    if body.protocol_type != CONSUMER:
-        return _refused(InconsistentGroupProtocolError(
-            f"protocol type {body.protocol_type!r}: the Kafka listener serves 'consumer' "
-            "groups only"), failed)
-    try:
-        protocols = tuple(Protocol(p.name, checked(subscription_to_ours, p.metadata))
-                          for p in body.protocols)
-    except LogbrokerError as exc:
-        return _refused(exc, failed)
+    protocols = tuple(Protocol(p.name, bytes(p.metadata)) for p in body.protocols)
     rebalance = body.rebalance_timeout_ms if header.api_version >= 1 else body.session_timeout_ms
     req = m.JoinGroup(group=body.group_id, session_timeout_ms=body.session_timeout_ms,
                       rebalance_timeout_ms=rebalance, member_id=body.member_id,
-                      group_instance_id=body.group_instance_id, protocol_type=CONSUMER,
-                      protocols=protocols, client_id=header.client_id or "")
+                      group_instance_id=body.group_instance_id,
+                      protocol_type=body.protocol_type, protocols=protocols,
+                      client_id=header.client_id or "", kafka_bytes=True)
 
     def answer(resp: m.JoinGroupResponse) -> dict:
         if resp.error:
@@ -63,27 +50,22 @@ def join_group(site: KafkaSite, header, body) -> Plan:
         return {"error_code": 0, "generation_id": resp.generation,
                 "protocol_name": resp.protocol, "leader": resp.leader,
                 "member_id": resp.member_id, "members": [
-                    {"member_id": mid, "group_instance_id": iid,
-                     "metadata": subscription_to_kafka(meta)}
+                    {"member_id": mid, "group_instance_id": iid, "metadata": meta}
                     for mid, iid, meta in resp.members]}
     return Plan(req, answer)
 
 
 def sync_group(site: KafkaSite, header, body) -> Plan:
-    try:
-        assignments = tuple(MemberAssignment(a.member_id,
-                                             checked(assignment_to_ours, a.assignment))
-                            for a in body.assignments)
-    except LogbrokerError as exc:
-        return _refused(exc, {"assignment": b""})
+    assignments = tuple(MemberAssignment(a.member_id, bytes(a.assignment))
+                        for a in body.assignments)
     req = m.SyncGroup(group=body.group_id, generation=body.generation_id,
                       member_id=body.member_id, group_instance_id=body.group_instance_id,
-                      assignments=assignments)
+                      assignments=assignments, kafka_bytes=True)
 
     def answer(resp: m.SyncGroupResponse) -> dict:
         if resp.error:
             return {"error_code": kafka_code(resp.error), "assignment": b""}
-        return {"error_code": 0, "assignment": assignment_to_kafka(resp.assignment)}
+        return {"error_code": 0, "assignment": resp.assignment}
     return Plan(req, answer)
 
 

@@ -6,6 +6,8 @@ request header and body, and returns a ``Plan`` (plan.py).
 
 from __future__ import annotations
 
+import logging
+
 from ..errors import InvalidRequestError, LogbrokerError, UnknownError, UnknownTopicIdError
 from ..limits import check_new_topic, check_request_partitions
 from ..protocol import messages as m
@@ -18,6 +20,8 @@ from .topic_ids import NO_TOPIC_ID, ids_by_name, names_by_id
 from .wire_errors import kafka_code, kafka_message
 
 CLUSTER_ID = "logbroker"
+
+_log = logging.getLogger("logbroker.kafka")
 
 
 def api_versions(site: KafkaSite, header, body) -> Plan:
@@ -87,8 +91,9 @@ def metadata(site: KafkaSite, header, body) -> Plan:
 def create_topics(site: KafkaSite, header, body) -> Plan:
     """Kafka's topic settings are ours by topic_configs.py's table
     (``retention.ms`` is ``retention_ms``, ``max.message.bytes``
-    ``max_batch_bytes``, ...), values as strings (numbers and true/false
-    parsed; INVALID_CONFIG for a value we cannot take);
+    ``max_batch_bytes``, ...), values as strings (parsed by their Kafka
+    type; INVALID_CONFIG naming the config for an unknown name or a value
+    we cannot take);
     -1 partitions is the broker's default, -1 replication factor ours (1 on
     a single node). Manual replica assignments are refused (INVALID_REQUEST).
     ``validate_only`` creates nothing: each topic's answer says whether it
@@ -99,7 +104,8 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
         try:
             if t.assignments:
                 raise InvalidRequestError("manual replica assignments are not supported")
-            configs = dict(filter(None, (to_ours(c.name, c.value) for c in t.configs)))
+            configs = {k: v for k, v in (to_ours(c.name, c.value) for c in t.configs)
+                       if v is not None}  # a null value: Kafka's "no value", the default
             if t.replication_factor != -1:
                 configs["replication_factor"] = t.replication_factor
             parts = site.config.default_partitions if t.num_partitions == -1 else t.num_partitions
@@ -107,6 +113,7 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
                 check_new_topic(t.name, parts, configs)
             topics.append(NewTopic(t.name, parts, configs))
         except LogbrokerError as exc:
+            _log.debug("CreateTopics of %r refused: %s", t.name[:80], exc.message)
             refused[t.name] = (exc.code, exc.message)
     if body.validate_only:
         try:

@@ -30,6 +30,7 @@ from .cluster_host import ClusterHost
 from .interface import Appended
 from .local import partition_entry
 from .offsets_topic import offsets_topic_configs
+from .partitions import add_cluster
 
 log = logging.getLogger("logbroker.broker")
 VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
@@ -187,6 +188,11 @@ class ClusterMetadata:
             await node.etcd.cas(dict.fromkeys(parts[i:i + TXN_OPS]), {})
         await self._until(lambda: name not in node.view.topics)
 
+    async def add_partitions(self, name: str, count: int, assignments: tuple = (),
+                             validate_only: bool = False) -> None:
+        """CreatePartitions in a cluster (metadata/partitions.py)."""
+        await add_cluster(self, name, count, assignments, validate_only)
+
     def describe_topic(self, name: str) -> tuple:
         """Settings from etcd; per partition this broker's replica (its leader
         has the authoritative HW: clients ask each leader for its own
@@ -210,6 +216,46 @@ class ClusterMetadata:
                                            f"(leader: {where})")
                 parts.append(PartitionDescription(p, -1, -1, -1, 0, 0, *_err(elsewhere)))
         return configs, tuple(parts)
+
+    def topic_settings(self, name: str) -> tuple:
+        """(effective settings, the settings set on topic ``name``) in our
+        names, from etcd's value (the replication factor, a topic fact, left
+        out); effective: the broker's log defaults under the topic's own,
+        the cluster's settings as the cluster applies them."""
+        topic = self.node.view.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        overrides = {k: v for k, v in topic.configs.items() if k != "replication_factor"}
+        effective = {**overrides,
+                     **self.store.config.log.replace(**topic.log_overrides()).to_dict(),
+                     "min_insync_replicas": topic.min_insync_replicas,
+                     "unclean_leader_election": str(topic.unclean_leader_election).lower()}
+        return effective, overrides
+
+    async def alter_topic_configs(self, name: str, configs: dict) -> None:
+        """Replace topic ``name``'s settings with ``configs`` (checked by the
+        caller) in etcd, a compare-and-set on the topic's value; every broker
+        hosting its partitions applies them live as its watch delivers the
+        change (ClusterNode._configs_changed). Returns once this broker's
+        view has them (bounded by VIEW_WAIT_S)."""
+        node = self.node
+        node.check_available()
+        topic = node.view.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        if configs.get("min_insync_replicas", 1) > topic.replication_factor:
+            raise InvalidConfigError(f"min_insync_replicas {configs['min_insync_replicas']} "
+                                     f"exceeds the replication factor "
+                                     f"{topic.replication_factor}: every write would be refused")
+        kept = {k: v for k, v in topic.configs.items() if k == "replication_factor"}
+        new = TopicState(name, topic.partitions, topic.replication_factor, {**kept, **configs},
+                         topic_id=topic.topic_id)
+        key = node.keys.topic(name)
+        if not await node.etcd.cas({key: topic_value(new)}, {key: topic.version}):
+            raise UnknownTopicOrPartitionError(f"topic {name!r} changed meanwhile; retry")
+        log.info("topic %s: settings changed to %s", name, configs)
+        await self._until(lambda: (t := node.view.topics.get(name)) is None
+                          or t.version != topic.version)
 
     async def elect_preferred(self, row: PartitionPlacement) -> int:
         """Move leadership to the preferred replica when it is live and in
@@ -328,8 +374,8 @@ class ClusterMetadata:
         return (EtcdUserStore(node.etcd, node.keys, node.access),
                 EtcdAclStore(node.etcd, node.keys, node.access))
 
-    async def advertise_kafka(self, host: str, port: int) -> None:
-        await self.node.advertise_kafka(host, port)
+    async def advertise_kafka(self, host: str, port: int, listeners: tuple = ()) -> None:
+        await self.node.advertise_kafka(host, port, listeners)
 
     def directory(self):
         """The live view: its brokers carry their Kafka addresses (``kafka``)."""

@@ -23,7 +23,13 @@ The methods (both implementations have each):
 - ``async create_topic(name, partitions, configs)``, ``async
   auto_create(name)``, ``async delete_topic(name)``,
   ``describe_topic(name)`` -> (configs, partition entries), ``async
-  elect_preferred(row)`` -> the leader after a preferred election.
+  elect_preferred(row)`` -> the leader after a preferred election,
+  ``async add_partitions(name, count, assignments, validate_only)``
+  (CreatePartitions: metadata/partitions.py).
+- Topic configs: ``topic_settings(name)`` -> (effective settings, those
+  set on the topic), ``async alter_topic_configs(name, configs)`` (the
+  topic's whole new set, checked by the caller: stored, and applied live
+  by every broker hosting the topic).
 - ``async new_producer_id()``.
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,
@@ -39,7 +45,9 @@ The methods (both implementations have each):
 - Security: ``access_stores(on_acls)`` -> (users, acls).
 - For the Kafka listener, the console and metrics: ``directory()`` (the
   brokers' Kafka addresses and the controller), ``async
-  advertise_kafka(host, port)``, ``topic_counts()``, ``cluster_numbers()``
+  advertise_kafka(host, port, listeners=())`` (the first Kafka listener's
+  address; ``listeners``: every named one's (name, host, port)),
+  ``topic_counts()``, ``cluster_numbers()``
   and ``cluster_state(numbers)`` (None on a single node).
 """
 
@@ -61,10 +69,12 @@ class Appended(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class KafkaBroker:
     """A live broker as Kafka clients reach it (``kafka``: (host, port) of
-    its Kafka listener, None without one)."""
+    its (first) Kafka listener, None without one; ``kafka_listeners``: its
+    named listeners' (name, host, port))."""
 
     id: int
     kafka: "tuple[str, int] | None"
+    kafka_listeners: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from ..storage.store import Store
 from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
+from .partitions import add_local
 
 
 log = logging.getLogger("logbroker.topics")
@@ -177,6 +178,11 @@ class LocalMetadata:
         task.add_done_callback(self._running.discard)
         return task
 
+    async def add_partitions(self, name: str, count: int, assignments: tuple = (),
+                             validate_only: bool = False) -> None:
+        """CreatePartitions on a single node (metadata/partitions.py)."""
+        await add_local(self, name, count, assignments, validate_only, AT_ONCE, SLICE)
+
     def describe_topic(self, name: str) -> tuple:
         """(effective settings, per partition its offsets, size and segments)."""
         topic = self.store.topics.get(name)
@@ -186,6 +192,25 @@ class LocalMetadata:
         configs["partitions"] = topic.partitions
         return configs, tuple(partition_entry(self.store, name, p)
                               for p in range(topic.partitions))
+
+    def topic_settings(self, name: str) -> tuple:
+        """(effective settings, the settings set on topic ``name``) in our
+        names; effective: the broker's log defaults under the topic's own."""
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return ({**topic.overrides, **topic.log_config(self.store.config.log).to_dict()},
+                dict(topic.overrides))
+
+    async def alter_topic_configs(self, name: str, configs: dict) -> None:
+        """Replace topic ``name``'s settings with ``configs`` (checked by the
+        caller): stored in LMDB and applied live to its logs, in the I/O
+        threads. The cluster's settings are dropped, as at creation."""
+        configs = {k: v for k, v in configs.items()
+                   if k not in ("min_insync_replicas", "unclean_leader_election")}
+        await asyncio.get_running_loop().run_in_executor(self.executor, self.store.alter_topic,
+                                                         name, configs)
+        log.info("topic %s: settings changed to %s", name, configs)
 
     async def elect_preferred(self, row: PartitionPlacement) -> int:
         """Every partition's leader is this broker already."""
@@ -251,8 +276,9 @@ class LocalMetadata:
         """The users and ACL bindings in this node's LMDB."""
         return UserStore(self.store.meta), AclStore(self.store.meta, on_acls)
 
-    async def advertise_kafka(self, host: str, port: int) -> None:
-        self._directory = Directory({self.me: KafkaBroker(self.me, (host, port))}, self.me)
+    async def advertise_kafka(self, host: str, port: int, listeners: tuple = ()) -> None:
+        self._directory = Directory({self.me: KafkaBroker(self.me, (host, port), listeners)},
+                                    self.me)
 
     def directory(self) -> Directory:
         """This broker alone, at its Kafka listener's address, the controller."""

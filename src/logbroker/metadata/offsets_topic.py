@@ -17,12 +17,15 @@ def offsets_topic_configs(config) -> dict:
 def lag_row(store: Store, topic: str, partition: int, c, now: int) -> LagRow:
     """The LagRow of one committed offset: the log end is the high watermark, the lag in ms how
     long ago the next record to read was written (-1: caught up); -1 where
-    the partition is not in ``store``."""
+    the partition is not in ``store``, and for a negative committed offset
+    (a reset request some Kafka clients commit: no position yet)."""
     try:
         lg = store.get_log(topic, partition)
         end = lg.high_watermark
     except LogbrokerError:
         return LagRow(topic, partition, c.offset, -1, -1, c.commit_ms, -1)
+    if c.offset < 0:
+        return LagRow(topic, partition, c.offset, end, -1, c.commit_ms, -1)
     lag = max(0, end - c.offset)
     return LagRow(topic, partition, c.offset, end, lag, c.commit_ms,
                   _lag_ms(lg, c.offset, now) if lag else -1)

@@ -7,9 +7,9 @@ loop) answers ``Verdict(principal, status, why, headers)``: ``principal``
 password, else an HTTP status to answer (401 with ``WWW-Authenticate``,
 429 with ``Retry-After``, 503) and why.
 
-- The password is checked as the console's login does: SaltedPassword from
-  the stored salt and iteration count (PBKDF2, scramp's ``make_auth_info``),
-  its StoredKey compared with ``hmac.compare_digest``. An unknown user costs
+- The password is checked as SASL PLAIN's is (security/plain.py):
+  SaltedPassword from the stored salt and iteration count (PBKDF2), its
+  StoredKey compared with ``hmac.compare_digest``. An unknown user costs
   the same PBKDF2 (made-up credentials, security/auth.py) and gets the same
   401. The password is neither kept nor logged.
 - CPU: PBKDF2 runs in one worker thread of its own, never on a loop; at
@@ -38,10 +38,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from scramp import ScramException, ScramMechanism
-
-from ..errors import LogbrokerError, SaslAuthenticationFailedError
-from ..protocol.auth_messages import MECHANISM, check_user_name
+from ..errors import SaslAuthenticationFailedError
+from ..security.plain import verify
 
 log = logging.getLogger("logbroker.metrics")
 FAILED = SaslAuthenticationFailedError.name  # names every refusal's reason in its answer
@@ -50,7 +48,6 @@ MAX_FAILURES, WINDOW_S = 5, 60.0  # failed checks per address per window, then 4
 ADDRESSES = 10_000  # addresses whose failures are remembered
 QUEUE, PER_ADDRESS = 8, 2  # checks waiting for the PBKDF2 worker; of one address at once
 REMEMBERED = 64  # right passwords remembered (their HMAC)
-MAX_PASSWORD_CHARS = 1024
 WARN_EVERY_S = 1.0  # at most one warning line a second about throttled addresses
 
 
@@ -67,7 +64,6 @@ class BasicAuth:
         """``auth``: the broker's BrokerAuth (``users.get``, ``credentials``);
         ``failed()``: counts one failed authentication."""
         self.auth, self.failed = auth, failed or (lambda: None)
-        self._mechanism = ScramMechanism(MECHANISM)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logbroker-metrics-auth")
         self._key = secrets.token_bytes(32)
         self._known: "OrderedDict[bytes, tuple]" = OrderedDict()  # hmac -> (user, stored key)
@@ -128,26 +124,8 @@ class BasicAuth:
 
     # -- the check (the worker thread) --------------------------------------------------------
     def _verify(self, user: str, password: str) -> tuple:
-        """(stored key, None) for the right password, else (None, why)."""
-        why = None
-        try:
-            check_user_name(user)
-        except LogbrokerError:
-            why = "not a valid user name"
-        users = self.auth.users
-        if why is None and (users is None or users.get(user) is None):
-            why = "unknown user"
-        salt, stored, _server, iterations = self.auth.credentials(user if why is None else "-")
-        if not password or len(password) > MAX_PASSWORD_CHARS:
-            why = why or f"password of {len(password)} characters"
-        try:
-            key = self._mechanism.make_auth_info(password[:MAX_PASSWORD_CHARS] or "-",
-                                                 iteration_count=iterations, salt=salt)[1]
-        except (ScramException, ValueError, TypeError):
-            return None, why or "the password is not valid SCRAM input (saslprep)"
-        if why is not None or not hmac.compare_digest(key, stored):
-            return None, why or "wrong password"
-        return stored, None
+        """(stored key, None) for the right password, else (None, why) (security/plain.py)."""
+        return verify(self.auth, user, password)
 
     # -- memory -------------------------------------------------------------------------------
     def _remembered(self, mark: bytes, user: str) -> bool:

@@ -123,7 +123,7 @@ class BrokerCollector:
 def _kafka_families(broker) -> list:
     """With the Kafka listener on: its Fetch answers' partitions by path
     (kafka/fetch_records.py: a file slice, or read and converted)."""
-    if getattr(getattr(broker, "config", None), "kafka_port", None) is None:
+    if getattr(broker, "kafka", None) is None:
         return []
     from ..kafka.fetch_records import PATHS
 

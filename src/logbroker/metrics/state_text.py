@@ -99,7 +99,7 @@ def _groups(out: list, g, store, names) -> None:
             lab = f'group="{_esc(group)}",topic="{_esc(topic)}",partition="{partition}"'
             lines["committed"].append(f"logbroker_group_committed_offset{{{lab}}} {offset}\n")
             i = where.get(topic, {}).get(partition)
-            if i is None:
+            if i is None or offset < 0:  # a negative commit (a reset request): no lag known
                 continue
             hw = g.hws[i]
             behind = max(hw - offset, 0)

@@ -104,6 +104,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         # reference cycle, so a closed connection is freed at once, not by a GC pass
         self.session = Session(broker.services.auth, "?", partial(_auth_failed, broker),
                                partial(_denied, broker), partial(_throttled, broker))
+        self.session.tls = getattr(registry, "tls", False)  # the listener's (PLAIN over TLS)
         self.ip: "str | None" = None  # the peer's address while counted (registry)
         self.muted: "asyncio.TimerHandle | None" = None  # throttled: reading stops until then
         self.reads: "ReadPositions | None" = None  # records read, with traffic counted (metrics)

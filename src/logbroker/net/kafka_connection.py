@@ -14,10 +14,12 @@ encoded with ``codec.encode_response_buffers``.
 - Decode errors: an ApiVersions request at a newer version gets Kafka's v0
   UNSUPPORTED_VERSION answer (api_versions.py); any other unsupported API
   or version, and any malformed frame, closes the connection once the
-  answers before it are written (Kafka closes too). Nothing of a bad
+  answers before it are written (Kafka closes too). An unsupported API or
+  version is named in a debug line (refusals.log_unsupported). Nothing of a bad
   request reaches the pipeline; a bug in a translator closes only this
   connection.
-- Authentication (docs/kafka.md §4.7): with ``auth_required``, before
+- Authentication (docs/kafka.md §4.7): on a SASL listener (SASL_PLAINTEXT,
+  SASL_SSL; the single listener with ``auth_required``), before
   authentication only ApiVersions and the SASL APIs are read: any other
   request closes the connection unanswered (Kafka's rule), counted as a
   failure. After a SaslHandshake v0 the SCRAM messages are raw
@@ -31,10 +33,11 @@ encoded with ``codec.encode_response_buffers``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from .answering import Answer, AnsweringConnection
-from .refusals import log_listener_refusal
+from .refusals import log_listener_refusal, log_unsupported
 from ..errors import LogbrokerError
 from ..protocol import messages as m
 from ..kafka.api_versions import unsupported_version_reply
@@ -58,6 +61,7 @@ class KafkaConnection(AnsweringConnection):
         super().__init__(broker, listener, KafkaFrameReader(broker.config.max_frame_bytes,
                                                             scratch=broker.scratch))
         self.listener = listener
+        self.session.gated = listener.sasl  # a SASL_* listener: authenticate first
         self.raw_sasl = False  # after a SaslHandshake v0: frames are raw SASL tokens
 
     def _lost(self, exc) -> None:
@@ -75,6 +79,8 @@ class KafkaConnection(AnsweringConnection):
         try:
             header, body = decode_request(frame)
         except KafkaUnsupportedVersionError as exc:
+            if self.log.isEnabledFor(logging.DEBUG):
+                log_unsupported(self.log, self, exc.header, exc.message)
             reply = None if exc.header is None else unsupported_version_reply(exc.header)
             if reply is None:
                 return _Answer(None, size, _CLOSE_AFTER, why=_unreadable(exc.message))
@@ -116,9 +122,26 @@ class KafkaConnection(AnsweringConnection):
             response = self.session.step(m.SaslAuthenticate(auth_bytes=bytes(frame)),
                                          loop.time())
         except LogbrokerError as exc:
-            self.session.fail(exc.message)
-            self.raw_sasl = False
-            return _Answer(None, size, _CLOSE_AFTER, why="SASL authentication failed")
+            return self._raw_failed(exc, size)
+        if inspect.iscoroutine(response):  # PLAIN: the password is checked off the loop
+            answer = _Answer(None, size, None, why="SASL authentication failed")
+            answer.waiting = self.task(self._raw_later(response))
+            return answer
+        return self._raw_answer(response, size)
+
+    async def _raw_later(self, coro):
+        try:
+            response = await coro
+        except LogbrokerError as exc:
+            return self._raw_failed(exc, 0).response
+        return self._raw_answer(response, 0).response
+
+    def _raw_failed(self, exc: LogbrokerError, size: int) -> "_Answer":
+        self.session.fail(exc.message)
+        self.raw_sasl = False
+        return _Answer(None, size, _CLOSE_AFTER, why="SASL authentication failed")
+
+    def _raw_answer(self, response, size: int) -> "_Answer":
         if self.session.principal:  # the exchange is complete: Kafka requests follow
             self.raw_sasl = False
         token = response.auth_bytes

@@ -30,17 +30,21 @@ log = logging.getLogger("logbroker.connection")
 
 class Listener:
     def __init__(self, broker, kind: str, host: str, port: int, make_conn,
-                 answer_refusals: bool) -> None:
-        """``make_conn(listener)`` makes a connection (its registry is this listener)."""
+                 answer_refusals: bool, tls: "bool | None" = None) -> None:
+        """``make_conn(listener)`` makes a connection (its registry is this
+        listener); ``tls``: whether to speak TLS (None: with ``tls_cert``)."""
+        self.use_tls = tls
         self.broker, self.kind, self.host = broker, kind, host
         self.port = port  # the bound port once started
         self.make_conn, self.answer_refusals = make_conn, answer_refusals
         self.connections: set = set()
         self.server: "asyncio.Server | None" = None
+        self.tls = False  # TLS on this listener (set by start)
 
     async def start(self, start_serving: bool = True) -> None:
         """Bind ``host:port`` (port 0: any free one, read back into ``port``)."""
-        context = listener_context(self.broker.config)
+        context = None if self.use_tls is False else listener_context(self.broker.config)
+        self.tls = context is not None
         factory = (lambda: self.make_conn(self)) if context is None else TlsListener(
             self.broker, context, lambda: self.make_conn(self), self,
             answer_refusals=self.answer_refusals).protocol

@@ -13,7 +13,8 @@ The caller checks ``log.isEnabledFor(logging.DEBUG)`` first, so an
 answer costs one check when debug is off; with debug on, the work is
 bounded by the response's size and ``MAX_PARTS`` lines per answer.
 A Kafka answer the listener makes itself (a translator's refusal, no
-request for the broker) is logged by ``log_listener_refusal``. Refusals
+request for the broker) is logged by ``log_listener_refusal``, a Kafka
+request of an API or version it does not serve by ``log_unsupported``. Refusals
 that close a connection are logged where it closes (answering.py);
 denials of authorization are counted in the metrics too.
 """
@@ -68,6 +69,14 @@ def log_listener_refusal(log, conn, header, body) -> None:
         log.debug("refused Kafka api %d v%d from %s (%s): error %d: %s", header.api_key,
                   header.api_version, conn.peer, conn.session.principal or "anonymous", code,
                   body.get("error_message") or "-")
+
+
+def log_unsupported(log, conn, header, why: str) -> None:
+    """A debug line for a Kafka request of an API key or version the
+    listener does not serve (``header`` None: not even its header read)."""
+    api = "?" if header is None else f"{header.api_key} v{header.api_version}"
+    log.debug("refused Kafka api %s from %s (%s): UNSUPPORTED_VERSION: %s", api, conn.peer,
+              conn.session.principal or "anonymous", why)
 
 
 def _name(code: int) -> str:

@@ -4,11 +4,13 @@
 Registered in the same tables as messages.py (which re-exports them). A
 binding on the wire is ``(principal, resource_type, name, pattern,
 operation, permission)``, all strings; a filter has the same fields, ""
-matching anything.
+matching anything, and its pattern may also be ``match`` (the bindings
+that apply to the named resource: Kafka's MATCH, security/acl.py).
 
 - ``CreateAcls``: add bindings (one already there is not added twice).
-- ``DeleteAcls``: remove every binding passing the filter; the answer
-  lists them.
+- ``DeleteAcls``: remove every binding passing the filter, or any of the
+  filters in ``also`` (each a binding's six fields, "" matching anything;
+  a Kafka DeleteAcls carries several); the answer lists them.
 - ``DescribeAcls``: the bindings passing the filter.
 """
 
@@ -57,7 +59,8 @@ class _Filter(Message):
 @_register
 @dataclass(frozen=True)
 class DeleteAcls(_Filter):
-    API, SCHEMA = 29, dict(FILTER)
+    API, SCHEMA = 29, {**FILTER, "also": [BINDING]}
+    also: tuple = ()  # more filters, as (principal, resource_type, name, pattern, ...)
 
 
 @_register

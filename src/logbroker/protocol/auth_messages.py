@@ -1,4 +1,5 @@
-"""Protocol messages of authentication (SASL, SCRAM-SHA-256) and of user
+"""Protocol messages of authentication (SASL: SCRAM-SHA-256, SCRAM-SHA-512,
+PLAIN) and of user
 administration (docs/security.md, "Authentication").
 
 Registered in the same tables as messages.py (which re-exports them):
@@ -24,10 +25,12 @@ from dataclasses import dataclass
 
 from ..errors import InvalidRequestError
 from .message_base import RESP as _RESP, Message, Response, register as _register
-from .parts import UserInfo
+from .parts import ScramCredential, UserInfo
 
 MECHANISM = "SCRAM-SHA-256"
-MECHANISMS = (MECHANISM,)
+SCRAM_SHA_512, PLAIN = "SCRAM-SHA-512", "PLAIN"
+SCRAM_MECHANISMS = (MECHANISM, SCRAM_SHA_512)  # what a user's stored credentials can be
+MECHANISMS = (MECHANISM, SCRAM_SHA_512, PLAIN)  # what a broker may offer (sasl_mechanisms)
 MAX_USER_CHARS = 249  # limits.MAX_NAME_CHARS: a user name is an LMDB key, as a topic's is
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's bounds for SCRAM iteration counts
 DEFAULT_ITERATIONS = 4096
@@ -85,16 +88,20 @@ class SaslAuthenticateResponse(Response):
 @dataclass(frozen=True)
 class CreateUser(Message):
     """Create user ``name``, or replace its credentials: SCRAM-SHA-256's
-    salt, stored key and server key (32 bytes each key) and iteration count."""
+    salt, stored key and server key (32 bytes each key) and iteration count;
+    ``more``: the same password's credentials for other SCRAM mechanisms
+    (SCRAM-SHA-512: 64-byte keys), each (mechanism, salt, stored key, server
+    key, iterations). A replacement replaces them all."""
 
     API, SCHEMA = 25, {"name": str, "mechanism": str, "salt": bytes, "stored_key": bytes,
-                       "server_key": bytes, "iterations": int}
+                       "server_key": bytes, "iterations": int, "more": [ScramCredential]}
     name: str = ""
     mechanism: str = MECHANISM
     salt: bytes = b""
     stored_key: bytes = b""
     server_key: bytes = b""
     iterations: int = DEFAULT_ITERATIONS
+    more: tuple = ()
 
 
 @_register

@@ -13,10 +13,14 @@ Registered in the same tables as messages.py (which re-exports them):
   answer is its own assignment.
 - ``Heartbeat``: a member is alive; REBALANCE_IN_PROGRESS tells it to rejoin.
 - ``LeaveGroup``: members leave at once (no wait for their session timeout).
+- ``DeleteOffsets``: forget a group's committed offsets of some partitions
+  (Kafka's OffsetDelete).
 
 Protocol metadata and assignments are opaque bytes here (the client's
 assignors encode them); the coordinator bounds their sizes, never decodes
-them.
+them. ``kafka_bytes`` / ``member_kafka`` are in-process fields, never on our
+wire (not in ``SCHEMA``): the Kafka listener's translator sets them, so the
+coordinator knows whose bytes are Kafka's ConsumerProtocol and whose ours.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 
 from .message_base import RESP as _RESP, Message, Response, register as _register
 from .schema import Opt
-from .parts import JoinedMember, LeavingMember, MemberAssignment, MemberResult, Protocol
+from .parts import (JoinedMember, LeavingMember, MemberAssignment, MemberResult, PartitionResult,
+                    Protocol, TopicPartition)
 
 
 @_register
@@ -66,6 +71,7 @@ class JoinGroup(Message):
     protocol_type: str = "consumer"
     protocols: tuple = ()
     client_id: str = ""  # shown by DescribeGroups
+    kafka_bytes: bool = False  # in-process: the member's bytes are Kafka's (its listener's)
 
 
 @_register
@@ -83,6 +89,7 @@ class JoinGroupResponse(Response):
     leader: str = ""
     member_id: str = ""
     members: tuple = ()
+    member_kafka: tuple = ()  # in-process: per member, True when its metadata is Kafka's
 
 
 @_register
@@ -97,6 +104,7 @@ class SyncGroup(Message):
     member_id: str = ""
     group_instance_id: "str | None" = None
     assignments: tuple = ()
+    kafka_bytes: bool = False  # in-process: the leader's assignments are Kafka's
 
 
 @_register
@@ -146,3 +154,27 @@ class LeaveGroupResponse(Response):
     error: int = 0
     message: str = ""
     members: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteOffsets(Message):
+    """parts: (topic, partition) whose committed offsets ``group`` forgets."""
+
+    API, SCHEMA = 47, {"group": str, "parts": [TopicPartition]}
+    group: str = ""
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class DeleteOffsetsResponse(Response):
+    """error: the group's (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP: a group of
+    another protocol type with members); parts: (topic, partition, error,
+    message), GROUP_SUBSCRIBED_TO_TOPIC where an active member subscribes
+    to the topic."""
+
+    API, SCHEMA = 47, {**_RESP, "parts": [PartitionResult]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()

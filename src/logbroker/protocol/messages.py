@@ -288,6 +288,7 @@ class ListGroupsResponse(Response):
     error: int = 0
     message: str = ""
     groups: tuple = ()
+    protocol_types: tuple = ()  # in-process (not on our wire): (group, protocol type) pairs
     kinds: tuple = ()
 
 
@@ -296,6 +297,7 @@ class ListGroupsResponse(Response):
 class DescribeGroups(Message):
     API, SCHEMA = 11, {"groups": [str]}
     groups: tuple = ()
+    kafka_bytes: bool = False  # in-process: member bytes answered in Kafka's encoding
 
 
 @_register
@@ -319,6 +321,7 @@ class DescribeGroupsResponse(Response):
     error: int = 0
     message: str = ""
     groups: tuple = ()
+    protocol_types: tuple = ()  # in-process (not on our wire): (group, protocol type) pairs
 
 
 @_register
@@ -363,12 +366,17 @@ from .cluster_messages import (DescribeCluster, DescribeClusterResponse,  # noqa
                                ReplicaFetchResponse)
 from .group_messages import (FindCoordinator, FindCoordinatorResponse, Heartbeat,  # noqa: E402,F401
                              HeartbeatResponse, JoinGroup, JoinGroupResponse, LeaveGroup,
-                             LeaveGroupResponse, SyncGroup, SyncGroupResponse)
+                             LeaveGroupResponse, SyncGroup, SyncGroupResponse,
+                             DeleteOffsets, DeleteOffsetsResponse)
 from .auth_messages import (CreateUser, CreateUserResponse, DeleteUser,  # noqa: E402,F401
                             DeleteUserResponse, ListUsers, ListUsersResponse, SaslAuthenticate,
                             SaslAuthenticateResponse, SaslHandshake, SaslHandshakeResponse)
 from .acl_messages import (CreateAcls, CreateAclsResponse, DeleteAcls,  # noqa: E402,F401
                            DeleteAclsResponse, DescribeAcls, DescribeAclsResponse)
+from .config_messages import (AlterConfigs, AlterConfigsResponse,  # noqa: E402,F401
+                              DescribeConfigs, DescribeConfigsResponse)
+from .partition_messages import (CreatePartitions, CreatePartitionsResponse,  # noqa: E402,F401
+                                 DeleteRecords, DeleteRecordsResponse)
 from .consumer_group_messages import (ConsumerGroupDescribe,  # noqa: E402,F401
                                       ConsumerGroupDescribeResponse, ConsumerGroupHeartbeat,
                                       ConsumerGroupHeartbeatResponse)

@@ -332,6 +332,16 @@ class UserInfo(NamedTuple):
 
 
 @part
+class ScramCredential(NamedTuple):
+    """A user's credentials for one SCRAM mechanism (CreateUser's ``more``)."""
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@part
 class AclRow(NamedTuple):
     principal: str
     resource_type: str

@@ -34,13 +34,19 @@ RESOURCE_TYPES = (TOPIC, GROUP, CLUSTER)
 CLUSTER_NAME = "logbroker"  # the one cluster resource
 LITERAL, PREFIX = "literal", "prefix"
 PATTERNS = (LITERAL, PREFIX)
+MATCH = "match"  # a filter's pattern only: the bindings that apply to the named resource
 ALLOW, DENY = "allow", "deny"
 PERMISSIONS = (ALLOW, DENY)
 ALL = "all"
 OPERATIONS = ("read", "write", "create", "delete", "describe", "alter", "cluster_action", ALL)
 WILDCARD_PRINCIPAL, WILDCARD_NAME = "User:*", "*"
 _IMPLIED_BY = {"describe": frozenset({"read", "write", "delete", "alter"})}  # allow only
+# Kafka's config operations (api/configs.py): describe_configs is implied by alter_configs
+OPERATIONS = OPERATIONS[:-1] + ("describe_configs", "alter_configs", ALL)  # ALL stays last
+_IMPLIED_BY["describe_configs"] = frozenset({"alter_configs"})
 MAX_NAME_CHARS = 249
+MAX_PER_REQUEST = 1000  # bindings of a CreateAcls (api/access.py)
+MAX_FILTERS = 16  # filters of a DeleteAcls: each is a pass over every binding
 
 
 @dataclass(frozen=True, order=True)
@@ -72,12 +78,37 @@ class AclBinding:
         return self
 
     def matches(self, flt: "AclBinding") -> bool:
-        """Whether this binding passes ``flt``, whose empty fields match anything."""
-        return all(not want or want == have for want, have in zip(flt.fields(), self.fields()))
+        """Whether this binding passes ``flt``, whose empty fields match
+        anything. A filter whose pattern is ``match`` (Kafka's MATCH) with a
+        name passes the bindings that apply to that resource: literal ones of
+        that name or of ``*``, and prefix ones the name starts with. An
+        ``AnyOf`` passes the bindings that pass any of its filters."""
+        if flt.__class__ is AnyOf:
+            return any(self.matches(f) for f in flt.filters)
+        if (flt.principal and flt.principal != self.principal
+                or flt.resource_type and flt.resource_type != self.resource_type
+                or flt.operation and flt.operation != self.operation
+                or flt.permission and flt.permission != self.permission):
+            return False
+        name = flt.name
+        if flt.pattern == MATCH:
+            return not name or (name.startswith(self.name) if self.pattern == PREFIX
+                                else self.name in (name, WILDCARD_NAME))
+        return (not name or name == self.name) and (not flt.pattern or flt.pattern == self.pattern)
 
     def fields(self) -> tuple:
         return (self.principal, self.resource_type, self.name, self.pattern, self.operation,
                 self.permission)
+
+
+class AnyOf:
+    """Several filters as one (a Kafka DeleteAcls' filters): one pass over
+    the bindings removes those passing any of them (``AclBinding.matches``)."""
+
+    __slots__ = ("filters",)
+
+    def __init__(self, filters) -> None:
+        self.filters = tuple(filters)
 
 
 class Authorizer:

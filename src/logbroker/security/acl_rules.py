@@ -29,6 +29,7 @@ from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedE
                       TopicAuthorizationFailedError)
 from ..protocol import messages as m
 from ..protocol.parts import FetchedPart, OffsetFound, ProducedPart
+from ..protocol.partition_messages import RecordsCutResult
 from .acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
 
 NO_CHECK: dict[type, str] = {
@@ -45,6 +46,7 @@ PER_PART: dict[type, Callable] = {
     m.Produce: lambda t, p, code, msg: ProducedPart(t, p, code, msg, -1, -1),
     m.Fetch: lambda t, p, code, msg: FetchedPart(t, p, code, msg, -1, -1, 0),
     m.ListOffsets: lambda t, p, code, msg: OffsetFound(t, p, code, msg, -1, -1),
+    m.DeleteRecords: lambda t, p, code, msg: RecordsCutResult(t, p, code, msg, -1),
 }
 # request class -> (operation, resource type) each name of its answer needs, when narrowed
 NARROWED: dict[type, tuple] = {m.ListGroups: ("describe", GROUP)}
@@ -114,6 +116,7 @@ RULES: dict[type, Callable] = {
     m.ListGroups: _cluster("describe"),
     m.DescribeGroups: _groups("describe"),
     m.DeleteGroups: _groups("delete"),
+    m.DeleteOffsets: _group("delete", "read"),  # Kafka's OffsetDelete rule
     m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
     m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
     m.LeaveGroup: _group("read"),
@@ -124,6 +127,10 @@ RULES: dict[type, Callable] = {
     m.ListUsers: _cluster("describe"),
     m.CreateAcls: _cluster("alter"), m.DeleteAcls: _cluster("alter"),
     m.DescribeAcls: _cluster("describe"),
+    m.DescribeConfigs: _topics_of("describe_configs", lambda r: r.topics),
+    m.AlterConfigs: _topics_of("alter_configs", lambda r: (t[0] for t in r.topics)),
+    m.CreatePartitions: _topics_of("alter", lambda r: (t.name for t in r.topics)),
+    m.DeleteRecords: _topics_of("delete", lambda r: (p.topic for p in r.parts)),
 }
 
 

@@ -48,6 +48,8 @@ class AclStore:
     async def remove(self, flt: AclBinding) -> list[AclBinding]:
         """Remove every binding passing ``flt`` (empty fields match anything); those removed."""
         gone = [b for b in self.list() if b.matches(flt)]
+        if not gone:  # nothing to write, nothing to index again
+            return []
         with self.meta.write() as txn:
             for b in gone:
                 txn.delete(_key(b), db=self.db)

@@ -1,5 +1,7 @@
-"""Authentication and authorization state: SCRAM-SHA-256 through
-``scramp``, one ``Session`` per connection (docs/security.md,
+"""Authentication and authorization state: SCRAM-SHA-256 and SCRAM-SHA-512
+through ``scramp``, PLAIN against the stored SCRAM credentials (plain.py;
+offered over TLS only unless ``sasl_plain_over_plaintext``), the mechanisms
+of ``sasl_mechanisms``; one ``Session`` per connection (docs/security.md,
 "Authentication"), used by the request pipeline's first two stages
 (api/pipeline.py) and by the handlers that authorize themselves.
 
@@ -71,11 +73,13 @@ from .. import limits
 from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, LogbrokerError,
                       SaslAuthenticationFailedError, UnsupportedSaslMechanismError)
 from ..protocol import messages as m
-from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, MECHANISMS
+from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, PLAIN, SCRAM_MECHANISMS
 from .acl import CLUSTER, CLUSTER_NAME, TOPIC, Authorizer
 from .acl_rules import (ERRORS, FILTERED, LISTING, NARROWED, PER_PART, RULES, Partial,
                         keep_groups, keep_topics)
 from .auth_throttle import AuthThrottle
+from .auth_store import KEY_BYTES_OF
+from .plain import MAX_PLAIN_BYTES, PasswordChecks, parse_plain
 from ..limits import listed
 
 log = logging.getLogger("logbroker.auth")
@@ -114,19 +118,27 @@ class BrokerAuth:
         self.users, self.acls = stores(self.reload_acls)
         self.authorizer = Authorizer((), self.super_users)
         self.reload_acls()
-        self.mechanism = ScramMechanism(MECHANISM)
+        self.scram = {name: ScramMechanism(name) for name in SCRAM_MECHANISMS}
+        self.mechanisms = tuple(config.sasl_mechanisms)  # offered (SaslHandshake)
+        self.passwords = PasswordChecks(self)  # PLAIN's PBKDF2, off the loop (plain.py)
         self._secret = secrets.token_bytes(32)
         self.throttle = AuthThrottle(config.auth_failures_per_s_per_ip,
                                      config.auth_failures_per_s_per_user)
 
-    def credentials(self, name: str) -> tuple:
+    def credentials(self, name: str, mechanism: str = MECHANISM) -> tuple:
         """``scramp``'s auth_fn: the user's (salt, stored key, server key,
-        iterations), made up (and never matching) for an unknown user."""
+        iterations) for SCRAM ``mechanism``, made up (and never matching) for
+        an unknown user or one without credentials of that mechanism."""
         cred = self.users.get(name)
+        cred = None if cred is None else cred.of(mechanism)
         if cred is None:
             salt = hmac.new(self._secret, name.encode(), hashlib.sha256).digest()[:16]
-            return salt, secrets.token_bytes(32), secrets.token_bytes(32), DEFAULT_ITERATIONS
+            size = KEY_BYTES_OF[mechanism]
+            return salt, secrets.token_bytes(size), secrets.token_bytes(size), DEFAULT_ITERATIONS
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+    def offered(self, tls: bool) -> tuple:
+        return offered(self.config, tls)
 
     def reload_acls(self) -> None:
         """Index the stored bindings again (after each change)."""
@@ -149,11 +161,19 @@ class BrokerAuth:
             and ok(principal, "create", CLUSTER, CLUSTER_NAME))
 
 
+def offered(config, tls: bool) -> tuple:
+    """The mechanisms a connection may use (``sasl_mechanisms``): PLAIN only
+    over TLS unless ``sasl_plain_over_plaintext``."""
+    return tuple(name for name in config.sasl_mechanisms
+                 if name != PLAIN or tls or config.sasl_plain_over_plaintext)
+
+
 class Session:
     """One connection's authentication state (module docstring)."""
 
     __slots__ = ("auth", "peer", "ip", "failed", "denied", "throttled", "loopback", "principal",
-                 "gated", "state", "server", "user", "deadline", "refused", "broker")
+                 "gated", "state", "server", "user", "deadline", "refused", "broker", "tls",
+                 "mechanism")
 
     def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None, throttled=None) -> None:
         """``failed()``: called once per failed authentication, ``denied(cls)``
@@ -171,6 +191,8 @@ class Session:
         self.user = ""
         self.deadline: "float | None" = None  # the exchange must end by then (loop time)
         self.broker = None  # the broker id this connection proved it is (api/peer.py)
+        self.tls = False  # the connection is TLS (PLAIN is offered over TLS only)
+        self.mechanism = ""  # the SASL mechanism chosen at the handshake
 
     def set_peer(self, peer: str) -> None:
         """``HOST:PORT`` of the other end ("?" while unknown: not loopback)."""
@@ -204,13 +226,21 @@ class Session:
         if self.state != _NEW:
             raise IllegalSaslStateError("one SaslHandshake per connection (re-authentication "
                                         "is not supported)")
-        if msg.mechanism not in MECHANISMS:
+        offered = self.auth.offered(self.tls)
+        if msg.mechanism not in offered:
+            why = ("PLAIN sends the password itself: offered over TLS only "
+                   "(sasl_plain_over_plaintext)" if msg.mechanism == PLAIN
+                   and PLAIN in self.auth.mechanisms else "not offered (sasl_mechanisms)")
+            log.debug("%s asked for SASL mechanism %r: %s", self.peer, msg.mechanism[:40], why)
             raise UnsupportedSaslMechanismError(
-                f"mechanism {msg.mechanism[:40]!r} is not offered; use {', '.join(MECHANISMS)}")
-        self.state = _HANDSHAKEN
-        self.server = self.auth.mechanism.make_server(self.auth.credentials)
+                f"mechanism {msg.mechanism[:40]!r}: {why}; use {', '.join(offered)}")
+        self.state, self.mechanism = _HANDSHAKEN, msg.mechanism
+        if msg.mechanism != PLAIN:
+            scram = self.auth.scram[msg.mechanism]
+            self.server = scram.make_server(
+                lambda name: self.auth.credentials(name, scram.name))
         self.deadline = now + self.auth.config.frame_timeout_ms / 1000
-        return m.SaslHandshakeResponse(mechanisms=MECHANISMS)
+        return m.SaslHandshakeResponse(mechanisms=offered)
 
     def step(self, msg: m.SaslAuthenticate,
              now: "float | None" = None) -> m.SaslAuthenticateResponse:
@@ -223,6 +253,8 @@ class Session:
                 "before SaslHandshake" if self.state == _NEW else "after the exchange ended"))
         throttle = self.auth.throttle
         now = time.monotonic() if now is None else now  # the loop's clock
+        if self.mechanism == PLAIN:
+            return self._plain(msg, now)
         try:
             text = msg.auth_bytes.decode("utf-8")
             if self.state == _HANDSHAKEN:
@@ -241,15 +273,51 @@ class Session:
                 throttle.failed(self.ip, self.user, now)
                 raise
         except (ScramException, UnicodeDecodeError, ValueError, KeyError, IndexError) as exc:
-            known = self.user and self.auth.users.get(self.user) is not None
-            log.warning("authentication from %s as %r failed: %s", self.peer, self.user[:60],
-                        exc if known or not self.user else "unknown user")
+            cred = self.user and self.auth.users.get(self.user)
+            why = exc if cred or not self.user else "unknown user"
+            if cred and cred.of(self.mechanism) is None:
+                why = f"the user has no {self.mechanism} credentials (set its password again)"
+            log.warning("authentication from %s as %r failed: %s", self.peer, self.user[:60], why)
             raise SaslAuthenticationFailedError(FAILED) from None
-        throttle.succeeded(self.ip, self.user, now)
+        return self._succeeded(final, now)
+
+    def _succeeded(self, final: bytes, now: float) -> m.SaslAuthenticateResponse:
+        self.auth.throttle.succeeded(self.ip, self.user, now)
         self.state, self.deadline, self.server = _DONE, None, None
         self.principal, self.gated = f"User:{self.user}", False
-        log.info("%s authenticated as %s", self.peer, self.principal)
+        log.info("%s authenticated as %s (%s)", self.peer, self.principal, self.mechanism)
         return m.SaslAuthenticateResponse(auth_bytes=final, principal=self.principal)
+
+    def _plain(self, msg: m.SaslAuthenticate, now: float):
+        """PLAIN's one step: the throttle, then (a coroutine) the password
+        checked off the loop (plain.py); the answer's auth bytes are empty."""
+        if self.state != _HANDSHAKEN:
+            raise IllegalSaslStateError("PLAIN takes one SaslAuthenticate")
+        try:
+            if len(msg.auth_bytes) > MAX_PLAIN_BYTES:
+                raise ValueError(f"a PLAIN message of {len(msg.auth_bytes)} bytes")
+            authzid, user, password = parse_plain(bytes(msg.auth_bytes))
+        except (UnicodeDecodeError, ValueError) as exc:
+            log.warning("authentication from %s failed: %s", self.peer, exc)
+            raise SaslAuthenticationFailedError(FAILED) from None
+        self._check_throttle(user, now)
+        self.user, self.state = user, _FIRST
+        if authzid and authzid != user:
+            self.auth.throttle.failed(self.ip, user, now)
+            log.warning("authentication from %s as %r failed: authorization id %r differs",
+                        self.peer, user[:60], authzid[:60])
+            raise SaslAuthenticationFailedError(FAILED)
+        return self._plain_checked(password)
+
+    async def _plain_checked(self, password: str) -> m.SaslAuthenticateResponse:
+        _stored, why = await self.auth.passwords.check(self.user, password)
+        now = time.monotonic()
+        if why is not None:
+            self.auth.throttle.failed(self.ip, self.user, now)
+            log.warning("authentication from %s as %r failed: %s", self.peer, self.user[:60],
+                        why)
+            raise SaslAuthenticationFailedError(FAILED)
+        return self._succeeded(b"", now)
 
     def _check_throttle(self, user: str, now: float) -> None:
         """SASL_AUTHENTICATION_FAILED, naming the limit, while the guessing

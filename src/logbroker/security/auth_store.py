@@ -1,6 +1,8 @@
-"""Users and their SCRAM-SHA-256 credentials: ``Credentials`` and their
-encoding (a msgpack map of mechanism, salt, stored key, server key and
-iteration count), and ``UserStore``, a single node's users in its LMDB
+"""Users and their SCRAM credentials: ``Credentials`` and their encoding (a
+msgpack map of mechanism, salt, stored key, server key and iteration
+count: SCRAM-SHA-256's; and, when the user has them, ``more``: the same
+password's SCRAM-SHA-512 credentials, as Kafka keeps one credential per
+mechanism), and ``UserStore``, a single node's users in its LMDB
 (``users`` table of metastore.py, name -> that map). Never a password: the
 client derives the credentials (RFC 5802) and the broker keeps them as
 given, so a copy of the data dir lets nobody log in without cracking the
@@ -38,10 +40,12 @@ from dataclasses import dataclass
 import msgpack
 
 from ..errors import ClusterAuthorizationFailedError, InvalidRequestError
-from ..protocol.auth_messages import MAX_ITERATIONS, MECHANISM, MIN_ITERATIONS, check_user_name
+from ..protocol.auth_messages import (MAX_ITERATIONS, MECHANISM, MIN_ITERATIONS, SCRAM_SHA_512,
+                                      check_user_name)
 from ..storage.metastore import MetaStore
 
 KEY_BYTES = 32  # SHA-256
+KEY_BYTES_OF = {MECHANISM: KEY_BYTES, SCRAM_SHA_512: 64}  # each SCRAM mechanism's key size
 MIN_SALT_BYTES, MAX_SALT_BYTES = 8, 64
 FIRST_USER_TAKEN = ("user administration needs an authenticated connection (another user "
                     "was created first)")
@@ -50,37 +54,58 @@ EXISTED = b"users_existed"  # key in the meta table: a user has existed (the boo
 
 @dataclass(frozen=True)
 class Credentials:
+    """A user's SCRAM-SHA-256 credentials; ``more``: other mechanisms'
+    (``Credentials`` too, SCRAM-SHA-512 only, each without ``more``)."""
+
     mechanism: str
     salt: bytes
     stored_key: bytes
     server_key: bytes
     iterations: int
+    more: tuple = ()
 
     def check(self) -> "Credentials":
-        """INVALID_REQUEST unless these are SCRAM-SHA-256 credentials the
-        broker can use (key sizes, salt size, iteration count in Kafka's bounds)."""
+        """INVALID_REQUEST unless these are credentials the broker can use:
+        SCRAM-SHA-256's first, at most one more of SCRAM-SHA-512; key sizes,
+        salt size, iteration count in Kafka's bounds."""
         if self.mechanism != MECHANISM:
             raise InvalidRequestError(f"mechanism must be {MECHANISM}, got {self.mechanism[:40]!r}")
-        if len(self.stored_key) != KEY_BYTES or len(self.server_key) != KEY_BYTES:
-            raise InvalidRequestError(f"stored_key and server_key must be {KEY_BYTES} bytes")
+        if len(self.more) > 1 or any(c.mechanism != SCRAM_SHA_512 or c.more for c in self.more):
+            raise InvalidRequestError(f"further credentials: at most one, of {SCRAM_SHA_512}")
+        for cred in (self, *self.more):
+            cred._check_one()
+        return self
+
+    def _check_one(self) -> None:
+        size = KEY_BYTES_OF[self.mechanism]
+        if len(self.stored_key) != size or len(self.server_key) != size:
+            raise InvalidRequestError(f"{self.mechanism}: stored_key and server_key must be "
+                                      f"{size} bytes")
         if not MIN_SALT_BYTES <= len(self.salt) <= MAX_SALT_BYTES:
             raise InvalidRequestError(f"salt must be {MIN_SALT_BYTES}..{MAX_SALT_BYTES} bytes")
         if not MIN_ITERATIONS <= self.iterations <= MAX_ITERATIONS:
             raise InvalidRequestError(f"iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}, "
                                       f"got {self.iterations}")
-        return self
 
+    def of(self, mechanism: str) -> "Credentials | None":
+        """The credentials for SCRAM ``mechanism``, None when the user has none."""
+        return next((c for c in (self, *self.more) if c.mechanism == mechanism), None)
 
     def pack(self) -> bytes:
-        return msgpack.packb({"mechanism": self.mechanism, "salt": self.salt,
-                              "stored_key": self.stored_key, "server_key": self.server_key,
-                              "iterations": self.iterations})
+        d = {"mechanism": self.mechanism, "salt": self.salt, "stored_key": self.stored_key,
+             "server_key": self.server_key, "iterations": self.iterations}
+        if self.more:  # absent for SCRAM-SHA-256 only: the encoding of earlier versions
+            d["more"] = [[c.mechanism, c.salt, c.stored_key, c.server_key, c.iterations]
+                         for c in self.more]
+        return msgpack.packb(d)
 
     @classmethod
     def unpack(cls, raw: bytes) -> "Credentials":
         """From ``pack()``'s bytes; ValueError, KeyError or TypeError if they are not that."""
         d = msgpack.unpackb(raw)
-        return cls(d["mechanism"], d["salt"], d["stored_key"], d["server_key"], d["iterations"])
+        more = tuple(cls(*row) for row in d.get("more", ()))
+        return cls(d["mechanism"], d["salt"], d["stored_key"], d["server_key"], d["iterations"],
+                   more)
 
 
 class UserStore:

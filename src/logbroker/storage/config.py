@@ -107,6 +107,15 @@ class LogConfig:
         return cls().replace(**data)
 
 
+LOG_FIELDS = frozenset(f.name for f in dataclasses.fields(LogConfig))
+
+
+def log_settings(configs: dict) -> dict:
+    """The entries of a topic's ``configs`` that are LogConfig settings (a
+    topic also stores cluster settings and Kafka configs without effect)."""
+    return {k: v for k, v in configs.items() if k in LOG_FIELDS}
+
+
 @dataclass(frozen=True)
 class StorageConfig:
     """Settings of one data directory.

@@ -1,6 +1,8 @@
 """Consumer group offsets (primary state in LMDB's ``groups`` table).
 
-An offset means "the next offset to read", as in Kafka. Every commit is
+An offset means "the next offset to read", as in Kafka; any int64 is
+stored as given (Kafka clients commit -1 / -2 to reset a group, and their
+readers apply their reset policy to a negative one). Every commit is
 durable when ``commit`` returns (the LMDB transaction is synced).
 """
 
@@ -46,8 +48,6 @@ class GroupStore:
         with self.meta.write() as txn:
             for (topic, partition), value in offsets.items():
                 c = value if isinstance(value, CommittedOffset) else CommittedOffset(value)
-                if c.offset < 0:
-                    raise InvalidRequestError(f"negative offset {c.offset} for {topic}-{partition}")
                 txn.put(_key(group, topic, partition),
                         msgpack.packb([c.offset, c.metadata, c.commit_ms or now]),
                         db=self.meta.db("groups"))

@@ -93,6 +93,14 @@ class Log:
         return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
                    checkpoint=False)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply a topic's altered settings live: the next append, roll,
+        retention and compaction pass use ``config`` (segments already
+        written keep their size)."""
+        with self._lock:
+            self.config = self._appender.config = config
+            self.index.interval = config.index_interval_bytes
+
     # -- state -----------------------------------------------------------------
     @property
     def name(self) -> str:
@@ -449,11 +457,15 @@ class Log:
         """When segments deleted now may be removed (``file_delete_delay_ms``)."""
         return (now_ms() if now is None else now) + self.config.file_delete_delay_ms
 
-    def delete_before(self, offset: int, now: "int | None" = None) -> list[Segment]:
+    def delete_before(self, offset: int, now: "int | None" = None, *,
+                      checkpoint: bool = True) -> list[Segment]:
         """Retention: the log start becomes ``offset``; sealed segments wholly
         below it are deleted (renamed ``.deleted``, removed after
         ``file_delete_delay_ms``). The active segment is never deleted.
-        Raises OffsetOutOfRangeError past the log end. Returns the segments."""
+        Raises OffsetOutOfRangeError past the log end. Returns the segments.
+        ``checkpoint=False``: the caller checkpoints (``checkpoint_many``,
+        one commit for many logs: DeleteRecords); until then a crash keeps
+        the old log start, bounded by the first segment left."""
         with self._lock:
             self._check_online()
             start = self._segs.log_start
@@ -461,7 +473,7 @@ class Log:
                 doomed = delete_before(self._segs, self.index, offset, self._deadline(now))
             except OffsetOutOfRangeError as exc:
                 raise OffsetOutOfRangeError(f"{self.name}: {exc.message}") from None
-            if self._segs.log_start != start:
+            if checkpoint and self._segs.log_start != start:
                 self._checkpoint_locked()
             return doomed
 

@@ -32,7 +32,7 @@ from .groups import GroupStore
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
 from .compaction import Compactor
-from . import creation
+from . import creation, growth
 from .creation import TopicCreation
 from .retention import apply_retention
 from .segment import fsync_dir
@@ -100,6 +100,7 @@ class Store:
 
     def _open_logs(self) -> None:
         creation.roll_back(self)  # topics a crash left half-created
+        growth.roll_back(self)  # partitions a crash left half-added
         known = {t.name: t for t in self.topics.list()}
         found: dict[str, int] = {}
         for entry in sorted(os.listdir(self.path)):
@@ -192,6 +193,16 @@ class Store:
             with self._lock:
                 self._creating.discard(name)
 
+    def begin_growth(self, name: str, count: int) -> "growth.TopicGrowth":
+        """Start adding partitions to ``name`` up to ``count`` (storage/growth.py)."""
+        with self._lock:
+            return growth.begin_growth(self, name, count)
+
+    def add_partitions(self, grown: "growth.TopicGrowth") -> TopicConfig:
+        """Publish ``grown``'s new partitions, all at once (storage/growth.py)."""
+        with self._lock:
+            return grown.publish(self._logs)
+
     def creating(self, name: str) -> bool:
         """Whether ``name`` is being created (begun, not finished)."""
         return name in self._creating
@@ -242,7 +253,7 @@ class Store:
                 return lg
             known = self.topics.get(topic)
             record = TopicConfig(topic, max(partition + 1, known.partitions if known else 1),
-                                 dict(overrides))
+                                 dict(overrides), known.topic_id if known else b"")
             if record != known:
                 self.topics.put(record)
             return self._open_log(record, partition, clean=False)
@@ -258,7 +269,7 @@ class Store:
             want = [p for p in partitions if (topic, p) not in self._logs]
             known = self.topics.get(topic)
             count = max([*partitions, (known.partitions - 1) if known else 0]) + 1
-            record = TopicConfig(topic, count, dict(overrides))
+            record = TopicConfig(topic, count, dict(overrides), known.topic_id if known else b"")
             if record != known:
                 self.topics.put(record)
         made = creation.make_logs(self, record, want) if want else []
@@ -269,6 +280,26 @@ class Store:
             for lg in made:
                 self._logs.setdefault((topic, lg.partition), lg)
             return [self._logs[(topic, p)] for p in partitions]
+
+    def alter_topic(self, name: str, overrides: dict) -> TopicConfig:
+        """Replace topic ``name``'s overrides (its record, one commit) and
+        apply them live to its logs open here (``Log.reconfigure``): a
+        single node's AlterConfigs, or a cluster broker following etcd.
+        UNKNOWN_TOPIC_OR_PARTITION if the topic has no record here."""
+        with self._lock:
+            known = self.topics.get(name)
+            if known is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            record = TopicConfig(name, known.partitions, dict(overrides), known.topic_id)
+            if record != known:
+                self.topics.put(record)
+            config = record.log_config(self.config.log)
+            logs = [lg for p in range(known.partitions)
+                    if (lg := self._logs.get((name, p))) is not None]
+        for lg in logs:
+            if lg.config != config:
+                lg.reconfigure(config)
+        return record
 
     def drop_partition(self, topic: str, partition: int) -> bool:
         """Stop hosting ``topic``-``partition``: close its log, remove its files

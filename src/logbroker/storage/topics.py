@@ -6,17 +6,19 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from .config import LogConfig
-from ..limits import check_partition_count, check_topic_name
+from .config import LogConfig, log_settings
+from ..errors import InvalidConfigError
+from ..limits import TOPIC_CONFIGS, check_partition_count, check_topic_name
 from .metastore import MetaStore
 from .topic_ids import topic_id_or_derived
 
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic: its partition count, the log settings it overrides and its
-    id as stored (``b""`` for a topic stored before ids: ``id`` derives one,
-    storage/topic_ids.py)."""
+    """A topic: its partition count, the settings it overrides (log
+    settings, and Kafka configs stored without effect: ``log_settings``) and
+    its id as stored (``b""`` for a topic stored before ids: ``id`` derives
+    one, storage/topic_ids.py)."""
 
     name: str
     partitions: int = 1
@@ -26,7 +28,10 @@ class TopicConfig:
     def __post_init__(self) -> None:
         check_topic_name(self.name)
         check_partition_count(self.partitions)
-        LogConfig().replace(**self.overrides) if self.overrides else None
+        unknown = set(self.overrides) - set(TOPIC_CONFIGS)
+        if unknown:
+            raise InvalidConfigError(f"unknown topic settings: {', '.join(sorted(unknown))}")
+        LogConfig().replace(**log_settings(self.overrides)) if self.overrides else None
 
     @property
     def id(self) -> bytes:
@@ -34,7 +39,7 @@ class TopicConfig:
         return topic_id_or_derived(self.topic_id, self.name)
 
     def log_config(self, base: LogConfig) -> LogConfig:
-        return base.replace(**self.overrides) if self.overrides else base
+        return base.replace(**log_settings(self.overrides)) if self.overrides else base
 
 
 class TopicStore:

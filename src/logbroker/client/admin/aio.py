@@ -36,6 +36,16 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.delete_topics``."""
         return await self._await(self._core.delete_topics(names, raise_errors))
 
+    async def create_partitions(self, counts: dict, validate_only: bool = False,
+                                raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.create_partitions``."""
+        return await self._await(self._core.create_partitions(counts, validate_only,
+                                                              raise_errors))
+
+    async def delete_records(self, offsets: dict, raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.delete_records``."""
+        return await self._await(self._core.delete_records(offsets, raise_errors))
+
     async def list_topics(self) -> dict[str, int]:
         """As ``logbroker.Admin.list_topics``."""
         return await self._await(self._core.list_topics())
@@ -75,15 +85,21 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.fetch_offsets``."""
         return await self._await(self._core.fetch_offsets(group, partitions))
 
+    async def delete_offsets(self, group: str, partitions, raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.delete_offsets``."""
+        return await self._await(self._core.delete_offsets(group, partitions, raise_errors))
+
     async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
         """As ``logbroker.Admin.list_offsets``."""
         return await self._await(self._core.list_offsets(partitions, spec,
                                                          raise_errors=raise_errors))
 
     # -- users (docs/security.md) ------------------------------------------------------------------
-    async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
+    async def create_user(self, name: str, password: str, iterations: int = 4096,
+                          sha512_password: "str | None" = None) -> bool:
         """As ``logbroker.Admin.create_user``."""
-        return await self._await(self._core.create_user(name, password, iterations))
+        return await self._await(self._core.create_user(name, password, iterations,
+                                                        sha512_password))
 
     async def delete_user(self, name: str) -> None:
         """As ``logbroker.Admin.delete_user``."""
@@ -111,6 +127,16 @@ class Admin(AsyncShell):
                                                           pattern, operation, permission))
 
     # -- closing ---------------------------------------------------------------------------------
+    async def describe_configs(self, topic: str):
+        """As ``logbroker.Admin.describe_configs``."""
+        return await self._await(self._core.describe_configs(topic))
+
+    async def alter_configs(self, topic: str, set: "dict | None" = None, delete: Iterable = (),
+                            *, validate_only: bool = False) -> None:
+        """As ``logbroker.Admin.alter_configs``."""
+        return await self._await(self._core.alter_configs(topic, set, delete,
+                                                          validate_only=validate_only))
+
     async def close(self) -> None:
         """Close the connections. Idempotent."""
         await self._core.aclose()

@@ -29,6 +29,7 @@ from ...errors import (ClientClosedError, LogbrokerError, TopicAlreadyExistsErro
                        UnknownTopicOrPartitionError, for_code)
 from ...protocol import messages as m
 from ...protocol.consumer_protocol import Assignment
+from ...protocol.partition_messages import PartitionsIncrease, RecordsCut
 from .. import validate
 from ..group import offsets as group_offsets
 from ..group.coordinator import Coordinators
@@ -38,7 +39,7 @@ from ..settings import TlsSettings, client_options
 from .results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                       GroupDescription, GroupPartition, MemberDescription, NewTopic,
                       OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription,
-                      UserInfo)
+                      TopicSettings, UserInfo)
 
 
 def _results(entries, refused: dict, order: list, raise_errors: bool) -> dict:
@@ -163,6 +164,41 @@ class AdminCore:
             self.router.cache.forget(name for name, err, _ in entries if not err)
         return _results(entries, refused, order, raise_errors)
 
+    async def create_partitions(self, counts: dict, validate_only: bool = False,
+                                raise_errors: bool = True) -> dict:
+        """``Admin.create_partitions``: one CreatePartitions, sent once."""
+        if not isinstance(counts, dict):
+            raise TypeError(f"counts must be a dict {{topic: total partitions}}, not "
+                            f"{limits._short(counts)}")
+        asked = tuple(PartitionsIncrease(validate.topic(t), validate.count(
+            n, "partitions", 1, limits.MAX_PARTITIONS), ()) for t, n in counts.items())
+        entries = ()
+        if asked:
+            entries = (await self.router.call_any(m.CreatePartitions(
+                topics=asked, validate_only=bool(validate_only)), retry=False)).topics
+            self.router.invalidate()  # the counts changed: route by the new metadata
+        return _results(entries, {}, [t.name for t in asked], raise_errors)
+
+    async def delete_records(self, offsets: dict, raise_errors: bool = True) -> dict:
+        """``Admin.delete_records``: DeleteRecords per leader (retried across
+        leader changes: moving a log start twice to one offset is harmless)."""
+        if not isinstance(offsets, dict):
+            raise TypeError("offsets must be a dict {(topic, partition): offset}, not "
+                            f"{limits._short(offsets)}")
+        cuts = [RecordsCut(*validate.topic_partition(tp), validate.count(
+            o, "offset (-1: the high watermark)", -1, limits.MAX_OFFSET)) for tp, o in offsets.items()]
+        rows = await self.router.by_leader(cuts, lambda parts: m.DeleteRecords(parts=parts))
+        out = {}
+        for cut in cuts:
+            row = rows[(cut.topic, cut.partition)]
+            if not isinstance(row, LogbrokerError):
+                row = part_error(row.error, row.message, row.topic, row.partition) \
+                    if row.error else row.low_watermark
+            if raise_errors and isinstance(row, LogbrokerError):
+                raise row
+            out[(cut.topic, cut.partition)] = row
+        return out
+
     async def list_topics(self) -> dict[str, int]:
         """``Admin.list_topics``: one Metadata."""
         resp = await self.router.metadata(None)
@@ -275,6 +311,14 @@ class AdminCore:
         found = await group_offsets.fetch(self.coordinators, validate.group(group), parts)
         return {tp: OffsetAndMetadata(*v) if v[0] >= 0 else None for tp, v in found.items()}
 
+    async def delete_offsets(self, group: str, partitions, raise_errors: bool = True) -> dict:
+        """``Admin.delete_offsets``: DeleteOffsets at the group's coordinator, sent once."""
+        parts = tuple(validate.topic_partitions(partitions))
+        resp = await self.coordinators.call(validate.group(group),
+                                            m.DeleteOffsets(group=group, parts=parts), retry=False)
+        entries = [((t, p), error, message) for t, p, error, message in resp.parts]
+        return _results(entries, {}, list(dict.fromkeys(parts)), raise_errors)
+
     async def partitions_of(self, topics: Iterable[str]) -> list:
         """Every ``(topic, partition)`` of ``topics``."""
         counts = await partition_counts(self.router, list(topics), wait=False,
@@ -300,16 +344,23 @@ class AdminCore:
                 for tp, v in found.items()}
 
     # -- users (docs/security.md) ------------------------------------------------------------------
-    async def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
-        """``Admin.create_user``: SCRAM credentials derived here, sent once."""
+    async def create_user(self, name: str, password: str, iterations: int = 4096,
+                          sha512_password: "str | None" = None) -> bool:
+        """``Admin.create_user``: SCRAM-SHA-256 and SCRAM-SHA-512 credentials
+        derived here (SCRAM-SHA-512's from ``sha512_password`` when given;
+        the broker offers both, and PLAIN over SCRAM-SHA-256's), sent once."""
         from ...protocol.auth_messages import check_user_name
         from ..net.auth import user_credentials
 
+        from ...protocol.auth_messages import SCRAM_SHA_512
+
         check_user_name(name)
         salt, stored, server, n = user_credentials(password, iterations)
+        other = password if sha512_password is None else sha512_password
+        more = ((SCRAM_SHA_512, *user_credentials(other, iterations, SCRAM_SHA_512)),)
         resp = await self.router.call_any(m.CreateUser(name=name, salt=salt, stored_key=stored,
-                                                       server_key=server, iterations=n),
-                                          retry=False)
+                                                       server_key=server, iterations=n,
+                                                       more=more), retry=False)
         return resp.created
 
     async def delete_user(self, name: str) -> None:
@@ -343,6 +394,30 @@ class AdminCore:
         resp = await self.router.call_any(m.DescribeAcls(principal, resource_type, name, pattern,
                                                          operation, permission))
         return [Acl(*row) for row in resp.acls]
+
+    # -- topic configs (docs/client.md) -----------------------------------------------------------
+    async def describe_configs(self, topic: str) -> TopicSettings:
+        """``Admin.describe_configs``."""
+        resp = await self.router.call_any(m.DescribeConfigs(topics=(validate.topic(topic),)))
+        name, err, message, configs, overrides = resp.topics[0]
+        if err:
+            raise for_code(err)(f"{name}: {message}" if message else name)
+        return TopicSettings(name, configs, overrides)
+
+    async def alter_configs(self, topic: str, set: "dict | None" = None, delete: Iterable = (),
+                            *, validate_only: bool = False) -> None:
+        """``Admin.alter_configs``: sent once."""
+        values = validate.configs(set)
+        removed = tuple(validate.iterable(delete, "delete"))
+        for name in removed:
+            if not isinstance(name, str):
+                raise TypeError(f"delete: setting names are str, not {type(name).__name__}")
+        changes = tuple((k, "set", v) for k, v in values.items()) + \
+            tuple((k, "delete", None) for k in removed)
+        resp = await self.router.call_any(m.AlterConfigs(
+            topics=((validate.topic(topic), changes, False),), validate_only=validate_only),
+            retry=False)
+        _results(resp.topics, {}, [topic], raise_errors=True)
 
     async def aclose(self) -> None:
         """Close the connections; every call is refused from now on."""

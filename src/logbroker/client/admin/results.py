@@ -160,3 +160,13 @@ class Acl(NamedTuple):
     pattern: str = "literal"
     operation: str = "all"
     permission: str = "allow"
+
+
+class TopicSettings(NamedTuple):
+    """A topic's settings (Admin.describe_configs): ``configs`` the
+    effective ones (the broker's defaults under the topic's own),
+    ``overrides`` those set on the topic (CreateTopics, alter_configs)."""
+
+    name: str
+    configs: dict
+    overrides: dict

@@ -24,7 +24,7 @@ from typing import Iterable
 from ..loop_thread import LoopThread
 from ..waiting import SyncShell
 from .core import AdminCore
-from .results import ClusterDescription
+from .results import ClusterDescription, TopicSettings
 
 
 class Admin(SyncShell):
@@ -66,6 +66,27 @@ class Admin(SyncShell):
         """Delete topics and their data; ``{name: None or the error}``
         (``UnknownTopicOrPartitionError`` for a missing one)."""
         return self._run(self._core.delete_topics(names, raise_errors))
+
+    def create_partitions(self, counts: dict, validate_only: bool = False,
+                          raise_errors: bool = True) -> dict:
+        """Raise topics' partition counts: ``counts`` is ``{topic: new total
+        count}``; the existing partitions and their data stay as they are
+        (new records of a key may go to another partition: keys are hashed
+        over the new count). ``validate_only`` checks and changes nothing.
+        Returns ``{topic: None or the error}``; with ``raise_errors`` raises
+        the first (``InvalidPartitionsError`` for a count not above the
+        present one, ``UnknownTopicOrPartitionError``,
+        ``PolicyViolationError`` past the broker's partition limits). Sent once."""
+        return self._run(self._core.create_partitions(counts, validate_only, raise_errors))
+
+    def delete_records(self, offsets: dict, raise_errors: bool = True) -> dict:
+        """Delete every record below an offset: ``offsets`` is ``{(topic,
+        partition): offset}``, -1 meaning the high watermark (everything
+        readable). Returns ``{(topic, partition): the log start after it}``
+        (or the error without ``raise_errors``): ``OffsetOutOfRangeError``
+        above the high watermark. Asked of each partition's leader; durable
+        when answered."""
+        return self._run(self._core.delete_records(offsets, raise_errors))
 
     def list_topics(self) -> dict[str, int]:
         """``{topic: partition count}`` of every topic."""
@@ -147,6 +168,14 @@ class Admin(SyncShell):
         is None."""
         return self._run(self._core.fetch_offsets(group, partitions))
 
+    def delete_offsets(self, group: str, partitions, raise_errors: bool = True) -> dict:
+        """Forget ``group``'s committed offsets of ``partitions`` (``(topic,
+        partition)`` pairs; one without a commit is no error): ``{(topic,
+        partition): None or the error}``, ``GroupSubscribedToTopicError``
+        while an active member of the group subscribes to the topic; raises
+        ``GroupNotFoundError`` for an unknown group. Sent once."""
+        return self._run(self._core.delete_offsets(group, partitions, raise_errors))
+
     def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
         """``{(topic, partition): OffsetAndTimestamp(offset, timestamp)}``,
         from each partition's leader (following leader changes until
@@ -162,13 +191,16 @@ class Admin(SyncShell):
         return self._run(self._core.list_offsets(partitions, spec, raise_errors=raise_errors))
 
     # -- users (docs/security.md) ------------------------------------------------------------------
-    def create_user(self, name: str, password: str, iterations: int = 4096) -> bool:
+    def create_user(self, name: str, password: str, iterations: int = 4096,
+                    sha512_password: "str | None" = None) -> bool:
         """Create user ``name`` with ``password``, or change an existing
         user's password; True if the user is new. Only the SCRAM-SHA-256
-        credentials derived here (salt, keys, ``iterations`` 4096..16384)
-        are sent and stored, never the password. Sent once.
-        ``ClusterAuthorizationFailedError`` if this client may not."""
-        return self._run(self._core.create_user(name, password, iterations))
+        and SCRAM-SHA-512 credentials derived here (salt, keys,
+        ``iterations`` 4096..16384) are sent and stored, never the password;
+        ``sha512_password``: SCRAM-SHA-512's from another password (Kafka
+        keeps one credential per mechanism). PLAIN checks ``password``. Sent
+        once. ``ClusterAuthorizationFailedError`` if this client may not."""
+        return self._run(self._core.create_user(name, password, iterations, sha512_password))
 
     def delete_user(self, name: str) -> None:
         """Delete user ``name`` (its next connection fails to authenticate;
@@ -198,6 +230,25 @@ class Admin(SyncShell):
         """The ``Acl``s matching the filter (empty fields match anything), sorted."""
         return self._run(self._core.describe_acls(principal, resource_type, name, pattern,
                                                   operation, permission))
+
+    # -- topic configs (docs/client.md) -------------------------------------------------------------
+    def describe_configs(self, topic: str) -> "TopicSettings":
+        """``topic``'s settings: a ``TopicSettings`` of its effective
+        settings (our names: ``retention_ms``, ``cleanup_policy``, ...) and
+        those set on the topic. ``UnknownTopicOrPartitionError`` if unknown."""
+        return self._run(self._core.describe_configs(topic))
+
+    def alter_configs(self, topic: str, set: "dict | None" = None, delete: Iterable = (), *,
+                      validate_only: bool = False) -> None:
+        """Change ``topic``'s settings: ``set`` {name: value} (our names and
+        values, as ``create_topic``'s configs), ``delete`` names returned to
+        the broker's default. Stored (LMDB, or etcd in a cluster) and applied
+        live on every broker hosting the topic. The whole change is checked
+        first: ``InvalidConfigError`` naming the setting (unknown, or out of
+        range), ``UnknownTopicOrPartitionError``; nothing is changed then.
+        ``validate_only``: only check. Sent once."""
+        return self._run(self._core.alter_configs(topic, set, delete,
+                                                  validate_only=validate_only))
 
     # -- closing --------------------------------------------------------------------------------------
     def close(self) -> None:

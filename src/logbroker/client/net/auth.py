@@ -1,4 +1,5 @@
-"""The client's side of authentication: SCRAM-SHA-256 through ``scramp``
+"""The client's side of authentication: SCRAM-SHA-256 (or SCRAM-SHA-512,
+``sasl_mechanism``) through ``scramp``
 (docs/security.md, "Authentication").
 
 ``authenticate(conn, creds, timeout)`` runs on every connection a client
@@ -21,8 +22,8 @@ from scramp import ScramClient, ScramException, ScramMechanism
 
 from ...errors import SaslAuthenticationFailedError, for_code
 from ...protocol import messages as m
-from ...protocol.auth_messages import (MAX_ITERATIONS, MECHANISM, MECHANISMS, MIN_ITERATIONS,
-                                       check_user_name)
+from ...protocol.auth_messages import (MAX_ITERATIONS, MECHANISM, MIN_ITERATIONS,
+                                       SCRAM_MECHANISMS, check_user_name)
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,8 @@ class SaslCredentials:
             raise ValueError(str(exc.args[0] if exc.args else exc)) from None
         if not password:
             raise ValueError("password must not be empty")
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, "
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"sasl_mechanism must be one of {', '.join(SCRAM_MECHANISMS)}, "
                              f"got {mechanism!r}")
         return cls(username, password, mechanism)
 
@@ -80,12 +81,13 @@ async def _step(conn, text: str, timeout: float, where: str) -> str:
     return resp.auth_bytes.decode("utf-8")
 
 
-def user_credentials(password: str, iterations: int) -> tuple:
-    """(salt, stored key, server key, iterations) of ``password`` (RFC 5802)."""
+def user_credentials(password: str, iterations: int, mechanism: str = MECHANISM) -> tuple:
+    """(salt, stored key, server key, iterations) of ``password`` (RFC 5802)
+    for SCRAM ``mechanism``."""
     if not isinstance(password, str) or not password:
         raise ValueError("password must be a non-empty str")
     if isinstance(iterations, bool) or not isinstance(iterations, int) \
             or not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}, "
                          f"got {iterations!r}")
-    return ScramMechanism(MECHANISM).make_auth_info(password, iteration_count=iterations)
+    return ScramMechanism(mechanism).make_auth_info(password, iteration_count=iterations)
