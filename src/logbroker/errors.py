@@ -267,11 +267,19 @@ class InvalidReplicationFactorError(LogbrokerError):
 
 @register
 class InvalidReplicaAssignmentError(LogbrokerError):
-    """A replica list the cluster cannot take: a broker twice, a broker
-    that is not live, not the topic's replication factor or not one per
-    new partition (CreatePartitions), or any list on a single node."""
+    """A replica list the cluster cannot take: empty, a broker twice, a
+    broker that is not live or not registered, not the topic's replication
+    factor or not one per new partition (CreatePartitions, partition
+    reassignment), or any list on a single node."""
 
     code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
+@register
+class NoReassignmentInProgressError(LogbrokerError):
+    """A cancel named a partition that is not being reassigned."""
+
+    code, name = 85, "NO_REASSIGNMENT_IN_PROGRESS"
 
 
 @register

@@ -85,13 +85,15 @@ def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
         "DescribeAcls": (0, 1), "CreateAcls": (0, 1), "DeleteAcls": (0, 1),
         "CreatePartitions": (0, 1), "DeleteRecords": (0, 1), "DescribeLogDirs": (0, 1),
         "ElectLeaders": (0, 1), "DescribeCluster": (0, 0),
+        "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
         "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0)}
     # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
     assert sorted(api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]) \
-        == ["ApiVersions", "ConsumerGroupDescribe", "ConsumerGroupHeartbeat", "DescribeCluster",
-            "Metadata"]
+        == sorted(["ApiVersions", "DescribeCluster", "Metadata",
+                   "AlterPartitionReassignments", "ListPartitionReassignments",
+                   "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"])  # flexible v0
     assert len(APIS) == len(PROFILE)
 
 

@@ -199,6 +199,10 @@ SAMPLES = [
                                        ("segment_ms", "delete", None)), False),),
                    validate_only=True),
     m.AlterConfigsResponse(topics=(("orders", 0, ""), ("nope", 40, "unknown topic setting"))),
+    m.AlterReassignments(parts=(("orders", 0, (2, 3)), ("orders", 1, None))),
+    m.AlterReassignmentsResponse(parts=(("orders", 0, 0, ""), ("orders", 1, 85, "not moving"))),
+    m.ListReassignments(topics=(("orders", (0, 1)), ("audit", None))),
+    m.ListReassignmentsResponse(parts=(("orders", 0, (2, 3, 1), (3,), (1,)),)),
 ]
 
 

@@ -24,13 +24,13 @@ from typing import Callable
 from ..kafka import serve_acls
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
-from ..kafka import serve_cluster, serve_partitions
+from ..kafka import serve_cluster, serve_partitions, serve_reassign
 from ..kafka import serve_consumer_group
 from ..kafka.apis import APIS
 from ..kafka import serve_alter_configs
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
-from . import configs, partitions, records
+from . import configs, partitions, reassign, records
 from . import consumer_groups
 
 
@@ -96,6 +96,9 @@ OURS: dict[type, Entry] = {
     # partitions and records (api/partitions.py, api/records.py)
     m.CreatePartitions: Entry(partitions.create_partitions),
     m.DeleteRecords: Entry(records.delete_records),
+    # partition reassignment (api/reassign.py)
+    m.AlterReassignments: Entry(reassign.alter_reassignments),
+    m.ListReassignments: Entry(reassign.list_reassignments),
 }
 
 
@@ -144,4 +147,8 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("DescribeLogDirs"): (serve_partitions.describe_log_dirs, (m.DescribeTopics,)),
     _key("DescribeCluster"): (serve_cluster.describe_cluster, (m.DescribeCluster,)),
     _key("ElectLeaders"): (serve_cluster.elect_leaders, (m.ElectLeaders,)),
+    _key("AlterPartitionReassignments"): (serve_reassign.alter_partition_reassignments,
+                                          (m.AlterReassignments,)),
+    _key("ListPartitionReassignments"): (serve_reassign.list_partition_reassignments,
+                                         (m.ListReassignments,)),
 }

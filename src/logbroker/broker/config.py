@@ -99,6 +99,9 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 10_000
     replica_timeout_ms: int = 5_000
     replica_fetch_max_bytes: int = 8 << 20
+    # bytes/s a broker fetches for replicas a reassignment adds to it (Kafka's
+    # follower.replication.throttled.rate; 0: unlimited, Kafka's default)
+    reassignment_throttle_bytes_per_s: int = 0
     etcd_timeout_ms: int = 5_000
     # etcd over TLS and with authentication (docs/cluster.md, "Securing etcd"; cluster/etcd_access.py)
     etcd_ca: "str | None" = None  # CA bundle etcd's certificate is checked against (https:// address)
@@ -197,6 +200,10 @@ class BrokerConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")
+        if type(self.reassignment_throttle_bytes_per_s) is not int \
+                or self.reassignment_throttle_bytes_per_s < 0:
+            raise InvalidConfigError("reassignment_throttle_bytes_per_s must be >= 0 (0: "
+                                     "unlimited)")
         if type(self.group_initial_rebalance_delay_ms) is not int \
                 or self.group_initial_rebalance_delay_ms < 0:
             raise InvalidConfigError("group_initial_rebalance_delay_ms must be >= 0")

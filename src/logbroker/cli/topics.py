@@ -116,16 +116,23 @@ def _status(p) -> str:
 @click.argument("name")
 @bootstrap_option
 @config_options
-def alter(name, conn, configs, deleted):
-    """Change topic NAME: its settings (--config K=V, --delete-config K),
-    applied live on every broker hosting it."""
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=None,
+              help="The new partition count: larger than the present one (partitions are "
+                   "only added; existing data stays where it is).")
+def alter(name, conn, configs, deleted, partitions):
+    """Change topic NAME: its partition count (--partitions N) and its
+    settings (--config K=V, --delete-config K), applied live on every broker
+    hosting it."""
     from .. import Admin
 
+    if partitions is None and not configs and not deleted:
+        raise click.UsageError("nothing to alter: give --partitions N, --config K=V or "
+                               "--delete-config K")
     with Admin(**conn) as admin:
+        _alter_partitions(admin, name, partitions)
         done = alter_settings(admin, name, configs, deleted)
-    if done is None:
-        raise click.UsageError("nothing to alter: give --config K=V or --delete-config K")
-    click.echo(done)
+    if done is not None:
+        click.echo(done)
 
 
 @topics.command()
@@ -139,22 +146,6 @@ def delete(names, conn):
         admin.delete_topics(names)
     for name in names:
         click.echo(f"deleted topic {name}")
-
-
-@topics.command()
-@click.argument("name")
-@bootstrap_option
-@click.option("--partitions", type=click.IntRange(1, 10_000), default=None,
-              help="The new partition count: larger than the present one (partitions are "
-                   "only added; existing data stays where it is).")
-def alter(name, conn, partitions):
-    """Change topic NAME."""
-    from .. import Admin
-
-    if partitions is None:
-        raise click.UsageError("nothing to change: give --partitions")
-    with Admin(**conn) as admin:
-        _alter_partitions(admin, name, partitions)
 
 
 def _alter_partitions(admin, name: str, partitions: "int | None") -> None:

@@ -18,7 +18,9 @@ The rules, as the brokers themselves write the values:
 - a partition state: a valid topic name and partition number; ``replicas``
   1..64 distinct broker ids (0..2^31-1); ``leader`` -1 or one of them;
   ``isr`` distinct members of ``replicas``; ``leader_epoch`` 0..2^31-1
-  (Kafka's int32);
+  (Kafka's int32); ``adding`` and ``removing`` (a reassignment in
+  progress, both absent otherwise) disjoint lists of distinct replicas,
+  leaving at least one replica that stays;
 - a broker's registration: its id 0..2^31-1, ``host`` 1..255 characters,
   ``port`` 1..65535, ``started_ms`` >= 0, ``kafka`` absent or [host, port],
   ``kafka_listeners`` absent or at most 16 [name, host, port];
@@ -99,6 +101,23 @@ def partition(topic_: str, index: object, v: dict) -> tuple:
         raise BadValue(f"isr {list(isr)} must be distinct members of the replicas")
     epoch = _int(v.get("leader_epoch"), "leader_epoch", 0, limits.MAX_INT32)
     return replicas, leader, isr, epoch
+
+
+def reassignment(replicas: tuple, v: dict) -> tuple:
+    """(adding, removing) of a partition state's value (() and () when absent)."""
+    out = []
+    for name in ("adding", "removing"):
+        got = v.get(name) or []
+        if not isinstance(got, list) or len(got) > len(replicas):
+            raise BadValue(f"{name} must be a list of replicas")
+        got = tuple(broker_id(r, f"a replica {name}") for r in got)
+        if len(set(got)) != len(got) or not set(got) <= set(replicas):
+            raise BadValue(f"{name} {list(got)} must be distinct members of the replicas")
+        out.append(got)
+    if set(out[0]) & set(out[1]) or len(out[1]) >= len(replicas):
+        raise BadValue(f"adding {list(out[0])} and removing {list(out[1])} must be disjoint and "
+                       "leave a replica")
+    return out[0], out[1]
 
 
 def broker(v: dict) -> None:

@@ -9,7 +9,11 @@ missed event or a lost compare-and-set is repaired): for each partition,
 epoch, dead followers out of the ISR, a returning ISR member elected where
 there was no leader, and a new epoch for a leader that restarted since its
 election: its registration is newer than the partition's state). Every write is a compare-and-set on the partition's
-revision; a loser simply waits for the next round.
+revision; a loser simply waits for the next round. A partition being
+reassigned (reassignment.py) that needs no repair is finished once all its
+targets are in sync (``reassignment.advance``); the broker that moves is
+woken by every change of such a partition (node.py), so a move finishes
+as soon as its last target joins the ISR.
 
 It also repairs values the view refused (view.py, checks.py), each once
 per revision, by a compare-and-set on the bad value's revision: a
@@ -30,6 +34,7 @@ import logging
 
 from ..errors import ClusterUnavailableError
 from .placement import repair
+from .reassignment import advance
 from .state import pack, partition_from, partition_value, topic_from, topic_value
 
 log = logging.getLogger("logbroker.cluster")
@@ -83,13 +88,17 @@ class Controller:
             topic = view.topics.get(st.topic)
             new = repair(st, {b.id: b.registered for b in view.brokers.values()},
                          topic.unclean_leader_election if topic else False)
+            moved = new is None and st.reassigning
+            if moved:
+                new = advance(st, view.live)
             if new is None:
                 continue
             key = keys.partition(st.topic, st.partition)
             if await etcd.cas({key: partition_value(new)}, {key: st.version}):
                 changed += 1
-                log.info("%s-%d: leader %d -> %d, epoch %d, isr %s", st.topic, st.partition,
-                         st.leader, new.leader, new.leader_epoch, list(new.isr))
+                log.info("%s-%d: %sleader %d -> %d, epoch %d, isr %s", st.topic, st.partition,
+                         f"reassigned {list(st.replicas)} -> {list(new.replicas)}: " if moved
+                         else "", st.leader, new.leader, new.leader_epoch, list(new.isr))
         return changed
 
     async def repair_bad(self) -> int:

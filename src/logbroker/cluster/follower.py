@@ -14,7 +14,9 @@ broker follows there, over one connection:
 
 Errors: a fenced or unknown epoch, or NOT_LEADER, waits for the new state
 from etcd (the node re-adds the partition); an offset below the leader's
-log start restarts the log there; a lost connection is retried with
+log start restarts the log there; a partition a reassignment is adding
+here is fetched within the reassignment throttle
+(replication_throttle.py); a lost connection is retried with
 exponential backoff; so is a refused authentication or authorization
 (logged as an error naming the leader: a wrong ``inter_broker_user``
 password, the user not created yet, or no ``cluster_action``). The loop
@@ -155,15 +157,23 @@ class LeaderFetcher:
             p.truncated = True
 
     async def _fetch(self, conn, parts) -> None:
+        parts, throttled = self._throttled(parts)
         if not parts:
             return
+        size = self.node.replica_fetch_bytes
+        cap = self.node.throttle.cap(size)
         req = m.ReplicaFetch(replica_id=self.node.me, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
-                             max_bytes=self.node.replica_fetch_bytes,
+                             max_bytes=size,
                              parts=tuple(ReplicaFetchPart(topic, partition, p.log.log_end_offset,
-                                                          p.epoch, self.node.replica_fetch_bytes)
-                                         for (topic, partition), p in parts))
+                                                          p.epoch, cap if key in throttled
+                                                          else size)
+                                         for key, p in parts for topic, partition in (key,)))
         resp = await conn.request(req, self.node.request_timeout + FETCH_WAIT_MS / 1000)
         _check(resp)
+        if throttled:
+            self.node.throttle.spend(sum(len(data) for data, (key, _) in
+                                         zip(resp.payload, parts) if key in throttled),
+                                     time.monotonic())
         for part, data, (key, p) in zip(resp.parts, resp.payload, parts):
             topic, partition, code, message, hw, log_start, log_end, segment_base, _ = part
             if self.parts.get(key) is not p:
@@ -186,6 +196,22 @@ class LeaderFetcher:
             if lg.log_start_offset < log_start <= lg.log_end_offset:
                 await self._io(key, p, lg.delete_before, log_start)  # the leader's retention
             lg.set_high_watermark(min(hw, lg.log_end_offset))
+
+    def _throttled(self, parts) -> tuple:
+        """(the parts to fetch now, the keys among them that a reassignment is
+        adding here): while the reassignment throttle is overdrawn the
+        adding ones wait (replication_throttle.py); the others never do."""
+        adding = {key for key, _ in parts if self.node.adding_here(key)}
+        if not adding:
+            return parts, adding
+        now = time.monotonic()
+        if self.node.throttle.ready(now):
+            return parts, adding
+        retry = now + self.node.throttle.wait(now)
+        for key, p in parts:
+            if key in adding:
+                p.retry_at = retry
+        return [(key, p) for key, p in parts if key not in adding], set()
 
     async def _io(self, key, p: _Part, fn, *args, **kwargs) -> bool:
         """Run a change of the partition's log in the I/O pool, one at a time

@@ -10,7 +10,9 @@ broker is a replica of), then runs, until ``close()``:
   users and ACL bindings among them go to ``access``, access_view.py);
 - the controller campaign (controller.py);
 - the ISR check of the partitions it leads (replicas.py);
-- one fetcher per leader it follows (follower.py).
+- one fetcher per leader it follows (follower.py);
+- the deletion of its copy of a partition a reassignment moved away
+  (reassignment.py), also of one moved while it was down (at load).
 
 Every loop logs its errors and goes on. Requests reach the node through
 the broker's handlers (metadata/cluster.py). ``connect_to`` dials a
@@ -41,6 +43,7 @@ from .follower import LeaderFetcher
 from .peer_auth import authenticate_peer, inter_broker_credentials
 from .peer_proof import PeerKey, configured_secret, prove, shared_secret
 from .replicas import ReplicaManager
+from .replication_throttle import Throttle
 from .session import Session
 from .state import BrokerInfo, Keys, PartitionState, pack, partition_value, unpack
 from .view import ClusterView
@@ -70,6 +73,7 @@ class ClusterNode:
         self._secret = configured_secret(config)  # else etcd's, read at start
         self.peer_key: "PeerKey | None" = None  # the cluster's secret (peer_proof.py)
         self.replica_fetch_bytes = config.replica_fetch_max_bytes
+        self.throttle = Throttle(config.reassignment_throttle_bytes_per_s)  # reassignments' fetches
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.replicas = ReplicaManager(self.me, config.replica_lag_time_max_ms / 1000, notify,
                                        self._propose_isr, _Fetchers(self))
@@ -82,6 +86,7 @@ class ClusterNode:
         self._background: set[asyncio.Task] = set()
         self._opening: set[tuple[str, int]] = set()  # replicas whose logs are being made
         self._configuring = asyncio.Lock()  # topic config changes applied one at a time
+        self._dropping: set[tuple[str, int]] = set()  # replicas whose files are being deleted
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
@@ -167,6 +172,12 @@ class ClusterNode:
         for st in list(self.view.partitions.values()):
             if self.me in st.replicas and st.key not in self.replicas.replicas:
                 self._react(("partition", st.key))
+        # copies a reassignment removed from us while we were down
+        for lg in self.store.logs():
+            st = self.view.partitions.get((lg.topic, lg.partition))
+            if st is not None and lg.topic in self.view.topics and self.me not in st.replicas:
+                log.info("%s: no longer a replica here (reassigned): deleting it", lg.name)
+                self._drop(st.key)
 
     async def _watch(self) -> None:
         while True:
@@ -191,6 +202,9 @@ class ClusterNode:
         try:
             if kind == "partition":
                 self._partition_changed(ident)
+                st = self.view.partitions.get(ident)
+                if st is not None and st.reassigning:  # its next step may be due (controller.py)
+                    self.controller.wake.set()
             elif kind == "topic":
                 bad = self.view.bad_of("topic", ident)
                 if bad is not None:  # refused (view.py): served as unavailable, data kept
@@ -278,7 +292,7 @@ class ClusterNode:
         return out
 
     def _partition_changed(self, key: tuple[str, int]) -> None:
-        if key in self._opening:  # its log is being made: applied once it is
+        if key in self._opening or key in self._dropping:  # applied once made / deleted
             return
         st = self.view.partitions.get(key)
         topic = self.view.topics.get(key[0])
@@ -294,10 +308,22 @@ class ClusterNode:
                 self._drop(key)
             return
         if self.me not in st.replicas:
-            self.replicas.remove(key)
+            if self.store.hosts(*key):  # a reassignment removed us: our copy goes
+                log.info("%s-%d: no longer a replica here (replicas %s): deleting it", *key,
+                         list(st.replicas))
+                self._drop(key)
+            else:
+                self.replicas.remove(key)
             return
         lg = self.store.ensure_partition(key[0], key[1], topic.log_overrides())
         self.replicas.apply(st, lg, topic.min_insync_replicas)
+
+    def adding_here(self, key: tuple[str, int]) -> bool:
+        """Whether a reassignment is adding this broker's replica of ``key``
+        and it has not caught up yet (its fetches are throttled,
+        replication_throttle.py; once in the ISR it keeps up unthrottled)."""
+        st = self.view.partitions.get(key)
+        return st is not None and self.me in st.adding and self.me not in st.isr
 
     def _registered(self) -> float:
         """The etcd revision of our registration as the view shows it
@@ -309,11 +335,20 @@ class ClusterNode:
         """The topic was deleted: stop serving the partition now, remove its
         files once no follower I/O on it is under way."""
         self.replicas.remove(key)
+        if key in self._dropping:
+            return
+        self._dropping.add(key)
 
         async def drop() -> None:
-            async with self.partition_lock(key):
-                if key not in self.replicas.replicas:  # not re-created meanwhile
-                    await self.run_io(self.store.drop_partition, *key)
+            try:
+                async with self.partition_lock(key):
+                    if key not in self.replicas.replicas:  # not re-created meanwhile
+                        await self.run_io(self.store.drop_partition, *key)
+            finally:
+                self._dropping.discard(key)
+                st = self.view.partitions.get(key)
+                if st is not None and self.me in st.replicas:  # ours again meanwhile (a move)
+                    self._react(("partition", key))
 
         self._spawn(drop())
 

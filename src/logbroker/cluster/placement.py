@@ -5,7 +5,8 @@
   as many replicas; a partition's first replica is its preferred leader.
 - ``elect``: the leader after a failure: the first replica (in replica
   order, so the preferred one wins ties) that is alive and in the ISR; an
-  alive out-of-sync replica only if the topic opted into unclean election.
+  alive out-of-sync replica only if the topic opted into unclean election
+  (never one a reassignment is still adding: it may hold nothing yet).
 - ``after_failure`` / ``repair`` / ``preferred``: the partition's next
   state, or None when nothing changes.
 """
@@ -55,7 +56,7 @@ def elect(st: PartitionState, live: set[int], unclean: bool = False) -> int:
             return r
     if unclean:
         for r in st.replicas:
-            if r in live:
+            if r in live and r not in st.adding:  # a replica a move is adding may hold nothing yet
                 return r
     return NO_LEADER
 

@@ -106,12 +106,21 @@ class ReplicaManager:
             else:
                 r.changing = False
                 r.isr = st.isr
+                self._track(r, st)
                 self.update_hw(r)
         elif st.leader == NO_LEADER:
             self._become_none(r, st, LeaderNotAvailableError(f"{lg.name} has no leader right now"))
         elif r.role != FOLLOWER or r.epoch != st.leader_epoch or prev is None \
                 or prev.leader != st.leader:
             self._become_follower(r, st)
+
+    def _track(self, r: Replica, st: PartitionState) -> None:
+        """The followers a leader tracks follow the replicas in its epoch
+        (a reassignment adds and removes them, cluster/reassignment.py)."""
+        want = [b for b in st.replicas if b != self.me]
+        if set(want) != set(r.followers):
+            now = time.monotonic()
+            r.followers = {b: r.followers.get(b) or Progress(caught_up=now) for b in want}
 
     def suspend(self, key: tuple[str, int], why: str) -> None:
         """Serve nothing of a hosted partition (its data kept) until its

@@ -6,7 +6,8 @@ Keys (``root`` = ``/logbroker/<cluster>/``), values msgpack maps:
                               (kafka: [host, port] of its Kafka listener, when it has one)
     controller                {broker_id}                     under the controller's lease
     topics/<name>             {partitions, replication_factor, configs}
-    partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch}
+    partitions/<topic>/<p>    {replicas, leader, isr, leader_epoch[, adding, removing]}
+                              (adding / removing: a reassignment in progress, reassignment.py)
     offsets/<group>/<topic>/<p>  {offset, metadata, commit_ms}
     producer_ids              {next}: the next free block of idempotent producer ids
     cluster_secret            32 random bytes: brokers prove their identity with it (peer_proof.py)
@@ -92,10 +93,22 @@ class PartitionState:
     isr: tuple[int, ...]
     leader_epoch: int
     version: int = 0
+    adding: tuple[int, ...] = ()  # a reassignment's new replicas, not all in sync yet
+    removing: tuple[int, ...] = ()  # the replicas it removes once the targets are in sync
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.partition)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas a reassignment moves to (the replicas when none is
+        in progress)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
 
     @property
     def preferred_leader(self) -> int:
@@ -209,11 +222,19 @@ def topic_from(name: str, raw: bytes, version: int) -> TopicState:
 
 
 def partition_value(p: PartitionState) -> bytes:
-    return pack({"replicas": list(p.replicas), "leader": p.leader, "isr": list(p.isr),
-                 "leader_epoch": p.leader_epoch})
+    """A partition's value; ``adding`` / ``removing`` only while a
+    reassignment is in progress (a value without them reads back alike)."""
+    value = {"replicas": list(p.replicas), "leader": p.leader, "isr": list(p.isr),
+             "leader_epoch": p.leader_epoch}
+    if p.reassigning:
+        value.update(adding=list(p.adding), removing=list(p.removing))
+    return pack(value)
 
 
 def partition_from(topic: str, partition: int, raw: bytes, version: int) -> PartitionState:
     """A partition's state read back, checked (checks.py: BadValue)."""
-    replicas, leader, isr, epoch = checks.partition(topic, partition, unpack(raw))
-    return PartitionState(topic, partition, replicas, leader, isr, epoch, version)
+    value = unpack(raw)
+    replicas, leader, isr, epoch = checks.partition(topic, partition, value)
+    adding, removing = checks.reassignment(replicas, value)
+    return PartitionState(topic, partition, replicas, leader, isr, epoch, version, adding,
+                          removing)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from collections import Counter
 from dataclasses import dataclass
 
 from . import checks
@@ -48,6 +49,8 @@ class ClusterView:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicState] = {}
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.moving: set[tuple[str, int]] = set()  # partitions being reassigned (reassignment.py)
+        self.held: Counter = Counter()  # broker id -> the partitions it is a replica of
         self.controller = -1
         self.revision = 0
         self.bad: dict[str, Bad] = {}  # etcd key -> a value left out (module docstring)
@@ -67,6 +70,7 @@ class ClusterView:
         """Replace everything with a fresh load; returns what changed."""
         old = (dict(self.brokers), dict(self.topics), dict(self.partitions), self.controller)
         self.brokers, self.topics, self.partitions, self.controller = {}, {}, {}, -1
+        self.moving, self.held = set(), Counter()
         present = {it.key for it in items}
         for key in [k for k in self._valid if k not in present]:
             del self._valid[key]
@@ -122,9 +126,15 @@ class ClusterView:
                 kind, table = "partition", self.partitions
                 topic, _, part = key[len(k.partitions):].rpartition("/")
                 ident = (topic, _number(part))
-                self.partitions.pop(ident, None)
+                gone = self.partitions.pop(ident, None)
+                self.moving.discard(ident)
+                if gone is not None:
+                    self.held.subtract(gone.replicas)
                 if value is not None:
-                    self.partitions[ident] = partition_from(topic, ident[1], value, version)
+                    st = self.partitions[ident] = partition_from(topic, ident[1], value, version)
+                    self.held.update(st.replicas)
+                    if st.reassigning:
+                        self.moving.add(ident)
             else:
                 return None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -23,6 +23,7 @@ from .apis_offset_delete import OFFSET_DELETE
 from .apis_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .apis_partitions import (CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_CLUSTER,
                               DESCRIBE_LOG_DIRS, ELECT_LEADERS)
+from .apis_reassign import ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS
 from .schema import Api
 
 PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
@@ -33,7 +34,8 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
                   SASL_AUTHENTICATE,
                   OFFSET_DELETE)
 PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
-            CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, DESCRIBE_CLUSTER)
+            CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, DESCRIBE_CLUSTER,
+            ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
 PROFILE += (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
@@ -47,7 +49,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   32: 4, 23: 4,
                   17: 2,
                   47: 1}  # SaslHandshake has no flexible version ("none"): past its last
-FIRST_FLEXIBLE.update({33: 2, 44: 1, 29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 35: 2, 43: 2, 60: 0})
+FIRST_FLEXIBLE.update({33: 2, 44: 1, 29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 35: 2, 43: 2, 60: 0, 45: 0, 46: 0})
 FIRST_FLEXIBLE.update({68: 0, 69: 0})
 
 

@@ -31,6 +31,7 @@ from .interface import Appended
 from .local import partition_entry
 from .offsets_topic import offsets_topic_configs
 from .partitions import add_cluster
+from .reassignments import cluster_reassign, cluster_reassignments
 
 log = logging.getLogger("logbroker.broker")
 VIEW_WAIT_S = 5.0  # a topic created here is in this broker's view before the answer
@@ -270,6 +271,15 @@ class ClusterMetadata:
                                                "meanwhile; retry")
         return (new or st).leader
 
+    async def reassign(self, topic: str, partition: int, target) -> None:
+        """Start (``target``: broker ids) or cancel (None) a partition's
+        reassignment (reassignments.py)."""
+        await cluster_reassign(self.node, self.budget, topic, partition, target)
+
+    def reassignments(self, wanted) -> list:
+        """The moves in progress among ``wanted`` ({topic: partitions or None}, None: all)."""
+        return cluster_reassignments(self.node.view, wanted)
+
     async def _until(self, cond) -> None:
         deadline = time.monotonic() + VIEW_WAIT_S
         while not cond() and time.monotonic() < deadline:
@@ -386,7 +396,8 @@ class ClusterMetadata:
         leaders = [r for r in node.replicas.replicas.values()
                    if r.role == LEADER and r.state is not None]
         return {"leaders": len(leaders),
-                "under": sum(1 for r in leaders if len(r.state.isr) < len(r.state.replicas)),
+                "under": sum(1 for r in leaders  # replicas a move is adding not counted (Kafka's)
+                             if len(r.state.isr) < len(r.state.replicas) - len(r.state.adding)),
                 "shrinks": node.replicas.isr_shrinks, "expands": node.replicas.isr_expands,
                 "controller_changes": node.controller_changes,
                 "controller": 1 if node.controller.active else 0}

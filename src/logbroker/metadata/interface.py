@@ -30,6 +30,8 @@ The methods (both implementations have each):
   set on the topic), ``async alter_topic_configs(name, configs)`` (the
   topic's whole new set, checked by the caller: stored, and applied live
   by every broker hosting the topic).
+- ``async reassign(topic, partition, target)`` (broker ids, None: cancel;
+  reassignments.py), ``reassignments(wanted)`` -> the moves in progress.
 - ``async new_producer_id()``.
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,

@@ -24,6 +24,7 @@ from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
 from .offsets_topic import lag_row, offsets_topic_configs
 from .partitions import add_local
+from .reassignments import local_reassign
 
 
 log = logging.getLogger("logbroker.topics")
@@ -215,6 +216,13 @@ class LocalMetadata:
     async def elect_preferred(self, row: PartitionPlacement) -> int:
         """Every partition's leader is this broker already."""
         return row.leader
+
+    async def reassign(self, topic: str, partition: int, target) -> None:
+        """Kafka's single broker: [own id] is a no-op, anything else refused."""
+        local_reassign(self.me, self.topic_partitions(topic), topic, partition, target)
+
+    def reassignments(self, wanted) -> list:
+        return []  # nothing ever moves on a single node
 
     async def new_producer_id(self) -> int:
         self._next_producer_id += 1

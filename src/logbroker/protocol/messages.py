@@ -377,6 +377,8 @@ from .config_messages import (AlterConfigs, AlterConfigsResponse,  # noqa: E402,
                               DescribeConfigs, DescribeConfigsResponse)
 from .partition_messages import (CreatePartitions, CreatePartitionsResponse,  # noqa: E402,F401
                                  DeleteRecords, DeleteRecordsResponse)
+from .reassign_messages import (AlterReassignments, AlterReassignmentsResponse,  # noqa: E402,F401
+                                ListReassignments, ListReassignmentsResponse)
 from .consumer_group_messages import (ConsumerGroupDescribe,  # noqa: E402,F401
                                       ConsumerGroupDescribeResponse, ConsumerGroupHeartbeat,
                                       ConsumerGroupHeartbeatResponse)

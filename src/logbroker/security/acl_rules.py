@@ -131,6 +131,7 @@ RULES: dict[type, Callable] = {
     m.AlterConfigs: _topics_of("alter_configs", lambda r: (t[0] for t in r.topics)),
     m.CreatePartitions: _topics_of("alter", lambda r: (t.name for t in r.topics)),
     m.DeleteRecords: _topics_of("delete", lambda r: (p.topic for p in r.parts)),
+    m.AlterReassignments: _cluster("alter"), m.ListReassignments: _cluster("describe"),
 }
 
 

@@ -63,6 +63,14 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.elect_leaders``."""
         return await self._await(self._core.elect_leaders(topics))
 
+    async def reassign_partitions(self, moves: dict, raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.reassign_partitions``."""
+        return await self._await(self._core.reassign_partitions(moves, raise_errors))
+
+    async def list_partition_reassignments(self, topics: "Iterable[str] | None" = None) -> dict:
+        """As ``logbroker.Admin.list_partition_reassignments``."""
+        return await self._await(self._core.list_partition_reassignments(topics))
+
     # -- groups ------------------------------------------------------------------------------------
     async def list_groups(self, kinds: bool = False) -> "list[str] | dict":
         """As ``logbroker.Admin.list_groups``."""

@@ -36,6 +36,7 @@ from ..group.coordinator import Coordinators
 from ..net.metadata import list_offsets, part_error, partition_counts
 from ..net.routing import Router
 from ..settings import TlsSettings, client_options
+from . import reassign
 from .results import (Acl, BrokerInfo, ClusterDescription, ClusterPartition, ElectionResult,
                       GroupDescription, GroupPartition, MemberDescription, NewTopic,
                       OffsetAndMetadata, OffsetAndTimestamp, PartitionInfo, TopicDescription,
@@ -266,6 +267,14 @@ class AdminCore:
         return {(t, p): ElectionResult(t, p, leader, None if not err else part_error(
             err, msg, t, p) if p >= 0 else for_code(err)(msg or t)) for t, p, err, msg, leader
                 in resp.parts}
+
+    async def reassign_partitions(self, moves: dict, raise_errors: bool = True) -> dict:
+        """``Admin.reassign_partitions`` (admin/reassign.py): sent once."""
+        return await reassign.reassign_partitions(self.router, moves, raise_errors)
+
+    async def list_partition_reassignments(self, topics=None) -> dict:
+        """``Admin.list_partition_reassignments`` (admin/reassign.py)."""
+        return await reassign.list_partition_reassignments(self.router, topics)
 
     # -- groups -------------------------------------------------------------------------------------
     async def list_groups(self, kinds: bool = False) -> "list[str] | dict":

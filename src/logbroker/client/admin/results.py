@@ -79,6 +79,21 @@ class ClusterDescription(NamedTuple):
     server: str = ""
 
 
+class PartitionReassignment(NamedTuple):
+    """A partition move in progress: every replica now (the targets first),
+    the ones being added and the ones that leave when it finishes."""
+
+    topic: str
+    partition: int
+    replicas: tuple
+    adding: tuple
+    removing: tuple
+
+    @property
+    def target(self) -> tuple:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+
 class ElectionResult(NamedTuple):
     """A partition after a preferred-leader election: its leader (moved or
     not) and the error that kept it from moving (None: no error)."""

@@ -127,6 +127,25 @@ class Admin(SyncShell):
         leader the operator moved meanwhile."""
         return self._run(self._core.elect_leaders(topics))
 
+    def reassign_partitions(self, moves: dict, raise_errors: bool = True) -> dict:
+        """Move partitions to other brokers (AlterReassignments, Kafka's
+        KIP-455; docs/cluster.md, "Reassigning partitions"): ``moves`` is
+        ``{(topic, partition): [broker ids] or None}``, the first broker the
+        preferred leader, None cancelling the move in progress. Returns once
+        every move has started, ``{(topic, partition): None or the error}``
+        (INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS,
+        UNKNOWN_TOPIC_OR_PARTITION); with ``raise_errors`` the first error is
+        raised. The new replicas catch up, leadership moves, the old
+        replicas are deleted: ``list_partition_reassignments`` shows what is
+        left. Never sent twice."""
+        return self._run(self._core.reassign_partitions(moves, raise_errors))
+
+    def list_partition_reassignments(self, topics: "Iterable[str] | None" = None) -> dict:
+        """The moves in progress among ``topics`` (None: all):
+        ``{(topic, partition): PartitionReassignment(topic, partition,
+        replicas, adding, removing)}`` (``.target``: where it moves to)."""
+        return self._run(self._core.list_partition_reassignments(topics))
+
     # -- groups ------------------------------------------------------------------------------------
     def list_groups(self, kinds: bool = False) -> "list[str] | dict":
         """Every group with members or committed offsets, sorted. Each broker
