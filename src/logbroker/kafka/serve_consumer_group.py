@@ -40,7 +40,7 @@ def consumer_group_heartbeat(site: KafkaSite, header, body) -> Plan:
                     "error_message": kafka_message(resp.message), "member_epoch": -1}
         assignment = None
         if resp.assignment is not None:
-            ids = ids_by_name(site)
+            ids = ids_by_name(site, [tp.topic for tp in resp.assignment])
             assignment = {"topic_partitions": [
                 {"topic_id": ids[tp.topic], "partitions": list(tp.partitions)}
                 for tp in resp.assignment if tp.topic in ids]}
@@ -57,7 +57,8 @@ def consumer_group_describe(site: KafkaSite, header, body) -> Plan:
             return {"groups": [{"error_code": kafka_group_code(resp.error),
                                 "error_message": kafka_message(resp.message), "group_id": g}
                                for g in body.group_ids]}
-        ids = ids_by_name(site)
+        ids = ids_by_name(site, {tp.topic for g in resp.groups for mb in g.members
+                                 for tp in (*mb.assigned, *mb.target)})
 
         def parts(rows) -> dict:
             return {"topic_partitions": [

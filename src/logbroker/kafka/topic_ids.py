@@ -15,10 +15,11 @@ from ..storage.topic_ids import ZERO_ID
 NO_TOPIC_ID = ZERO_ID  # Kafka's "no id" (a topic named by name in a request)
 
 
-def ids_by_name(site) -> dict:
-    """{topic name: id} of every topic (empty without metadata: unit tests)."""
+def ids_by_name(site, names=None) -> dict:
+    """{topic name: id} of every topic, or of ``names`` (empty without
+    metadata: unit tests). Naming the topics reads only theirs."""
     meta = getattr(site, "meta", None)
-    return {} if meta is None else meta.topic_ids()
+    return {} if meta is None else meta.topic_ids(names)
 
 
 def names_by_id(site) -> dict:

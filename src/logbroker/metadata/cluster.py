@@ -90,8 +90,11 @@ class ClusterMetadata:
     def topic_counts(self) -> dict:
         return {name: t.partitions for name, t in list(self.node.view.topics.items())}
 
-    def topic_ids(self) -> dict:
-        return {name: t.id for name, t in list(self.node.view.topics.items())}
+    def topic_ids(self, names=None) -> dict:
+        topics = self.node.view.topics
+        if names is None:
+            return {name: t.id for name, t in list(topics.items())}
+        return {name: topics[name].id for name in set(names) if name in topics}
 
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
         """Every partition of the topic; one whose state in etcd was refused

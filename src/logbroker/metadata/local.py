@@ -82,8 +82,11 @@ class LocalMetadata:
     def topic_counts(self) -> dict:
         return {t.name: t.partitions for t in self.store.topics.list()}
 
-    def topic_ids(self) -> dict:
-        return {t.name: t.id for t in self.store.topics.list()}
+    def topic_ids(self, names=None) -> dict:
+        if names is None:
+            return {t.name: t.id for t in self.store.topics.list()}
+        found = {name: self.store.topics.get(name) for name in set(names)}
+        return {name: t.id for name, t in found.items() if t is not None}
 
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
         me = self.me
