@@ -77,7 +77,7 @@ def metadata(site: KafkaSite, header, body) -> Plan:
                        "partitions": parts.get(name, []) if not error else []}
                       for name, error, _msg, _count in resp.topics]
         if version >= 10:
-            ids = ids_by_name(site, [t["name"] for t in topics])
+            ids = ids_by_name(site, [t["name"] for t in topics if not t["error_code"]])
             for topic in topics:
                 topic["topic_id"] = ids.get(topic["name"], NO_TOPIC_ID)
             topics += [{"error_code": UnknownTopicIdError.code, "topic_id": tid,

@@ -85,7 +85,8 @@ class LocalMetadata:
     def topic_ids(self, names=None) -> dict:
         if names is None:
             return {t.name: t.id for t in self.store.topics.list()}
-        found = {name: self.store.topics.get(name) for name in set(names)}
+        found = {name: self.store.topics.get(name) for name in set(names)
+                 if _storable(name)}
         return {name: t.id for name, t in found.items() if t is not None}
 
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
@@ -406,3 +407,12 @@ class LocalHost:
     async def forget_legacy(self, groups: list) -> None:
         for g in groups:
             self.store.groups.delete(g)
+
+
+def _storable(name: str) -> bool:
+    """Whether ``name`` may be a stored topic's (else no LMDB key is asked)."""
+    try:
+        limits.check_topic_name(name)
+    except LogbrokerError:
+        return False
+    return True
