@@ -306,3 +306,30 @@ def test_topic_ids_in_metadata_looked_up_by_id_and_new_on_re_creation(broker):
         f.result(WAIT)
     ((_, again),) = meta([{"name": "ids", "topic_id": NO_TOPIC_ID}])
     assert again not in (tid, NO_TOPIC_ID)
+
+
+def test_random_heartbeats_and_describes_are_answered_without_a_traceback(broker):
+    import random
+
+    from logbroker.kafka.apis import APIS
+    from tests.support.kafka_cases import random_body
+
+    b, boot, _ = broker
+    rng = random.Random(848)
+    raw = Raw(boot)
+    answered = 0
+    try:
+        for cid in range(200):
+            api = APIS[rng.choice((68, 69))]
+            version = rng.randint(api.min_version, api.max_version)
+            raw.sock.sendall(raw.send(api.key, version, cid, random_body(api.request, version,
+                                                                         rng)))
+            try:
+                assert raw.recv(api.key, version)[0].correlation_id == cid
+                answered += 1
+            except (ConnectionError, OSError):
+                raw.close()
+                raw = Raw(boot)
+    finally:
+        raw.close()
+    assert answered >= 150 and b.alive() and "Traceback" not in b.log()
