@@ -387,6 +387,52 @@ class FencedInstanceIdError(LogbrokerError):
     code, name = 82, "FENCED_INSTANCE_ID"
 
 
+# -- the consumer group protocol (KIP-848; docs/kafka.md "Consumer groups of Kafka 4") ----------
+
+
+@register
+class UnknownTopicIdError(LogbrokerError):
+    """No topic has this topic id (it was deleted, or re-created with a new id)."""
+
+    code, name, retriable = 100, "UNKNOWN_TOPIC_ID", True
+
+
+@register
+class FencedMemberEpochError(LogbrokerError):
+    """A consumer-protocol member's epoch is not the coordinator's (or its
+    session expired): it must rejoin with epoch 0, releasing its partitions."""
+
+    code, name = 110, "FENCED_MEMBER_EPOCH"
+
+
+@register
+class UnreleasedInstanceIdError(LogbrokerError):
+    """A static member joined with an instance id another live member still holds."""
+
+    code, name = 111, "UNRELEASED_INSTANCE_ID"
+
+
+@register
+class UnsupportedAssignorError(LogbrokerError):
+    """The member named a server-side assignor the broker does not have."""
+
+    code, name = 112, "UNSUPPORTED_ASSIGNOR"
+
+
+@register
+class InvalidRegularExpressionError(LogbrokerError):
+    """A subscription's topic regex is not valid RE2 syntax, or too long."""
+
+    code, name = 128, "INVALID_REGULAR_EXPRESSION"
+
+
+@register
+class StaleMemberEpochError(LogbrokerError):
+    """An offset commit names an older epoch of a consumer-protocol member."""
+
+    code, name = 113, "STALE_MEMBER_EPOCH"
+
+
 
 # -- authentication and authorization (docs/security.md) ----------------------------------------------
 

@@ -73,7 +73,7 @@ def test_response_round_trip(api, version):
 def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
     ranges = {api.name: (api.min_version, api.max_version) for api in PROFILE}
     assert ranges == {
-        "ApiVersions": (0, 3), "Metadata": (0, 9), "Produce": (0, 8), "Fetch": (4, 11),
+        "ApiVersions": (0, 3), "Metadata": (0, 12), "Produce": (0, 8), "Fetch": (4, 11),
         "ListOffsets": (1, 5), "InitProducerId": (0, 1), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
         "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
@@ -85,13 +85,15 @@ def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
         "DescribeAcls": (0, 1), "CreateAcls": (0, 1), "DeleteAcls": (0, 1),
         "CreatePartitions": (0, 1), "DeleteRecords": (0, 1), "DescribeLogDirs": (0, 1),
         "ElectLeaders": (0, 1), "DescribeCluster": (0, 0),
-        "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0)}
+        "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
+        "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0)}
     # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
     assert sorted(api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]) \
         == sorted(["ApiVersions", "DescribeCluster", "Metadata",
-                   "AlterPartitionReassignments", "ListPartitionReassignments"])  # flexible v0
+                   "AlterPartitionReassignments", "ListPartitionReassignments",
+                   "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"])  # flexible v0
     assert len(APIS) == len(PROFILE)
 
 

@@ -78,7 +78,7 @@ def test_cid_extremes_and_response_flag():
         assert decode(encode_bytes(m.ListGroups(), cid)[4:]).cid == cid
     header = msgpack.unpackb(encode_bytes(m.ListGroupsResponse(), 3)[8:])
     assert header == {"api": 10, "cid": 3, "resp": True, "v": 1,
-                      "body": {"error": 0, "message": "", "groups": []}}
+                      "body": {"error": 0, "message": "", "groups": [], "kinds": []}}
 
 
 def test_unknown_header_keys_and_body_fields_are_ignored():

@@ -29,6 +29,8 @@ def random_value(type_, nullable: bool, version: int, rng: random.Random, depth:
         return rng.random() < 0.5
     if type_ == "string":
         return rng.choice(["", "t", "orders-1", "tópico ✓", "x" * rng.randint(0, 300)])
+    if type_ == "uuid":
+        return bytes(rng.getrandbits(8) for _ in range(16))
     # bytes, records
     return bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 40)))
 

@@ -23,6 +23,7 @@ import time
 from .. import limits
 from ..coordinator.group import Group
 from ..coordinator.manager import Coordinator
+from ..coordinator.consumer_records import ConsumerGroupRecord
 from ..coordinator.records import GroupRecord, OffsetRecord
 from ..kafka.member_bytes import ASSIGNMENT, SUBSCRIPTION, for_reader, subscribed_topics
 from ..errors import (GroupNotFoundError, GroupSubscribedToTopicError, InvalidRequestError,
@@ -83,6 +84,8 @@ class GroupRequests:
     async def join(self, req: m.JoinGroup, session) -> m.JoinGroupResponse:
         _check_join(req)
         view, g = await self.co.group(req.group, create=True)
+        if g.kind != "classic" and not g.members:  # an empty group may change kind (Kafka's rule)
+            g = view.groups[req.group] = Group(req.group, self.co.limits, offsets=g.offsets)
         answer = await self._answer(view, g, "join", lambda: g.join(
             req, req.client_id, session.peer, time.monotonic()))
         if req.protocol_type != CONSUMER or all(k == req.kafka_bytes for k in answer.member_kafka):
@@ -192,14 +195,14 @@ class GroupRequests:
             if g is None or (not g.members and not g.offsets):
                 raise GroupNotFoundError(f"unknown group {name!r}")
         except LogbrokerError as exc:
-            return GroupDescription(name, *_err(exc), (), "", "", -1, ()), ""
+            return GroupDescription(name, *_err(exc), (), "", "", -1, (), ""), ""
         now = int(time.time() * 1000)
         rows = tuple(self.host.lag_row(t, p, c, now) for (t, p), c in sorted(g.offsets.items()))
         members = tuple(MemberDescription(mb.member_id, mb.instance_id, mb.client_id, mb.host,
                                           *_described_bytes(g, mb, kafka_reader))
                         for mb in g.members.values())
-        return (GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members),
-                g.protocol_type)
+        return (GroupDescription(name, 0, "", rows, g.state, g.protocol, g.generation, members,
+                                 g.kind), g.protocol_type)
 
     async def delete_offsets(self, req: m.DeleteOffsets, session) -> m.DeleteOffsetsResponse:
         """Kafka's OffsetDelete: the group's committed offsets of ``req.parts``
@@ -240,9 +243,11 @@ class GroupRequests:
         return m.DeleteOffsetsResponse(parts=tuple(out))
 
     async def list_groups(self, req: m.ListGroups, session) -> m.ListGroupsResponse:
-        types = {g.name: g.protocol_type for g in self.co.groups() if g.members or g.offsets}
-        return m.ListGroupsResponse(groups=tuple(sorted(types)),
-                                    protocol_types=tuple(sorted(types.items())))
+        found = {g.name: g for g in self.co.groups() if g.members or g.offsets}
+        names = tuple(sorted(found))
+        return m.ListGroupsResponse(groups=names, kinds=tuple(found[n].kind for n in names),
+                                    protocol_types=tuple((n, found[n].protocol_type)
+                                                         for n in names))
 
     async def delete(self, req: m.DeleteGroups, session) -> m.DeleteGroupsResponse:
         out = []
@@ -255,8 +260,9 @@ class GroupRequests:
                     raise NonEmptyGroupError(f"group {name!r} has {len(g.members)} active "
                                              "member(s)")
                 records = [OffsetRecord(name, t, p, None) for t, p in sorted(g.offsets)]
-                await self.co.write(self.co.partition(name), records + [GroupRecord(name, None)],
-                                    view)
+                records.append(GroupRecord(name, None) if g.kind == "classic"
+                               else ConsumerGroupRecord(name, None))
+                await self.co.write(self.co.partition(name), records, view)
                 out.append(GroupResult(name, 0, ""))
             except LogbrokerError as exc:
                 out.append(GroupResult(name, *_err(exc)))
@@ -292,6 +298,8 @@ def _still_read(g: Group) -> "frozenset | None":
     every topic; a group without members: none)."""
     if not g.members:
         return frozenset()
+    if g.kind != "classic":  # a consumer-protocol group knows its members' subscriptions
+        return g.subscribed_names()
     return subscribed_topics((mb.metadata(g.protocol), mb.kafka) for mb in g.members.values())
 
 

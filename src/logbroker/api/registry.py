@@ -25,11 +25,13 @@ from ..kafka import serve_acls
 from ..kafka import (serve_configs, serve_data, serve_group_admin, serve_groups,
                      serve_membership, serve_meta, serve_sasl)
 from ..kafka import serve_cluster, serve_partitions, serve_reassign
+from ..kafka import serve_consumer_group
 from ..kafka.apis import APIS
 from ..kafka import serve_alter_configs
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
+from . import consumer_groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,9 @@ OURS: dict[type, Entry] = {
     m.ListGroups: Entry(_groups("list_groups")),
     m.DeleteGroups: Entry(_groups("delete")),
     m.DeleteOffsets: Entry(_groups("delete_offsets")),
+    # consumer-protocol groups, KIP-848 (api/consumer_groups.py)
+    m.ConsumerGroupHeartbeat: Entry(consumer_groups.heartbeat),
+    m.ConsumerGroupDescribe: Entry(consumer_groups.describe),
     # authentication, users and ACLs (api/sasl.py, api/access.py)
     m.SaslHandshake: Entry(sasl.handshake, inline=True),
     m.SaslAuthenticate: Entry(sasl.authenticate, inline=True),
@@ -128,6 +133,10 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("DescribeGroups"): (serve_group_admin.describe_groups, (m.DescribeGroups,)),
     _key("DeleteGroups"): (serve_group_admin.delete_groups, (m.DeleteGroups,)),
     _key("OffsetDelete"): (serve_groups.offset_delete, (m.DeleteOffsets,)),
+    _key("ConsumerGroupHeartbeat"): (serve_consumer_group.consumer_group_heartbeat,
+                                     (m.ConsumerGroupHeartbeat,)),
+    _key("ConsumerGroupDescribe"): (serve_consumer_group.consumer_group_describe,
+                                    (m.ConsumerGroupDescribe,)),
     _key("SaslHandshake"): (serve_sasl.sasl_handshake, (m.SaslHandshake,)),
     _key("SaslAuthenticate"): (serve_sasl.sasl_authenticate, (m.SaslAuthenticate,)),
     _key("DescribeAcls"): (serve_acls.describe_acls, (m.DescribeAcls,)),

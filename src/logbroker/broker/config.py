@@ -121,6 +121,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 1_000
     group_initial_rebalance_delay_ms: int = 1_000
+    # consumer-protocol groups (KIP-848; docs/kafka.md): Kafka's group.consumer.* defaults
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
     # -- security and observability (docs/security.md, docs/metrics.md) -----------------
     metrics_port: "int | None" = None  # Prometheus /metrics on host:metrics_port; off when None
     tls_cert: "str | None" = None  # PEM certificate chain: TLS on the listener when set
@@ -204,6 +207,12 @@ class BrokerConfig:
         if type(self.group_initial_rebalance_delay_ms) is not int \
                 or self.group_initial_rebalance_delay_ms < 0:
             raise InvalidConfigError("group_initial_rebalance_delay_ms must be >= 0")
+        for name in ("group_consumer_session_timeout_ms", "group_consumer_heartbeat_interval_ms"):
+            if type(getattr(self, name)) is not int or not 1 <= getattr(self, name) <= 3_600_000:
+                raise InvalidConfigError(f"{name} must be 1..3600000 ms")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise InvalidConfigError("group_consumer_heartbeat_interval_ms must be below "
+                                     "group_consumer_session_timeout_ms")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise InvalidConfigError("group_min_session_timeout_ms exceeds "
                                      "group_max_session_timeout_ms")
@@ -244,7 +253,9 @@ class BrokerConfig:
         from ..coordinator.group import GroupLimits
 
         return GroupLimits(self.group_min_session_timeout_ms, self.group_max_session_timeout_ms,
-                           self.group_max_size, self.group_initial_rebalance_delay_ms)
+                           self.group_max_size, self.group_initial_rebalance_delay_ms,
+                           self.group_consumer_session_timeout_ms,
+                           self.group_consumer_heartbeat_interval_ms)
 
     @classmethod
     def load(cls, path: "str | None" = None, **overrides: Any) -> "BrokerConfig":

@@ -19,15 +19,16 @@ def groups() -> None:
 @bootstrap_option
 @json_option
 def list_(conn, as_json):
-    """Every group with committed offsets."""
+    """Every group with members or committed offsets, and its type: classic,
+    or consumer (Kafka 4's consumer group protocol)."""
     from .. import Admin
 
     with Admin(**conn) as admin:
-        names = admin.list_groups()
+        found = admin.list_groups(kinds=True)
     if as_json:
-        emit_json(names)
+        emit_json(list(found))
     else:
-        table(["GROUP"], [(g,) for g in names])
+        table(["GROUP", "TYPE"], list(found.items()))
 
 
 @groups.command()
@@ -49,7 +50,8 @@ def describe(names, conn, as_json):
         d = found[g]
         if i:
             click.echo()
-        click.echo(f"group {g}: state {d.state}, generation {d.generation}, "
+        click.echo(f"group {g}: type {d.kind}, state {d.state}, "
+                   f"{'epoch' if d.kind == 'consumer' else 'generation'} {d.generation}, "
                    f"assignor {d.protocol or '-'}, {len(d.members)} member(s)")
         if d.members:
             table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PARTITIONS"],
@@ -63,7 +65,7 @@ def describe(names, conn, as_json):
 
 
 def _group_json(d) -> dict:
-    return {"group": d.group, "state": d.state, "generation": d.generation,
+    return {"group": d.group, "type": d.kind, "state": d.state, "generation": d.generation,
             "assignor": d.protocol,
             "members": [{**mb._asdict(), "partitions": [list(tp) for tp in mb.partitions]}
                         for mb in d.members],

@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 import msgpack
 
+from ..storage.topic_ids import topic_id_or_derived
 from . import checks
 from ..storage.config import log_settings
 
@@ -53,6 +54,12 @@ class TopicState:
     replication_factor: int
     configs: dict = field(default_factory=dict)  # log overrides + cluster settings
     version: int = 0
+    topic_id: bytes = b""  # as stored; ``id`` derives one for a topic stored without
+
+    @property
+    def id(self) -> bytes:
+        """Kafka's topic id of this topic (storage/topic_ids.py)."""
+        return topic_id_or_derived(self.topic_id, self.name)
 
     @property
     def min_insync_replicas(self) -> int:
@@ -198,14 +205,20 @@ def broker_from(broker_id: int, raw: bytes, registered: int = 0) -> BrokerInfo:
 
 
 def topic_value(t: TopicState) -> bytes:
-    return pack({"partitions": t.partitions, "replication_factor": t.replication_factor,
-                 "configs": t.configs})
+    value = {"partitions": t.partitions, "replication_factor": t.replication_factor,
+             "configs": t.configs}
+    if t.topic_id:
+        value["topic_id"] = t.topic_id
+    return pack(value)
 
 
 def topic_from(name: str, raw: bytes, version: int) -> TopicState:
     """A topic's value read back, checked (checks.py: BadValue)."""
-    partitions, rf, configs = checks.topic(name, unpack(raw))
-    return TopicState(name, partitions, rf, configs, version)
+    value = unpack(raw)
+    partitions, rf, configs = checks.topic(name, value)
+    stored = value.get("topic_id") if isinstance(value, dict) else None
+    return TopicState(name, partitions, rf, configs, version,
+                      topic_id_or_derived(stored, name) if stored else b"")
 
 
 def partition_value(p: PartitionState) -> bytes:

@@ -39,6 +39,8 @@ class GroupLimits:
     max_session_timeout_ms: int = 1_800_000
     max_size: int = 1_000
     initial_rebalance_delay_ms: int = 1_000
+    consumer_session_timeout_ms: int = 45_000  # consumer-protocol groups (consumer_group.py)
+    consumer_heartbeat_interval_ms: int = 5_000
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Group:
     persist: bool = False
     join_deadline: float = 0.0  # PreparingRebalance: complete by then at the latest
     join_not_before: float = 0.0  # ... and not before (initial delay of an empty group)
+    kind: str = "classic"  # consumer_group.ConsumerGroup's is "consumer"
 
     # -- joining --------------------------------------------------------------------------------
     def join(self, req: m.JoinGroup, client_id: str, host: str, now: float) -> "tuple[str, m.JoinGroupResponse | None]":

@@ -14,6 +14,8 @@ import asyncio
 from ..records.walker import split_batches
 from ..storage.groups import CommittedOffset
 from ..storage.log import Log
+from .consumer_group import apply_consumer_record
+from .consumer_records import ConsumerGroupRecord
 from .group import Group, GroupLimits
 from .records import GroupRecord, OffsetRecord, read_batch
 
@@ -37,6 +39,9 @@ async def load_groups(lg: Log, limits: GroupLimits, now: float) -> dict[str, Gro
 
 
 def _apply(groups: dict, rec, limits: GroupLimits, now: float) -> None:
+    if isinstance(rec, ConsumerGroupRecord):
+        apply_consumer_record(groups, rec, limits, now)
+        return
     group = groups.get(rec.group)
     if group is None:
         group = groups[rec.group] = Group(rec.group, limits)

@@ -26,6 +26,7 @@ from ..errors import (CoordinatorLoadInProgressError, LogbrokerError, NotCoordin
                       RequestTimedOutError, UnknownError)
 from ..protocol import messages as m
 from .group import EMPTY, Group, GroupLimits
+from .consumer_records import ConsumerGroupRecord
 from .loading import load_groups
 from .records import GroupRecord, OffsetRecord, encode, partition_for
 
@@ -241,6 +242,8 @@ class Coordinator:
                 g.apply(rec.topic, rec.partition, None if rec.offset is None else
                         CommittedOffset(rec.offset, rec.metadata, rec.commit_ms))
         elif isinstance(rec, GroupRecord) and rec.generation is None:
+            view.groups.pop(rec.group, None)
+        elif isinstance(rec, ConsumerGroupRecord) and rec.group_epoch is None:
             view.groups.pop(rec.group, None)
 
     # -- timers -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ only the newest of each:
   client_id, host, session_timeout_ms, rebalance_timeout_ms, assignment, kafka]``
   (``kafka``: the member's bytes are Kafka's ConsumerProtocol; absent in
   records written before it, read as false); a tombstone deletes the group.
+- a consumer-protocol group (KIP-848): key ``[3, group]``, consumer_records.py.
 
 Keys and values are msgpack. ``read_batch`` turns one stored batch into
 events; a record it cannot parse is skipped with a warning (the log is
@@ -28,6 +29,7 @@ import msgpack
 from .. import limits
 from ..records.builder import build_batch
 from ..records.decoder import decode_batch
+from .consumer_records import CONSUMER_KIND, ConsumerGroupRecord, consumer_pair, consumer_parse
 
 log = logging.getLogger("logbroker.coordinator")
 
@@ -83,6 +85,9 @@ def encode(records) -> bytes:
 
 
 def _pair(r) -> tuple:
+    if isinstance(r, ConsumerGroupRecord):  # kind 3 (consumer_records.py)
+        value, key = consumer_pair(r)
+        return (None if value is None else msgpack.packb(value), msgpack.packb(key))
     if isinstance(r, OffsetRecord):
         key = [_OFFSET, r.group, r.topic, r.partition]
         value = None if r.offset is None else [r.offset, r.metadata, r.commit_ms]
@@ -120,6 +125,8 @@ def _parse(key: bytes, value: "bytes | None"):
         generation, ptype, protocol, leader, members = v
         return GroupRecord(str(k[1]), int(generation), str(ptype), str(protocol), str(leader),
                            tuple(_member(*mb) for mb in members))
+    if k[0] == CONSUMER_KIND:
+        return consumer_parse(k, v)
     raise ValueError(f"unknown record kind {k[0]!r}")
 
 

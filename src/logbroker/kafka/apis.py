@@ -13,6 +13,7 @@ from .apis_acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
 from .apis_configs import DESCRIBE_CONFIGS
 from .apis_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from .apis_consumer_group import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
 from .apis_core import (API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                         OFFSET_FOR_LEADER_EPOCH, PRODUCE)
 from .apis_groups import (FIND_COORDINATOR, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
@@ -35,6 +36,7 @@ PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_
 PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
             CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, DESCRIBE_CLUSTER,
             ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
+PROFILE += (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -48,6 +50,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 
                   17: 2,
                   47: 1}  # SaslHandshake has no flexible version ("none"): past its last
 FIRST_FLEXIBLE.update({33: 2, 44: 1, 29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 35: 2, 43: 2, 60: 0, 45: 0, 46: 0})
+FIRST_FLEXIBLE.update({68: 0, 69: 0})
 
 
 def api_for(key: int) -> "Api | None":

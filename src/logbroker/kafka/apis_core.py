@@ -30,10 +30,12 @@ API_VERSIONS = Api(18, "ApiVersions", 0, 3, S(
     F("throttle_time_ms", "int32", "1+"),
 ), flexible="3+", response_header_tags=False)
 
-METADATA = Api(3, "Metadata", 0, 9, S(
+METADATA = Api(3, "Metadata", 0, 12, S(
     "MetadataRequest",
     # v0: an empty array asks for every topic; v1+: null does, empty asks for none
-    F("topics", Array(S("MetadataRequestTopic", F("name", "string"))), nullable="1+"),
+    # v10+: a topic by id (null name) or by name (zero id); by id answered from v12
+    F("topics", Array(S("MetadataRequestTopic", F("topic_id", "uuid", "10+"),
+                        F("name", "string", nullable="10+"))), nullable="1+"),
     F("allow_auto_topic_creation", "bool", "4+", default=True),
     F("include_cluster_authorized_operations", "bool", "8-10"),
     F("include_topic_authorized_operations", "bool", "8+"),
@@ -51,7 +53,8 @@ METADATA = Api(3, "Metadata", 0, 9, S(
     F("topics", Array(S(
         "MetadataResponseTopic",
         F("error_code", "int16"),
-        F("name", "string"),
+        F("name", "string", nullable="12+"),
+        F("topic_id", "uuid", "10+"),
         F("is_internal", "bool", "1+"),
         F("partitions", Array(S(
             "MetadataResponsePartition",

@@ -63,6 +63,20 @@ dec_int32, enc_int32 = _fixed(I32, "int32")
 dec_int64, enc_int64 = _fixed(I64, "int64")
 
 
+UUID_BYTES = 16  # Kafka's uuid: 16 raw bytes (a topic id; all zeros is "none")
+
+
+def dec_uuid(view, pos):
+    need(view, pos, UUID_BYTES, "uuid")
+    return bytes(view[pos:pos + UUID_BYTES]), pos + UUID_BYTES
+
+
+def enc_uuid(value, out: bytearray) -> None:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != UUID_BYTES:
+        raise KafkaEncodeError(f"uuid of {UUID_BYTES} bytes expected, got {value!r:.40}")
+    out += value
+
+
 def dec_bool(view, pos):
     """Kafka writes 0 or 1; like Kafka, any non-zero byte reads as true."""
     need(view, pos, 1, "boolean")

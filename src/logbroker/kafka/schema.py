@@ -4,7 +4,7 @@ A message is a ``Struct`` of ``Field``s; each field has a name (snake_case of
 Kafka's), a type, the versions it exists in (``"0+"``, ``"3+"``, ``"1-3"``,
 ``"0"``, as in Kafka's message specs), the versions in which it may be null,
 and a default. Types are the names ``int8 int16 int32 int64 bool string bytes
-records``, ``Array(type)`` or a nested ``Struct``.
+records uuid``, ``Array(type)`` or a nested ``Struct``.
 
 Flexible versions (KIP-482) are a property of the message, as in Kafka's
 specs (``Api(..., flexible="3+")``), not of its fields: compiled with
@@ -102,10 +102,11 @@ def S(name: str, *fields: Field) -> Struct:
 
 
 _ZERO = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "bool": False, "string": "",
-         "bytes": b"", "records": None}
+         "bytes": b"", "records": None, "uuid": bytes(p.UUID_BYTES)}
 _FIXED = {"int8": (p.dec_int8, p.enc_int8, 1), "int16": (p.dec_int16, p.enc_int16, 2),
           "int32": (p.dec_int32, p.enc_int32, 4), "int64": (p.dec_int64, p.enc_int64, 8),
-          "bool": (p.dec_bool, p.enc_bool, 1)}
+          "bool": (p.dec_bool, p.enc_bool, 1),
+          "uuid": (p.dec_uuid, p.enc_uuid, p.UUID_BYTES)}
 _MIN_SIZE = {"string": 2, "bytes": 4, "records": 4}
 
 
@@ -139,7 +140,8 @@ def decoder(struct: Struct, version: int, flexible: bool = False):
 
 def _type_decoder(type_: Any, nullable: bool, version: int, flexible: bool):
     if isinstance(type_, Struct):
-        return decoder(type_, version, flexible)
+        return _nullable_struct_decoder(decoder(type_, version, flexible)) if nullable \
+            else decoder(type_, version, flexible)
     if isinstance(type_, Array):
         return _array_decoder(type_.element, nullable, version, flexible)
     if type_ in _FIXED:
@@ -151,6 +153,15 @@ def _type_decoder(type_: Any, nullable: bool, version: int, flexible: bool):
     if type_ == "records":
         return p.bytes_decoder(True, view_only=True, compact=flexible)
     raise ValueError(f"unknown type {type_!r}")
+
+
+def _nullable_struct_decoder(dec):
+    """A nullable struct, as Kafka writes one: an int8 marker (-1 null, 1
+    present) before the struct's fields."""
+    def dec_nullable(view, pos):
+        marker, pos = p.dec_int8(view, pos)
+        return (None, pos) if marker < 0 else dec(view, pos)
+    return dec_nullable
 
 
 def _struct_decoder(struct: Struct, version: int, flexible: bool):
@@ -227,7 +238,8 @@ def encoder(struct: Struct, version: int, flexible: bool = False):
 
 def _type_encoder(type_: Any, nullable: bool, version: int, flexible: bool):
     if isinstance(type_, Struct):
-        return encoder(type_, version, flexible)
+        return _nullable_struct_encoder(encoder(type_, version, flexible)) if nullable \
+            else encoder(type_, version, flexible)
     if isinstance(type_, Array):
         return _array_encoder(type_.element, nullable, version, flexible)
     if type_ in _FIXED:
@@ -239,6 +251,16 @@ def _type_encoder(type_: Any, nullable: bool, version: int, flexible: bool):
     if type_ == "records":
         return _compact_records_encoder if flexible else _records_encoder
     raise ValueError(f"unknown type {type_!r}")
+
+
+def _nullable_struct_encoder(enc):
+    def enc_nullable(value, out) -> None:
+        if value is None:
+            out.append(0xFF)  # int8 -1: null
+            return
+        out.append(1)
+        enc(value, out)
+    return enc_nullable
 
 
 def _records_encoder(value, out: Out, compact: bool = False) -> None:

@@ -75,10 +75,15 @@ def _failed(name: str, error: int) -> dict:
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+CONSUMER_KIND = "consumer"  # our DescribeGroups' kind of a consumer-protocol group
+
+
 def _described(row: tuple, protocol_type: str) -> dict:
     """One of our DescribeGroups rows as Kafka's DescribedGroup."""
-    name, error, _message, _parts, state, protocol, _generation, members = row
-    if error == GroupNotFoundError.code:  # Kafka (v0-5): no such group is a Dead one
+    name, error, _message, _parts, state, protocol, _generation, members, kind = row
+    if error == GroupNotFoundError.code or kind == CONSUMER_KIND:
+        # Kafka (v0-5): no such group is a Dead one; so is a consumer-protocol
+        # group, as Kafka 4 answers (ConsumerGroupDescribe describes it)
         return {**_failed(name, 0), "group_state": DEAD}
     if error:
         return _failed(name, error)

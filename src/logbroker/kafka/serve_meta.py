@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import InvalidRequestError, LogbrokerError, UnknownError
+from ..errors import InvalidRequestError, LogbrokerError, UnknownError, UnknownTopicIdError
 from ..limits import check_new_topic, check_request_partitions
 from ..protocol import messages as m
 from ..protocol.parts import NewTopic
@@ -16,6 +16,7 @@ from . import cluster_meta
 from .api_versions import answer_api_versions
 from .plan import KafkaSite, Plan
 from .topic_configs import to_ours
+from .topic_ids import NO_TOPIC_ID, ids_by_name, names_by_id
 from .wire_errors import kafka_code, kafka_message
 
 CLUSTER_ID = "logbroker"
@@ -41,9 +42,26 @@ def metadata(site: KafkaSite, header, body) -> Plan:
     offline replicas and epoch (cluster_meta.py: this broker alone on a
     single node; the cluster's view in a cluster, where a leader without a
     Kafka address is LEADER_NOT_AVAILABLE). v0 asks for every topic with an
-    empty list, v1+ with null."""
-    names = None if body.topics is None else tuple(t.name for t in body.topics)
-    if header.api_version == 0 and not names:
+    empty list, v1+ with null. v10+ answers each topic's id (topic_ids.py);
+    a topic asked for by id (a null name) is looked up by it, an unknown id
+    answered UNKNOWN_TOPIC_ID without a name, as Kafka does from v12."""
+    version = header.api_version
+    unknown_ids: list = []
+    if body.topics is None:
+        names = None
+    elif version >= 10 and any(t.name is None for t in body.topics):
+        known = names_by_id(site)
+        names = tuple(t.name for t in body.topics if t.name is not None)
+        for t in body.topics:
+            if t.name is None:
+                found = known.get(t.topic_id)
+                if found is None:
+                    unknown_ids.append(t.topic_id)
+                else:
+                    names += (found,)
+    else:
+        names = tuple(t.name for t in body.topics)
+    if version == 0 and not names:
         names = None
     req = m.Metadata(topics=names, auto_create=bool(body.allow_auto_topic_creation))
 
@@ -58,6 +76,13 @@ def metadata(site: KafkaSite, header, body) -> Plan:
             topics = [{"error_code": kafka_code(error), "name": name,
                        "partitions": parts.get(name, []) if not error else []}
                       for name, error, _msg, _count in resp.topics]
+        if version >= 10:
+            ids = ids_by_name(site, [t["name"] for t in topics if not t["error_code"]])
+            for topic in topics:
+                topic["topic_id"] = ids.get(topic["name"], NO_TOPIC_ID)
+            topics += [{"error_code": UnknownTopicIdError.code, "topic_id": tid,
+                        "name": None if version >= 12 else ""}
+                       for tid in unknown_ids]
         return {"brokers": cluster_meta.brokers(site), "cluster_id": CLUSTER_ID,
                 "controller_id": cluster_meta.controller_id(site), "topics": topics}
     return Plan(req, answer)

@@ -20,6 +20,7 @@ from ..cluster.state import (PartitionState, TopicState, default_min_isr, partit
                              topic_value)
 from ..coordinator.records import TOPIC, partition_for
 from ..durability import DataNotifier, consume_outcome
+from ..storage.topic_ids import new_topic_id
 from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
                       NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
@@ -89,6 +90,12 @@ class ClusterMetadata:
     def topic_counts(self) -> dict:
         return {name: t.partitions for name, t in list(self.node.view.topics.items())}
 
+    def topic_ids(self, names=None) -> dict:
+        topics = self.node.view.topics
+        if names is None:
+            return {name: t.id for name, t in list(topics.items())}
+        return {name: topics[name].id for name in set(names) if name in topics}
+
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
         """Every partition of the topic; one whose state in etcd was refused
         (cluster/view.py) is served unavailable: leader -1, no ISR."""
@@ -142,7 +149,8 @@ class ClusterMetadata:
         placed = assign(partitions, rf, view.live, view.partitions.values())
         held = Counter(r for st in view.partitions.values() for r in st.replicas)
         with self.budget.reserve(name, Counter(r for rs in placed for r in rs), held.__getitem__):
-            await self._write_topic(name, TopicState(name, partitions, rf, configs), placed)
+            await self._write_topic(name, TopicState(name, partitions, rf, configs,
+                                                             topic_id=new_topic_id()), placed)
 
     async def _write_topic(self, name: str, topic: TopicState, placed: list) -> None:
         """The topic's partition states, then the topic, in etcd; returns
@@ -244,7 +252,8 @@ class ClusterMetadata:
                                      f"exceeds the replication factor "
                                      f"{topic.replication_factor}: every write would be refused")
         kept = {k: v for k, v in topic.configs.items() if k == "replication_factor"}
-        new = TopicState(name, topic.partitions, topic.replication_factor, {**kept, **configs})
+        new = TopicState(name, topic.partitions, topic.replication_factor, {**kept, **configs},
+                         topic_id=topic.topic_id)
         key = node.keys.topic(name)
         if not await node.etcd.cas({key: topic_value(new)}, {key: topic.version}):
             raise UnknownTopicOrPartitionError(f"topic {name!r} changed meanwhile; retry")

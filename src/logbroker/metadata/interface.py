@@ -17,7 +17,9 @@ The methods (both implementations have each):
   live included), ``controller()``, ``cluster_name``.
 - ``topic_partitions(name)`` (its partition count, None when unknown),
   ``topic_names()``, ``partitions_of(name)`` (a PartitionPlacement per partition),
-  ``all_partitions(names)`` (every partition of ``names``, None: all).
+  ``all_partitions(names)`` (every partition of ``names``, None: all),
+  ``topic_ids(names=None)`` (Kafka's topic id of every topic, or of
+  ``names``, by name; storage/topic_ids.py).
 - ``async create_topic(name, partitions, configs)``, ``async
   auto_create(name)``, ``async delete_topic(name)``,
   ``describe_topic(name)`` -> (configs, partition entries), ``async

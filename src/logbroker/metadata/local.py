@@ -82,6 +82,13 @@ class LocalMetadata:
     def topic_counts(self) -> dict:
         return {t.name: t.partitions for t in self.store.topics.list()}
 
+    def topic_ids(self, names=None) -> dict:
+        if names is None:
+            return {t.name: t.id for t in self.store.topics.list()}
+        found = {name: self.store.topics.get(name) for name in set(names)
+                 if _storable(name)}
+        return {name: t.id for name, t in found.items() if t is not None}
+
     def partitions_of(self, name: str) -> list[PartitionPlacement]:
         me = self.me
         return [PartitionPlacement(name, p, me, 0, (me,), (me,), me)
@@ -400,3 +407,12 @@ class LocalHost:
     async def forget_legacy(self, groups: list) -> None:
         for g in groups:
             self.store.groups.delete(g)
+
+
+def _storable(name: str) -> bool:
+    """Whether ``name`` may be a stored topic's (else no LMDB key is asked)."""
+    try:
+        limits.check_topic_name(name)
+    except LogbrokerError:
+        return False
+    return True

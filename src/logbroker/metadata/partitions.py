@@ -140,7 +140,7 @@ async def add_cluster(meta, name: str, count: int, assignments: tuple,
             if not await node.etcd.cas({k: writes[k] for k in chunk}, {k: expect[k] for k in chunk}):
                 raise InvalidPartitionsError(f"topic {name!r} is being given partitions by "
                                              "another request; retry")
-        grown = TopicState(name, count, rf, dict(topic.configs))
+        grown = TopicState(name, count, rf, dict(topic.configs), topic_id=topic.topic_id)
         if not await node.etcd.cas({node.keys.topic(name): topic_value(grown)},
                                    {node.keys.topic(name): topic.version}):
             raise InvalidPartitionsError(f"topic {name!r} changed meanwhile; retry")

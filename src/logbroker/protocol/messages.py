@@ -281,11 +281,15 @@ class ListGroups(Message):
 @_register
 @dataclass(frozen=True)
 class ListGroupsResponse(Response):
-    API, SCHEMA = 10, {**_RESP, "groups": [str]}
+    """groups, and each one's kind in the same order: "classic" or
+    "consumer" (a consumer-protocol group, Kafka 4's KIP-848)."""
+
+    API, SCHEMA = 10, {**_RESP, "groups": [str], "kinds": [str]}
     error: int = 0
     message: str = ""
     groups: tuple = ()
     protocol_types: tuple = ()  # in-process (not on our wire): (group, protocol type) pairs
+    kinds: tuple = ()
 
 
 @_register
@@ -300,7 +304,9 @@ class DescribeGroups(Message):
 @dataclass(frozen=True)
 class DescribeGroupsResponse(Response):
     """groups: (group, error, message, parts, state, protocol, generation,
-    members); parts: (topic, partition, committed, log_end, lag, commit_ms,
+    members, kind); kind: "classic", or "consumer" for a consumer-protocol
+    group (KIP-848: its epoch as the generation, its server assignor as the
+    protocol, each member's assignment encoded as ours); parts: (topic, partition, committed, log_end, lag, commit_ms,
     lag_ms) — lag_ms: how old the next record to read is (-1 when caught up
     or unknown); state: "Empty", "PreparingRebalance", "CompletingRebalance"
     or "Stable"; protocol: the assignor of the generation ("" without one);
@@ -373,3 +379,6 @@ from .partition_messages import (CreatePartitions, CreatePartitionsResponse,  # 
                                  DeleteRecords, DeleteRecordsResponse)
 from .reassign_messages import (AlterReassignments, AlterReassignmentsResponse,  # noqa: E402,F401
                                 ListReassignments, ListReassignmentsResponse)
+from .consumer_group_messages import (ConsumerGroupDescribe,  # noqa: E402,F401
+                                      ConsumerGroupDescribeResponse, ConsumerGroupHeartbeat,
+                                      ConsumerGroupHeartbeatResponse)

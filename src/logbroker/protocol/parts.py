@@ -278,6 +278,7 @@ class GroupDescription(NamedTuple):
     protocol: str
     generation: int
     members: tuple[MemberDescription, ...]
+    kind: str = "classic"  # or "consumer": Kafka 4's consumer group protocol (KIP-848)
 
 
 @part

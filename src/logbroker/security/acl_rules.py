@@ -120,6 +120,7 @@ RULES: dict[type, Callable] = {
     m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
     m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
     m.LeaveGroup: _group("read"),
+    m.ConsumerGroupHeartbeat: _group("read"), m.ConsumerGroupDescribe: _groups("describe"),
     m.ReplicaFetch: _cluster("cluster_action"), m.OffsetForLeaderEpoch: _epoch_query,
     m.DescribeCluster: _cluster("describe"), m.ElectLeaders: _cluster("alter"),
     m.CreateUser: _cluster("alter"), m.DeleteUser: _cluster("alter"),
@@ -189,8 +190,12 @@ class Narrowed:
 
 def keep_groups(msg: m.Message, keep: Callable) -> Narrowed:
     """``msg`` (a ListGroups) answered with the groups ``keep(name)`` allows."""
-    return Narrowed(msg, lambda out: dataclasses.replace(
-        out, groups=tuple(g for g in out.groups if keep(g))))
+    def narrowed(out):
+        kept = [(g, k) for g, k in zip(out.groups, out.kinds or ("classic",) * len(out.groups))
+                if keep(g)]
+        return dataclasses.replace(out, groups=tuple(g for g, _ in kept),
+                                   kinds=tuple(k for _, k in kept))
+    return Narrowed(msg, narrowed)
 
 
 def keep_topics(msg: m.Message, keep: Callable, dropped: Callable) -> Narrowed:

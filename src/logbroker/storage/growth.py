@@ -60,7 +60,7 @@ class TopicGrowth:
         if current is None or current.partitions != self.old.partitions:
             raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted or changed while "
                                                "partitions were added")
-        grown = TopicConfig(name, self.topic.partitions, current.overrides)
+        grown = TopicConfig(name, self.topic.partitions, current.overrides, current.topic_id)
         with store.meta.write() as txn:
             store.topics.put(grown, txn)
             txn.delete(MARKER_PREFIX + name.encode(), db=store.meta.db("meta"))
@@ -92,7 +92,7 @@ def begin_growth(store, name: str, count: int) -> TopicGrowth:
         if txn.get(key, db=meta.db("meta")) is not None:
             raise InvalidPartitionsError(f"topic {name!r} is already being given partitions")
         txn.put(key, msgpack.packb([old.partitions, count]), db=meta.db("meta"))
-    return TopicGrowth(store, old, TopicConfig(name, count, old.overrides))
+    return TopicGrowth(store, old, TopicConfig(name, count, old.overrides, old.topic_id))
 
 
 def check_increase(name: str, present: int, count: int) -> None:

@@ -37,6 +37,7 @@ from .creation import TopicCreation
 from .retention import apply_retention
 from .segment import fsync_dir
 from ..limits import check_topic_name
+from .topic_ids import new_topic_id
 from .topics import TopicConfig, TopicStore
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,9 @@ class Store:
         for topic, count in found.items():
             if topic not in known or known[topic].partitions < count:
                 log.warning("topic %s had no stored config; recreated with %d partition(s)", topic, count)
-                self.topics.put(TopicConfig(topic, count, known[topic].overrides if topic in known else {}))
+                old = known.get(topic)
+                self.topics.put(TopicConfig(topic, count, old.overrides if old else {},
+                                            old.topic_id if old else new_topic_id()))
         for topic, partition in self._missing_dirs(known):
             self._open_log(topic, partition, clean=False)
 
@@ -155,7 +158,7 @@ class Store:
         ``finish_topic``; ``add`` its partitions in slices meanwhile (any
         thread), or ``abandon_topic``. TOPIC_ALREADY_EXISTS if it exists or
         is being created."""
-        topic = TopicConfig(name, partitions, overrides)
+        topic = TopicConfig(name, partitions, overrides, new_topic_id())
         with self._lock:
             if name in self._creating:
                 raise TopicAlreadyExistsError(f"topic {name!r} is being created")
@@ -250,7 +253,7 @@ class Store:
                 return lg
             known = self.topics.get(topic)
             record = TopicConfig(topic, max(partition + 1, known.partitions if known else 1),
-                                 dict(overrides))
+                                 dict(overrides), known.topic_id if known else b"")
             if record != known:
                 self.topics.put(record)
             return self._open_log(record, partition, clean=False)
@@ -266,7 +269,7 @@ class Store:
             want = [p for p in partitions if (topic, p) not in self._logs]
             known = self.topics.get(topic)
             count = max([*partitions, (known.partitions - 1) if known else 0]) + 1
-            record = TopicConfig(topic, count, dict(overrides))
+            record = TopicConfig(topic, count, dict(overrides), known.topic_id if known else b"")
             if record != known:
                 self.topics.put(record)
         made = creation.make_logs(self, record, want) if want else []
@@ -287,7 +290,7 @@ class Store:
             known = self.topics.get(name)
             if known is None:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-            record = TopicConfig(name, known.partitions, dict(overrides))
+            record = TopicConfig(name, known.partitions, dict(overrides), known.topic_id)
             if record != known:
                 self.topics.put(record)
             config = record.log_config(self.config.log)

@@ -10,16 +10,20 @@ from .config import LogConfig, log_settings
 from ..errors import InvalidConfigError
 from ..limits import TOPIC_CONFIGS, check_partition_count, check_topic_name
 from .metastore import MetaStore
+from .topic_ids import topic_id_or_derived
 
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic: its partition count and the settings it overrides (log
-    settings, and Kafka configs stored without effect: ``log_settings``)."""
+    """A topic: its partition count, the settings it overrides (log
+    settings, and Kafka configs stored without effect: ``log_settings``) and
+    its id as stored (``b""`` for a topic stored before ids: ``id`` derives
+    one, storage/topic_ids.py)."""
 
     name: str
     partitions: int = 1
     overrides: dict = field(default_factory=dict)
+    topic_id: bytes = b""
 
     def __post_init__(self) -> None:
         check_topic_name(self.name)
@@ -28,6 +32,11 @@ class TopicConfig:
         if unknown:
             raise InvalidConfigError(f"unknown topic settings: {', '.join(sorted(unknown))}")
         LogConfig().replace(**log_settings(self.overrides)) if self.overrides else None
+
+    @property
+    def id(self) -> bytes:
+        """Kafka's topic id of this topic (16 bytes)."""
+        return topic_id_or_derived(self.topic_id, self.name)
 
     def log_config(self, base: LogConfig) -> LogConfig:
         return base.replace(**log_settings(self.overrides)) if self.overrides else base
@@ -42,9 +51,10 @@ class TopicStore:
         if txn is None:
             with self.meta.write() as txn:
                 return self.put(topic, txn)
-        txn.put(topic.name.encode(), msgpack.packb({"partitions": topic.partitions,
-                                                    "overrides": topic.overrides}),
-                db=self.meta.db("topics"))
+        value = {"partitions": topic.partitions, "overrides": topic.overrides}
+        if topic.topic_id:
+            value["topic_id"] = topic.topic_id
+        txn.put(topic.name.encode(), msgpack.packb(value), db=self.meta.db("topics"))
 
     def get(self, name: str) -> "TopicConfig | None":
         with self.meta.read() as txn:

@@ -72,9 +72,9 @@ class Admin(AsyncShell):
         return await self._await(self._core.list_partition_reassignments(topics))
 
     # -- groups ------------------------------------------------------------------------------------
-    async def list_groups(self) -> list[str]:
+    async def list_groups(self, kinds: bool = False) -> "list[str] | dict":
         """As ``logbroker.Admin.list_groups``."""
-        return await self._await(self._core.list_groups())
+        return await self._await(self._core.list_groups(kinds))
 
     async def describe_groups(self, groups: Iterable[str]) -> dict:
         """As ``logbroker.Admin.describe_groups``."""

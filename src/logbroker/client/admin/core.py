@@ -88,11 +88,11 @@ def _new_topic(item) -> tuple:
 
 def _group_description(row) -> GroupDescription:
     """A DescribeGroups answer's group row as a GroupDescription (raises its error)."""
-    g, err, message, parts, state, protocol, generation, members = row
+    g, err, message, parts, state, protocol, generation, members, kind = row
     if err:
         raise for_code(err)(message or g)
     return GroupDescription(g, tuple(GroupPartition(*p) for p in sorted(parts)), state, protocol,
-                            generation, tuple(_member(*mb) for mb in members))
+                            generation, tuple(_member(*mb) for mb in members), kind)
 
 
 def _member(member_id, instance_id, client_id, host, assignment: bytes,
@@ -277,17 +277,17 @@ class AdminCore:
         return await reassign.list_partition_reassignments(self.router, topics)
 
     # -- groups -------------------------------------------------------------------------------------
-    async def list_groups(self) -> list[str]:
+    async def list_groups(self, kinds: bool = False) -> "list[str] | dict":
         """``Admin.list_groups``: ListGroups of every live broker."""
         brokers = (await self.router.metadata(())).brokers
         answers = await asyncio.gather(*(self.router.call(bid, m.ListGroups())
                                          for bid, _, _ in brokers), return_exceptions=True)
-        names: set = set()
+        found: dict = {}
         for answer in answers:
             if isinstance(answer, BaseException):
                 raise answer
-            names.update(answer.groups)
-        return sorted(names)
+            found.update(zip(answer.groups, answer.kinds or ("classic",) * len(answer.groups)))
+        return {g: found[g] for g in sorted(found)} if kinds else sorted(found)
 
     async def describe_groups(self, groups: Iterable[str]) -> dict:
         """``Admin.describe_groups``: DescribeGroups at each group's coordinator."""

@@ -125,7 +125,10 @@ class MemberDescription(NamedTuple):
 
 class GroupDescription(NamedTuple):
     """``state``: "Empty", "PreparingRebalance", "CompletingRebalance" or
-    "Stable"; ``protocol``: the assignor of the generation ("" without one)."""
+    "Stable" ("Assigning" or "Reconciling" too for a consumer-protocol group);
+    ``protocol``: the assignor of the generation ("" without one; a
+    consumer-protocol group's server assignor); ``generation``: a
+    consumer-protocol group's epoch; ``kind``: "classic" or "consumer"."""
 
     group: str
     partitions: tuple  # of GroupPartition
@@ -133,6 +136,7 @@ class GroupDescription(NamedTuple):
     protocol: str = ""
     generation: int = -1
     members: tuple = ()  # of MemberDescription
+    kind: str = "classic"  # "consumer": a consumer-protocol group (Kafka 4's KIP-848)
 
 
 class OffsetAndMetadata(NamedTuple):

@@ -147,11 +147,13 @@ class Admin(SyncShell):
         return self._run(self._core.list_partition_reassignments(topics))
 
     # -- groups ------------------------------------------------------------------------------------
-    def list_groups(self) -> list[str]:
+    def list_groups(self, kinds: bool = False) -> "list[str] | dict":
         """Every group with members or committed offsets, sorted. Each broker
         answers for the groups it coordinates: asked of every live broker
-        (concurrently) and merged; raises the first broker's error."""
-        return self._run(self._core.list_groups())
+        (concurrently) and merged; raises the first broker's error. With
+        ``kinds``: ``{group: "classic" | "consumer"}`` (a consumer-protocol
+        group of Kafka 4's clients, KIP-848)."""
+        return self._run(self._core.list_groups(kinds))
 
     def describe_groups(self, groups: Iterable[str]) -> dict:
         """``{group: GroupDescription(group, partitions, state, protocol,
