@@ -116,6 +116,18 @@ CASES = [
      [acl("cluster", "logbroker", "alter")]),
     (m.DescribeAcls(), CLUSTER, [acl("cluster", "logbroker", "describe")]),
     (m.DeleteAcls(principal="User:nobody"), CLUSTER, [acl("cluster", "logbroker", "all")]),
+    (m.DeleteOffsets(group="g1", parts=(("orders", 0),)), GROUP,
+     [acl("group", "g1", "delete"), acl("topic", "orders", "read")]),
+    (m.DescribeConfigs(topics=("orders",)), TOPIC, [acl("topic", "orders", "describe_configs")]),
+    (m.AlterConfigs(topics=(("orders", (("retention_ms", "set", 60000),), False),),
+                    validate_only=True), TOPIC, [acl("topic", "orders", "alter_configs")]),
+    (m.CreatePartitions(topics=(("orders", 8, ()),), validate_only=True), TOPIC,
+     [acl("topic", "orders", "alter")]),
+    (m.DeleteRecords(parts=(("orders", 0, 0),)), TOPIC, [acl("topic", "orders", "delete")]),
+    (m.AlterReassignments(parts=(("orders", 0, (0,)),)), CLUSTER,
+     [acl("cluster", "logbroker", "alter")]),
+    (m.ListReassignments(topics=(("orders", None),)), CLUSTER,
+     [acl("cluster", "logbroker", "describe")]),
 ]
 
 
