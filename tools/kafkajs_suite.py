@@ -203,7 +203,8 @@ def main(argv: "list[str] | None" = None) -> int:
             create_users(cluster.bootstrap, certs["cert"])
         env = dict(os.environ, KAFKA_VERSION="2.4", NODE_ENV="test",
                    KAFKAJS_DEBUG_PROTOCOL_BUFFERS="1", PATH=f"{shim}:{os.environ['PATH']}",
-                   LOGBROKER=logbroker, LOGBROKER_BOOTSTRAP=cluster.bootstrap)
+                   LOGBROKER=logbroker, LOGBROKER_BOOTSTRAP=cluster.bootstrap,
+                   LOGBROKER_TLS_CA=certs["cert"])  # our listeners speak TLS: the shim's CLI
         began = time.monotonic()
         run_jest(suite, pattern, out_json, env, args.timeout)
         took = time.monotonic() - began
