@@ -99,14 +99,14 @@ def test_once_a_topic_has_acls_they_decide_for_users_and_anonymous(ab):
                  "sasl": {"mechanism": "scram-sha-256", "username": u, "password": pw}}
              for u, pw in PASSWORDS.items()}
     got = run_kafkajs("""
-const as = (user) => new K.Kafka({ clientId: user, brokers: args.brokers, logLevel: K.logLevel.NOTHING,
-  retry: { retries: 0 }, ...args.users[user] }).admin();
+const as = (user) => new K.Kafka({ clientId: user, brokers: args.brokers,
+  logLevel: K.logLevel.NOTHING, retry: { retries: 0 }, ...args.users[user] }).admin();
 const admin = as('admin'); await admin.connect();
 const binding = (principal, permissionType) => ({ resourceType: K.AclResourceTypes.TOPIC,
   resourceName: 'guarded', resourcePatternType: K.ResourcePatternTypes.LITERAL, principal,
   host: '*', operation: K.AclOperationTypes.ALL, permissionType });
-const created = await admin.createAcls({ acl: [binding('User:bob', K.AclPermissionTypes.DENY),
-                                               binding('User:alice', K.AclPermissionTypes.ALLOW)] });
+const created = await admin.createAcls({ acl: [
+  binding('User:bob', K.AclPermissionTypes.DENY), binding('User:alice', K.AclPermissionTypes.ALLOW)] });
 await admin.disconnect();
 const result = { created };
 for (const user of ['bob', 'alice']) {

@@ -18,7 +18,7 @@ TOML layout (every key optional)::
     sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]  # offered (docs/security.md)
     sasl_plain_over_plaintext = false  # PLAIN only over TLS unless true
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
-    allow_everyone_if_no_acl_found = false  # true: ACLs enforced, a resource without any allowed to all
+    allow_everyone_if_no_acl_found = false  # true: ACLs enforced; no ACL on it: open to all
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
     etcd_ca = "etcd-ca.pem"    # etcd over TLS (etcd = "https://..."); etcd_cert/etcd_key: its client cert
@@ -230,7 +230,8 @@ class BrokerConfig:
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
         for name in ("auth_required", "allow_everyone_if_no_acl_found"):
             if type(getattr(self, name)) is not bool:
-                raise InvalidConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise InvalidConfigError(
+                    f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_sasl(self)
         from ..cluster.etcd_access import check_etcd_settings
         from ..cluster.peer_auth import check_settings

@@ -29,10 +29,11 @@ A connection starts anonymous.
   which gets no answer, closes the connection).
 - User and ACL administration (api/access.py) call ``may_administer``:
   with ``auth_required`` an authenticated connection allowed to alter (or
-  describe) the cluster; without it, when ACLs are enforced, any
-  connection the ACLs allow that (anonymous as ``User:ANONYMOUS``); or — the bootstrap rule, for users only — a
+  describe) the cluster, or — the bootstrap rule, for users only — a
   connection from a loopback address while no user exists or ever
-  existed (the stores remember it, durably: auth_store.py).
+  existed (the stores remember it, durably: auth_store.py); without
+  ``auth_required`` but with ACLs enforced, any connection the ACLs allow
+  that (anonymous as ``User:ANONYMOUS``); with neither, anyone.
 - Where users and ACLs live: the metadata's stores (a single node's LMDB,
   auth_store.py and acl_store.py; or etcd, read from the broker's mirror,
   cluster/access_store.py); ``BrokerAuth`` takes them from
