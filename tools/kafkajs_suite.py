@@ -13,9 +13,13 @@ on localhost, each with a PLAINTEXT listener (9092 / 9095 / 9098), an SSL one
 (9093 / 9096 / 9099) and a SASL_SSL one (9094 / 9097 / 9100: PLAIN,
 SCRAM-SHA-256, SCRAM-SHA-512), users ``test`` / ``testtest`` (PLAIN) and
 ``testscram`` (``testtestscram=256`` for SCRAM-SHA-256, ``testtestscram=512``
-for SCRAM-SHA-512), auto-created topics of 2 partitions, replication
+for SCRAM-SHA-512), ``bob`` / ``bobbob`` and ``alice`` / ``alicealice`` (the
+ACL specs' principals), auto-created topics of 2 partitions, replication
 factor 2, no initial rebalance delay and ACLs enforced only where a binding
-matches (Kafka's ``allow.everyone.if.no.acl.found``). This script starts
+matches (``allow_everyone_if_no_acl_found = true``, as the suite's Kafka has
+``allow.everyone.if.no.acl.found``; no ``auth_required``, so our own
+listener and the brokers' connections to each other stay anonymous, allowed
+while no binding names the cluster). This script starts
 etcd and three brokers so (tools/cluster.py, data in a temporary directory
 unless ``--data-dir``), runs jest on the chosen spec groups with
 ``KAFKA_VERSION=2.4`` (the suite's default), and prints one row per spec
@@ -45,7 +49,8 @@ from cluster import HOST, Cluster, StartError, default_logbroker  # noqa: E402
 GROUPS = ("admin", "producer", "consumer", "broker")
 BASE = {0: 9092, 1: 9095, 2: 9098}  # the suite's PLAINTEXT ports; SSL +1, SASL_SSL +2
 OUR_PORT = 19555  # our protocol's listener of broker 0 (+1, +2)
-USERS = (("test", "testtest", "testtest"), ("testscram", "testtestscram=256", "testtestscram=512"))
+USERS = (("test", "testtest", "testtest"), ("testscram", "testtestscram=256", "testtestscram=512"),
+         ("bob", "bobbob", "bobbob"), ("alice", "alicealice", "alicealice"))
 TRANSACTIONAL = re.compile(r"transaction|txn|exactly.once|read_committed|isolation|"
                            r"control (batch|record)|aborted", re.I)
 
@@ -79,6 +84,7 @@ group_initial_rebalance_delay_ms = 0
         f'advertised = "localhost:{port}"\nsecurity = "{name}"\n'
         for name, port in (("PLAINTEXT", plain), ("SSL", ssl), ("SASL_SSL", sasl)))
     return common + f"""
+allow_everyone_if_no_acl_found = true
 tls_cert = "{certs['cert']}"
 tls_key = "{certs['key']}"
 tls_ca = "{certs['cert']}"

@@ -10,9 +10,10 @@ through its translator's ``Plan``, api/registry.py) and calls
    an acks=0 Produce closes the connection) — but the SASL exchange and
    user/ACL administration, whose handlers authorize themselves
    (``SELF_AUTHORIZED``: the bootstrap rule).
-2. **Authorization**: when ACLs are enforced, the request is checked
-   against them (security/acl_rules.py): denied (answered with its
-   response class and 29/30/31), narrowed to the topics the principal may
+2. **Authorization**: when ACLs are enforced (``auth.enforcing``), the
+   request is checked against them (security/acl_rules.py) as the
+   session's ``acl_principal`` (``User:ANONYMOUS`` before authentication):
+   denied (answered with its response class and 29/30/31), narrowed to the topics the principal may
    describe, partly denied (a ``Partial``: the others served, the denied
    parts put back into the answer) or, on the Kafka listener, a listing
    narrowed by its answer (``Narrowed``, Kafka's ListGroups rule).

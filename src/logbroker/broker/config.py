@@ -18,6 +18,7 @@ TOML layout (every key optional)::
     sasl_mechanisms = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]  # offered (docs/security.md)
     sasl_plain_over_plaintext = false  # PLAIN only over TLS unless true
     super_users = ["User:admin"]   # with auth_required: ACLs enforced (logbroker acls)
+    allow_everyone_if_no_acl_found = false  # true: ACLs enforced; no ACL on it: open to all
     inter_broker_user = "broker"   # cluster + auth_required: brokers authenticate as it
     inter_broker_password_file = "/etc/logbroker/broker.pw"  # or env LOGBROKER_INTER_BROKER_PASSWORD
     etcd_ca = "etcd-ca.pem"    # etcd over TLS (etcd = "https://..."); etcd_cert/etcd_key: its client cert
@@ -136,6 +137,9 @@ class BrokerConfig:
     sasl_mechanisms: tuple = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
     sasl_plain_over_plaintext: bool = False
     super_users: tuple = ()  # always allowed; set with auth_required: ACLs enforced
+    # Kafka's allow.everyone.if.no.acl.found: true enforces ACLs (with or without
+    # auth_required) and lets everyone at a resource no ACL names (security/acl.py)
+    allow_everyone_if_no_acl_found: bool = False
     # brokers authenticate to each other as this user (cluster/peer_auth.py); its password
     # from env LOGBROKER_INTER_BROKER_PASSWORD, else the first line of this file
     inter_broker_user: "str | None" = None
@@ -233,8 +237,10 @@ class BrokerConfig:
             object.__setattr__(self, "super_users", tuple(self.super_users))
         if not all(isinstance(u, str) and u.startswith("User:") and len(u) > 5 for u in self.super_users):
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
-        if type(self.auth_required) is not bool:
-            raise InvalidConfigError(f"auth_required must be true or false, got {self.auth_required!r}")
+        for name in ("auth_required", "allow_everyone_if_no_acl_found"):
+            if type(getattr(self, name)) is not bool:
+                raise InvalidConfigError(
+                    f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_sasl(self)
         from ..cluster.etcd_access import check_etcd_settings
         from ..cluster.peer_auth import check_settings

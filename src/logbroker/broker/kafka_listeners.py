@@ -18,8 +18,8 @@ the same keys as ``name=N,port=P,...``)::
 - SASL_* listeners require SASL authentication before anything but
   ApiVersions and the SASL APIs (as ``auth_required`` does for the single
   listener); PLAINTEXT and SSL ones take anonymous connections, whatever
-  ``auth_required`` says (their principal is anonymous: where ACLs are
-  enforced no ACL allows it anything).
+  ``auth_required`` says (to the ACLs and quotas they are
+  ``User:ANONYMOUS``, as in Kafka: security/acl.py).
 - The single-listener settings (``kafka_port``, ``kafka_advertised``) stay:
   they are one unnamed listener, TLS with ``tls_cert``, SASL with
   ``auth_required``; they do not go with ``kafka_listeners``.

@@ -40,7 +40,8 @@ def _target(topic, group, cluster) -> "tuple[str, str]":
 
 @click.group()
 def acls() -> None:
-    """Add, remove and list ACLs (enforced with auth_required and super_users)."""
+    """Add, remove and list ACLs (enforced with auth_required and super_users,
+    or with allow_everyone_if_no_acl_found)."""
 
 
 @acls.command()

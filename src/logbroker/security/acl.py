@@ -7,13 +7,17 @@ answers ``authorize(principal, operation, resource_type, name)`` with
 Kafka's rules:
 
 - a super user is always allowed;
+- with ``allow_if_no_acl`` (Kafka's ``allow.everyone.if.no.acl.found``) a
+  resource no binding matches at all (of any principal, operation or
+  permission) is allowed to everyone; once one matches, the bindings decide;
 - a matching deny wins over any allow;
 - no matching allow: denied (ACLs are enforced only where the broker says
   so, security/auth.py);
 - a binding matches a resource by its literal name (``*``: every name of
   that type) or, with pattern ``prefix``, every name starting with it;
-- principal ``User:*`` matches every authenticated user (never the
-  anonymous principal "");
+- a connection that did not authenticate is ``User:ANONYMOUS``
+  (``ANONYMOUS``; security/auth.py names it): bindings may name it and
+  ``User:*`` matches it, as in Kafka; the empty principal matches nothing;
 - operation ``all`` matches every operation; an allow of read, write,
   delete or alter implies describe (a deny does not widen: deny read does
   not deny describe), as in Kafka.
@@ -40,6 +44,7 @@ PERMISSIONS = (ALLOW, DENY)
 ALL = "all"
 OPERATIONS = ("read", "write", "create", "delete", "describe", "alter", "cluster_action", ALL)
 WILDCARD_PRINCIPAL, WILDCARD_NAME = "User:*", "*"
+ANONYMOUS = "User:ANONYMOUS"  # the principal of a connection that did not authenticate
 _IMPLIED_BY = {"describe": frozenset({"read", "write", "delete", "alter"})}  # allow only
 # Kafka's config operations (api/configs.py): describe_configs is implied by alter_configs
 OPERATIONS = OPERATIONS[:-1] + ("describe_configs", "alter_configs", ALL)  # ALL stays last
@@ -114,8 +119,10 @@ class AnyOf:
 class Authorizer:
     """The bindings in force, indexed for the per-request check."""
 
-    def __init__(self, bindings: Iterable[AclBinding] = (), super_users: Iterable[str] = ()):
+    def __init__(self, bindings: Iterable[AclBinding] = (), super_users: Iterable[str] = (),
+                 allow_if_no_acl: bool = False):
         self.super_users = frozenset(super_users)
+        self.allow_if_no_acl = allow_if_no_acl
         self.bindings = tuple(sorted(set(bindings)))
         self._literal: dict[tuple[str, str], list[AclBinding]] = {}
         self._prefix: dict[str, list[AclBinding]] = {}
@@ -131,8 +138,9 @@ class Authorizer:
             return True
         if not principal:
             return False
-        allowed = False
+        allowed, found = False, False
         for b in self._matching(resource_type, name):
+            found = True
             if b.principal != principal and b.principal != WILDCARD_PRINCIPAL:
                 continue
             if b.permission == DENY:
@@ -141,7 +149,7 @@ class Authorizer:
             elif not allowed and (b.operation == operation or b.operation == ALL
                                   or b.operation in _IMPLIED_BY.get(operation, ())):
                 allowed = True
-        return allowed
+        return allowed or (not found and self.allow_if_no_acl)
 
     def _matching(self, resource_type: str, name: str):
         literal = self._literal

@@ -31,15 +31,21 @@ A connection starts anonymous.
   with ``auth_required`` an authenticated connection allowed to alter (or
   describe) the cluster, or — the bootstrap rule, for users only — a
   connection from a loopback address while no user exists or ever
-  existed (the stores remember it, durably: auth_store.py).
+  existed (the stores remember it, durably: auth_store.py); without
+  ``auth_required`` but with ACLs enforced, any connection the ACLs allow
+  that (anonymous as ``User:ANONYMOUS``); with neither, anyone.
 - Where users and ACLs live: the metadata's stores (a single node's LMDB,
   auth_store.py and acl_store.py; or etcd, read from the broker's mirror,
   cluster/access_store.py); ``BrokerAuth`` takes them from
   ``meta.access_stores``.
-- Authorization (``authorize``): when ACLs are enforced (``auth_required``
-  with ``super_users`` set: ``BrokerAuth.enforcing``), every other request
-  of an authenticated connection is checked against the ACLs (acl.py) by
-  its entry in acl_rules.py. It returns None (allowed), a denial
+- Authorization (``authorize``): when ACLs are enforced
+  (``BrokerAuth.enforcing``: ``auth_required`` with ``super_users`` set, or
+  ``allow_everyone_if_no_acl_found``, which turns the authorizer on by
+  itself as Kafka's authorizer setting does), every other request of a
+  connection not gated is checked against the ACLs (acl.py) by its entry in
+  acl_rules.py, as its principal: ``User:NAME`` once authenticated, else
+  ``User:ANONYMOUS`` (``acl_principal``; for ACLs and quotas only: the
+  connection stays unauthenticated for everything else). It returns None (allowed), a denial
   ``(response, close)`` (its response class with
   TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED, 29/30/31, naming the operation
   and the resource; counted, ``denied(cls)``), a Metadata or
@@ -74,7 +80,7 @@ from ..errors import (ClusterAuthorizationFailedError, IllegalSaslStateError, Lo
                       SaslAuthenticationFailedError, UnsupportedSaslMechanismError)
 from ..protocol import messages as m
 from ..protocol.auth_messages import DEFAULT_ITERATIONS, MECHANISM, PLAIN, SCRAM_MECHANISMS
-from .acl import CLUSTER, CLUSTER_NAME, TOPIC, Authorizer
+from .acl import ANONYMOUS, CLUSTER, CLUSTER_NAME, TOPIC, Authorizer
 from .acl_rules import (ERRORS, FILTERED, LISTING, NARROWED, PER_PART, RULES, Partial,
                         keep_groups, keep_topics)
 from .auth_throttle import AuthThrottle
@@ -110,13 +116,15 @@ class BrokerAuth:
         self.config = config
         self.required = config.auth_required
         self.super_users = frozenset(config.super_users)
-        self.enforcing = self.required and bool(self.super_users)  # ACLs checked
+        self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
+        # ACLs checked: the old rule, or Kafka's (the authorizer setting alone)
+        self.enforcing = self.required and bool(self.super_users) or self.allow_if_no_acl
         # the super users' names (users whose last one may not be deleted: auth_store.keeper)
         self.super_user_names = frozenset(p[5:] for p in self.super_users
                                           if p.startswith("User:") and p != "User:*")
         self.topics = topics
         self.users, self.acls = stores(self.reload_acls)
-        self.authorizer = Authorizer((), self.super_users)
+        self.authorizer = Authorizer((), self.super_users, self.allow_if_no_acl)
         self.reload_acls()
         self.scram = {name: ScramMechanism(name) for name in SCRAM_MECHANISMS}
         self.mechanisms = tuple(config.sasl_mechanisms)  # offered (SaslHandshake)
@@ -142,7 +150,7 @@ class BrokerAuth:
 
     def reload_acls(self) -> None:
         """Index the stored bindings again (after each change)."""
-        self.authorizer = Authorizer(self.acls.list(), self.super_users)
+        self.authorizer = Authorizer(self.acls.list(), self.super_users, self.allow_if_no_acl)
 
     def known(self, topic: str) -> bool:
         """The topic exists (a bad name counts as known: the edge refuses it next)."""
@@ -193,6 +201,11 @@ class Session:
         self.broker = None  # the broker id this connection proved it is (api/peer.py)
         self.tls = False  # the connection is TLS (PLAIN is offered over TLS only)
         self.mechanism = ""  # the SASL mechanism chosen at the handshake
+
+    @property
+    def acl_principal(self) -> str:
+        """Whom the ACLs see: ``User:NAME`` once authenticated, else ``User:ANONYMOUS``."""
+        return self.principal or ANONYMOUS
 
     def set_peer(self, peer: str) -> None:
         """``HOST:PORT`` of the other end ("?" while unknown: not loopback)."""
@@ -352,7 +365,7 @@ class Session:
         (acl_rules.FILTERED: a FetchOffsets of every topic, DescribeGroups'
         offsets), or with ``narrow`` a ``Narrowed`` (a listing of
         acl_rules.NARROWED denied its rule: its answer filtered instead)."""
-        cls, auth, principal = msg.__class__, self.auth, self.principal
+        cls, auth, principal = msg.__class__, self.auth, self.acl_principal
         rule = RULES.get(cls)
         if rule is None:  # acl_rules.NO_CHECK
             return None
@@ -399,13 +412,16 @@ class Session:
         True when only the bootstrap rule allows it (the write must check
         again that no user exists)."""
         auth = self.auth
-        if not auth.required:
+        if not auth.required and not auth.enforcing:
             return False
-        if self.principal:
-            if auth.enforcing and not auth.allows(self.principal, operation, CLUSTER,
-                                                  CLUSTER_NAME):
+        if self.principal or not auth.required:  # anonymous without auth_required: the ACLs
+            principal = self.acl_principal
+            if auth.enforcing and not auth.allows(principal, operation, CLUSTER, CLUSTER_NAME):
+                log.debug("%s (%s) may not %s the cluster: %s administration refused",
+                          self.peer, principal, operation,
+                          "user" if users is not None else "ACL")
                 raise ClusterAuthorizationFailedError(
-                    f"{self.principal} may not {operation} cluster {CLUSTER_NAME!r} (not a "
+                    f"{principal} may not {operation} cluster {CLUSTER_NAME!r} (not a "
                     "super user and no ACL allows it)")
             return False
         if users is not None and self.loopback and users.bootstrap_open():

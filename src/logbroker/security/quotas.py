@@ -29,10 +29,10 @@ import math
 
 from ..protocol import messages as m
 from ..protocol.parts import FetchedPart
+from .acl import ANONYMOUS
 
 BURST_S = 1.0  # seconds of a principal's rate it may send at once after being idle
 MAX_THROTTLE_S = 10.0  # the longest throttle (and debt) a principal can run up (Kafka: ~11 s)
-ANONYMOUS = "User:ANONYMOUS"  # the principal of a connection that did not authenticate
 PRODUCE, FETCH = "produce", "fetch"
 ACCOUNT = -1  # Quotas.meter's throttle of a fetch: its bytes are accounted when answered
 
