@@ -93,10 +93,10 @@ def test_the_assignment_text_round_trips_and_refuses_bad_forms():
 
 def test_placement_checks_the_lists_a_client_gives():
     assert given(((2, 1), (1, 3)), 2, None, {1, 2, 3}) == [(2, 1), (1, 3)]
-    for lists, count, rf, why in ((((1, 2),), 2, None, "one per partition"),
+    for lists, count, rf, why in ((((1, 2),), 2, None, "one assignment per partition"),
                                   (((1, 2), (1,)), 2, None, "2 distinct"),
                                   (((1, 1),), 1, None, "distinct"),
                                   (((1, 2),), 1, 3, "3 distinct"),
-                                  (((1, 9),), 1, None, "[9], not registered")):
+                                  (((1, 9),), 1, None, "[9], not live")):
         with pytest.raises(InvalidReplicaAssignmentError, match=why.replace("[", r"\[")):
             given(lists, count, rf, {1, 2, 3})

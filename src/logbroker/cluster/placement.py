@@ -58,7 +58,7 @@ def given(lists, count: int, rf: "int | None", live: Iterable[int]) -> list[tupl
     INVALID_REPLICA_ASSIGNMENT naming the rule otherwise."""
     if len(lists) != count:
         raise InvalidReplicaAssignmentError(f"{len(lists)} replica list(s) for {count} "
-                                            "partition(s): give one per partition")
+                                            "partition(s): give one assignment per partition")
     if rf is None:
         rf = len(lists[0]) if lists else 0
     alive = set(live)
@@ -75,7 +75,7 @@ def given(lists, count: int, rf: "int | None", live: Iterable[int]) -> list[tupl
         gone = sorted(set(replicas) - alive)
         if gone:
             raise InvalidReplicaAssignmentError(f"replica list {i} names broker(s) {gone}, not "
-                                                "registered (live) in the cluster")
+                                                "live (registered) in the cluster")
         out.append(replicas)
     return out
 
