@@ -100,3 +100,13 @@ def test_placement_checks_the_lists_a_client_gives():
                                   (((1, 9),), 1, None, "[9], not live")):
         with pytest.raises(InvalidReplicaAssignmentError, match=why.replace("[", r"\[")):
             given(lists, count, rf, {1, 2, 3})
+
+
+def test_the_translator_bounds_the_lists_before_reading_them():
+    from types import SimpleNamespace as N
+    from logbroker.kafka.serve_meta import MAX_ASSIGNMENT_IDS, _manual
+    wide = [N(partition_index=i, broker_ids=[1] * 64) for i in range(10_000)]
+    many = [N(partition_index=i, broker_ids=[1]) for i in range(limits.MAX_PARTITIONS + 1)]
+    for rows, why in ((wide, f"over {MAX_ASSIGNMENT_IDS} brokers"), (many, "at most")):
+        with pytest.raises(InvalidReplicaAssignmentError, match=why):
+            _manual(N(num_partitions=-1, replication_factor=-1, assignments=rows))

@@ -10,7 +10,7 @@ import logging
 
 from ..errors import (InvalidReplicaAssignmentError, InvalidRequestError, LogbrokerError,
                       UnknownError)
-from ..limits import (MAX_PARTITIONS, REPLICA_ASSIGNMENT, check_new_topic,
+from ..limits import (MAX_ASSIGNMENT_TEXT, MAX_PARTITIONS, REPLICA_ASSIGNMENT, check_new_topic,
                       check_request_partitions, format_replica_assignment)
 from ..protocol import messages as m
 from ..protocol.parts import NewTopic
@@ -23,6 +23,7 @@ from .wire_errors import kafka_code, kafka_message
 CLUSTER_ID = "logbroker"
 
 _log = logging.getLogger("logbroker.kafka")
+MAX_ASSIGNMENT_IDS = MAX_ASSIGNMENT_TEXT // 2  # the most a text of that size holds ("1:1,...")
 
 
 def api_versions(site: KafkaSite, header, body) -> Plan:
@@ -127,6 +128,9 @@ def _manual(t) -> "tuple[int, str]":
     if len(t.assignments) > MAX_PARTITIONS:
         raise InvalidReplicaAssignmentError(f"{len(t.assignments)} replica lists: at most "
                                             f"{MAX_PARTITIONS} partitions")
+    if sum(len(a.broker_ids) for a in t.assignments) > MAX_ASSIGNMENT_IDS:
+        raise InvalidReplicaAssignmentError(f"the replica lists name over {MAX_ASSIGNMENT_IDS} "
+                                            "brokers in all")
     rows = sorted(t.assignments, key=lambda a: a.partition_index)
     if [a.partition_index for a in rows] != list(range(len(rows))):
         raise InvalidReplicaAssignmentError("a manual replica assignment must number its "
