@@ -75,3 +75,17 @@ def test_our_admin_places_a_topic_as_assigned(kc):
             assert isinstance(got, InvalidReplicaAssignmentError), (bad, got)
     assert _placed(kc, "lb-assign") == {0: ([c, b], c), 1: ([a, c], a)}
     assert "lb-assign-bad" not in {t.name for t in metadata(kc.kafka[a], None).topics}
+
+
+def test_the_cli_places_a_topic_as_assigned(kc):
+    from tests.support.fixtures import cli_error, cli_ok, run_cli
+    a, b, c = sorted(kc.brokers)
+    out = cli_ok(run_cli("topics", "create", "cli-assign", "--replica-assignment",
+                         f"{b}:{a},{c}:{b}", bootstrap=kc.bootstrap))
+    assert "2 partition(s), replication factor 2" in out
+    assert _placed(kc, "cli-assign") == {0: ([b, a], b), 1: ([c, b], c)}
+    for bad in (f"{a}:{a}", f"{a}:x"):
+        assert "replica" in cli_error(run_cli("topics", "create", "cli-assign-bad",
+                                              "--replica-assignment", bad,
+                                              bootstrap=kc.bootstrap),
+                                      "INVALID_REPLICA_ASSIGNMENT")
