@@ -10,6 +10,7 @@ import pytest
 from logbroker import limits
 from logbroker.cluster.placement import given
 from logbroker.errors import InvalidReplicaAssignmentError
+from tests.support.fixtures import wait_until
 from tests.support.kafka_raw import Raw, kafka_broker
 
 WAIT = 15.0
@@ -17,9 +18,16 @@ INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT = 42, 39
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory):
-    with kafka_broker(tmp_path_factory.mktemp("create-assign") / "data") as (_, boot):
-        yield boot
+def broker(tmp_path_factory):
+    """(the broker process, its Kafka address); it logs at debug level."""
+    with kafka_broker(tmp_path_factory.mktemp("create-assign") / "data",
+                      "--log-level", "debug") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def bootstrap(broker):
+    return broker[1]
 
 
 def _admin(bootstrap):
@@ -41,7 +49,7 @@ def _create_raw(bootstrap, topic: dict, validate_only: bool = False) -> tuple:
         raw.close()
 
 
-def test_a_single_broker_takes_lists_naming_itself_alone(bootstrap):
+def test_a_single_broker_takes_lists_naming_itself_alone(broker, bootstrap):
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
     admin = _admin(bootstrap)
@@ -56,6 +64,9 @@ def test_a_single_broker_takes_lists_naming_itself_alone(bootstrap):
             admin.create_topics([NewTopic("sa-bad", len(bad), replica_assignment=bad)])["sa-bad"].result(WAIT)
         assert info.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, bad
     assert "sa-bad" not in admin.list_topics(timeout=WAIT).topics
+    wait_until(lambda: "refused CreateTopics name='sa-bad' from" in broker[0].log(), 5,
+               "the refusal logged")
+    assert "CreateTopics of 'sa-bad' refused: replica list 0 names" in broker[0].log()
 
 
 def test_kafkas_rules_for_the_lists_themselves(bootstrap):
