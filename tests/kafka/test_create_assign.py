@@ -86,6 +86,11 @@ def test_kafkas_rules_for_the_lists_themselves(bootstrap):
                 "name": "sa-rule", "num_partitions": n, "replication_factor": rf,
                 "assignments": assignments}, validate_only)
             assert (error, why in (message or "")) == (code, True), (assignments, message)
+    for validate_only in (True, False):  # a broker that is not registered: both ways
+        assert _create_raw(bootstrap, {"name": "sa-rule", "num_partitions": -1,
+                                       "replication_factor": -1, "assignments": lists(
+                                           (0, [77]))}, validate_only)[0] \
+            == INVALID_REPLICA_ASSIGNMENT
     # lists given out of order are the partitions' numbers, not their order
     assert _create_raw(bootstrap, {"name": "sa-order", "num_partitions": -1,
                                    "replication_factor": -1,

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 
+from ..cluster.placement import given
 from ..errors import (InvalidReplicaAssignmentError, InvalidRequestError, LogbrokerError,
                       UnknownError)
 from ..limits import (MAX_ASSIGNMENT_TEXT, MAX_PARTITIONS, REPLICA_ASSIGNMENT, check_new_topic,
-                      check_request_partitions, format_replica_assignment)
+                      check_request_partitions, format_replica_assignment,
+                      parse_replica_assignment)
 from ..protocol import messages as m
 from ..protocol.parts import NewTopic
 from . import cluster_meta
@@ -77,7 +79,7 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
     topic's placement: its partition count and replication factor.
     ``validate_only`` creates nothing: each topic's answer says whether it
     passes the handler's checks (``limits.check_new_topic``: name, not
-    internal, partitions, settings)."""
+    internal, partitions, settings; an assignment's brokers registered)."""
     topics, refused = [], {}
     for t in body.topics:
         try:
@@ -90,6 +92,9 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
                 parts, configs[REPLICA_ASSIGNMENT] = _manual(t)
             if body.validate_only:  # what the handler would check, without creating
                 check_new_topic(t.name, parts, configs)
+                if t.assignments:  # the brokers too, as Kafka's validate_only does
+                    given(parse_replica_assignment(configs[REPLICA_ASSIGNMENT]), parts, None,
+                          [b.id for b in site.meta.brokers()])
             topics.append(NewTopic(t.name, parts, configs))
         except LogbrokerError as exc:
             _log.debug("CreateTopics of %r refused: %s", t.name[:80], exc.message)
