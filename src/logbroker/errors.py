@@ -269,8 +269,9 @@ class InvalidReplicationFactorError(LogbrokerError):
 class InvalidReplicaAssignmentError(LogbrokerError):
     """A replica list the cluster cannot take: empty, a broker twice, a
     broker that is not live or not registered, not the topic's replication
-    factor or not one per new partition (CreatePartitions, partition
-    reassignment), or any list on a single node."""
+    factor or not one per new partition (CreateTopics' manual assignment,
+    CreatePartitions, partition reassignment), or any list on a single node
+    (CreateTopics: any but the broker's own id alone)."""
 
     code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
 

@@ -13,8 +13,8 @@ import ipaddress
 import re
 from datetime import datetime, timezone
 
-from .errors import (InvalidConfigError, InvalidGroupError, InvalidRequestError, InvalidTopicError,
-                     PolicyViolationError)
+from .errors import (InvalidConfigError, InvalidGroupError, InvalidReplicaAssignmentError,
+                     InvalidRequestError, InvalidTopicError, PolicyViolationError)
 
 EARLIEST, LATEST = -2, -1  # ListOffsets specs (protocol/messages.py exports them)
 
@@ -181,6 +181,9 @@ def check_topic_configs(configs: object) -> dict:
     if not isinstance(configs, dict):
         raise InvalidConfigError(f"topic settings must be a map, got {_short(configs)}")
     for key, value in configs.items():
+        if key == REPLICA_ASSIGNMENT:  # not a setting: where a new topic's replicas go
+            parse_replica_assignment(value)
+            continue
         rule = TOPIC_CONFIGS.get(key)
         if rule is None:
             raise InvalidConfigError(f"unknown topic setting {_short(key)} (known: "
@@ -196,6 +199,54 @@ def check_topic_configs(configs: object) -> dict:
             raise InvalidConfigError(f"{key} must be an integer in {rule[0]}..{rule[1]}, "
                                      f"got {_short(value)}")
     return configs
+
+
+# A new topic's replicas as its creator gives them (CreateTopics' manual
+# assignment): a config of this name, never stored, in kafka-topics'
+# --replica-assignment form "1:2,2:3" (one list per partition, in partition
+# order; a list's first broker is the partition's preferred leader).
+REPLICA_ASSIGNMENT = "replica_assignment"
+MAX_REPLICAS = 64  # brokers in one replica list: the replication_factor bound
+MAX_ASSIGNMENT_TEXT = 256 * 1024  # characters: 10,000 partitions of 3 five-digit ids fit
+MAX_BROKER_ID = MAX_INT32
+_ASSIGNMENT = re.compile(r"\d{1,10}(?::\d{1,10}){0,%d}(?:,\d{1,10}(?::\d{1,10}){0,%d})*"
+                         % (MAX_REPLICAS - 1, MAX_REPLICAS - 1), re.ASCII)
+
+
+def parse_replica_assignment(text: object) -> "tuple[tuple[int, ...], ...]":
+    """The replica lists of a ``REPLICA_ASSIGNMENT`` text, checked for form
+    only (1..MAX_PARTITIONS lists of 1..MAX_REPLICAS broker ids, each id
+    0..MAX_BROKER_ID); INVALID_REPLICA_ASSIGNMENT naming the rule else. The
+    cluster checks the rest (placement.given). Linear in the text, which is
+    bounded by MAX_ASSIGNMENT_TEXT."""
+    if not isinstance(text, str) or not text or len(text) > MAX_ASSIGNMENT_TEXT:
+        raise InvalidReplicaAssignmentError(
+            f"a replica assignment is a text of 1..{MAX_ASSIGNMENT_TEXT} characters such as "
+            f"'1:2,2:3', got {_short(text)}")
+    lists = text.split(",")
+    if len(lists) > MAX_PARTITIONS:
+        raise InvalidReplicaAssignmentError(f"a replica assignment names {len(lists)} partitions; "
+                                            f"at most {MAX_PARTITIONS}")
+    if _ASSIGNMENT.fullmatch(text):  # the common case in one pass of the regex engine
+        out = tuple(tuple(map(int, item.split(":"))) for item in lists)
+        if max(map(max, out)) <= MAX_BROKER_ID:
+            return out
+    for index, item in enumerate(lists):  # which list is wrong, for the message
+        ids = item.split(":")
+        if len(ids) > MAX_REPLICAS or not all(
+                0 < len(s) <= 10 and s.isascii() and s.isdigit() and int(s) <= MAX_BROKER_ID
+                for s in ids):
+            raise InvalidReplicaAssignmentError(
+                f"partition {index}'s replicas {_short(item)} are not 1..{MAX_REPLICAS} broker ids "
+                f"(0..{MAX_BROKER_ID}) separated by ':'")
+    raise InvalidReplicaAssignmentError(f"a replica assignment such as '1:2,2:3', got "
+                                        f"{_short(text)}")  # not reached: both check the same
+
+
+def format_replica_assignment(lists) -> str:
+    """``lists`` (one replica list per partition, in order) as the
+    ``REPLICA_ASSIGNMENT`` text."""
+    return ",".join([":".join(map(str, replicas)) for replicas in lists])
 
 
 def check_offset_spec(spec: object) -> int:

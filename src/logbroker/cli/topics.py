@@ -44,10 +44,16 @@ def list_(conn, as_json):
               help="Let an out-of-sync replica lead when no in-sync one is left (may lose data).")
 @click.option("--config", "configs", multiple=True, metavar="K=V",
               help="Any other log setting (e.g. flush=lazy, segment_ms=3600000).")
+@click.option("--replica-assignment", "assignment", default=None, metavar="1:2,2:3",
+              help="Each partition's brokers, in partition order (',' between partitions, ':' "
+                   "between brokers; the first leads): sets the partition count and the "
+                   "replication factor.")
 def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
-           replication_factor, min_insync_replicas, unclean_leader_election, configs):
+           replication_factor, min_insync_replicas, unclean_leader_election, configs,
+           assignment):
     """Create topic NAME."""
-    from .. import Admin
+    from .. import Admin, NewTopic
+    from ..limits import parse_replica_assignment
 
     settings = {k: v for k, v in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes),
                                   ("segment_bytes", segment_bytes),
@@ -55,8 +61,12 @@ def create(name, conn, partitions, retention_ms, retention_bytes, segment_bytes,
                                   ("unclean_leader_election",
                                    "true" if unclean_leader_election else None)) if v is not None}
     settings.update(parse_settings(configs))
+    lists = None if assignment is None else parse_replica_assignment(assignment)
+    if lists is not None:
+        partitions, replication_factor = len(lists), replication_factor or len(lists[0])
     with Admin(**conn) as admin:
-        admin.create_topic(name, partitions, settings, replication_factor=replication_factor)
+        admin.create_topics([NewTopic(name, partitions, settings, replication_factor,
+                                      None if lists is None else dict(enumerate(lists)))])
     rf = "" if replication_factor is None else f", replication factor {replication_factor}"
     click.echo(f"created topic {name} with {partitions} partition(s){rf}")
 

@@ -15,7 +15,7 @@ import math
 import operator
 
 from .. import limits
-from ..errors import InvalidConfigError, InvalidRequestError
+from ..errors import InvalidConfigError, InvalidReplicaAssignmentError, InvalidRequestError
 from ..limits import _short
 from ..protocol import messages as m
 
@@ -185,6 +185,25 @@ def new_topic_configs(name: str, values, replication_factor) -> dict:
         raise InvalidConfigError(f"{name}: replication_factor {rf} and the config "
                                  f"replication_factor {out['replication_factor']} differ")
     return configs({**out, "replication_factor": rf})
+
+
+def replica_assignment(name: str, value) -> str:
+    """A new topic's replica lists, ``{partition: [broker, ...]}`` with the
+    partitions 0..n-1 (or a list of lists in partition order), as the
+    ``replica_assignment`` config's text (``limits.parse_replica_assignment``
+    checks its form; INVALID_REPLICA_ASSIGNMENT else)."""
+    if isinstance(value, dict):
+        if sorted(value, key=str) != sorted(range(len(value)), key=str):
+            raise InvalidReplicaAssignmentError(f"{name}: replica_assignment must map the "
+                                                "partitions 0..n-1, each once")
+        value = [value[p] for p in range(len(value))]
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(rs, (list, tuple)) and all(limits._is_int(b) for b in rs) for rs in value):
+        raise InvalidReplicaAssignmentError(f"{name}: replica_assignment is one list of broker "
+                                            "ids per partition")
+    text = limits.format_replica_assignment(value)
+    limits.parse_replica_assignment(text)
+    return text
 
 
 def iterable(items, what: str):

@@ -3,6 +3,8 @@
 - ``assign``: replicas of a new topic's partitions, spread so that every
   live broker leads about as many partitions as the others and holds about
   as many replicas; a partition's first replica is its preferred leader.
+- ``given``: replica lists a client chose (CreateTopics' manual assignment,
+  CreatePartitions' assignments), checked as Kafka checks them.
 - ``elect``: the leader after a failure: the first replica (in replica
   order, so the preferred one wins ties) that is alive and in the ISR; an
   alive out-of-sync replica only if the topic opted into unclean election
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..errors import InvalidReplicationFactorError
+from ..errors import InvalidReplicaAssignmentError, InvalidReplicationFactorError
 from .state import NO_LEADER, PartitionState
 
 
@@ -45,6 +47,35 @@ def assign(partitions: int, replication_factor: int, live: Iterable[int],
         leads[leader] += 1
         for r in replicas:
             holds[r] += 1
+        out.append(replicas)
+    return out
+
+
+def given(lists, count: int, rf: "int | None", live: Iterable[int]) -> list[tuple[int, ...]]:
+    """A client's replica lists for ``count`` partitions, checked: one list
+    per partition, each of ``rf`` distinct brokers (None: the first list's
+    length, the same for every list), every broker live (registered);
+    INVALID_REPLICA_ASSIGNMENT naming the rule otherwise."""
+    if len(lists) != count:
+        raise InvalidReplicaAssignmentError(f"{len(lists)} replica list(s) for {count} "
+                                            "partition(s): give one assignment per partition")
+    if rf is None:
+        rf = len(lists[0]) if lists else 0
+    alive = set(live)
+    out = []
+    for i, replicas in enumerate(lists):
+        replicas = tuple(replicas)
+        if not replicas:
+            raise InvalidReplicaAssignmentError(f"replica list {i} is empty")
+        if len(replicas) != rf or len(set(replicas)) != rf:
+            raise InvalidReplicaAssignmentError(
+                f"replica list {i} names {len(set(replicas))} distinct broker(s) in "
+                f"{len(replicas)}; every list must name {rf} distinct brokers (the "
+                "replication factor)")
+        gone = sorted(set(replicas) - alive)
+        if gone:
+            raise InvalidReplicaAssignmentError(f"replica list {i} names broker(s) {gone}, not "
+                                                "live (registered) in the cluster")
         out.append(replicas)
     return out
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import InvalidRequestError, LogbrokerError, UnknownError, UnknownTopicIdError
-from ..limits import check_new_topic, check_request_partitions
+from ..cluster.placement import given
+from ..errors import (InvalidReplicaAssignmentError, InvalidRequestError, LogbrokerError,
+                      UnknownError, UnknownTopicIdError)
+from ..limits import (MAX_ASSIGNMENT_TEXT, MAX_PARTITIONS, REPLICA_ASSIGNMENT, check_new_topic,
+                      check_request_partitions, format_replica_assignment,
+                      parse_replica_assignment)
 from ..protocol import messages as m
 from ..protocol.parts import NewTopic
 from . import cluster_meta
@@ -22,6 +26,7 @@ from .wire_errors import kafka_code, kafka_message
 CLUSTER_ID = "logbroker"
 
 _log = logging.getLogger("logbroker.kafka")
+MAX_ASSIGNMENT_IDS = MAX_ASSIGNMENT_TEXT // 2  # the most a text of that size holds ("1:1,...")
 
 
 def api_versions(site: KafkaSite, header, body) -> Plan:
@@ -95,22 +100,26 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
     type; INVALID_CONFIG naming the config for an unknown name or a value
     we cannot take);
     -1 partitions is the broker's default, -1 replication factor ours (1 on
-    a single node). Manual replica assignments are refused (INVALID_REQUEST).
+    a single node). A manual replica assignment (``_manual``) is the
+    topic's placement: its partition count and replication factor.
     ``validate_only`` creates nothing: each topic's answer says whether it
     passes the handler's checks (``limits.check_new_topic``: name, not
-    internal, partitions, settings)."""
+    internal, partitions, settings; an assignment's brokers registered)."""
     topics, refused = [], {}
     for t in body.topics:
         try:
-            if t.assignments:
-                raise InvalidRequestError("manual replica assignments are not supported")
             configs = {k: v for k, v in (to_ours(c.name, c.value) for c in t.configs)
                        if v is not None}  # a null value: Kafka's "no value", the default
             if t.replication_factor != -1:
                 configs["replication_factor"] = t.replication_factor
             parts = site.config.default_partitions if t.num_partitions == -1 else t.num_partitions
+            if t.assignments:
+                parts, configs[REPLICA_ASSIGNMENT] = _manual(t)
             if body.validate_only:  # what the handler would check, without creating
                 check_new_topic(t.name, parts, configs)
+                if t.assignments:  # the brokers too, as Kafka's validate_only does
+                    given(parse_replica_assignment(configs[REPLICA_ASSIGNMENT]), parts, None,
+                          [b.id for b in site.meta.brokers()])
             topics.append(NewTopic(t.name, parts, configs))
         except LogbrokerError as exc:
             _log.debug("CreateTopics of %r refused: %s", t.name[:80], exc.message)
@@ -135,6 +144,31 @@ def create_topics(site: KafkaSite, header, body) -> Plan:
                         "error_message": kafka_message(message)})
         return {"topics": out}
     return Plan(req, answer)
+
+
+def _manual(t) -> "tuple[int, str]":
+    """A topic's manual assignment as Kafka takes it: (its partition count,
+    its lists as our REPLICA_ASSIGNMENT text, checked by the handler).
+    num_partitions and replication_factor must be -1 (INVALID_REQUEST); the
+    lists number the partitions 0..n-1, each once, in any order
+    (INVALID_REPLICA_ASSIGNMENT)."""
+    if t.num_partitions != -1 or t.replication_factor != -1:
+        raise InvalidRequestError("a manual replica assignment needs num_partitions and "
+                                  "replication_factor -1: the lists give both")
+    if len(t.assignments) > MAX_PARTITIONS:
+        raise InvalidReplicaAssignmentError(f"{len(t.assignments)} replica lists: at most "
+                                            f"{MAX_PARTITIONS} partitions")
+    if sum(len(a.broker_ids) for a in t.assignments) > MAX_ASSIGNMENT_IDS:
+        raise InvalidReplicaAssignmentError(f"the replica lists name over {MAX_ASSIGNMENT_IDS} "
+                                            "brokers in all")
+    rows = sorted(t.assignments, key=lambda a: a.partition_index)
+    if [a.partition_index for a in rows] != list(range(len(rows))):
+        raise InvalidReplicaAssignmentError("a manual replica assignment must number its "
+                                            "partitions 0..n-1, each once")
+    empty = [a.partition_index for a in rows if not a.broker_ids]
+    if empty:
+        raise InvalidReplicaAssignmentError(f"partition {empty[0]}'s replica list is empty")
+    return len(rows), format_replica_assignment(a.broker_ids for a in rows)
 
 
 def delete_topics(site: KafkaSite, header, body) -> Plan:

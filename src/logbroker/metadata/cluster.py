@@ -14,7 +14,7 @@ from collections import Counter
 
 from ..cluster.access_store import EtcdAclStore, EtcdUserStore
 from ..cluster.node import ClusterNode
-from ..cluster.placement import assign, preferred
+from ..cluster.placement import assign, given, preferred
 from ..cluster.replicas import LEADER
 from ..cluster.state import (PartitionState, TopicState, default_min_isr, partition_value,
                              topic_value)
@@ -22,8 +22,9 @@ from ..coordinator.records import TOPIC, partition_for
 from ..durability import DataNotifier, consume_outcome
 from ..storage.topic_ids import new_topic_id
 from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
-                      NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+                      InvalidReplicaAssignmentError, NotLeaderError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
+from ..limits import REPLICA_ASSIGNMENT, parse_replica_assignment
 from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, PartitionPlacement
 from .budget import PartitionBudget
 from .cluster_host import ClusterHost
@@ -140,13 +141,21 @@ class ClusterMetadata:
         view = node.view
         if name in view.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-        rf = configs.pop("replication_factor", None) or self.config.default_replication_factor \
-            or min(3, len(view.live))
+        lists = configs.pop(REPLICA_ASSIGNMENT, None)  # the creator's placement, if any
+        rf = configs.pop("replication_factor", None)
+        if lists is not None:
+            lists = parse_replica_assignment(lists)
+            if rf is not None and rf != len(lists[0]):
+                raise InvalidReplicaAssignmentError(f"replication factor {rf} and replica lists "
+                                                    f"of {len(lists[0])} broker(s) differ")
+            rf = len(lists[0])
+        rf = rf or self.config.default_replication_factor or min(3, len(view.live))
         min_isr = configs.get("min_insync_replicas", default_min_isr(rf))
         if min_isr > rf:
             raise InvalidConfigError(f"min_insync_replicas {min_isr} exceeds the replication "
                                      f"factor {rf}: every write would be refused")
-        placed = assign(partitions, rf, view.live, view.partitions.values())
+        placed = given(lists, partitions, rf, view.live) if lists is not None \
+            else assign(partitions, rf, view.live, view.partitions.values())
         held = Counter(r for st in view.partitions.values() for r in st.replicas)
         with self.budget.reserve(name, Counter(r for rs in placed for r in rs), held.__getitem__):
             await self._write_topic(name, TopicState(name, partitions, rf, configs,

@@ -12,6 +12,7 @@ import time
 from .. import limits
 from ..coordinator.records import TOPIC as OFFSETS_TOPIC
 from ..coordinator.records import partition_for
+from ..cluster.placement import given
 from ..errors import (InvalidReplicationFactorError, InvalidRequestError, LogbrokerError,
                       UnknownTopicOrPartitionError)
 from ..errors import code_and_message as _err
@@ -125,10 +126,16 @@ class LocalMetadata:
         budget; up to ``AT_ONCE`` partitions made at once, more in slices in
         the broker's I/O threads (``create_in_slices``: meanwhile the topic
         is unknown, retriable); it appears whole once made. A creation runs
-        to its end even if the request is dropped (``close`` waits for it)."""
+        to its end even if the request is dropped (``close`` waits for it).
+        A replica assignment is taken when it names this broker alone for
+        every partition (INVALID_REPLICA_ASSIGNMENT else), as Kafka's single
+        broker would take it."""
         if configs.pop("replication_factor", 1) != 1:
             raise InvalidReplicationFactorError("a single broker (no --etcd) has replication "
                                                 "factor 1")
+        lists = configs.pop(limits.REPLICA_ASSIGNMENT, None)
+        if lists is not None:
+            given(limits.parse_replica_assignment(lists), partitions, 1, (self.me,))
         for key in ("min_insync_replicas", "unclean_leader_election"):
             configs.pop(key, None)
 

@@ -22,7 +22,7 @@ import asyncio
 from collections import Counter
 
 from .. import limits
-from ..cluster.placement import assign
+from ..cluster.placement import assign, given
 from ..cluster.state import PartitionState, TopicState, partition_value, topic_value
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError,
                       UnknownTopicOrPartitionError)
@@ -91,26 +91,6 @@ async def _in_slices(meta, grown, size: int) -> None:
     _publish(meta.store, grown, lambda: None)
 
 
-def _assigned(assignments: tuple, added: int, rf: int, live) -> list:
-    """The client's replica lists, checked (INVALID_REPLICA_ASSIGNMENT)."""
-    if len(assignments) != added:
-        raise InvalidReplicaAssignmentError(f"{len(assignments)} assignment(s) for {added} new "
-                                            "partition(s): give one per new partition")
-    out = []
-    for i, replicas in enumerate(assignments):
-        replicas = tuple(replicas)
-        if len(replicas) != rf or len(set(replicas)) != rf:
-            raise InvalidReplicaAssignmentError(
-                f"assignment {i} names {len(set(replicas))} distinct broker(s); the topic's "
-                f"replication factor is {rf}")
-        gone = sorted(set(replicas) - set(live))
-        if gone:
-            raise InvalidReplicaAssignmentError(f"assignment {i} names broker(s) {gone}, not "
-                                                "live in the cluster")
-        out.append(replicas)
-    return out
-
-
 async def add_cluster(meta, name: str, count: int, assignments: tuple,
                       validate_only: bool) -> None:
     """A cluster's (metadata/cluster.py); see the module docstring."""
@@ -120,7 +100,7 @@ async def add_cluster(meta, name: str, count: int, assignments: tuple,
     topic = view.topics.get(name)
     added = _checked(name, None if topic is None else topic.partitions, count)
     rf, old = topic.replication_factor, topic.partitions
-    placed = _assigned(assignments, added, rf, view.live) if assignments \
+    placed = given(assignments, added, rf, view.live) if assignments \
         else assign(added, rf, view.live, view.partitions.values())
     held = Counter(r for st in view.partitions.values() for r in st.replicas)
     with meta.budget.reserve(name, Counter(r for rs in placed for r in rs), held.__getitem__):

@@ -76,14 +76,22 @@ def _new_topic(item) -> tuple:
     if isinstance(item, str):
         item = NewTopic(item)
     elif not isinstance(item, NewTopic):
-        if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 4:
+        if not isinstance(item, (tuple, list)) or not 1 <= len(item) <= 5:
             raise TypeError("a new topic is a name, a NewTopic or (name, partitions[, configs"
-                            f"[, replication_factor]]), not {limits._short(item)}")
+                            f"[, replication_factor[, replica_assignment]]]), not "
+                            f"{limits._short(item)}")
         item = NewTopic(*item)
     name = validate.topic(item.name)
-    partitions = limits.check_partition_count(validate.as_int(item.partitions, "partitions"))
-    return (name, partitions, validate.new_topic_configs(name, item.configs,
-                                                         item.replication_factor))
+    partitions = validate.as_int(item.partitions, "partitions")
+    if item.replica_assignment is None:
+        return (name, limits.check_partition_count(partitions),
+                validate.new_topic_configs(name, item.configs, item.replication_factor))
+    configs = validate.new_topic_configs(name, item.configs, item.replication_factor)
+    configs[limits.REPLICA_ASSIGNMENT] = text = validate.replica_assignment(
+        name, item.replica_assignment)
+    if partitions == 1:  # the default: the lists give the count
+        partitions = text.count(",") + 1
+    return name, limits.check_partition_count(partitions), configs
 
 
 def _group_description(row) -> GroupDescription:

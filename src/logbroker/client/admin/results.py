@@ -11,12 +11,17 @@ from ...protocol.parts import LagRow
 class NewTopic(NamedTuple):
     """A topic to create. ``replication_factor`` None: the cluster's default
     (a single node: 1); it travels as the config ``replication_factor``,
-    next to ``min_insync_replicas`` and ``unclean_leader_election``."""
+    next to ``min_insync_replicas`` and ``unclean_leader_election``.
+    ``replica_assignment`` ``{partition: [broker, ...]}`` (partitions
+    0..n-1; the first broker of each list leads) places the partitions as
+    given instead (``partitions`` left at 1 becomes n); it travels as the
+    config ``replica_assignment`` ("1:2,2:3")."""
 
     name: str
     partitions: int = 1
     configs: "dict | None" = None
     replication_factor: "int | None" = None
+    replica_assignment: "dict | None" = None
 
 
 class BrokerInfo(NamedTuple):

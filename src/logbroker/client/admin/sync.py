@@ -44,8 +44,9 @@ class Admin(SyncShell):
     # -- topics ------------------------------------------------------------------------------------
     def create_topics(self, topics: Iterable, raise_errors: bool = True) -> dict:
         """Create topics: each a name, a ``NewTopic(name, partitions=1,
-        configs={}, replication_factor=None)`` or a ``(name, partitions[,
-        configs[, replication_factor]])`` tuple (configs: LogConfig overrides
+        configs={}, replication_factor=None, replica_assignment=None)`` or a
+        ``(name, partitions[, configs[, replication_factor[,
+        replica_assignment]]])`` tuple (configs: LogConfig overrides
         such as ``retention_ms``, and the cluster's ``min_insync_replicas``,
         ``unclean_leader_election``). Returns ``{name: None or the error}``;
         with ``raise_errors`` raises the first error
