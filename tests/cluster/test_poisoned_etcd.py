@@ -57,7 +57,13 @@ def test_a_poisoned_partition_state_is_refused_and_repaired(cluster, etcd, poiso
     st = c.wait_state("hurt", 0, lambda ld, e, r, i: ld >= 0 and e > epoch and len(i) == 3,
                       what="the repaired state")
     assert st[1] == epoch + 1 and tuple(st[2]) == tuple(replicas)
-    logs = "".join(b.log() for b in c.brokers.values())
+
+    def logs() -> str:
+        return "".join(b.log() for b in c.brokers.values())
+    # the controller logs its repair after the write a watch may deliver first
+    wait_until(lambda: "repaired etcd key /logbroker/logbroker/partitions/hurt/0" in logs(), 10,
+               "the controller's repair log line")
+    logs = logs()
     assert "refusing the partition value at etcd key /logbroker/logbroker/partitions/hurt/0" in logs
     assert logs.count("refusing the partition value at etcd key "
                       "/logbroker/logbroker/partitions/hurt/0") <= len(c.brokers)  # once each
