@@ -686,6 +686,7 @@ def test_schedule_is_seeded_and_never_hits_more_than_the_planned_brokers():
     assert pauses and max(pauses) < 2.0 < min(f["duration"] for f in a if f["kind"] == "pause_long")
 
 
+@pytest.mark.long  # a fault run (three etcd connection resets, ~13 s), as the nemesis runs are
 def test_a_leader_keeps_its_lease_through_a_short_etcd_connection_reset(tmp_path, etcd):
     """A leader's etcd connection reset (RST, refused) for 0.3 s, far below
     the 2 s session, three times: the leader must keep its lease and its
