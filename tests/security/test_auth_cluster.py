@@ -180,6 +180,27 @@ def test_an_acl_added_at_one_broker_is_enforced_by_the_other(secure):
                "the ACL's removal enforced at broker 1")
 
 
+def test_listing_every_topic_names_topics_hosted_on_other_brokers(secure):
+    """An all-topics Metadata under ACLs is narrowed to what the principal
+    may describe out of every topic of the cluster, not only the topics
+    whose partitions this broker stores (a replication factor of 1 puts
+    ``solo`` on one broker only)."""
+    b1, b2 = secure.brokers[1], secure.brokers[2]
+    with admin_at(b1) as admin:
+        admin.create_user("erin", USER_PW)
+        admin.create_topic("solo", 1, replication_factor=1)
+        admin.create_acls([Acl("User:erin", "topic", "solo", "literal", "describe")])
+    try:
+        for b in (b1, b2):
+            wait_until(lambda: authed(b.port, "erin", USER_PW), PROPAGATION_S, "erin known")
+            conn = authed(b.port, "erin", USER_PW)
+            wait_until(lambda: [t[0] for t in conn.call(m.Metadata()).topics] == ["solo"],
+                       PROPAGATION_S, f"broker {b.port} lists solo to erin")
+    finally:  # the placement of later topics counts the partitions each broker has
+        with admin_at(b1) as admin:
+            admin.delete_topics(["solo"])
+
+
 def describe_acls_at(b: BrokerProcess, principal: str) -> int:
     with admin_at(b) as admin:
         return len(admin.describe_acls(principal=principal))

@@ -82,7 +82,8 @@ class Broker:
         self.meta = await self._metadata(clustered)
         self.coordinator = Coordinator(self.meta.group_host(), config.group_limits(),
                                        config.offsets_commit_timeout_ms)
-        auth = BrokerAuth(config, self.meta.access_stores, topics=self.store.topics)
+        # the topics every broker knows (a cluster's view, not the ones stored here)
+        auth = BrokerAuth(config, self.meta.access_stores, topics=self.meta)
         self.services = Services(config=config, store=self.store, meta=self.meta,
                                  commit=self.commit, notifier=self.notifier,
                                  groups=GroupRequests(self.coordinator, self.meta), auth=auth,

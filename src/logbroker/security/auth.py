@@ -108,7 +108,8 @@ class BrokerAuth:
     settings, the SCRAM mechanism and a per-process secret for unknown
     users' salts. ``cluster``: the ClusterNode in cluster mode (users and
     ACLs in etcd), else None or False (the LMDB ``meta``'s). ``topics``: the
-    store's topic table (``get``, ``list``)."""
+    metadata interface (``topic_names()``, ``topic_partitions(name)``): every
+    topic of the cluster, not only those stored on this broker."""
 
     def __init__(self, config, stores, topics=None) -> None:
         """``stores(on_acls)`` -> (users, acls): the metadata's stores
@@ -158,7 +159,7 @@ class BrokerAuth:
             limits.check_topic_name(topic)
         except LogbrokerError:
             return True
-        return self.topics is None or self.topics.get(topic) is not None
+        return self.topics is None or self.topics.topic_partitions(topic) is not None
 
     def allows(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
         """The ACL check, with Kafka's one widening: create on the cluster
@@ -370,7 +371,7 @@ class Session:
         if rule is None:  # acl_rules.NO_CHECK
             return None
         if cls in LISTING and msg.topics is None and auth.topics is not None:
-            names = listed(t.name for t in auth.topics.list())
+            names = listed(auth.topics.topic_names())
             return dataclasses.replace(msg, topics=tuple(
                 n for n in names if auth.allows(principal, "describe", TOPIC, n)))
         denied: dict[str, str] = {}  # name -> why (PER_PART: every name is a topic)
