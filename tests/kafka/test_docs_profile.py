@@ -9,7 +9,7 @@ import re
 from logbroker.kafka.apis import APIS
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "kafka.md"
-ROW = re.compile(r"^\| *([A-Za-z]+) *\| *(\d+) *\| *(\d+)(?:-(\d+))? *\|", re.M)
+ROW = re.compile(r"^\| *([A-Z][A-Za-z]+) *\| *(\d+) *\| *(\d+)(?:-(\d+))? *\|", re.M)
 
 
 def test_every_advertised_api_has_its_row_with_its_versions():

@@ -1,18 +1,18 @@
 """The API profile: every Kafka API the codec speaks, by key (docs/kafka.md).
 
-Every range but ApiVersions' stops at the API's last non-flexible version:
-clients work when each API is capped there. ApiVersions reaches v3, its
-first flexible version (``Api.flexible``), because librdkafka starts its
-handshake there (docs/kafka.md §1.1). ``ApiVersions`` (``api_versions.py``)
-advertises exactly this table.
+Most ranges stop at the API's last non-flexible version: clients work when
+each API is capped there. The flexible versions served are where a client
+needs them: ApiVersions v3 (librdkafka starts its handshake there),
+Metadata v9-12 (topic ids for KIP-848 groups) and the APIs flexible from
+v0 (docs/kafka.md §1.1). ``ApiVersions`` (``api_versions.py``) advertises
+exactly this table, in key order.
 """
 
 from __future__ import annotations
 
 from .apis_acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from .apis_admin import CREATE_TOPICS, DELETE_TOPICS
-from .apis_configs import DESCRIBE_CONFIGS
-from .apis_configs import ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from .apis_configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from .apis_consumer_group import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
 from .apis_core import (API_VERSIONS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                         OFFSET_FOR_LEADER_EPOCH, PRODUCE)
@@ -26,17 +26,15 @@ from .apis_partitions import (CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_CLUSTE
 from .apis_reassign import ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS
 from .schema import Api
 
-PROFILE: tuple = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
-                  FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-                  CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, API_VERSIONS, SASL_HANDSHAKE,
-                  LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
-                  DESCRIBE_CONFIGS, OFFSET_FOR_LEADER_EPOCH,
-                  SASL_AUTHENTICATE,
-                  OFFSET_DELETE)
-PROFILE += (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
-            CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, DESCRIBE_CLUSTER,
-            ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
-PROFILE += (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
+PROFILE: tuple = tuple(sorted((
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
+    JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, SASL_HANDSHAKE,
+    API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID,
+    OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS,
+    ALTER_CONFIGS, DESCRIBE_LOG_DIRS, SASL_AUTHENTICATE, CREATE_PARTITIONS, DELETE_GROUPS,
+    ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS, OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT,
+    CONSUMER_GROUP_DESCRIBE), key=lambda api: api.key))
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -44,13 +42,10 @@ BY_NAME: dict = {api.name: api for api in PROFILE}
 # profile's ranges stay below it but ApiVersions', whose ``flexible`` starts
 # there (tests/kafka/test_codec.py checks both).
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
-                  19: 5, 20: 4, 22: 2, 18: 3, 36: 2,
-                  15: 5, 16: 3, 42: 2,
-                  32: 4, 23: 4,
-                  17: 2,
-                  47: 1}  # SaslHandshake has no flexible version ("none"): past its last
-FIRST_FLEXIBLE.update({33: 2, 44: 1, 29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 35: 2, 43: 2, 60: 0, 45: 0, 46: 0})
-FIRST_FLEXIBLE.update({68: 0, 69: 0})
+                  15: 5, 16: 3, 17: 2, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 29: 2, 30: 2,
+                  31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0,
+                  47: 1, 60: 0, 68: 0, 69: 0}
+# SaslHandshake (17) and OffsetDelete (47) have no flexible version ("none"): past their last
 
 
 def api_for(key: int) -> "Api | None":
