@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.kafka_raw import Raw, kread
+from tests.support.kafka_raw import Raw, kread, raw_call
 from tests.support.kafka_cluster import close_refused_sockets, kc  # noqa: F401 - the module's cluster
 
 kafka = pytest.importorskip("kafka")
@@ -75,13 +75,7 @@ def test_a_kafka_group_in_a_cluster_joins_reads_commits_and_resumes(kc):  # noqa
         close_refused_sockets()
 
 
-def _call(address: str, api: int, version: int, body: dict):
-    raw = Raw(address)
-    try:
-        raw.sock.sendall(raw.send(api, version, 1, body))
-        return raw.recv(api, version)[1]
-    finally:
-        raw.close()
+_call = raw_call
 
 
 def test_group_administration_in_a_cluster(kc):  # noqa: F811

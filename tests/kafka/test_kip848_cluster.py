@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.fixtures import wait_until
 from tests.support.kafka_cluster import kc  # noqa: F401 - the module's cluster
-from tests.support.kafka_raw import Raw
+from tests.support.kafka_raw import raw_call
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -19,13 +19,7 @@ pytestmark = pytest.mark.slow
 GROUP = "g848-cluster"
 
 
-def _call(address: str, api: int, version: int, body: dict):
-    raw = Raw(address)
-    try:
-        raw.sock.sendall(raw.send(api, version, 1, body))
-        return raw.recv(api, version)[1]
-    finally:
-        raw.close()
+_call = raw_call
 
 
 def _coordinator(kc) -> "int | None":  # noqa: F811

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.support.fixtures import wait_until
-from tests.support.kafka_raw import kafka_broker
+from tests.support.kafka_raw import admin_error, kafka_broker
 from tests.support.kafkajs import run_kafkajs
 
 WAIT = 15.0
@@ -46,10 +46,7 @@ def _produce(bootstrap, topic: str, values, partition=None, keys=None) -> None:
 
 
 def _kafka_error(fut):
-    from confluent_kafka import KafkaException
-    with pytest.raises(KafkaException) as info:
-        fut.result(WAIT)
-    return info.value.args[0]
+    return admin_error(fut, WAIT)
 
 
 def test_confluent_create_partitions_keeps_data_and_refuses_as_kafka(bootstrap):

@@ -12,8 +12,8 @@ import pytest
 
 from logbroker.protocol import messages as m
 from tests.support.fixtures import wait_until
-from tests.support.kafka_cluster import kc, leaders  # noqa: F401 (the fixture)
-from tests.support.kafka_raw import kafka_address
+from tests.support.kafka_cluster import kc  # noqa: F401 (the fixture)
+from tests.support.kafka_raw import admin_error, kafka_address
 
 pytestmark = pytest.mark.slow
 WAIT = 20.0
@@ -25,10 +25,7 @@ def _admin(kc):
 
 
 def _error(fut):
-    from confluent_kafka import KafkaException
-    with pytest.raises(KafkaException) as info:
-        fut.result(WAIT)
-    return info.value.args[0]
+    return admin_error(fut, WAIT)
 
 
 def test_create_partitions_with_assignments_in_a_cluster(kc):

@@ -76,6 +76,26 @@ class Raw:
         self.sock.close()
 
 
+def raw_call(address: str, api: int, version: int, body: dict):
+    """One Kafka request on a fresh connection; the decoded answer's body."""
+    raw = Raw(address)
+    try:
+        raw.sock.sendall(raw.send(api, version, 1, body))
+        return raw.recv(api, version)[1]
+    finally:
+        raw.close()
+
+
+def admin_error(fut, wait: float = 10.0):
+    """The KafkaError a confluent-kafka AdminClient future fails with."""
+    import pytest
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException) as info:
+        fut.result(wait)
+    return info.value.args[0]
+
+
 def produce_body(topic: str, acks: int, values, ts: int = 5_000) -> dict:
     batch = build_batch([KafkaRecord(i, i, None, v) for i, v in enumerate(values)],
                         base_timestamp=ts)
