@@ -191,6 +191,64 @@ class UnknownProducerIdError(LogbrokerError):
     code, name = 59, "UNKNOWN_PRODUCER_ID"
 
 
+# -- transactions (coordinator/txn_*.py, storage's transaction state) -------------------------
+
+
+@register
+class InvalidTxnStateError(LogbrokerError):
+    """The request does not fit the transaction's state (an EndTxn with no
+    open transaction, a transactional batch the coordinator never heard of)."""
+
+    code, name = 48, "INVALID_TXN_STATE"
+
+
+@register
+class InvalidProducerIdMappingError(LogbrokerError):
+    """The producer id is not the one the transactional id holds."""
+
+    code, name = 49, "INVALID_PRODUCER_ID_MAPPING"
+
+
+@register
+class InvalidTransactionTimeoutError(LogbrokerError):
+    """A transaction timeout above ``transaction_max_timeout_ms`` (or below 1)."""
+
+    code, name = 50, "INVALID_TRANSACTION_TIMEOUT"
+
+
+@register
+class ConcurrentTransactionsError(LogbrokerError):
+    """The transactional id's previous transaction is still completing
+    (its markers are being written): retry shortly."""
+
+    code, name, retriable = 51, "CONCURRENT_TRANSACTIONS", True
+
+
+@register
+class TransactionCoordinatorFencedError(LogbrokerError):
+    """A marker from a coordinator older than the partition has seen."""
+
+    code, name = 52, "TRANSACTION_COORDINATOR_FENCED"
+
+
+@register
+class TransactionalIdAuthorizationFailedError(LogbrokerError):
+    code, name = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+@register
+class ProducerFencedError(LogbrokerError):
+    """A newer producer of the same transactional id has the epoch now
+    (this one is a zombie: it must stop)."""
+
+    code, name = 90, "PRODUCER_FENCED"
+
+
+@register
+class TransactionalIdNotFoundError(LogbrokerError):
+    code, name = 105, "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 @register
 class FrameTooLargeError(LogbrokerError):
     """A frame longer than the broker's (or client's) limit; the connection closes."""

@@ -324,8 +324,9 @@ def decode(frame) -> Envelope:
             fields = _fields_of(cls)(body)
         except Mismatch:
             body = check(body, dict, "body")
-            fields = {name: check(body.get(name), spec, name) if name in body else _missing(name)
-                      for name, spec in cls.SCHEMA.items()}
+            later = cls.LATER
+            fields = {name: check(body.get(name), spec, name) for name, spec in cls.SCHEMA.items()
+                      if name in body or (name not in later and _missing(name))}
         if cls.HAS_PAYLOAD:
             fields["payload"] = _split_payload(fields["parts"], view[4 + hlen:])
         elif len(view) > 4 + hlen:

@@ -36,8 +36,14 @@ from .parts import (JoinedMember, LeavingMember, MemberAssignment, MemberResult,
 @_register
 @dataclass(frozen=True)
 class FindCoordinator(Message):
-    API, SCHEMA = 18, {"group": str}
+    """The coordinator of ``group``: with ``key_type`` 0 a consumer group's
+    (``group`` its name), 1 a transactional id's (``group`` the id; the
+    leader of its partition of the transaction state topic)."""
+
+    API, SCHEMA = 18, {"group": str, "key_type": int}
+    LATER = frozenset({"key_type"})
     group: str = ""
+    key_type: int = 0
 
 
 @_register

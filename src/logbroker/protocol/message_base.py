@@ -19,10 +19,15 @@ def register(cls):
 
 
 class Message:
+    """``LATER``: fields added to the message after it first shipped; a peer
+    of an older release leaves them out, and the decoder then takes the
+    dataclass default (every other field of ``SCHEMA`` is required)."""
+
     API: ClassVar[int]
     RESPONSE: ClassVar[bool] = False
     SCHEMA: ClassVar[dict[str, Any]]
     HAS_PAYLOAD: ClassVar[bool] = False
+    LATER: ClassVar[frozenset] = frozenset()
 
 
 class Response(Message):

@@ -24,6 +24,7 @@ PROTOCOL_VERSION = 1
 CLOSE_CONNECTION = object()
 
 from .message_base import REQUESTS, RESPONSES, RESP as _RESP, Message, Response, register as _register  # noqa: F401
+from .parts import TxnPartState
 from .parts import (BrokerAddress, CommittedPart, FetchedPart, FetchPart, GroupDescription,
                     GroupResult, NewTopic, OffsetCommit, OffsetFound, OffsetQuery, PartitionLeaders,
                     PartitionResult, ProducedPart, ProducePart, TopicCount, TopicDescription,
@@ -142,16 +143,20 @@ class DescribeTopicsResponse(Response):
 class Produce(Message):
     """parts: (topic, partition, nbytes); payload: the parts' batches in order.
     acks: 0 (no response), 1 (written), -1 "all" (durable). producer_id -1:
-    not idempotent."""
+    not idempotent. transactional_id: the producer's, when its batches are
+    transactional (checked against the ACLs: WRITE on the TransactionalId)."""
 
     API, SCHEMA, HAS_PAYLOAD = 5, {"acks": int, "timeout_ms": int, "producer_id": int,
-                                   "producer_epoch": int, "parts": [ProducePart]}, True
+                                   "producer_epoch": int, "parts": [ProducePart],
+                                   "transactional_id": Opt(str)}, True
+    LATER = frozenset({"transactional_id"})
     acks: int = -1
     timeout_ms: int = 30_000
     producer_id: int = -1
     producer_epoch: int = -1
     parts: tuple = ()
     payload: tuple = field(default=(), compare=False)
+    transactional_id: "str | None" = None
 
 
 @_register
@@ -173,14 +178,19 @@ class ProduceResponse(Response):
 @dataclass(frozen=True)
 class Fetch(Message):
     """parts: (topic, partition, offset, max_bytes). The broker answers when
-    min_bytes are available or after max_wait_ms (long poll)."""
+    min_bytes are available or after max_wait_ms (long poll).
+    isolation: READ_UNCOMMITTED (0, up to the high watermark) or
+    READ_COMMITTED (1: up to the last stable offset, with the aborted
+    transactions of what is returned in the response's ``txn``)."""
 
     API, SCHEMA = 6, {"max_wait_ms": int, "min_bytes": int, "max_bytes": int,
-                      "parts": [FetchPart]}
+                      "parts": [FetchPart], "isolation": int}
+    LATER = frozenset({"isolation"})
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 50 << 20
     parts: tuple = ()
+    isolation: int = 0
 
 
 @_register
@@ -189,25 +199,37 @@ class FetchResponse(Response):
     """parts: (topic, partition, error, message, high_watermark, log_start, nbytes).
     throttle_ms as in ProduceResponse, for the fetch quota; a fetch of a
     principal already over its quota is answered at once with every part
-    empty (error 0, high_watermark and log_start -1: not read)."""
+    empty (error 0, high_watermark and log_start -1: not read).
+    txn (READ_COMMITTED fetches only, one per part without error, in part
+    order): (topic, partition, last_stable_offset, aborted) — aborted the
+    (producer_id, first_offset) of every aborted transaction with records
+    in the returned range; a reader drops a transactional batch of
+    ``producer_id`` at or after ``first_offset`` until that producer's abort
+    marker (Kafka's rule)."""
 
     API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [FetchedPart],
-                                   "throttle_ms": int}, True
+                                   "throttle_ms": int, "txn": [TxnPartState]}, True
+    LATER = frozenset({"txn"})
     error: int = 0
     message: str = ""
     parts: tuple = ()
     throttle_ms: int = 0
     payload: tuple = field(default=(), compare=False)
+    txn: tuple = ()
 
 
 @_register
 @dataclass(frozen=True)
 class ListOffsets(Message):
     """parts: (topic, partition, spec): spec -2 earliest, -1 latest, else a
-    timestamp in ms (the earliest offset whose record timestamp is >= it)."""
+    timestamp in ms (the earliest offset whose record timestamp is >= it).
+    isolation 1 (READ_COMMITTED): latest is the last stable offset, and a
+    timestamp's answer is never past it."""
 
-    API, SCHEMA = 7, {"parts": [OffsetQuery]}
+    API, SCHEMA = 7, {"parts": [OffsetQuery], "isolation": int}
+    LATER = frozenset({"isolation"})
     parts: tuple = ()
+    isolation: int = 0
 
 
 @_register
@@ -327,7 +349,21 @@ class DescribeGroupsResponse(Response):
 @_register
 @dataclass(frozen=True)
 class InitProducerId(Message):
-    API, SCHEMA = 12, {}
+    """A producer id: a new one for an idempotent producer
+    (``transactional_id`` None); for a transactional one, the id kept for
+    ``transactional_id`` by its transaction coordinator with its epoch
+    bumped (fencing any older producer of that id; its open transaction is
+    aborted first: CONCURRENT_TRANSACTIONS until done, retry).
+    ``producer_id``/``producer_epoch``: the pair the producer holds (-1
+    none; KIP-360: a producer recovering from a fatal epoch error names it)."""
+
+    API, SCHEMA = 12, {"transactional_id": Opt(str), "transaction_timeout_ms": int,
+                       "producer_id": int, "producer_epoch": int}
+    LATER = frozenset(SCHEMA)
+    transactional_id: "str | None" = None
+    transaction_timeout_ms: int = 60_000
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @_register
@@ -382,3 +418,9 @@ from .reassign_messages import (AlterReassignments, AlterReassignmentsResponse, 
 from .consumer_group_messages import (ConsumerGroupDescribe,  # noqa: E402,F401
                                       ConsumerGroupDescribeResponse, ConsumerGroupHeartbeat,
                                       ConsumerGroupHeartbeatResponse)
+from .txn_messages import (AddOffsetsToTxn, AddOffsetsToTxnResponse,  # noqa: E402,F401
+                           AddPartitionsToTxn, AddPartitionsToTxnResponse,
+                           DescribeTransactions, DescribeTransactionsResponse, EndTxn,
+                           EndTxnResponse, ListTransactions, ListTransactionsResponse,
+                           TxnOffsetCommit, TxnOffsetCommitResponse, WriteTxnMarkers,
+                           WriteTxnMarkersResponse)

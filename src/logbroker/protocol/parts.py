@@ -349,3 +349,66 @@ class AclRow(NamedTuple):
     pattern: str
     operation: str
     permission: str
+
+
+# -- transactions (protocol/txn_messages.py; FetchResponse.txn) --------------------------------
+@part
+class AbortedTxn(NamedTuple):
+    """An aborted transaction: its producer and the offset of its first record."""
+    producer_id: int
+    first_offset: int
+
+
+@part
+class TxnPartState(NamedTuple):
+    """A READ_COMMITTED fetch's view of one partition: the last stable
+    offset and the aborted transactions with records in the returned range."""
+    topic: str
+    partition: int
+    last_stable_offset: int
+    aborted: tuple[AbortedTxn, ...]
+
+
+@part
+class TxnMarker(NamedTuple):
+    """A commit (``commit`` true) or abort marker the transaction
+    coordinator asks a partition's leader to write for ``producer_id``."""
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    topic: str
+    partition: int
+
+
+@part
+class MarkerResult(NamedTuple):
+    producer_id: int
+    topic: str
+    partition: int
+    error: int
+    message: str
+
+
+@part
+class TxnDescription(NamedTuple):
+    """A transactional id as its coordinator holds it (DescribeTransactions):
+    state "Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
+    "CompleteCommit", "CompleteAbort", "PrepareEpochFence" or "Dead";
+    start_ms -1 without an open transaction; parts: its partitions."""
+    transactional_id: str
+    error: int
+    message: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int
+    parts: tuple[TopicPartition, ...]
+
+
+@part
+class TxnListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str
