@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+
+import pytest
 from pathlib import Path
 
 from logbroker.protocol import messages as m
@@ -75,3 +77,27 @@ def test_a_golden_frame_decodes_to_the_message_it_was():
         msg = build(cls)
         back = decode(encode_bytes(msg, 7)[4:]).message  # the reader strips the length
         assert back == msg, cls.__name__
+
+
+def test_a_message_from_an_older_peer_without_its_later_fields_decodes_with_their_defaults():
+    """Fields added after a message shipped (``LATER``) may be absent: the
+    decoder takes the dataclass default; any other missing field is refused."""
+    import msgpack
+
+    from logbroker.errors import InvalidRequestError
+    from logbroker.protocol.codec import DecodeError
+
+    def frame(cls, body: dict) -> bytes:
+        header = msgpack.packb({"cid": 1, "api": cls.API, "resp": cls.RESPONSE, "v": 1,
+                                "body": body})
+        return len(header).to_bytes(4, "big") + header
+
+    old_fetch = {"max_wait_ms": 5, "min_bytes": 1, "max_bytes": 100, "parts": []}
+    got = decode(frame(m.Fetch, old_fetch)).message
+    assert got == m.Fetch(max_wait_ms=5, min_bytes=1, max_bytes=100) and got.isolation == 0
+    got = decode(frame(m.InitProducerId, {})).message
+    assert got.transactional_id is None and got.producer_id == -1
+    assert decode(frame(m.FindCoordinator, {"group": "g"})).message.key_type == 0
+    with pytest.raises(DecodeError) as info:
+        decode(frame(m.Fetch, {"max_wait_ms": 5, "min_bytes": 1, "parts": []}))
+    assert "max_bytes" in str(info.value) and InvalidRequestError.code

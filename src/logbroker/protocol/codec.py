@@ -20,6 +20,7 @@ Every malformed input raises a ``LogbrokerError``; nothing else escapes.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import sys
 from collections import deque
@@ -270,6 +271,11 @@ def encode(message: Message, cid: int) -> list:
     A payload part may be any object with ``len()`` the sender knows how to
     write (the broker passes segment file slices for ``sendfile``)."""
     body = {name: getattr(message, name) for name in message.SCHEMA}
+    if message.LATER:  # at its default a later field is left out: an older peer reads the frame
+        defaults = _later_defaults(type(message))
+        for name in message.LATER:
+            if body[name] == defaults[name]:
+                del body[name]
     try:
         header = msgpack.packb({"api": message.API, "cid": cid, "resp": message.RESPONSE,
                                 "v": PROTOCOL_VERSION, "body": body})
@@ -284,6 +290,18 @@ def encode(message: Message, cid: int) -> list:
     if total > 0xFFFFFFFF:
         raise FrameTooLargeError(f"frame of {total} bytes cannot be encoded")
     return [_PREFIX.pack(total, len(header)) + header, *payload]
+
+
+_LATER_DEFAULTS: dict = {}
+
+
+def _later_defaults(cls) -> dict:
+    """The dataclass defaults of ``cls``'s ``LATER`` fields, cached."""
+    found = _LATER_DEFAULTS.get(cls)
+    if found is None:
+        found = _LATER_DEFAULTS[cls] = {f.name: f.default for f in dataclasses.fields(cls)
+                                        if f.name in cls.LATER}
+    return found
 
 
 def encode_bytes(message: Message, cid: int) -> bytes:
