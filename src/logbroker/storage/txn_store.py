@@ -172,6 +172,7 @@ def load(meta: MetaStore, pid: int, segments, log_start: int, end: int,
          index=None) -> Transactions:
     """The transactions of a loaded log ending at ``end`` (module docstring)."""
     aborted = AbortedIndex(meta, pid)
+    aborted.check_stored()
     snap_offset, snap = newest_snapshot(meta, pid, end)
     covered = aborted.covered()
     first = _first_base(segments)
