@@ -5,6 +5,8 @@ reset, retention and DeleteRecords."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.support.compaction import compact_all, keyed, open_compacted, records_of
@@ -241,3 +243,26 @@ def test_compaction_drops_aborted_records_keeps_markers_and_stops_at_the_lso(tmp
         assert 3 in kept and 5 in kept            # the markers stay
         assert all(o in kept for o in range(18, 31))  # nothing at or past the LSO is cleaned
         assert lg.aborted_transactions(0, 31) == [(1, 2)]
+
+
+def test_a_lost_unflushed_marker_reopens_its_transaction(tmp_path):
+    s = open_store(tmp_path, flush="lazy")
+    s.create_topic("t")
+    log = s.get_log("t", 0)
+    log.append([tx(1, 0)])
+    log.append([plain()])
+    log.flush()
+    rp = log.flushed_point
+    log.append_marker(1, 0, False, 0, 0)  # not flushed...
+    log.checkpoint()                        # ...but a snapshot at the log end (2 + 1) is stored
+    assert log.open_transactions() == [] and log.aborted_transactions(0, 3) == [(1, 0)]
+    path = log.active.path
+    crash(s)
+    os.truncate(path, rp.position)  # the page cache lost the unflushed marker too
+    s = open_store(tmp_path, flush="lazy")
+    log = s.get_log("t", 0)
+    assert log.log_end_offset == 2
+    assert log.open_transactions() == [(1, 0, 0)] and log.aborted_transactions(0, 2) == []
+    log.append_marker(1, 0, True, 0, 0)
+    assert log.open_transactions() == [] and log.aborted_transactions(0, 3) == []
+    s.close()
