@@ -93,13 +93,15 @@ class TxnState:
         transaction an abort marker closed, else None."""
         transactional, control = fmt.txn_flags(header.magic, header.attributes)
         pid = header.producer_id
+        if pid < 0:  # no producer: nothing to open or close (the write path skips it too)
+            return None
         if control:
             try:
                 commit, coordinator_epoch = read_marker(data, header)
             except CorruptRecordError:  # not a marker we know (a newer version): no state change
                 return None
             return self.on_marker(pid, header.producer_epoch, commit, coordinator_epoch, offset)
-        if transactional and pid >= 0:
+        if transactional:
             self.on_transactional(pid, header.producer_epoch, offset)
         return None
 
