@@ -397,6 +397,11 @@ class ClusterMetadata:
                                                "has no leader yet")
         return broker.id, broker.host, broker.port
 
+    def peer_dialler(self):
+        """``async dial(broker_id)`` -> a connection to that broker that proved
+        this one's identity (cluster/node.py ``connect_to``, as followers dial)."""
+        return self.node.connect_to
+
     def leader_of(self, topic: str, partition: int) -> int:
         """The broker leading ``topic``-``partition`` in this broker's view
         (-1: none now); UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""

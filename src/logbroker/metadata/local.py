@@ -296,6 +296,10 @@ class LocalMetadata:
     async def coordinator_for(self, key: str, key_type: int = 0) -> tuple:
         return self.me, self.config.host, self.port
 
+    def peer_dialler(self) -> None:
+        """A single node has no peers (transaction markers stay local)."""
+        return None
+
     def leader_of(self, topic: str, partition: int) -> int:
         """The broker leading ``topic``-``partition``: this one (UNKNOWN_TOPIC_OR_PARTITION
         when it does not exist)."""
