@@ -143,7 +143,12 @@ CASES = [
     (m.DescribeTransactions(transactional_ids=("t-1",)), TXN,
      [acl("transactional_id", "t-1", "describe")]),
     (m.ListTransactions(), CLUSTER, [acl("cluster", "logbroker", "describe")]),
-    (m.WriteTxnMarkers(markers=()), CLUSTER, [acl("cluster", "logbroker", "cluster_action")]),
+    # transactions, the leader's side: a single node answers WriteTxnMarkers 42 once allowed
+    (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
+     [acl("cluster", "logbroker", "cluster_action")]),
+    (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
+                       offsets=(("orders", 0, 1, ""),)), GROUP,
+     [acl("group", "g1", "read"), acl("topic", "orders", "read")]),
 ]
 
 
