@@ -62,7 +62,6 @@ def log_end(c: Cluster, topic: str, partition: int) -> int:
     return resp.parts[0][4]
 
 
-@pytest.mark.slow
 def test_the_new_coordinator_finishes_what_the_killed_one_decided(tcluster):
     c = tcluster
     c.create("orders", 3, replication_factor=3)
