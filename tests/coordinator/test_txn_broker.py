@@ -75,6 +75,10 @@ def test_commit_abort_and_the_requests_errors(txn_broker):
     d = _state(c, "etl", "CompleteCommit")
     assert d.parts == () and d.start_ms == -1
     assert _add(c, "etl", pid, epoch, (("orders", 1),)).parts[0].error == 0
+    assert c.call(m.AddOffsetsToTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
+                                    group="billing")).error == 0
+    offsets_part = ("__consumer_offsets", partition_for("billing", 16))
+    assert offsets_part in _describe(c, "etl").parts
     assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
                            commit=False)).error == 0
     _state(c, "etl", "CompleteAbort")
