@@ -245,9 +245,9 @@ class TxnCoordinator:
             try:
                 if todo:
                     todo = await self.markers.send(todo)
-                if not todo:
-                    if view.txns.get(tid) != st or tid in view.busy:
-                        return  # changed meanwhile (cannot happen in Prepare*; defensive)
+                if not todo and tid not in view.busy:  # busy: an earlier Complete* in flight
+                    if view.txns.get(tid) != st:
+                        return  # that earlier write landed
                     await self._write(p, view, ts.complete(st, _now_ms()))
                     return
             except asyncio.CancelledError:
