@@ -32,6 +32,7 @@ from .markers import write_markers
 
 MAX_PARTS = 1_000  # partitions of one AddPartitionsToTxn
 MAX_IDS = 1_000  # ids of one DescribeTransactions
+MARKER_TIMEOUT_S = 35.0  # a peer's WriteTxnMarkers answer (its leader waits 30 s for acks)
 
 
 def build_txn_coordinator(svc) -> TxnCoordinator:
@@ -40,7 +41,7 @@ def build_txn_coordinator(svc) -> TxnCoordinator:
     its peers over the cluster's peer link."""
     meta = svc.meta
     sender = MarkerSender(meta, meta.me, lambda mks: write_markers(svc, mks),
-                          meta.peer_dialler(), svc.config.replica_timeout_ms / 1000 * 2)
+                          meta.peer_dialler(), MARKER_TIMEOUT_S)
     return TxnCoordinator(meta.txn_host(), TxnSettings.of(svc.config), sender,
                           meta.new_producer_id)
 
