@@ -200,3 +200,15 @@ def test_markers_end_the_partitions_transactions_and_fence_a_zombie(txn_broker):
     assert _init(c, "rc") == (pid, epoch + 2)
     assert _produce(c, pid, epoch, 3)[0] in (47, 90)  # fenced at the partition by the marker
     assert _latest(c, 1) == _latest(c, 0)  # nothing left open
+
+
+def test_an_idle_id_expires_and_starts_afresh(tmp_path):
+    config = {**CONFIG, "transactional_id_expiration_ms": 300}
+    with BrokerProcess(tmp_path / "data", config=config) as b:
+        c = _setup(b)
+        pid, _ = _init(c, "idle")
+        wait_until(lambda: _describe(c, "idle").error == 105, 10, "the idle id forgotten",
+                   interval=0.05)
+        assert _add(c, "idle", pid, 0).error == 49  # its producer id is no longer the id's
+        pid2, epoch2 = _init(c, "idle")
+        assert pid2 != pid and epoch2 == 0

@@ -67,6 +67,9 @@ def test_the_new_coordinator_finishes_what_the_killed_one_decided(tcluster):
     c.create("orders", 3, replication_factor=3)
     leaders = {c.state("orders", p)[0] for p in range(3)}
     co = coordinator_of(c, "etl")
+    other = next(i for i in c.live() if i != co)
+    assert c.call(other, m.InitProducerId(transactional_id="etl",
+                                          transaction_timeout_ms=60_000)).error == 16
     init = call(c, co, m.InitProducerId(transactional_id="etl", transaction_timeout_ms=60_000))
     pid, epoch = init.producer_id, init.producer_epoch
     add = m.AddPartitionsToTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
