@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError,
-                      NotCoordinatorError, PolicyViolationError, RequestTimedOutError)
+                      CoordinatorNotAvailableError, FencedLeaderEpochError, NotCoordinatorError,
+                      NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderError,
+                      PolicyViolationError, RequestTimedOutError)
 from ..protocol.parts import TxnMarker
 from . import txn_state as ts
 from .txn_loading import load_txns
@@ -217,6 +219,10 @@ class TxnCoordinator:
         except TimeoutError:
             raise RequestTimedOutError(f"{self.host.topic}-{p} did not replicate the "
                                        "transaction's state in time") from None
+        except (NotLeaderError, FencedLeaderEpochError) as exc:  # Kafka's mapping for clients
+            raise NotCoordinatorError(f"{self.host.topic}-{p}: {exc.message}") from None
+        except (NotEnoughReplicasError, NotEnoughReplicasAfterAppendError) as exc:
+            raise CoordinatorNotAvailableError(f"{self.host.topic}-{p}: {exc.message}") from None
 
     async def _fence(self, p: int, view: TxnView, cur: ts.TxnState) -> None:
         """Abort ``cur``'s open transaction with the epoch bumped."""
