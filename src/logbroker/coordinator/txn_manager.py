@@ -180,12 +180,7 @@ class TxnCoordinator:
         cur = self._idle(view, tid)
         nxt = ts.end(cur, tid, producer_id, producer_epoch, commit, _now_ms())
         if nxt is not None:
-            await self._write(p, view, nxt)
-            self._spawn(self._finish(p, view, nxt))
-
-    def check(self, tid: str, producer_id: int, producer_epoch: int) -> None:
-        """Raise unless ``tid`` is known here with this producer id and epoch."""
-        ts._check_producer(self.known(tid), tid, producer_id, producer_epoch)
+            await self._write(p, view, nxt)  # its markers follow (``_write``)
 
     def _idle(self, view: TxnView, tid: str) -> "ts.TxnState | None":
         if tid in view.busy:
@@ -196,8 +191,9 @@ class TxnCoordinator:
     # -- writing ----------------------------------------------------------------------------
     async def _write(self, p: int, view: TxnView, nxt: ts.TxnState) -> None:
         """Append ``nxt`` and wait (bounded) until acknowledged; it is applied
-        when it is, even after the wait timed out (REQUEST_TIMED_OUT). The id
-        is busy until then."""
+        when it is, even after the wait timed out (REQUEST_TIMED_OUT), and a
+        Prepare* state then starts its markers (``_finish``). The id is busy
+        until then."""
         tid = nxt.transactional_id
         view.busy.add(tid)
         task = asyncio.get_running_loop().create_task(self.host.append(p, encode([nxt])))
@@ -212,6 +208,8 @@ class TxnCoordinator:
                 view.txns.pop(tid, None)
             else:
                 view.txns[tid] = nxt
+            if nxt.state in ts.PREPARING:  # decided: the markers go out (even after a timeout)
+                self._spawn(self._finish(p, view, nxt))
 
         task.add_done_callback(done)
         try:
@@ -230,7 +228,6 @@ class TxnCoordinator:
         await self._write(p, view, nxt)
         log.info("transactional id %r: aborting its open transaction (epoch %d -> %d)",
                  cur.transactional_id, cur.producer_epoch, nxt.producer_epoch)
-        self._spawn(self._finish(p, view, nxt))
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
