@@ -43,6 +43,7 @@ from .txn_records import encode, partition_for
 log = logging.getLogger("logbroker.coordinator")
 IDLE_S = 0.5  # the timer loop's period (leadership is looked at then)
 LOAD_WAIT_S = 1.0  # a request waits this long for its partition to load
+SETTLE_WAIT_S = 1.0  # a request waits this long for the id's previous change to complete
 RETRY_S = (0.05, 2.0)  # marker delivery's backoff: first, longest
 
 
@@ -68,11 +69,13 @@ class TxnSettings:
 class TxnView:
     """The ids of one state partition as loaded in leader epoch ``epoch``
     (the coordinator epoch its markers carry); ``busy``: ids with a
-    transition being written."""
+    transition being written; ``waiters``: requests waiting for an id to
+    settle (one Event per id, set when a change of it is applied)."""
 
     epoch: int
     txns: dict = field(default_factory=dict)
     busy: set = field(default_factory=set)
+    waiters: dict = field(default_factory=dict)  # id -> Event set at its next applied change
     ready: bool = False
     task: "asyncio.Task | None" = None
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -142,6 +145,7 @@ class TxnCoordinator:
                             timeout_ms: int) -> "tuple[int, int]":
         """InitProducerId with a transactional id: (producer id, epoch)."""
         p, view = await self.view(tid)
+        await self._settle(p, view, tid)
         cur = self._idle(view, tid)
         if cur is not None and cur.state == ts.ONGOING:
             ts._check_known_producer(cur, producer_id)
@@ -168,6 +172,7 @@ class TxnCoordinator:
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              parts) -> None:
         p, view = await self.view(tid)
+        await self._settle(p, view, tid)
         cur = self._idle(view, tid)
         nxt = ts.add_partitions(cur, tid, producer_id, producer_epoch, parts, _now_ms(),
                                 self.settings.max_parts)
@@ -177,10 +182,33 @@ class TxnCoordinator:
     async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """EndTxn: answered once Prepare* is durable; the markers follow."""
         p, view = await self.view(tid)
+        await self._settle(p, view, tid)
         cur = self._idle(view, tid)
         nxt = ts.end(cur, tid, producer_id, producer_epoch, commit, _now_ms())
         if nxt is not None:
             await self._write(p, view, nxt)  # its markers follow (``_write``)
+
+    async def _settle(self, p: int, view: TxnView, tid: str) -> None:
+        """Wait (at most ``SETTLE_WAIT_S``) while ``tid`` has a change being
+        written or a decided transaction completing, so that the next
+        transaction's first request is answered when it can be rather than
+        refused (CONCURRENT_TRANSACTIONS is still the answer after the wait)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_WAIT_S
+        while True:
+            cur = view.txns.get(tid)
+            if tid not in view.busy and (cur is None or cur.state not in ts.PREPARING):
+                return
+            left = deadline - loop.time()
+            if left <= 0 or self.views.get(p) is not view:
+                return
+            event = view.waiters.get(tid)
+            if event is None:
+                event = view.waiters[tid] = asyncio.Event()
+            try:
+                await asyncio.wait_for(event.wait(), left)
+            except TimeoutError:
+                return
 
     def _idle(self, view: TxnView, tid: str) -> "ts.TxnState | None":
         if tid in view.busy:
@@ -202,6 +230,9 @@ class TxnCoordinator:
         def done(t: asyncio.Task) -> None:
             self._tasks.discard(t)
             view.busy.discard(tid)
+            event = view.waiters.pop(tid, None)
+            if event is not None:
+                event.set()
             if t.cancelled() or t.exception() is not None:
                 return
             if nxt.state == ts.DEAD:
