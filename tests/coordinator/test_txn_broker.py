@@ -17,9 +17,10 @@ from tests.support.fixtures import BrokerProcess, RawConn, open_store, wait_unti
 CONFIG = {"transaction_abort_timed_out_check_interval_ms": 100}
 
 
-@pytest.fixture
-def txn_broker(tmp_path):
-    with BrokerProcess(tmp_path / "data", config=CONFIG) as b:
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    """One broker for the tests that use ids and topics of their own."""
+    with BrokerProcess(tmp_path_factory.mktemp("txn") / "data", config=CONFIG) as b:
         yield b
 
 
@@ -161,15 +162,18 @@ def test_state_survives_a_kill_and_prepare_is_finished_after_a_restart(tmp_path)
         b.kill()
 
 
+DATA = "txdata"  # the partition test_markers_... reads back (no other test's markers)
+
+
 def _produce(c, pid, epoch, seq, value=b"v"):
     data = build_batch([value], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                        transactional=True)
-    part = c.call(m.Produce(acks=-1, parts=(("orders", 0, len(data)),), payload=(data,))).parts[0]
+    part = c.call(m.Produce(acks=-1, parts=((DATA, 0, len(data)),), payload=(data,))).parts[0]
     return part[2], part[4]  # error, base offset
 
 
 def _latest(c, isolation):
-    return c.call(m.ListOffsets(parts=(("orders", 0, m.LATEST),), isolation=isolation)).parts[0][4]
+    return c.call(m.ListOffsets(parts=((DATA, 0, m.LATEST),), isolation=isolation)).parts[0][4]
 
 
 def test_markers_end_the_partitions_transactions_and_fence_a_zombie(txn_broker):
@@ -177,21 +181,22 @@ def test_markers_end_the_partitions_transactions_and_fence_a_zombie(txn_broker):
     the last stable offset until the commit's marker; an abort is listed
     to read_committed fetches; a fenced zombie's next batch is refused."""
     c = _setup(txn_broker)
+    assert c.call(m.CreateTopics(topics=((DATA, 1, {}),))).topics[0][1] == 0
     pid, epoch = _init(c, "rc")
-    assert _add(c, "rc", pid, epoch, (("orders", 0),)).parts[0].error == 0
+    assert _add(c, "rc", pid, epoch, ((DATA, 0),)).parts[0].error == 0
     assert _produce(c, pid, epoch, 0) == (0, 0)
     assert (_latest(c, 1), _latest(c, 0)) == (0, 1)  # the open transaction holds the LSO
     assert c.call(m.EndTxn(transactional_id="rc", producer_id=pid, producer_epoch=epoch,
                            commit=True)).error == 0
     _state(c, "rc", "CompleteCommit")
     assert _latest(c, 1) == _latest(c, 0) == 2  # the record and its marker
-    assert _add(c, "rc", pid, epoch, (("orders", 0),)).parts[0].error == 0
+    assert _add(c, "rc", pid, epoch, ((DATA, 0),)).parts[0].error == 0
     assert _produce(c, pid, epoch, 1) == (0, 2)
     assert c.call(m.EndTxn(transactional_id="rc", producer_id=pid, producer_epoch=epoch,
                            commit=False)).error == 0
     # the next transaction's first request waits for the abort to complete (no 51 to retry)
-    assert _add(c, "rc", pid, epoch, (("orders", 0),)).parts[0].error == 0
-    fetched = c.call(m.Fetch(max_wait_ms=0, parts=(("orders", 0, 0, 1 << 20),), isolation=1))
+    assert _add(c, "rc", pid, epoch, ((DATA, 0),)).parts[0].error == 0
+    fetched = c.call(m.Fetch(max_wait_ms=0, parts=((DATA, 0, 0, 1 << 20),), isolation=1))
     assert [tuple(a) for a in fetched.txn[0].aborted] == [(pid, 2)]
     # a zombie: its open transaction aborted by the next producer of its id
     assert _produce(c, pid, epoch, 2)[0] == 0
