@@ -36,14 +36,23 @@ The methods (both implementations have each):
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,
   data, acks)`` -> an ``Appended``, ``when_acked(appended, acks, cb)``,
+  ``append_marker(topic, partition, marker)`` -> an ``Appended`` (a
+  transaction's TxnMarker written by the leader in its current epoch,
+  storage's ``Log.append_marker``; its acks waited as acks=all's with
+  ``when_acked``; api/markers.py is the one caller),
   ``epoch_of(topic, partition)`` -> (log, leader epoch),
   ``check_replication()`` (INVALID_REQUEST on a single node),
   ``peer_key()`` (the cluster's secret brokers prove their identity with,
   cluster/peer_proof.py; None on a single node),
   ``replica_log(...)`` and ``wait_appended(logs, seconds)`` (replication),
   ``ack_wait`` (what an acks=all produce waits for, in its timeout error).
-- Groups: ``group_host()`` (where the offsets partitions live),
-  ``async coordinator_for(group)`` -> (id, host, port).
+- Groups and transactions: ``group_host()`` (where the offsets partitions
+  live), ``txn_host()`` (the transaction state partitions), ``async
+  coordinator_for(key, key_type=0)`` -> (id, host, port) (key type 0: a
+  group, 1: a transactional id), ``leader_of(topic, partition)`` -> the
+  leading broker's id (-1: none now; where transaction markers go),
+  ``peer_dialler()`` -> ``async dial(broker_id)`` over the brokers'
+  authenticated link (None on a single node).
 - Security: ``access_stores(on_acls)`` -> (users, acls).
 - For the Kafka listener, the console and metrics: ``directory()`` (the
   brokers' Kafka addresses and the controller), ``async
