@@ -23,8 +23,8 @@ from logbroker.protocol import messages as m
 
 ADMIN_PW, ALICE_PW = "admin-Pa55word", "alice-Pa55word"
 ALICE = "User:alice"
-TOPIC, GROUP, CLUSTER = 29, 30, 31
-AUTHZ = (TOPIC, GROUP, CLUSTER)
+TOPIC, GROUP, CLUSTER, TXN = 29, 30, 31, 53
+AUTHZ = (TOPIC, GROUP, CLUSTER, TXN)
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,9 @@ CASES = [
     (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
      [acl("cluster", "logbroker", "cluster_action")]),
     (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
-                       offsets=(("orders", 0, 1, ""),)), GROUP,
-     [acl("group", "g1", "read"), acl("topic", "orders", "read")]),
+                       offsets=(("orders", 0, 1, ""),)), TXN,
+     [acl("transactional_id", "t-acl", "write"), acl("group", "g1", "read"),
+      acl("topic", "orders", "read")]),
 ]
 
 
