@@ -1,7 +1,8 @@
 """The transaction coordinator on one real broker, through our protocol
 (raw requests): init, add partitions, commit and abort, a zombie fenced by a
 second InitProducerId, a timeout abort, a kill -9 mid-transaction and a
-Prepare* record finished after a restart."""
+Prepare* record finished after a restart; the markers' effect on a
+partition (LSO, aborted transactions, a zombie's batch fenced)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from logbroker.coordinator import txn_state as ts
 from logbroker.coordinator.txn_records import TOPIC, encode, partition_for
 from logbroker.protocol import messages as m
+from logbroker.records.builder import build_batch
 from tests.support.fixtures import BrokerProcess, RawConn, open_store, wait_until
 
 CONFIG = {"transaction_abort_timed_out_check_interval_ms": 100}
@@ -153,3 +155,44 @@ def test_state_survives_a_kill_and_prepare_is_finished_after_a_restart(tmp_path)
         _state(c, "open", "CompleteCommit")
     finally:
         b.kill()
+
+
+def _produce(c, pid, epoch, seq, value=b"v"):
+    data = build_batch([value], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                       transactional=True)
+    part = c.call(m.Produce(acks=-1, parts=(("orders", 0, len(data)),), payload=(data,))).parts[0]
+    return part[2], part[4]  # error, base offset
+
+
+def _latest(c, isolation):
+    return c.call(m.ListOffsets(parts=(("orders", 0, m.LATEST),), isolation=isolation)).parts[0][4]
+
+
+def test_markers_end_the_partitions_transactions_and_fence_a_zombie(txn_broker):
+    """The chain through the partition: records of an open transaction hold
+    the last stable offset until the commit's marker; an abort is listed
+    to read_committed fetches; a fenced zombie's next batch is refused."""
+    c = _setup(txn_broker)
+    pid, epoch = _init(c, "rc")
+    assert _add(c, "rc", pid, epoch, (("orders", 0),)).parts[0].error == 0
+    assert _produce(c, pid, epoch, 0) == (0, 0)
+    assert (_latest(c, 1), _latest(c, 0)) == (0, 1)  # the open transaction holds the LSO
+    assert c.call(m.EndTxn(transactional_id="rc", producer_id=pid, producer_epoch=epoch,
+                           commit=True)).error == 0
+    _state(c, "rc", "CompleteCommit")
+    assert _latest(c, 1) == _latest(c, 0) == 2  # the record and its marker
+    assert _add(c, "rc", pid, epoch, (("orders", 0),)).parts[0].error == 0
+    assert _produce(c, pid, epoch, 1) == (0, 2)
+    assert c.call(m.EndTxn(transactional_id="rc", producer_id=pid, producer_epoch=epoch,
+                           commit=False)).error == 0
+    _state(c, "rc", "CompleteAbort")
+    fetched = c.call(m.Fetch(max_wait_ms=0, parts=(("orders", 0, 0, 1 << 20),), isolation=1))
+    assert [tuple(a) for a in fetched.txn[0].aborted] == [(pid, 2)]
+    # a zombie: its open transaction aborted by the next producer of its id
+    assert _add(c, "rc", pid, epoch, (("orders", 0),)).parts[0].error == 0
+    assert _produce(c, pid, epoch, 2)[0] == 0
+    assert c.call(m.InitProducerId(transactional_id="rc",
+                                   transaction_timeout_ms=60_000)).error == 51
+    assert _init(c, "rc") == (pid, epoch + 2)
+    assert _produce(c, pid, epoch, 3)[0] in (47, 90)  # fenced at the partition by the marker
+    assert _latest(c, 1) == _latest(c, 0)  # nothing left open

@@ -11,7 +11,8 @@ topic that exists (UNKNOWN_TOPIC_OR_PARTITION for that part; the request's
 other parts then get INVALID_TXN_STATE, "not added" — Kafka's
 OPERATION_NOT_ATTEMPTED — and nothing is added: all or none, as Kafka); an
 internal topic is refused (the offsets topic joins by AddOffsetsToTxn);
-DescribeTransactions names at most ``MAX_IDS`` ids.
+DescribeTransactions names at most ``MAX_IDS`` ids (only the first waits
+for its partition to load; the others answer COORDINATOR_LOAD_IN_PROGRESS).
 """
 
 from __future__ import annotations
@@ -124,10 +125,10 @@ async def describe(svc, req: m.DescribeTransactions, session) -> m.DescribeTrans
     if len(req.transactional_ids) > MAX_IDS:
         raise InvalidRequestError(f"{len(req.transactional_ids)} ids (limit {MAX_IDS})")
     out = []
-    for tid in dict.fromkeys(req.transactional_ids):
+    for i, tid in enumerate(dict.fromkeys(req.transactional_ids)):
         try:
             _check_id(tid)
-            p, view = await svc.txns.view(tid)
+            p, view = await svc.txns.view(tid, wait=i == 0)  # one wait per request at most
             st = view.txns.get(tid)
             if st is None:
                 raise TransactionalIdNotFoundError(f"unknown transactional id {tid!r}")

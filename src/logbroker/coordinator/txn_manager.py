@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError,
-                      NotCoordinatorError, RequestTimedOutError)
+                      NotCoordinatorError, PolicyViolationError, RequestTimedOutError)
 from ..protocol.parts import TxnMarker
 from . import txn_state as ts
 from .txn_loading import load_txns
@@ -52,7 +52,8 @@ class TxnSettings:
     check_interval_ms: int = 10_000
     expiration_ms: int = 604_800_000
     write_timeout_ms: int = 5_000
-    max_parts: int = 10_000  # partitions of one transaction
+    max_parts: int = 1_000  # partitions of one transaction (its record is rewritten per add)
+    max_ids: int = 100_000  # transactional ids one broker coordinates (idle ones expire)
 
     @classmethod
     def of(cls, config) -> "TxnSettings":
@@ -106,24 +107,24 @@ class TxnCoordinator:
     def partition(self, tid: str) -> int:
         return partition_for(tid, self.host.partitions)
 
-    async def view(self, tid: str) -> "tuple[int, TxnView]":
+    async def view(self, tid: str, wait: bool = True) -> "tuple[int, TxnView]":
         """The partition and view holding ``tid``: NOT_COORDINATOR elsewhere;
-        waits up to ``LOAD_WAIT_S`` for a partition being loaded, then
-        COORDINATOR_LOAD_IN_PROGRESS."""
+        waits (``wait``) up to ``LOAD_WAIT_S`` for a partition being loaded,
+        then COORDINATOR_LOAD_IN_PROGRESS."""
         p = self.partition(tid)
         _, epoch = self.host.leader(p)
         view = self.views.get(p)
         if view is None or view.epoch != epoch:
             self._load(p, epoch)
             view = self.views[p]
-        if not view.ready:
+        if not view.ready and wait:
             try:
                 await asyncio.wait_for(asyncio.shield(view.loaded.wait()), LOAD_WAIT_S)
             except TimeoutError:
                 pass
-            if not view.ready or self.views.get(p) is not view:
-                raise CoordinatorLoadInProgressError(f"loading the transactions of "
-                                                     f"{self.host.topic}-{p}")
+        if not view.ready or self.views.get(p) is not view:
+            raise CoordinatorLoadInProgressError(f"loading the transactions of "
+                                                 f"{self.host.topic}-{p}")
         return p, view
 
     def known(self, tid: str) -> "ts.TxnState | None":
@@ -146,6 +147,10 @@ class TxnCoordinator:
             raise ConcurrentTransactionsError(f"transactional id {tid!r}: its open transaction "
                                               "is being aborted, retry")
         new_id = ts.NO_ID
+        if cur is None and sum(len(v.txns) for v in self.views.values()) >= self.settings.max_ids:
+            raise PolicyViolationError(f"this broker coordinates {self.settings.max_ids} "
+                                       "transactional ids already (idle ones expire after "
+                                       "transactional_id_expiration_ms)")
         if ts.needs_new_id(cur, producer_id, producer_epoch):
             new_id = await self.new_producer_id()
             if self.views.get(p) is not view:

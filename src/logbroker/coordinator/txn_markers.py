@@ -73,6 +73,9 @@ class MarkerSender:
         except (LogbrokerError, OSError, TimeoutError) as exc:
             log.info("markers to broker %d: %s", broker, exc)
             return markers
+        except Exception:  # noqa: BLE001 - a bug: logged, retried, other leaders unaffected
+            log.exception("markers to broker %d failed", broker)
+            return markers
         ok = {(r.producer_id, r.topic, r.partition) for r in results if r.error in DONE}
         bad = [r for r in results if r.error not in DONE]
         if bad:

@@ -156,7 +156,7 @@ RULES: dict[type, Callable] = {
     m.ListTransactions: _cluster("describe"),
     # transactions, the partition leader's side: markers are a broker's (cluster action, as
     # Kafka's WriteTxnMarkers; the handler also wants the peer proof, api/markers.py);
-    # TxnOffsetCommit: read on the group and on each topic, as Kafka's
+    # TxnOffsetCommit: write on the transactional id, read on the group and each topic (Kafka's)
     m.WriteTxnMarkers: _cluster("cluster_action"),
     m.TxnOffsetCommit: lambda msg, known: [("write", TRANSACTIONAL_ID, msg.transactional_id)]
     + _group("read", "read")(msg, known),
