@@ -16,7 +16,7 @@ import time
 from logbroker.api.markers import write_markers
 from logbroker.broker.config import BrokerConfig
 from logbroker.broker.server import Broker
-from logbroker.coordinator.records import mark_transactional, partition_for
+from logbroker.coordinator.records import partition_for
 from logbroker.errors import (ClusterAuthorizationFailedError, InvalidProducerEpochError,
                               InvalidRequestError, UnstableOffsetCommitError)
 from logbroker.limits import OFFSETS_TOPIC
@@ -29,8 +29,8 @@ TOPIC = "txn-data"
 
 
 def txn_batch(pid: int, epoch: int, seq: int, *values: bytes) -> bytes:
-    return mark_transactional(build_batch(list(values), producer_id=pid, producer_epoch=epoch,
-                                          base_sequence=seq))
+    return build_batch(list(values), producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                       transactional=True)
 
 
 class Site:
