@@ -210,3 +210,54 @@ def test_txn_offset_commits_committed_aborted_pending_and_reloaded(tmp_path):
         assert resp.parts[0].error == InvalidProducerEpochError.code, resp
         assert await committed("done", stable=True) == 7
     run(tmp_path, body)
+
+
+def test_consume_transform_produce_through_the_coordinator(tmp_path):
+    """The whole loop of one producer against one broker process, over the
+    wire: its data and its consumer's offsets commit together, then abort
+    together (the coordinator's markers reach the data partition and the
+    group's offsets partition)."""
+    from tests.support.fixtures import BrokerProcess, wait_until
+
+    with BrokerProcess(tmp_path / "data") as b:
+        c = RawConn(b.port)
+        assert c.call(m.CreateTopics(topics=((TOPIC, 1, {}),))).topics[0][1] == 0
+
+        def retried(msg):
+            def answered():
+                resp = c.call(msg)
+                return None if resp.error in (51, 14, 15) else resp
+            return wait_until(answered, 10, f"{type(msg).__name__} answered", interval=0.05)
+
+        init = retried(m.InitProducerId(transactional_id="etl", transaction_timeout_ms=60_000))
+        pid, epoch = init.producer_id, init.producer_epoch
+        ids = dict(transactional_id="etl", producer_id=pid, producer_epoch=epoch)
+
+        def one_transaction(seq: int, value: bytes, offset: int, commit: bool) -> int:
+            assert retried(m.AddPartitionsToTxn(**ids, parts=((TOPIC, 0),))).parts[0][2] == 0
+            data = txn_batch(pid, epoch, seq, value)
+            part = c.call(m.Produce(acks=-1, parts=((TOPIC, 0, len(data)),), payload=(data,),
+                                    transactional_id="etl")).parts[0]
+            assert part.error == 0, part
+            assert retried(m.AddOffsetsToTxn(**ids, group="eos")).error == 0
+            resp = c.call(m.TxnOffsetCommit(**ids, group="eos", offsets=((TOPIC, 0, offset, ""),)))
+            assert resp.error == 0 and resp.parts[0].error == 0, resp
+            assert retried(m.EndTxn(**ids, commit=commit)).error == 0
+            return part.base_offset
+
+        def stable_offset():
+            resp = c.call(m.FetchOffsets(group="eos", parts=((TOPIC, 0),), require_stable=True))
+            return None if resp.error == UnstableOffsetCommitError.code else resp
+
+        first = one_transaction(0, b"kept", 1, True)
+        assert wait_until(stable_offset, 10, "the commit marker").parts[0].offset == 1
+        second = one_transaction(1, b"dropped", 2, False)
+        assert wait_until(stable_offset, 10, "the abort marker").parts[0].offset == 1
+
+        def settled():
+            got = c.call(m.Fetch(max_wait_ms=0, isolation=1, parts=((TOPIC, 0, 0, 1 << 20),)))
+            return got if got.txn and got.txn[0].last_stable_offset == got.parts[0].high_watermark \
+                else None
+        got = wait_until(settled, 10, "the data partition's markers")
+        assert got.txn[0].aborted == ((pid, second),) and first < second, got
+        c.close()
