@@ -111,6 +111,9 @@ def test_read_committed_stops_at_the_lso_and_returns_the_aborted_transactions(tm
         assert got.parts[0].error == 0 and got.parts[0].nbytes == 0, got
         assert got.txn == ((TOPIC, 0, 0, ()),)
         assert await site.latest(1) == 0 and await site.latest(0) == 4
+        by_time = [(await site.call(m.ListOffsets(parts=((TOPIC, 0, 0),), isolation=i))).parts[0]
+                   for i in (0, 1)]
+        assert [p.offset for p in by_time] == [0, -1], by_time  # never past the LSO
         unc = await site.fetch(0, 0)
         assert unc.parts[0].nbytes > 0 and unc.txn == ()  # read_uncommitted as before
         # a aborts: the LSO moves to b's first offset; the aborted list names a
