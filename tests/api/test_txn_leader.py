@@ -128,8 +128,10 @@ def test_read_committed_stops_at_the_lso_and_returns_the_aborted_transactions(tm
         await asyncio.sleep(0)  # the poll's thread is on its way
         res = await site.markers(TxnMarker(b, 0, True, 0, TOPIC, 0))
         assert res[0].error == 0, res
-        got = await poll
+        got = await poll  # woken by the marker's append or its fsync (the LSO is <= the HW)
         assert got.parts[0].nbytes > 0 and time.monotonic() - started < 6, got
+        assert got.txn[0].last_stable_offset in (5, 6), got
+        got = await site.fetch(3, 1)  # the marker is acknowledged (write_markers returned)
         # offsets: a 0-1, plain 2, b 3, a's abort marker 4, b's commit marker 5; a's
         # transaction overlaps the read (its marker is in it): still listed
         assert got.txn[0].last_stable_offset == 6 and got.txn[0].aborted == ((a, 0),), got
@@ -264,3 +266,24 @@ def test_consume_transform_produce_through_the_coordinator(tmp_path):
         got = wait_until(settled, 10, "the data partition's markers")
         assert got.txn[0].aborted == ((pid, second),) and first < second, got
         c.close()
+
+
+def test_the_aborted_list_covers_the_returned_bytes_only(tmp_path):
+    """A read_committed fetch cut by max_bytes lists the aborted transactions
+    up to the first indexed batch past its bytes, not the partition's later ones."""
+    async def body(site: Site, restart) -> None:
+        assert (await site.call(m.CreateTopics(topics=((TOPIC, 1, {}),)))).topics[0][1] == 0
+        a, b = await site.pid(), await site.pid()
+        assert (await site.produce(txn_batch(a, 0, 0, b"a"))).error == 0  # offset 0
+        assert (await site.markers(TxnMarker(a, 0, False, 0, TOPIC, 0)))[0].error == 0
+        for i in range(100):  # ~25 KiB of plain batches: several index entries
+            assert (await site.produce(build_batch([b"p" * 200]))).error == 0
+        later = (await site.produce(txn_batch(b, 0, 0, b"b"))).base_offset
+        assert (await site.markers(TxnMarker(b, 0, False, 0, TOPIC, 0)))[0].error == 0
+        cut = await site.fetch(0, 1, max_bytes=600)
+        assert 0 < cut.parts[0].nbytes <= 600 and cut.txn[0].aborted == ((a, 0),), cut
+        whole = await site.fetch(0, 1)
+        assert whole.txn[0].aborted == ((a, 0), (b, later)), whole
+        tail = await site.fetch(later, 1, max_bytes=1)  # at least one batch, whatever max_bytes
+        assert tail.txn[0].aborted == ((b, later),), tail
+    run(tmp_path, body)
