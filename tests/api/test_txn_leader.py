@@ -18,7 +18,8 @@ from logbroker.broker.config import BrokerConfig
 from logbroker.broker.server import Broker
 from logbroker.coordinator.records import partition_for
 from logbroker.errors import (ClusterAuthorizationFailedError, InvalidProducerEpochError,
-                              InvalidRequestError, UnstableOffsetCommitError)
+                              InvalidRequestError, TransactionCoordinatorFencedError,
+                              UnstableOffsetCommitError)
 from logbroker.limits import OFFSETS_TOPIC
 from logbroker.protocol import messages as m
 from logbroker.protocol.parts import TxnMarker
@@ -143,6 +144,8 @@ def test_read_committed_stops_at_the_lso_and_returns_the_aborted_transactions(tm
         assert part.error == InvalidProducerEpochError.code, part
         res = await site.markers(TxnMarker(a, 0, True, 1, TOPIC, 0))  # an older epoch
         assert res[0].error == InvalidProducerEpochError.code, res
+        res = await site.markers(TxnMarker(a, 1, True, 0, TOPIC, 0))  # an older coordinator
+        assert res[0].error == TransactionCoordinatorFencedError.code, res
         res = await site.markers(TxnMarker(a, 1, True, 0, "no-such-topic", 0))
         assert res[0].error == 3, res
         # what the LSO and the aborted index say survives a restart
