@@ -112,7 +112,10 @@ def returned_end(lg, data, offset: int, limit: int) -> int:
     ``fetchUpperBoundOffset``), found by a binary search over offsets (at
     most ~63 index lookups; a hint the index keeps in step, as every read's)."""
     seg = data.segment
-    hi = min(limit, lg.segment_end(seg))
+    try:
+        hi = min(limit, lg.segment_end(seg))
+    except ValueError:  # the segment left the log meanwhile (retention, compaction's swap)
+        return limit
     cut = data.position + data.size
     if cut >= seg.size:
         return hi
