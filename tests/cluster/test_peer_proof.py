@@ -115,6 +115,16 @@ def test_a_proof_binds_the_connection_to_one_broker_id(cluster, etcd):
     assert resp2.error == 0, resp2
     assert resp2.proof == key.mac("server", other, leader, nonce, first.nonce)
     third = next(i for i in c.brokers if i not in (leader, other))
+    # transaction markers are a proven broker's only (api/markers.py): refused on a
+    # connection that proved nothing, written on the proven one (no open transaction:
+    # written all the same, Kafka's rule)
+    marker = m.WriteTxnMarkers(markers=((7, 0, False, 0, TOPIC, 0),))
+    plain = RawConn(port)
+    resp = plain.call(marker)
+    assert resp.error == ClusterAuthorizationFailedError.code, resp
+    plain.close()
+    resp = conn.call(marker)
+    assert resp.error == 0 and [p.error for p in resp.parts] == [0], resp
     for replica, ok in ((third, False), (other, True)):
         resp = conn.call(m.ReplicaFetch(replica_id=replica, max_wait_ms=0, min_bytes=0,
                                         parts=((TOPIC, 0, 0, epoch, 1 << 20),)))

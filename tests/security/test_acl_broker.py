@@ -7,6 +7,7 @@ counted in the metrics; ACLs through the CLI and the clients."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import urllib.request
 
@@ -83,6 +84,9 @@ CASES = [
     (m.DescribeTopics(topics=("orders",)), TOPIC, [acl("topic", "orders", "describe")]),
     (m.Produce(acks=1, parts=(("orders", 0, len(BATCH)),), payload=(BATCH,)), TOPIC,
      [acl("topic", "orders", "write")]),
+    (m.Produce(acks=1, parts=(("orders", 0, len(BATCH)),), payload=(BATCH,),
+               transactional_id="t-p"), TXN,
+     [acl("transactional_id", "t-p", "write"), acl("topic", "orders", "write")]),
     (m.Fetch(max_wait_ms=0, parts=(("orders", 0, 0, 1 << 20),)), TOPIC,
      [acl("topic", "orders", "read")]),
     (m.ListOffsets(parts=(("orders", 0, -1),)), TOPIC, [acl("topic", "orders", "describe")]),
@@ -147,8 +151,9 @@ CASES = [
     (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
      [acl("cluster", "logbroker", "cluster_action")]),
     (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
-                       offsets=(("orders", 0, 1, ""),)), GROUP,
-     [acl("group", "g1", "read"), acl("topic", "orders", "read")]),
+                       offsets=(("orders", 0, 1, ""),)), TXN,
+     [acl("transactional_id", "t-acl", "write"), acl("group", "g1", "read"),
+      acl("topic", "orders", "read")]),
 ]
 
 
@@ -329,5 +334,27 @@ def test_a_consumer_without_its_group_acl_fails_at_once(broker):
                                    match="User:alice may not describe group 'no-acl'"):
                     for _ in range(20):  # not retried until a deadline: raised by a poll
                         c.poll(0.5)
+        finally:
+            admin.delete_acls(principal=ALICE)
+
+
+def test_a_transactional_batch_needs_a_transactional_id_alice_may_write(broker):
+    """Kafka's rule (api/produce.py): with ACLs enforced, a transactional
+    batch comes with the request's transactional id, whose WRITE is checked."""
+    from logbroker.records.builder import build_batch
+
+    conn = authed(broker.port)
+    pid = conn.call(m.InitProducerId()).producer_id
+    data = build_batch([b"t"], producer_id=pid, producer_epoch=0, base_sequence=0,
+                       transactional=True)
+    bare = m.Produce(acks=1, parts=(("orders", 0, len(data)),), payload=(data,))
+    named = dataclasses.replace(bare, transactional_id="t-alice")
+    with admin_of(broker) as admin:
+        admin.create_acls([acl("topic", "orders", "write")])
+        try:
+            assert conn.call(bare).parts[0].error == TXN
+            assert conn.call(named).error == TXN  # no ACL on the id: the whole request
+            admin.create_acls([acl("transactional_id", "t-alice", "write")])
+            assert conn.call(named).parts[0].error == 0
         finally:
             admin.delete_acls(principal=ALICE)

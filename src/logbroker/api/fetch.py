@@ -91,8 +91,8 @@ def _read_committed(meta, req: m.Fetch):
             data = data or b""
             parts.append(FetchedPart(topic, partition, 0, "", lg.high_watermark,
                                      lg.log_start_offset, len(data)))
-            parts.append(TxnPartState(topic, partition, lso,
-                                      aborted_in(lg, offset, lso, len(data)) if data else ()))
+            parts.append(TxnPartState(topic, partition, lso, aborted_in(
+                lg, offset, returned_end(lg, data, offset, lso), len(data)) if data else ()))
             payload.append(data)
             total += len(data)
             budget -= len(data)
@@ -104,9 +104,35 @@ def _read_committed(meta, req: m.Fetch):
     return parts, payload, total, logs, failed
 
 
-def aborted_in(lg, offset: int, lso: int, nbytes: int) -> tuple:
+def returned_end(lg, data, offset: int, limit: int) -> int:
+    """An offset past every record of ``data`` (the FileSlice a read at
+    ``offset`` returned), at most ``limit``: the end of its segment's
+    records when the slice reaches the segment's end, else the first batch
+    the sparse index knows at or past the slice's last byte (Kafka's
+    ``fetchUpperBoundOffset``), found by a binary search over offsets (at
+    most ~63 index lookups; a hint the index keeps in step, as every read's)."""
+    seg = data.segment
+    try:
+        hi = min(limit, lg.segment_end(seg))
+    except ValueError:  # the segment left the log meanwhile (retention, compaction's swap)
+        return limit
+    cut = data.position + data.size
+    if cut >= seg.size:
+        return hi
+    lookup, base, lo, top = lg.index.lookup, seg.base_offset, offset, hi
+    while lo < top:  # the smallest offset whose index entry lies in seg at or past the cut
+        mid = (lo + top) // 2
+        hit = lookup(mid)
+        if hit is not None and hit[1] == base and hit[2] >= cut:
+            top = mid
+        else:
+            lo = mid + 1
+    return min(lo, hi)
+
+
+def aborted_in(lg, offset: int, end: int, nbytes: int) -> tuple:
     """The aborted transactions a reader of ``nbytes`` returned from
-    ``offset`` (below ``lso``) needs: those that began before ``offset``
+    ``offset`` (below ``end``) needs: those that began before ``offset``
     and overlap it, and the first ones beginning at or after it, as many as
     the bytes can hold batches (a transaction with records in the returned
     bytes has its first batch there, at least a header's size each): what a
@@ -114,7 +140,7 @@ def aborted_in(lg, offset: int, lso: int, nbytes: int) -> tuple:
     partition aborted."""
     room = nbytes // fmt.HEADER_SIZE + 1
     out = []
-    for pid, first in lg.aborted_transactions(offset, lso):
+    for pid, first in lg.aborted_transactions(offset, end):
         if first >= offset:
             if room <= 0:
                 break

@@ -35,7 +35,7 @@ from ..protocol.parts import MarkerResult
 from .edge import check_partition_key
 
 log = logging.getLogger("logbroker.transactions")
-ACK_TIMEOUT_S = 30.0  # a marker not acknowledged by then: REQUEST_TIMED_OUT (the coordinator retries)
+ACK_TIMEOUT_S = 30.0  # not acknowledged by then: REQUEST_TIMED_OUT (the coordinator retries)
 WARN_EVERY_S = 1.0  # refusals logged at most once a second (the rest at debug)
 _last_warning = [0.0]
 MAX_MARKERS = 10_000  # per request: one transaction's partitions, many transactions at most

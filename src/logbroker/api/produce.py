@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import LogbrokerError, RequestTimedOutError
+from ..errors import LogbrokerError, RequestTimedOutError, TransactionalIdAuthorizationFailedError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import ProducedPart
+from ..records import format as fmt
 from .edge import check_partition_key
 
 
@@ -121,14 +122,24 @@ def produce(svc, req: m.Produce, session):
     ``timeout_ms`` were checked at the edge (edge.py); each part is
     appended through the metadata interface (a single node's log, or as
     the partition's leader), and an acks=-1 answer waits for what it says
-    (``when_acked``: the fsync, or the in-sync replicas)."""
+    (``when_acked``: the fsync, or the in-sync replicas). A transactional
+    batch (it opens or continues its producer's transaction: storage's
+    rules, fencing errors per part) needs the request's ``transactional_id``
+    when ACLs are enforced (TRANSACTIONAL_ID_AUTHORIZATION_FAILED per part
+    without one: its WRITE is what the ACLs check, Kafka's rule)."""
     results, answer = [], None
     wait = req.acks == -1
     meta = svc.meta
     traffic = svc.traffic  # metrics (None when off): bytes and records in, per part
+    # ACLs enforced: a transactional batch needs a transactional id, whose WRITE the ACLs checked
+    anonymous = req.transactional_id is None and session is not None and session.auth.enforcing
     for (topic, partition, _), data in zip(req.parts, req.payload):
         try:
             check_partition_key(topic, partition)
+            if anonymous and transactional(data):
+                raise TransactionalIdAuthorizationFailedError(
+                    f"{topic}-{partition}: a transactional batch needs the request's "
+                    "transactional_id (its WRITE ACL is checked; Kafka's rule)")
             appended = meta.append(topic, partition, data, req.acks)
         except LogbrokerError as exc:
             results.append(ProducedPart(topic, partition, *_err(exc), -1, -1))
@@ -159,6 +170,21 @@ def produce(svc, req: m.Produce, session):
         failed = any(r.error for r in results)
         return m.CLOSE_CONNECTION if failed else None
     return _response(results)
+
+
+def transactional(data) -> bool:
+    """Whether a batch of ``data`` (a part's batches, either magic) has its
+    transactional bit: a walk of the headers' lengths (what is not a whole
+    batch is storage's to refuse)."""
+    n, pos = len(data), 0
+    while pos + fmt.HEADER_SIZE <= n:
+        # the magic follows the stamp; the attributes open the CRC's bytes
+        bit = fmt.TRANSACTIONAL if data[pos + fmt.STAMP_SIZE] == fmt.MAGIC \
+            else fmt.KAFKA_TRANSACTIONAL
+        if (data[pos + fmt.CRC_START] << 8 | data[pos + fmt.CRC_START + 1]) & bit:
+            return True
+        pos += int.from_bytes(data[pos + 8:pos + 12], "big") + fmt.LOG_OVERHEAD
+    return False
 
 
 def _response(results: list) -> m.ProduceResponse:

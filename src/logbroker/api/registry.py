@@ -32,8 +32,7 @@ from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
 from . import consumer_groups
-from . import transactions
-from . import markers
+from . import markers, transactions
 
 
 @dataclass(frozen=True, slots=True)

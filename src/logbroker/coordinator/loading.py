@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 
+from ..errors import CorruptRecordError
 from ..records import format as fmt
-from ..records.decoder import decode_batch
+from ..records.control import read_marker
 from ..records.walker import split_batches
 from ..storage.groups import CommittedOffset
 from ..storage.log import Log
@@ -34,7 +34,6 @@ from .records import GroupRecord, OffsetRecord, read_batch
 
 log = logging.getLogger("logbroker.coordinator")
 CHUNK_BYTES = 1 << 20
-_CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type (0 abort, 1 commit)
 
 
 async def load_groups(lg: Log, limits: GroupLimits, now: float,
@@ -59,9 +58,9 @@ async def load_groups(lg: Log, limits: GroupLimits, now: float,
 def replay_batch(groups: dict, pending: PendingOffsets, batch, header, limits: GroupLimits,
                  now: float) -> None:
     """Apply one stored batch of an offsets partition to ``groups`` / ``pending``."""
-    transactional, control = txn_flags(header.magic, header.attributes)
+    transactional, control = fmt.txn_flags(header.magic, header.attributes)
     if control:
-        commit = marker_commit(batch)
+        commit = marker_commit(batch, header)
         if commit is not None:
             for group, (t, p), value in pending.complete(header.producer_id, commit):
                 apply_offset(groups, OffsetRecord(group, t, p, value.offset, value.metadata,
@@ -113,23 +112,12 @@ def _apply(groups: dict, rec, limits: GroupLimits, now: float) -> None:
             group.restore(rec, now)
 
 
-def txn_flags(magic: int, attributes: int) -> tuple:
-    """(transactional, control) of a batch header, either magic."""
-    flags = getattr(fmt, "txn_flags", None)  # records/format.py's, once storage has it
-    if flags is not None:
-        return flags(magic, attributes)
-    if magic == fmt.MAGIC:
-        return bool(attributes & 0x0800), bool(attributes & 0x1000)
-    return bool(attributes & 0x0010), bool(attributes & 0x0020)
-
-
-def marker_commit(batch) -> "bool | None":
+def marker_commit(batch, header) -> "bool | None":
     """True for a COMMIT marker, False for ABORT, None (logged) when the
     control batch cannot be read (damage: nothing is applied)."""
     try:
-        rec = next(iter(decode_batch(bytes(batch)).records()))
-        _, kind = _CONTROL_KEY.unpack_from(bytes(rec.key or b""), 0)
-    except Exception as exc:  # noqa: BLE001 - a bad stored batch never stops a load
+        commit, _ = read_marker(batch, header)
+    except CorruptRecordError as exc:
         log.warning("offsets log: skipping an unreadable control batch (%s)", exc)
         return None
-    return kind == 1
+    return commit

@@ -33,6 +33,8 @@ class PendingOffsets:
     by_group: dict = field(default_factory=dict)
     # producer id -> (epoch, next sequence) of its transactional batches here
     sequences: dict = field(default_factory=dict)
+    # group -> its pending entries over all producers
+    totals: dict = field(default_factory=dict)
 
     def add(self, producer_id: int, group: str, offsets: dict) -> None:
         """``offsets`` ({(topic, partition): CommittedOffset}) of ``group``
@@ -42,6 +44,7 @@ class PendingOffsets:
         for tp, value in offsets.items():
             if tp not in mine:
                 counts[tp] = counts.get(tp, 0) + 1
+                self.totals[group] = self.totals.get(group, 0) + 1
             mine[tp] = value
 
     def plain_commit(self, group: str, tp: tuple) -> None:
@@ -72,6 +75,11 @@ class PendingOffsets:
                     counts.pop(tp, None)
                 if commit and value is not SUPERSEDED:
                     out.append((group, tp, value))
+            left_total = self.totals.get(group, 0) - len(mine)
+            if left_total > 0:
+                self.totals[group] = left_total
+            else:
+                self.totals.pop(group, None)
             if not counts:
                 self.by_group.pop(group, None)
         return out
@@ -86,7 +94,7 @@ class PendingOffsets:
     def count(self, group: str) -> int:
         """Pending entries of ``group`` over all its producers (a bound a
         request checks before it adds more)."""
-        return sum(len(groups.get(group, ())) for groups in self.by_producer.values())
+        return self.totals.get(group, 0)
 
     # -- sequences ---------------------------------------------------------------------
     def next_sequence(self, producer_id: int, epoch: int, count: int) -> int:

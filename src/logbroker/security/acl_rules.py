@@ -68,9 +68,12 @@ def _topics_of(operation: str, entries: Callable) -> Callable:
 
 
 def _produce(msg: m.Produce, known) -> list:
+    """Write (and create) on each topic; with a transactional id, write on
+    it first (Kafka's rule; a transactional batch needs one: api/produce.py)."""
     names = dict.fromkeys(part.topic for part in msg.parts)
-    return [(op, TOPIC, t) for t in names
-            for op in (("write",) if known(t) else ("write", "create"))]
+    txn = [("write", TRANSACTIONAL_ID, msg.transactional_id)] if msg.transactional_id else []
+    return txn + [(op, TOPIC, t) for t in names
+                  for op in (("write",) if known(t) else ("write", "create"))]
 
 
 def _metadata(msg: m.Metadata, known) -> list:
@@ -156,9 +159,10 @@ RULES: dict[type, Callable] = {
     m.ListTransactions: _cluster("describe"),
     # transactions, the partition leader's side: markers are a broker's (cluster action, as
     # Kafka's WriteTxnMarkers; the handler also wants the peer proof, api/markers.py);
-    # TxnOffsetCommit: read on the group and on each topic, as Kafka's
+    # TxnOffsetCommit: write on the transactional id, read on the group and each topic (Kafka's)
     m.WriteTxnMarkers: _cluster("cluster_action"),
-    m.TxnOffsetCommit: _group("read", "read"),
+    m.TxnOffsetCommit: lambda msg, known: [("write", TRANSACTIONAL_ID, msg.transactional_id)]
+    + _group("read", "read")(msg, known),
 }
 
 

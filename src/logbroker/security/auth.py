@@ -384,7 +384,7 @@ class Session:
                          operation, resource_type, name)
                 why = (f"{cls.__name__} refused: {principal} may not {operation} "
                        f"{resource_type} {name!r} (no ACL allows it)")
-                if cls not in PER_PART:
+                if cls not in PER_PART or resource_type != TOPIC:  # a Produce's transactional id
                     return self._deny(msg, ERRORS[resource_type].code, why)
                 denied[name] = why
         if not denied:
