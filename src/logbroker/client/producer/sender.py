@@ -44,6 +44,7 @@ from ..net.link import cancel_and_wait
 from ..net.routing import Router
 from ..net.throttle import Throttles
 from ..settings import ProducerSettings
+from . import txn_sending
 from .accumulator import Accumulator, PartitionQueue
 from .batch import ProducerBatch
 from .delivery import Delivery
@@ -81,6 +82,16 @@ class Sender:
         self.requests_sent = self.batches_sent = self.records_sent = self.bytes_sent = 0
         self.retries = 0
         self.throttles = Throttles()  # brokers whose quota throttle runs: nothing sent to them
+        self.txn: "txn_sending.TxnSending | None" = None  # a transactional producer's (attach_txn)
+        self._attributes = 0  # extra batch attribute bits (TRANSACTIONAL)
+
+    def attach_txn(self, txn: "txn_sending.TxnSending") -> None:
+        """Make this a transactional producer's sender (before any send): the
+        producer id comes from ``init_transactions``, batches carry the
+        transactional bit and wait for their partition's AddPartitionsToTxn."""
+        self.txn, self._need_pid = txn, False
+        self._attributes = txn_sending.TRANSACTIONAL
+        self.delivery.on_failed = txn.state.failed
 
     # -- draining --------------------------------------------------------------------------
     def drain(self, seal_open: bool = True) -> None:
@@ -136,8 +147,8 @@ class Sender:
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
-        elif acc.incomplete and (self._need_pid or
-                                 (self.delivery.reset_pending and acc.inflight == 0)):
+        elif self.txn is None and acc.incomplete and (
+                self._need_pid or (self.delivery.reset_pending and acc.inflight == 0)):
             if not in_loop:
                 return True
             self._task = self._start(self._init_pid(), self._pid_done)
@@ -187,9 +198,12 @@ class Sender:
         cache = router.cache
         leaders = cache.leaders
         routes: dict[int, list] = {}
+        txn = self.txn
         for tp, part in tuple(self.acc.parts.items()):
             if part.blocked or not part.queue:
                 continue
+            if txn is not None and not txn.may_send(tp):
+                continue  # its AddPartitionsToTxn first (txn_sending.py)
             if part.retry_at > now:
                 retry_next = part.retry_at if retry_next is None else min(retry_next, part.retry_at)
                 continue
@@ -202,6 +216,11 @@ class Sender:
                     routes[bid] = [part]
                 else:
                     group.append(part)
+        if txn is not None and txn.wanted and not txn.adding:
+            if in_loop:
+                txn.start_adding(self)
+            else:
+                need_loop = True
         if (unrouted or cache.doubted) and self._refreshing is None:
             if in_loop:
                 self._refreshing = self._start(self._refresh(), self._refresh_done)
@@ -270,7 +289,7 @@ class Sender:
         if self.settings.idempotent:
             seq = part.next_seq
             try:
-                batch.encode(self.producer_id, self.producer_epoch, seq)
+                batch.encode(self.producer_id, self.producer_epoch, seq, self._attributes)
             except BaseException:
                 batch.base_sequence = -1  # no sequence used: no gap
                 raise
@@ -283,7 +302,8 @@ class Sender:
         msg = m.Produce(acks=s.acks, timeout_ms=int(s.delivery_timeout_ms),
                         producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                         parts=tuple((b.topic, b.partition, len(b.data)) for b in batches),
-                        payload=tuple(b.data for b in batches))
+                        payload=tuple(b.data for b in batches),
+                        transactional_id=None if self.txn is None else self.txn.transactional_id)
         self.requests_sent += 1
         for b in batches:
             b.attempts += 1
@@ -394,7 +414,8 @@ class Sender:
             self.delivery.close()
             if self._timer is not None:
                 self._timer.cancel()
-        for task in (self._task, self._refreshing, *self._connecting.values()):
+        adding = None if self.txn is None else self.txn.adding
+        for task in (self._task, self._refreshing, adding, *self._connecting.values()):
             await cancel_and_wait(task)
         with self._mutex:
             self.delivery.fail_everything(ClientClosedError("the producer was closed before delivery"))
