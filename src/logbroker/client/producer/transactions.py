@@ -24,26 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import NamedTuple
-
 from ...errors import LogbrokerError
 from .. import validate
+from ..group.offsets import GroupMetadata
 from .txn_manager import TxnRequests
 from .txn_sending import TxnSending, drop_unsent, set_producer
 from .txn_state import TransactionAbortedError, TxnState, TxnStateMachine, classify
 
 MAX_ID_CHARS = 249
-
-
-class GroupMetadata(NamedTuple):
-    """What a consumer's ``group_metadata()`` returns, for
-    ``send_offsets_to_transaction``: its group and membership (generation
-    -1, member id "": not checked by the group coordinator)."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: "str | None" = None
 
 
 def check_transactional(transactional_id, timeout_ms, acks, idempotent) -> None:
