@@ -11,12 +11,13 @@ from typing import Iterable, NamedTuple
 from ...errors import LogbrokerError, for_code
 from ...protocol import messages as m
 from .. import validate
-from ..group.coordinator import Coordinators
+from ..group.coordinator import Coordinators, refinds
 from ..net.routing import Router
 
 TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
               "CompleteAbort", "PrepareEpochFence", "Dead")  # Kafka's names
 MAX_ID_CHARS = 249
+REFIND_ATTEMPTS = 5  # a row answered NOT_COORDINATOR (the id moved): found again this often
 
 
 class TransactionDescription(NamedTuple):
@@ -71,12 +72,17 @@ async def describe(coordinators: Coordinators, ids, raise_errors: bool = True) -
 
     async def one(tid: str) -> None:
         try:
-            coord = await coordinators.find(tid)
-            resp = await coordinators.call(tid, m.DescribeTransactions(transactional_ids=(tid,)))
-            rows = [r for r in resp.transactions if r.transactional_id == tid] or [None]
-            row = rows[0]
-            if row is None:
-                raise LogbrokerError(f"transactional id {tid!r}: not in the answer")
+            for attempt in range(REFIND_ATTEMPTS):
+                coord = await coordinators.find(tid)
+                resp = await coordinators.call(tid,
+                                               m.DescribeTransactions(transactional_ids=(tid,)))
+                row = next((r for r in resp.transactions if r.transactional_id == tid), None)
+                if row is None:
+                    raise LogbrokerError(f"transactional id {tid!r}: not in the answer")
+                if not (row.error and refinds(for_code(row.error)())):
+                    break
+                coordinators.forget(tid)  # it moved: ask the new coordinator
+                await asyncio.sleep(0.05 * (attempt + 1))
             if row.error:
                 raise for_code(row.error)(f"transactional id {tid!r}: {row.message}"
                                           if row.message else f"transactional id {tid!r}")

@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ...errors import LogbrokerError, RequestTimedOutError
+from ...errors import InvalidTxnStateError, LogbrokerError, RequestTimedOutError
 from ...protocol import messages as m
-from ..group.coordinator import Coordinators
+from ..group.coordinator import Coordinators, refinds
 from ..net.backoff import Backoff
 from ..net.metadata import part_error
 from ..net.routing import Router
@@ -65,13 +65,13 @@ class TxnRequests:
             try:
                 resp = await coords.call(name, message, timeout=left)
                 if check_parts:
-                    for topic, partition, err, msg in resp.parts:
-                        if err:
-                            raise part_error(err, msg, topic, partition)
+                    _raise_parts(resp.parts)
                 return resp
             except LogbrokerError as exc:
                 if classify(exc) != "retriable":
                     raise
+                if refinds(exc):  # a partition's NOT_COORDINATOR: the call itself went through
+                    coords.forget(name)
                 last = exc
             await asyncio.sleep(min(backoff.next(), max(deadline - time.monotonic(), 0)))
 
@@ -114,3 +114,15 @@ class TxnRequests:
     async def aclose(self) -> None:
         await self.coordinators.aclose()
         await self.groups.aclose()
+
+
+def _raise_parts(parts) -> None:
+    """Raise the partition error that explains the answer: a retriable one
+    first (retried), else the first other than INVALID_TXN_STATE (which the
+    coordinator gives the parts it did not try because another failed)."""
+    errors = [part_error(err, msg, topic, partition) for topic, partition, err, msg in parts
+              if err]
+    if errors:
+        retriable = [e for e in errors if e.retriable]
+        causes = [e for e in errors if e.code != InvalidTxnStateError.code]
+        raise (retriable or causes or errors)[0]
