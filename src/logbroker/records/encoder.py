@@ -45,14 +45,12 @@ Header = tuple[str, "bytes | None"]
 def encode_batch(timestamps: Sequence[int], keys: Sequence, values: Sequence,
                  headers: "dict[int, Sequence[Header]]", *, producer_id: int = -1,
                  producer_epoch: int = -1, base_sequence: int = -1,
-                 log_append_time: bool = False, attributes: int = 0) -> bytes:
+                 log_append_time: bool = False, transactional: bool = False) -> bytes:
     """One record batch from parallel lists (record ``i`` is ``timestamps[i]``,
     ``keys[i]``, ``values[i]``, ``headers.get(i, ())``); keys and values are
     bytes-like or None, headers ``(str, bytes | None)`` pairs. Base offset and
     leader epoch are 0: the broker stamps them. Raises ``InvalidRecordError``
-    for a record set the format cannot hold (see the module docstring).
-    ``attributes``: more attribute bits to set (a transactional producer's
-    ``format.TRANSACTIONAL``)."""
+    for a record set the format cannot hold (see the module docstring)."""
     n = len(timestamps)
     if n == 0:
         raise InvalidRecordError("a batch needs at least one record")
@@ -62,9 +60,11 @@ def encode_batch(timestamps: Sequence[int], keys: Sequence, values: Sequence,
     first, max_ts, deltas = _timestamp_deltas(timestamps)
     key_mode, key_parts = _column(keys, "key")
     value_mode, value_parts = _column(values, "value")
-    attributes |= (key_mode << fmt.KEY_MODE_SHIFT) | (value_mode << fmt.VALUE_MODE_SHIFT)
+    attributes = (key_mode << fmt.KEY_MODE_SHIFT) | (value_mode << fmt.VALUE_MODE_SHIFT)
     if log_append_time:
         attributes |= fmt.LOG_APPEND_TIME
+    if transactional:
+        attributes |= fmt.TRANSACTIONAL
     parts = [deltas, *key_parts, *value_parts]
     header_parts = _header_parts(headers, n) if headers else None
     if header_parts:

@@ -83,14 +83,14 @@ class Sender:
         self.retries = 0
         self.throttles = Throttles()  # brokers whose quota throttle runs: nothing sent to them
         self.txn: "txn_sending.TxnSending | None" = None  # a transactional producer's (attach_txn)
-        self._attributes = 0  # extra batch attribute bits (TRANSACTIONAL)
+        self._transactional = False  # batches carry format.TRANSACTIONAL
 
     def attach_txn(self, txn: "txn_sending.TxnSending") -> None:
         """Make this a transactional producer's sender (before any send): the
         producer id comes from ``init_transactions``, batches carry the
         transactional bit and wait for their partition's AddPartitionsToTxn."""
         self.txn, self._need_pid = txn, False
-        self._attributes = txn_sending.TRANSACTIONAL
+        self._transactional = True
         self.delivery.on_failed = txn.state.failed
 
     # -- draining --------------------------------------------------------------------------
@@ -289,7 +289,7 @@ class Sender:
         if self.settings.idempotent:
             seq = part.next_seq
             try:
-                batch.encode(self.producer_id, self.producer_epoch, seq, self._attributes)
+                batch.encode(self.producer_id, self.producer_epoch, seq, self._transactional)
             except BaseException:
                 batch.base_sequence = -1  # no sequence used: no gap
                 raise

@@ -19,11 +19,8 @@ from __future__ import annotations
 import time
 
 from ...errors import LogbrokerError
-from ...records import format as fmt
 from .txn_manager import TxnRequests
 from .txn_state import TransactionAbortableError, TxnState, TxnStateMachine
-
-TRANSACTIONAL = getattr(fmt, "TRANSACTIONAL", 0x0800)  # the batch attribute bit (format.py)
 
 
 class TxnSending:
