@@ -128,6 +128,12 @@ CASES = [
      [acl("cluster", "logbroker", "alter")]),
     (m.ListReassignments(topics=(("orders", None),)), CLUSTER,
      [acl("cluster", "logbroker", "describe")]),
+    # transactions, the leader's side: a single node answers WriteTxnMarkers 42 once allowed
+    (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
+     [acl("cluster", "logbroker", "cluster_action")]),
+    (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
+                       offsets=(("orders", 0, 1, ""),)), GROUP,
+     [acl("group", "g1", "read"), acl("topic", "orders", "read")]),
 ]
 
 

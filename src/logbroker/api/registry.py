@@ -32,6 +32,7 @@ from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
 from . import consumer_groups
+from . import markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,9 @@ OURS: dict[type, Entry] = {
     # partition reassignment (api/reassign.py)
     m.AlterReassignments: Entry(reassign.alter_reassignments),
     m.ListReassignments: Entry(reassign.list_reassignments),
+    # transactions, the partition leader's side (api/markers.py, api/groups.py)
+    m.WriteTxnMarkers: Entry(markers.write_txn_markers),  # brokers only
+    m.TxnOffsetCommit: Entry(_groups("txn_commit")),
 }
 
 

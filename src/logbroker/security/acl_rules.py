@@ -132,6 +132,11 @@ RULES: dict[type, Callable] = {
     m.CreatePartitions: _topics_of("alter", lambda r: (t.name for t in r.topics)),
     m.DeleteRecords: _topics_of("delete", lambda r: (p.topic for p in r.parts)),
     m.AlterReassignments: _cluster("alter"), m.ListReassignments: _cluster("describe"),
+    # transactions, the partition leader's side: markers are a broker's (cluster action, as
+    # Kafka's WriteTxnMarkers; the handler also wants the peer proof, api/markers.py);
+    # TxnOffsetCommit: read on the group and on each topic, as Kafka's
+    m.WriteTxnMarkers: _cluster("cluster_action"),
+    m.TxnOffsetCommit: _group("read", "read"),
 }
 
 
