@@ -21,7 +21,7 @@ import pytest
 from logbroker import Admin, Consumer, Producer, aio
 from logbroker.errors import InvalidProducerEpochError, ProducerFencedError
 from logbroker.records import format as fmt
-from tests.support.fixtures import FAST, cli_error, cli_ok, consume, run_cli
+from tests.support.fixtures import FAST, cli_ok, consume, invoke_cli, invoked_error, run_cli
 
 
 def _missing() -> list:
@@ -189,12 +189,19 @@ def test_a_zombie_producer_is_fenced(broker):
 
 
 def lb(broker, *args, stdin: "bytes | None" = None):
-    return run_cli(*args, bootstrap=broker.bootstrap, stdin=stdin, timeout=60)
+    """The CLI in this process (the executable's path is the same click
+    command; one real run below proves the entry point)."""
+    return invoke_cli(args, stdin=stdin, bootstrap=broker.bootstrap)
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return result.stdout
 
 
 def test_cli_produce_transactional_consume_isolation_and_transactions(broker):
-    ok = cli_ok
-    ok(lb(broker, "produce", "cli-txn", "--transactional-id", "cli-tx", stdin=b"a\nb\nc\n"))
+    cli_ok(run_cli("produce", "cli-txn", "--transactional-id", "cli-tx", stdin=b"a\nb\nc\n",
+                   bootstrap=broker.bootstrap))
     with Producer(broker.bootstrap, transactional_id="cli-open", **FAST) as p:
         p.init_transactions()
         p.begin_transaction()
@@ -205,11 +212,17 @@ def test_cli_produce_transactional_consume_isolation_and_transactions(broker):
         assert ok(lb(broker, "consume", "cli-txn")).split() == ["a", "b", "c", "pending"]
         rows = json.loads(ok(lb(broker, "transactions", "list", "--json")))
         states = {r["transactional_id"]: r["state"] for r in rows}
-        assert states["cli-open"] == "Ongoing" and states["cli-tx"] == "CompleteCommit"
+        assert states["cli-open"] == "Ongoing" and states["cli-tx"] in ("PrepareCommit",
+                                                                        "CompleteCommit")
         table = ok(lb(broker, "transactions", "describe", "cli-open"))
         assert "Ongoing" in table and "cli-txn[0]" in table
+        desc = json.loads(ok(lb(broker, "transactions", "describe", "cli-open", "--json")))
+        assert desc[0]["partitions"] == [["cli-txn", 0]] and desc[0]["state"] == "Ongoing"
         p.abort_transaction()
-    cli_error(lb(broker, "transactions", "describe", "no-such-id"), "TRANSACTIONAL_ID_NOT_FOUND")
+    invoked_error(lb(broker, "transactions", "describe", "no-such-id"),
+                  "TRANSACTIONAL_ID_NOT_FOUND")
+    invoked_error(lb(broker, "produce", "cli-txn", "x", "--transactional-id", "t", "--acks", "1"),
+                  "INVALID_REQUEST")
     ok(lb(broker, "produce", "cli-txn2", "--transactional-id", "cli-tx2",
           "--transaction-records", "2", stdin=b"1\n2\n3\n"))
     assert ok(lb(broker, "consume", "cli-txn2", "--isolation", "read_committed")).split() \
