@@ -19,9 +19,12 @@ import time
 import pytest
 
 from logbroker import Admin, Consumer, Producer, aio
-from logbroker.errors import InvalidProducerEpochError, ProducerFencedError
+from logbroker.client.group.offsets import GroupMetadata
+from logbroker.client.producer.txn_state import TransactionAbortableError, TransactionAbortedError
+from logbroker.errors import (IllegalGenerationError, InvalidProducerEpochError,
+                              ProducerFencedError, UnknownMemberIdError)
 from logbroker.records import format as fmt
-from tests.support.fixtures import FAST, cli_ok, consume, invoke_cli, invoked_error, run_cli
+from tests.support.fixtures import FAST, BrokerProcess, cli_ok, consume, invoke_cli, invoked_error, run_cli
 
 
 def _missing() -> list:
@@ -36,8 +39,15 @@ def _missing() -> list:
 
 
 pytestmark = pytest.mark.skipif(bool(_missing()), reason="waits for " + "; ".join(_missing()))
-SHARE_BROKER = True
 FENCED = (ProducerFencedError, InvalidProducerEpochError)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One broker for the module; timed-out transactions aborted within 0.1 s."""
+    with BrokerProcess(tmp_path_factory.mktemp("txn") / "data", config={
+            "transaction_abort_timed_out_check_interval_ms": 100}) as started:
+        yield started
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int,
@@ -118,8 +128,10 @@ def test_asyncio_commit_and_abort(broker):
             await p.flush()
             await p.abort_transaction()
             p.begin_transaction()
-            await p.send(topic, b"never sent")  # dropped by the abort before it left
+            lost = await p.send(topic, b"never sent")  # dropped by the abort before it left
             await p.abort_transaction()
+            with pytest.raises(TransactionAbortedError):
+                await lost
         async with aio.Consumer(b, isolation_level="read_committed",
                                 auto_offset_reset="earliest", **FAST) as c:
             c.assign([(topic, 0)])
@@ -186,6 +198,46 @@ def test_a_zombie_producer_is_fenced(broker):
         new.commit_transaction()
     values, _ = read_all(b, topic, 1, "read_committed", 1)
     assert values == [b"alive"]
+
+
+def test_a_stale_membership_makes_the_transaction_abortable_then_it_goes_on(broker):
+    topic, b = "txn-stale", broker.bootstrap
+    with Producer(b, transactional_id="tx-stale", **FAST) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"lost")
+        with pytest.raises((UnknownMemberIdError, IllegalGenerationError)):
+            p.send_offsets_to_transaction({(topic, 0): 1},
+                                          GroupMetadata("stale-g", 7, "gone-member"))
+        with pytest.raises(TransactionAbortableError, match="abort_transaction"):
+            p.commit_transaction()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, b"kept")
+        p.commit_transaction()
+    values, _ = read_all(b, topic, 1, "read_committed", 1)
+    assert values == [b"kept"]
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(broker):
+    topic, b = "txn-timeout", broker.bootstrap
+    with Producer(b, transactional_id="tx-slow", transaction_timeout_ms=200, **FAST) as p, \
+            Admin(b, **FAST) as admin:
+        p.init_transactions()
+        epoch = admin.describe_transactions("tx-slow")["tx-slow"].producer_epoch
+        p.begin_transaction()
+        p.send(topic, b"too slow")
+        p.flush()
+        deadline = time.monotonic() + 10  # the coordinator aborts it, bumping the epoch
+        while admin.describe_transactions("tx-slow")["tx-slow"].producer_epoch == epoch:
+            assert time.monotonic() < deadline, "the transaction was not aborted"
+            time.sleep(0.05)
+        with pytest.raises(FENCED):
+            p.commit_transaction()
+    values, _ = read_all(b, topic, 1, "read_uncommitted", 1)
+    assert values == [b"too slow"]  # written, then aborted: read_committed never sees it
+    values, positions = read_all(b, topic, 1, "read_committed", 0, settle=0.2)
+    assert values == [] and positions[(topic, 0)] == 2  # past the record and its marker
 
 
 def lb(broker, *args, stdin: "bytes | None" = None):
