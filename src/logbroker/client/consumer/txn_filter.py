@@ -24,19 +24,10 @@ from __future__ import annotations
 
 from ...records import format as fmt
 
-TRANSACTIONAL = getattr(fmt, "TRANSACTIONAL", 0x0800)
-CONTROL = getattr(fmt, "CONTROL", 0x1000)
+TRANSACTIONAL, CONTROL = fmt.TRANSACTIONAL, fmt.CONTROL
+txn_flags = fmt.txn_flags  # (transactional, control) of a header of either magic
 _PRODUCER_ID = 9  # index of the producer id in format.read_fields' tuple
-
-
-def txn_flags(magic: int, attributes: int) -> tuple[bool, bool]:
-    """(transactional, control) of a batch header of either magic."""
-    flags = getattr(fmt, "txn_flags", None)
-    if flags is not None:
-        return flags(magic, attributes)
-    if magic == fmt.KAFKA_MAGIC:
-        return bool(attributes & fmt.KAFKA_TRANSACTIONAL), bool(attributes & fmt.KAFKA_CONTROL)
-    return bool(attributes & TRANSACTIONAL), bool(attributes & CONTROL)
+_ANY_TXN = fmt.TRANSACTIONAL | fmt.CONTROL | fmt.KAFKA_TRANSACTIONAL | fmt.KAFKA_CONTROL
 
 
 class BatchFilter:
@@ -68,7 +59,10 @@ class BatchFilter:
         return control
 
     def skip_fields(self, fields: tuple) -> bool:
-        """``skip`` for a ``format.read_fields`` tuple."""
+        """``skip`` for a ``format.read_fields`` tuple (a batch with no
+        transaction bit of either magic is kept at once: the common case)."""
+        if not fields[fmt.F_ATTRIBUTES] & _ANY_TXN:
+            return False
         return self.skip(fields[fmt.F_MAGIC], fields[fmt.F_ATTRIBUTES], fields[_PRODUCER_ID],
                          fields[fmt.F_BASE_OFFSET] + fields[fmt.F_LAST_OFFSET_DELTA])
 
