@@ -201,3 +201,34 @@ def test_fetch_buffer_skips_markers_and_aborted_batches_and_moves_past_them():
 def test_fetch_buffer_answer_of_markers_only_still_advances():
     chunk = kafka_batch(0, [b"x"], 7, K_TXN) + kafka_batch(1, [b"\0\0\0\0"], 7, K_CTRL)
     assert absorb_and_take(True, chunk, [(7, 0)]) == ([], 2, 7)
+
+
+# -- arguments: refused at once, nothing started ------------------------------------------------
+from logbroker import Consumer, Producer  # noqa: E402
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(transactional_id=""), ValueError), (dict(transactional_id="a\nb"), ValueError),
+    (dict(transactional_id=5), TypeError), (dict(transactional_id="t", acks=1), ValueError),
+    (dict(transactional_id="t", idempotent=False), ValueError),
+    (dict(transactional_id="t", transaction_timeout_ms=0), ValueError)])
+def test_bad_transactional_settings(kwargs, error):
+    with pytest.raises(error):
+        Producer("127.0.0.1:1", **kwargs)
+
+
+def test_bad_isolation_level_and_calls_out_of_place():
+    with pytest.raises(ValueError, match="isolation_level"):
+        Consumer("127.0.0.1:1", isolation_level="committed")
+    with Producer("127.0.0.1:1") as plain:
+        with pytest.raises(InvalidTxnStateError, match="transactional_id"):
+            plain.begin_transaction()
+    with Producer("127.0.0.1:1", transactional_id="t") as p:
+        with pytest.raises(InvalidTxnStateError, match="init_transactions"):
+            p.send("t", b"x")
+        with pytest.raises(InvalidTxnStateError, match="commit_transaction"):
+            p.commit_transaction()
+        with pytest.raises(TypeError, match="group_metadata"):
+            p.send_offsets_to_transaction({("t", 0): 1}, 42)
+    with Consumer("127.0.0.1:1") as c, pytest.raises(ValueError, match="group"):
+        c.group_metadata()
