@@ -240,6 +240,24 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(broke
     assert values == [] and positions[(topic, 0)] == 2  # past the record and its marker
 
 
+def test_an_abort_that_left_a_sequence_gap_bumps_the_epoch(broker):
+    topic, b = "txn-gap", broker.bootstrap
+    with Producer(b, transactional_id="tx-gap", **FAST) as p, Admin(b, **FAST) as admin:
+        p.init_transactions()
+        epoch = admin.describe_transactions("tx-gap")["tx-gap"].producer_epoch
+        p.begin_transaction()
+        p.send(topic, b"x")
+        p.flush()
+        p._core.sender.delivery.reset_pending = True  # as after a numbered batch was dropped
+        p.abort_transaction()
+        assert admin.describe_transactions("tx-gap")["tx-gap"].producer_epoch == epoch + 1
+        p.begin_transaction()
+        p.send(topic, b"y")  # sequence 0 again, in the new epoch
+        p.commit_transaction()
+    values, _ = read_all(b, topic, 1, "read_committed", 1)
+    assert values == [b"y"]
+
+
 def lb(broker, *args, stdin: "bytes | None" = None):
     """The CLI in this process (the executable's path is the same click
     command; one real run below proves the entry point)."""
