@@ -147,14 +147,15 @@ class ProducerCore:
         finally:
             self._space_waiters -= 1
 
-    async def wait_delivered(self, deadline: float) -> None:
-        """Until every sealed batch is resolved (on the loop); TimeoutError at
+    async def wait_delivered(self, deadline: float, stop=None) -> None:
+        """Until every sealed batch is resolved (on the loop), or ``stop()``
+        is true (checked at every resolved batch); TimeoutError at
         ``deadline`` (time.monotonic())."""
         self._space_waiters += 1  # every resolved batch notifies _space then
         try:
             while True:
                 seen = self._space.gen
-                if not self.acc.incomplete:
+                if not self.acc.incomplete or (stop is not None and stop()):
                     return
                 now = time.monotonic()
                 if now >= deadline:

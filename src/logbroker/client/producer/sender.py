@@ -152,7 +152,7 @@ class Sender:
             if not in_loop:
                 return True
             self._task = self._start(self._init_pid(), self._pid_done)
-        elif not self.delivery.reset_pending:
+        elif not self.delivery.reset_pending or self.txn is not None:
             retry_next, need_loop = self._send_ready(now, in_loop)
             if need_loop:
                 return True
@@ -199,6 +199,8 @@ class Sender:
         leaders = cache.leaders
         routes: dict[int, list] = {}
         txn = self.txn
+        if txn is not None and (txn.settle(self) or self.delivery.reset_pending):
+            return None, False  # nothing of it leaves any more; a gap waits for the abort
         for tp, part in tuple(self.acc.parts.items()):
             if part.blocked or not part.queue:
                 continue

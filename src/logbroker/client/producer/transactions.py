@@ -28,8 +28,8 @@ from ...errors import LogbrokerError
 from .. import validate
 from ..group.offsets import GroupMetadata
 from .txn_manager import TxnRequests
-from .txn_sending import TxnSending, drop_unsent, set_producer
-from .txn_state import TransactionAbortedError, TxnState, TxnStateMachine, classify
+from .txn_sending import TxnSending, aborted, drop_unsent, set_producer
+from .txn_state import TxnState, TxnStateMachine, classify
 
 MAX_ID_CHARS = 249
 
@@ -125,9 +125,11 @@ class Transactions:
         deadline = self._deadline(timeout)
         self.state.begin_commit()
         self.core.flush_start(None)
-        await self.core.wait_delivered(deadline)
-        await self._adding_done(deadline)
-        self.state.raise_failure()  # a record failed: abortable
+        # a failed record ends the wait: the rest may never be sent (a sequence gap)
+        await self.core.wait_delivered(deadline, self._failed_already)
+        if not self._failed_already():
+            await self._adding_done(deadline)
+        self.state.raise_failure()  # a record failed: abortable (or fatal)
         if self.state.started:
             try:
                 await self.requests.end(True, deadline)
@@ -139,9 +141,7 @@ class Transactions:
         deadline = self._deadline(timeout)
         self.state.begin_abort()
         sender = self.core.sender
-        drop_unsent(sender, TransactionAbortedError(
-            f"transactional id {self.state.transactional_id!r}: the transaction was aborted "
-            "before this record was sent"))
+        drop_unsent(sender, aborted(self.state.transactional_id))  # retries too, as they come
         await self._adding_done(deadline)
         await self.core.wait_delivered(deadline)
         if self.state.started:
@@ -156,6 +156,9 @@ class Transactions:
                 self._fail(exc)
             set_producer(sender, pid, epoch)
         self.state.completed()
+
+    def _failed_already(self) -> bool:
+        return self.state.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
 
     async def _adding_done(self, deadline: float) -> None:
         """Wait for an AddPartitionsToTxn in flight (its outcome is part of the transaction)."""

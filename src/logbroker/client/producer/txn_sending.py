@@ -20,7 +20,8 @@ import time
 
 from ...errors import LogbrokerError
 from .txn_manager import TxnRequests
-from .txn_state import TransactionAbortableError, TxnState, TxnStateMachine
+from .txn_state import (TransactionAbortableError, TransactionAbortedError, TxnState,
+                        TxnStateMachine)
 
 
 class TxnSending:
@@ -32,6 +33,19 @@ class TxnSending:
         self.adding = None  # the AddPartitionsToTxn task in flight
         self._in_request: frozenset = frozenset()
         self._timeout = delivery_timeout_s
+
+    def settle(self, sender) -> bool:
+        """While the transaction aborts, failed or the producer is fenced,
+        fail every batch not yet sent (open or queued, retries included), as
+        Kafka's sender does: nothing more of it may reach a partition, and
+        nobody waits for records that cannot leave. True if so (sender's
+        mutex held)."""
+        st = self.state.state
+        if st not in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+            return False
+        drop_unsent(sender, aborted(self.transactional_id) if st is TxnState.ABORTING
+                    else self._failure())
+        return True
 
     def may_send(self, tp: tuple) -> bool:
         """Whether ``tp``'s batches may go now (sender's mutex held); if not,
@@ -77,6 +91,11 @@ class TxnSending:
 
     def clear(self) -> None:
         self.wanted.clear()
+
+
+def aborted(transactional_id: str) -> TransactionAbortedError:
+    return TransactionAbortedError(f"transactional id {transactional_id!r}: the transaction was "
+                                   "aborted before this record was sent")
 
 
 def set_producer(sender, producer_id: int, producer_epoch: int) -> None:
