@@ -23,8 +23,8 @@ from logbroker.protocol import messages as m
 
 ADMIN_PW, ALICE_PW = "admin-Pa55word", "alice-Pa55word"
 ALICE = "User:alice"
-TOPIC, GROUP, CLUSTER = 29, 30, 31
-AUTHZ = (TOPIC, GROUP, CLUSTER)
+TOPIC, GROUP, CLUSTER, TXN = 29, 30, 31, 53
+AUTHZ = (TOPIC, GROUP, CLUSTER, TXN)
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +128,21 @@ CASES = [
      [acl("cluster", "logbroker", "alter")]),
     (m.ListReassignments(topics=(("orders", None),)), CLUSTER,
      [acl("cluster", "logbroker", "describe")]),
+    # transactions (Kafka's rules on the TransactionalId resource)
+    (m.FindCoordinator(group="t-1", key_type=1), TXN, [acl("transactional_id", "t-", "describe",
+                                                           "prefix")]),
+    (m.InitProducerId(transactional_id="t-1", transaction_timeout_ms=60_000), TXN,
+     [acl("transactional_id", "t-1", "write")]),
+    (m.AddPartitionsToTxn(transactional_id="t-1", producer_id=1, producer_epoch=0,
+                          parts=(("orders", 0),)), TXN,
+     [acl("transactional_id", "t-1", "write"), acl("topic", "orders", "write")]),
+    (m.AddOffsetsToTxn(transactional_id="t-1", producer_id=1, producer_epoch=0, group="g1"), TXN,
+     [acl("transactional_id", "t-1", "write"), acl("group", "g1", "read")]),
+    (m.EndTxn(transactional_id="t-1", producer_id=1, producer_epoch=0), TXN,
+     [acl("transactional_id", "t-1", "write")]),
+    (m.DescribeTransactions(transactional_ids=("t-1",)), TXN,
+     [acl("transactional_id", "t-1", "describe")]),
+    (m.ListTransactions(), CLUSTER, [acl("cluster", "logbroker", "describe")]),
     # transactions, the leader's side: a single node answers WriteTxnMarkers 42 once allowed
     (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
      [acl("cluster", "logbroker", "cluster_action")]),
@@ -227,7 +242,8 @@ def test_clients_and_cli_with_acls(broker):
     with admin_of(broker) as admin:
         admin.create_topic("cli-t", 1)
     for args in (["--topic", "cli-t", "--operation", "write", "--operation", "read"],
-                 ["--group", "cli-", "--prefix", "--operation", "read"]):
+                 ["--group", "cli-", "--prefix", "--operation", "read"],
+                 ["--transactional-id", "cli-tx", "--operation", "write"]):
         out = invoked_ok(invoke_cli(["acls", "add", "--principal", ALICE, *args, *as_admin],
                                     stdin=ADMIN_PW + "\n", bootstrap=broker.bootstrap))
         assert out.startswith("added ")
@@ -235,7 +251,9 @@ def test_clients_and_cli_with_acls(broker):
                                              *as_admin], stdin=ADMIN_PW + "\n",
                                             bootstrap=broker.bootstrap)))
     assert {"principal": ALICE, "permission": "allow", "operation": "read", "resource": "group",
-            "name": "cli-", "pattern": "prefix"} in rows and len(rows) == 3
+            "name": "cli-", "pattern": "prefix"} in rows and len(rows) == 4
+    assert {"principal": ALICE, "permission": "allow", "operation": "write",
+            "resource": "transactional_id", "name": "cli-tx", "pattern": "literal"} in rows
     table = invoked_ok(invoke_cli(["acls", "list", *as_admin], stdin=ADMIN_PW + "\n",
                                   bootstrap=broker.bootstrap))
     assert table.split()[:6] == ["PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE", "NAME",
@@ -250,7 +268,7 @@ def test_clients_and_cli_with_acls(broker):
     finally:
         out = invoked_ok(invoke_cli(["acls", "remove", "--principal", ALICE, *as_admin],
                                     stdin=ADMIN_PW + "\n", bootstrap=broker.bootstrap))
-        assert out.strip() == "removed 3 ACL(s)"
+        assert out.strip() == "removed 4 ACL(s)"
 
 
 def test_bad_names_are_refused_not_crashed_on(broker):
