@@ -44,7 +44,7 @@ from ..net.link import cancel_and_wait
 from ..net.routing import Router
 from ..net.throttle import Throttles
 from ..settings import ProducerSettings
-from . import txn_sending
+from . import txn_sending  # noqa: F401 (the type of Sender.txn)
 from .accumulator import Accumulator, PartitionQueue
 from .batch import ProducerBatch
 from .delivery import Delivery
@@ -82,16 +82,7 @@ class Sender:
         self.requests_sent = self.batches_sent = self.records_sent = self.bytes_sent = 0
         self.retries = 0
         self.throttles = Throttles()  # brokers whose quota throttle runs: nothing sent to them
-        self.txn: "txn_sending.TxnSending | None" = None  # a transactional producer's (attach_txn)
-        self._transactional = False  # batches carry format.TRANSACTIONAL
-
-    def attach_txn(self, txn: "txn_sending.TxnSending") -> None:
-        """Make this a transactional producer's sender (before any send): the
-        producer id comes from ``init_transactions``, batches carry the
-        transactional bit and wait for their partition's AddPartitionsToTxn."""
-        self.txn, self._need_pid = txn, False
-        self._transactional = True
-        self.delivery.on_failed = txn.state.failed
+        self.txn: "txn_sending.TxnSending | None" = None  # a transactional producer's (attach)
 
     # -- draining --------------------------------------------------------------------------
     def drain(self, seal_open: bool = True) -> None:
@@ -219,10 +210,7 @@ class Sender:
                 else:
                     group.append(part)
         if txn is not None and txn.wanted and not txn.adding:
-            if in_loop:
-                txn.start_adding(self)
-            else:
-                need_loop = True
+            need_loop = not txn.start_adding(self, in_loop)  # on the loop only
         if (unrouted or cache.doubted) and self._refreshing is None:
             if in_loop:
                 self._refreshing = self._start(self._refresh(), self._refresh_done)
@@ -291,7 +279,7 @@ class Sender:
         if self.settings.idempotent:
             seq = part.next_seq
             try:
-                batch.encode(self.producer_id, self.producer_epoch, seq, self._transactional)
+                batch.encode(self.producer_id, self.producer_epoch, seq, self.txn is not None)
             except BaseException:
                 batch.base_sequence = -1  # no sequence used: no gap
                 raise

@@ -76,7 +76,7 @@ class Transactions:
                                     core.settings.retry_backoff_max_ms / 1000)
         self.sending = TxnSending(self.state, self.requests,
                                   core.settings.delivery_timeout_ms / 1000)
-        core.sender.attach_txn(self.sending)
+        self.sending.attach(core.sender)
 
     def _deadline(self, timeout) -> float:
         wait = validate.seconds(timeout, "timeout")

@@ -34,6 +34,14 @@ class TxnSending:
         self._in_request: frozenset = frozenset()
         self._timeout = delivery_timeout_s
 
+    def attach(self, sender) -> None:
+        """Make ``sender`` a transactional producer's (before any send): the
+        producer id comes from ``init_transactions``, batches carry the
+        transactional bit and wait for their partition's AddPartitionsToTxn,
+        and every failed batch reaches the state machine."""
+        sender.txn, sender._need_pid = self, False
+        sender.delivery.on_failed = self.state.failed
+
     def settle(self, sender) -> bool:
         """While the transaction aborts, failed or the producer is fenced,
         fail every batch not yet sent (open or queued, retries included), as
@@ -56,16 +64,19 @@ class TxnSending:
             self.wanted[tp] = None
         return False
 
-    def start_adding(self, sender) -> None:
-        """Start one AddPartitionsToTxn for every wanted partition (on the
-        loop, sender's mutex held); fails their batches at once if the
-        transaction already failed."""
+    def start_adding(self, sender, in_loop: bool) -> bool:
+        """Start one AddPartitionsToTxn for every wanted partition (sender's
+        mutex held); fails their batches at once if the transaction already
+        failed. False if that must happen on the loop (not ``in_loop``)."""
+        if not in_loop:
+            return False
         tps, self.wanted = list(self.wanted), {}
         if self.state.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             fail_parts(sender, tps, self._failure())
-            return
+            return True
         self._in_request = frozenset(tps)
         self.adding = sender._start(self._add(sender, tps), self._added)
+        return True
 
     def _failure(self) -> BaseException:
         err = self.state.error
