@@ -179,6 +179,42 @@ def test_consume_transform_produce_commits_offsets_with_the_output(broker):
     assert values == [b"%d" % i * 2 for i in range(5)]
 
 
+def test_a_loop_with_aborted_rounds_outputs_every_input_once(broker):
+    """Consume-transform-produce in rounds of 7 records, every third round
+    aborted and redone from the group's committed offset: read_committed
+    sees each input's output exactly once, in order, and the group's
+    offset is the input's end."""
+    b, src, out, group = broker.bootstrap, "loop-in", "loop-out", "loop-group"
+    with Producer(b, **FAST) as plain:
+        for i in range(60):
+            plain.send(src, b"%d" % i)
+        plain.flush()
+    rounds = 0
+    with Consumer(b, group=group, isolation_level="read_committed", enable_auto_commit=False,
+                  auto_offset_reset="earliest", max_poll_records=7, **FAST) as c, \
+            Producer(b, transactional_id="tx-loop", **FAST) as p:
+        c.subscribe([src])
+        p.init_transactions()
+        deadline = time.monotonic() + 30
+        while c.committed(src, 0) != 60:
+            assert time.monotonic() < deadline
+            records = c.poll(0.5)
+            if not records:
+                continue
+            rounds += 1
+            p.begin_transaction()
+            for r in records:
+                p.send(out, b"out-" + r.value)
+            p.send_offsets_to_transaction({(src, 0): records[-1].offset + 1}, c.group_metadata())
+            if rounds % 3 == 0:
+                p.abort_transaction()
+                c.seek(src, 0, c.committed(src, 0) or 0)  # redo from what was committed
+            else:
+                p.commit_transaction()
+    values, _ = read_all(b, out, 1, "read_committed", 60)
+    assert values == [b"out-%d" % i for i in range(60)] and rounds > 10
+
+
 def test_a_zombie_producer_is_fenced(broker):
     topic, b = "txn-zombie", broker.bootstrap
     with Producer(b, transactional_id="tx-z", **FAST) as old, \
