@@ -51,9 +51,10 @@ def broker(tmp_path_factory):
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int,
-             settle: float = 0.3) -> tuple[list, dict]:
+             settle: float = 0.3, seen: "dict | None" = None) -> tuple[list, dict]:
     """Every record of ``topic`` (values in offset order per partition) and
-    the positions at the end, read from the beginning in ``isolation``."""
+    the positions at the end, read from the beginning in ``isolation``
+    (``seen``: filled with the consumer's lag and last stable offsets)."""
     tps = [(topic, p) for p in range(partitions)]
     with Consumer(bootstrap, isolation_level=isolation, **FAST) as c:
         c.assign(tps)
@@ -61,6 +62,8 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect
         records = consume(c, expect, timeout=10)
         records += c.poll(settle)  # nothing more arrives
         positions = {tp: c.position(*tp) for tp in tps}
+        if seen is not None:
+            seen.update(lag=c.metrics()["lag"], lso={tp: c.last_stable_offset(*tp) for tp in tps})
     records.sort(key=lambda r: (r.partition, r.offset))
     return [r.value for r in records], positions
 
@@ -101,8 +104,11 @@ def test_commit_abort_and_an_open_transaction_in_both_isolations(broker):
             hw = admin.list_offsets([(topic, 0)])[(topic, 0)].offset
             lso = admin.list_offsets([(topic, 0)], isolation_level="read_committed")[(topic, 0)]
             assert lso.offset == hw - 1  # the open record is the last one
-            values, _ = read_all(b, topic, 2, "read_committed", 10)
+            seen: dict = {}
+            values, positions = read_all(b, topic, 2, "read_committed", 10, seen=seen)
             assert sorted(values) == sorted(b"c%d" % i for i in range(10))
+            assert positions[(topic, 0)] == seen["lso"][(topic, 0)] == lso.offset
+            assert seen["lag"] == {(topic, 0): 0, (topic, 1): 0}  # lag counts to the LSO
             p.commit_transaction()
         ends = {tp: o.offset for tp, o in admin.list_offsets(topic).items()}
         assert state_becomes(admin, "tx-sync", "CompleteCommit")  # once the markers are written
@@ -132,21 +138,41 @@ def test_asyncio_commit_and_abort(broker):
             await p.abort_transaction()
             with pytest.raises(TransactionAbortedError):
                 await lost
-        async with aio.Consumer(b, isolation_level="read_committed",
-                                auto_offset_reset="earliest", **FAST) as c:
-            c.assign([(topic, 0)])
+        out = []
+        for isolation, expect in (("read_committed", 1), ("read_uncommitted", 2)):
+            async with aio.Consumer(b, isolation_level=isolation, auto_offset_reset="earliest",
+                                    **FAST) as c:
+                c.assign([(topic, 0)])
+                got = []
+                deadline = time.monotonic() + 10
+                while len(got) < expect and time.monotonic() < deadline:
+                    got += await c.poll(0.5)
+                got += await c.poll(0.3)
+                out.append([r.value for r in got])
+        # consume-transform-produce, asyncio: the group's offset commits with the output
+        async with aio.Consumer(b, group="aio-g", isolation_level="read_committed",
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                **FAST) as c, \
+                aio.Producer(b, transactional_id="tx-aio-ctp", **FAST) as p:
+            await c.subscribe([topic])
             got = []
             deadline = time.monotonic() + 10
             while not got and time.monotonic() < deadline:
                 got += await c.poll(0.5)
-            got += await c.poll(0.3)
-            return [r.value for r in got]
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send(topic + "-out", got[0].value.upper())
+            await p.send_offsets_to_transaction({(topic, 0): got[0].offset + 1},
+                                                c.group_metadata())
+            await p.commit_transaction()
+            out.append(await c.committed(topic, 0) == got[0].offset + 1)
+        return out
 
     async def bounded():
         async with asyncio.timeout(60):
             return await main()
 
-    assert asyncio.run(bounded()) == [b"kept"]
+    assert asyncio.run(bounded()) == [[b"kept"], [b"kept", b"dropped"], True]
 
 
 def test_consume_transform_produce_commits_offsets_with_the_output(broker):

@@ -281,7 +281,8 @@ class Fetcher:
     async def committed(self, tps, retry: bool = True) -> dict:
         """The group's committed ``(offset, metadata, commit_ms)`` per partition
         (offset -1: none), from its coordinator."""
-        return await group_offsets.fetch(self._offsets, self.settings.group, tuple(tps), retry)
+        return await group_offsets.fetch(self._offsets, self.settings.group, tuple(tps), retry,
+                                         require_stable=self.settings.isolation == 1)
 
     # -- subscriptions (without a group: every partition of the topics) ------------------------
     async def _refresh_subscription(self, force: bool = False) -> None:
