@@ -275,12 +275,14 @@ class Fetcher:
         """``{(topic, partition): spec}`` -> ``{(topic, partition): (offset,
         timestamp)}``, from each partition's leader; raises the first
         partition's error."""
-        return await list_offsets(self.router, specs, retry=retry)
+        return await list_offsets(self.router, specs, retry=retry,
+                                  isolation=self.settings.isolation)
 
     async def committed(self, tps, retry: bool = True) -> dict:
         """The group's committed ``(offset, metadata, commit_ms)`` per partition
         (offset -1: none), from its coordinator."""
-        return await group_offsets.fetch(self._offsets, self.settings.group, tuple(tps), retry)
+        return await group_offsets.fetch(self._offsets, self.settings.group, tuple(tps), retry,
+                                         require_stable=self.settings.isolation == 1)
 
     # -- subscriptions (without a group: every partition of the topics) ------------------------
     async def _refresh_subscription(self, force: bool = False) -> None:

@@ -10,15 +10,19 @@ member id "") is accepted only while the group has no members.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import NamedTuple
 
 from ...errors import (IllegalGenerationError, LogbrokerError, RebalanceInProgressError,
-                       UnknownMemberIdError)
+                       UnknownMemberIdError, UnstableOffsetCommitError)
 from ...protocol import messages as m
+from ..net.backoff import Backoff
 from ..net.metadata import part_error
 from .coordinator import Coordinators
 
 FENCED = (IllegalGenerationError, UnknownMemberIdError)
+UNSTABLE_RETRY_S, UNSTABLE_RETRY_MAX_S = 0.02, 0.5  # a transaction's marker takes a few fsyncs
 
 
 class Identity(NamedTuple):
@@ -31,6 +35,18 @@ class Identity(NamedTuple):
 
 
 NO_MEMBER = Identity()
+
+
+class GroupMetadata(NamedTuple):
+    """A consumer's ``group_metadata()``, for a transactional producer's
+    ``send_offsets_to_transaction``: its group and membership (generation
+    -1, member id "": not a member; the group coordinator then checks
+    nothing of it)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: "str | None" = None
 
 
 def fenced_error(exc: LogbrokerError, group: str, who: Identity) -> LogbrokerError:
@@ -68,11 +84,26 @@ async def commit(coordinators: Coordinators, group: str, entries: tuple,
 
 
 async def fetch(coordinators: Coordinators, group: str, parts: "tuple | None",
-                retry: bool = True) -> dict:
+                retry: bool = True, require_stable: bool = False) -> dict:
     """``{(topic, partition): (offset, metadata, commit_ms)}`` (offset -1:
     nothing committed) for ``parts`` (None: every committed partition).
-    Raises as ``Coordinators.call`` (once without ``retry``)."""
-    resp = await coordinators.call(group, m.FetchOffsets(group=group, parts=parts), retry=retry)
+    Raises as ``Coordinators.call`` (once without ``retry``).
+    ``require_stable`` (a read_committed consumer's, as Kafka's): while a
+    partition asked has offsets of an undecided transaction the coordinator
+    answers UNSTABLE_OFFSET_COMMIT, asked again (with ``retry``) after a
+    backoff until ``request_timeout``, so the offset returned is the
+    transaction's outcome."""
+    msg = m.FetchOffsets(group=group, parts=parts, require_stable=require_stable)
+    deadline = time.monotonic() + coordinators.router.options.request_timeout
+    backoff = Backoff(UNSTABLE_RETRY_S, UNSTABLE_RETRY_MAX_S)
+    while True:
+        try:
+            resp = await coordinators.call(group, msg, retry=retry)
+            break
+        except UnstableOffsetCommitError:
+            if not retry or time.monotonic() + backoff.delay(backoff.attempts + 1) >= deadline:
+                raise
+        await asyncio.sleep(backoff.next())
     out = {}
     for topic, partition, off, meta, ms in resp.parts:
         out[(topic, partition)] = (off, meta, ms)
