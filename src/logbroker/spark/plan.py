@@ -167,9 +167,16 @@ class PlannerBase:
 
     def _make(self, topic, partition, lo, hi, seg=-1, pos=0, compacted=False) -> Split:
         o = self.o
+        aborted = self.aborted(topic, partition, lo, hi) if o.read_committed else ()
         return Split(o.data_dir, topic, partition, lo, hi, seg, pos, o.fail_on_data_loss,
                      o.include_headers, o.max_rows, o.max_bytes, o.columns, compacted, o.bootstrap,
-                     o.client)
+                     o.client, aborted=aborted, read_committed=o.read_committed)
+
+    def aborted(self, topic: str, partition: int, start: int, end: int) -> tuple:
+        """read_committed: (producer id, first offset) of the aborted
+        transactions with records in [start, end), known at planning time
+        (a bootstrap read learns them from its Fetch answers instead: ())."""
+        return ()
 
     def _min_partitions(self, splits: list[Split]) -> list[Split]:
         """Cut the widest ranges in halves (by offsets) until there are enough."""
