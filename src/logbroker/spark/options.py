@@ -58,6 +58,10 @@ class Split:
     # bootstrap + paths (the JVM engine): ((host, data dir), ...) of the partition's in-sync
     # replicas that have a path, the leader first; a task reads the files of one on its host
     replicas: tuple = ()
+    # read_committed: (producer id, first offset) of each aborted transaction with records in
+    # [start, end) (records/txn_filter.py leaves its batches out); markers are left out always
+    aborted: tuple = ()
+    read_committed: bool = False  # a bootstrap read fetches with isolation 1 (its aborted list)
 
 
 @dataclass
@@ -83,6 +87,7 @@ class Options:
     columns: tuple = ()
     client: tuple = ()  # bootstrap: (name, value) client keywords, checked (CLIENT_OPTIONS)
     paths: dict = field(default_factory=dict)  # bootstrap: {broker id: its data dir on its host}
+    read_committed: bool = False  # kafka.isolation.level = read_committed (Spark's Kafka name)
     extra: dict = field(default_factory=dict)
 
 
@@ -188,6 +193,18 @@ def _paths(opts: dict, bootstrap: str) -> dict:
     return dict(sorted(out.items()))
 
 
+def _isolation(opts: dict) -> bool:
+    """Option ``kafka.isolation.level`` (the name Spark's Kafka source
+    passes to its consumers): read_uncommitted (default) or read_committed
+    -> whether reads stop at the last stable offset and leave aborted
+    transactions out."""
+    raw = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
+    if raw not in ("read_uncommitted", "read_committed"):
+        raise SparkSourceError("option kafka.isolation.level must be read_uncommitted or "
+                               f"read_committed, got {raw!r}")
+    return raw == "read_committed"
+
+
 def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Options:
     """Spark's options (case-insensitive keys) as ``Options``; clear errors.
     ``streaming``: for ``readStream`` — ``startingOffsets`` defaults to
@@ -240,6 +257,7 @@ def parse_options(raw: dict, streaming: bool = False, columns: tuple = ()) -> Op
                           (isinstance(o.ending, str) and o.ending == "earliest")):
         raise SparkSourceError("a batch query needs startingOffsets != latest and "
                                "endingOffsets != earliest")
+    o.read_committed = _isolation(opts)
     o.fail_on_data_loss = _bool(opts, "failOnDataLoss", True)
     o.include_headers = _bool(opts, "includeHeaders", False)
     o.min_partitions = _int(opts, "minPartitions", 0)

@@ -24,6 +24,7 @@ from ..storage.metastore import FILENAME, MetaStore
 from ..storage.store import parse_partition_dir
 from ..storage.topics import TopicStore
 from .scan import iter_batches, list_segments
+from .txn_plan import stable_view
 from .options import (DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_SPLIT_BYTES,  # noqa: F401
                       Options, SparkSourceError, Split, data_loss, parse_options)
 
@@ -167,9 +168,16 @@ class PlannerBase:
 
     def _make(self, topic, partition, lo, hi, seg=-1, pos=0, compacted=False) -> Split:
         o = self.o
+        aborted = self.aborted(topic, partition, lo, hi) if o.read_committed else ()
         return Split(o.data_dir, topic, partition, lo, hi, seg, pos, o.fail_on_data_loss,
                      o.include_headers, o.max_rows, o.max_bytes, o.columns, compacted, o.bootstrap,
-                     o.client)
+                     o.client, aborted=aborted, read_committed=o.read_committed)
+
+    def aborted(self, topic: str, partition: int, start: int, end: int) -> tuple:
+        """read_committed: (producer id, first offset) of the aborted
+        transactions with records in [start, end), known at planning time
+        (a bootstrap read learns them from its Fetch answers instead: ())."""
+        return ()
 
     def _min_partitions(self, splits: list[Split]) -> list[Split]:
         """Cut the widest ranges in halves (by offsets) until there are enough."""
@@ -198,6 +206,7 @@ class Planner(PlannerBase):
         super().__init__(o)
         self.meta = MetaStore(os.path.join(o.data_dir, FILENAME), readonly=True)
         self._points: dict[tuple[str, int], list[tuple[int, int, int]]] = {}  # index hints
+        self._stable: dict = {}  # read_committed: (topic, p) -> (pid, txn_plan.StableView)
 
     def close(self) -> None:
         self.meta.close()
@@ -206,14 +215,26 @@ class Planner(PlannerBase):
         return list_partitions(self.o.data_dir)
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int, int]:
-        """``(pid, log start, high watermark)`` from the checkpoint (0s if none)."""
+        """``(pid, log start, high watermark)`` from the checkpoint (0s if
+        none); read_committed: the last stable offset there instead of the
+        high watermark (spark/txn_plan.py)."""
         pid = self.meta.partition_id(f"{topic}-{partition}", create=False) \
             if self.meta.has("parts") else None
         has = pid is not None and self.meta.has("ckpt")
         ckpt = load_checkpoint(self.meta, pid) if has else None
         if ckpt is None:
             return -1 if pid is None else pid, 0, 0
-        return pid, ckpt.log_start_offset, ckpt.high_watermark
+        end = ckpt.high_watermark
+        if self.o.read_committed:
+            view = stable_view(self.meta, pid, os.path.join(self.o.data_dir, f"{topic}-{partition}"),
+                               end)
+            self._stable[(topic, partition)] = (pid, view)
+            end = view.last_stable_offset
+        return pid, ckpt.log_start_offset, end
+
+    def aborted(self, topic: str, partition: int, start: int, end: int) -> tuple:
+        found = self._stable.get((topic, partition))
+        return () if found is None else found[1].search(self.meta, found[0], start, end)
 
     def _entries(self, pid: int) -> list[tuple[int, int, int]]:
         if pid < 0 or not self.meta.has("oidx"):

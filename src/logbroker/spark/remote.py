@@ -46,6 +46,10 @@ class RemotePlanner(PlannerBase):
     def __init__(self, o: Options, locality: bool = False) -> None:
         super().__init__(o)
         self.locality = locality  # splits carry ``replicas`` (option paths, JVM engine)
+        if locality and o.read_committed:  # the replicas' files are read, not fetched
+            raise SparkSourceError("kafka.isolation.level read_committed with option paths (the "
+                                   "JVM engine reading the replicas' files) is not supported: "
+                                   "read over the brokers (no paths) or with option path")
         self._replicas: dict[tuple[str, int], tuple] = {}
         try:
             self.admin = Admin(o.bootstrap, client_id="logbroker-spark",
@@ -73,7 +77,9 @@ class RemotePlanner(PlannerBase):
         if not want:
             return
         starts = self._call("list earliest offsets", self.admin.list_offsets, want, "earliest")
-        ends = self._call("list latest offsets", self.admin.list_offsets, want, "latest")
+        isolation = "read_committed" if self.o.read_committed else "read_uncommitted"
+        ends = self._call("list latest offsets", lambda: self.admin.list_offsets(
+            want, "latest", isolation_level=isolation))
         for tp in want:
             self._bounds[tp] = (-1, starts[tp].offset, ends[tp].offset)
 

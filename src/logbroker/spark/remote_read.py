@@ -21,6 +21,7 @@ from ..errors import LogbrokerError, OffsetOutOfRangeError, for_code
 from ..protocol import messages as m
 from ..records import format as fmt
 from ..records.decoder import RecordBatch, decode_batch
+from ..records.txn_filter import AbortedFilter
 from ..records.walker import scan_batches
 from .options import SparkSourceError, Split, data_loss
 
@@ -36,6 +37,7 @@ class _SplitFetcher:
 
     def __init__(self, split: Split) -> None:
         self.split, self.tp = split, (split.topic, split.partition)
+        self.aborted: tuple = ()  # the last answer's aborted (producer id, first offset) pairs
         self.loop = asyncio.new_event_loop()
         opts = client_options(split.bootstrap, "logbroker-spark", REQUEST_TIMEOUT_MS, 5_000,
                               tls=TlsSettings(**dict(split.client)))
@@ -53,7 +55,9 @@ class _SplitFetcher:
             self.loop.close()
 
     def fetch(self, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
-        """``(segment bytes from offset, high watermark, log start)``."""
+        """``(segment bytes from offset, high watermark, log start)``; with the
+        split's read_committed, fetched with isolation 1 (bytes up to the last
+        stable offset; ``aborted`` then holds the answer's aborted pairs)."""
         return self.loop.run_until_complete(self._fetch(offset, max_bytes))
 
     async def _fetch(self, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
@@ -69,10 +73,12 @@ class _SplitFetcher:
                 if leader is not None:  # a short try per attempt: a dead leader is asked again
                     resp = await self.router.call(leader, m.Fetch(  # only after a refresh
                         max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                        parts=((topic, partition, offset, max_bytes),)),
+                        parts=((topic, partition, offset, max_bytes),),
+                        isolation=1 if self.split.read_committed else 0),
                         timeout=min(ATTEMPT_S, max(deadline - time.monotonic(), 0.1)))
                     _, _, code, message, hw, lso, _ = resp.parts[0]
                     if not code:
+                        self.aborted = resp.txn[0].aborted if resp.txn else ()
                         return (resp.payload[0] if resp.payload else b""), hw, lso
                     last = for_code(code)(message)
                     if isinstance(last, OffsetOutOfRangeError) or not reroutes(last):
@@ -102,11 +108,13 @@ def fetch_batches(split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]
 def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]:
     name, fail = f"{split.topic}-{split.partition}", split.fail_on_data_loss
     expect, max_bytes = split.start, FETCH_BYTES
+    hide = AbortedFilter(split.aborted)
     stalled_since = None
     while expect < split.end:
         data = view = batch = None  # the last answer's buffer is free for the next one
         try:
             data, hw, lso = fetcher.fetch(expect, max_bytes)
+            hide.extend(fetcher.aborted)
         except OffsetOutOfRangeError as exc:
             data_loss(fail, f"{name} offsets from {expect} are gone ({exc.message})")
             return
@@ -123,6 +131,11 @@ def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeade
                 return
             if header.base_offset > expect and not split.compacted:
                 data_loss(fail, f"{name} offsets [{expect}, {header.base_offset}) are missing")
+            if hide.hidden(header):  # a marker, or an aborted transaction's batch
+                expect, moved = header.next_offset, True
+                if expect >= split.end:
+                    return
+                continue
             batch = decode_batch(view[pos:pos + header.size], verify=True, header=header)
             yield header, batch
             expect, moved = header.next_offset, True

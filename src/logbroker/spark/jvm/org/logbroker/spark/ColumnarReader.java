@@ -37,10 +37,10 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
       // watermark, which every in-sync replica's files hold. Its index is not ours to read
       // (no hint): the walk starts at the base of the segment holding start.
       return new SplitReader(replicaDir(s), s.topic, s.partition, s.start, s.end, -1, 0,
-          s.failOnDataLoss, s.compacted, headersOnly);
+          s.failOnDataLoss, s.compacted, headersOnly).aborted(s.aborted);
     }
     return new SplitReader(s.dataDir, s.topic, s.partition, s.start, s.end, s.hintSegment,
-        s.hintPosition, s.failOnDataLoss, s.compacted, headersOnly);
+        s.hintPosition, s.failOnDataLoss, s.compacted, headersOnly).aborted(s.aborted);
   }
 
   /** The data dir of the first replica whose partition directory is on this host. */

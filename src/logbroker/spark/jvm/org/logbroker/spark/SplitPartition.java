@@ -29,6 +29,8 @@ final class SplitPartition implements InputPartition {
   final String[] locations;
   final String[] replicaHosts;
   final String[] replicaDirs;
+  /** (producer id, first offset) of each aborted transaction in range (read_committed), flat. */
+  final long[] aborted;
 
   SplitPartition(JsonNode s) {
     dataDir = s.get("data_dir").asText();
@@ -44,6 +46,11 @@ final class SplitPartition implements InputPartition {
     JsonNode hosts = s.path("locations");
     locations = new String[hosts.size()];
     for (int i = 0; i < locations.length; i++) locations[i] = hosts.get(i).asText();
+    JsonNode txns = s.path("aborted");
+    aborted = new long[2 * txns.size()];
+    for (int i = 0; i < txns.size(); i++) {
+      for (int k = 0; k < 2; k++) aborted[2 * i + k] = txns.get(i).get(k).asLong();
+    }
     JsonNode replicas = s.path("replicas");
     replicaHosts = new String[replicas.size()];
     replicaDirs = new String[replicas.size()];

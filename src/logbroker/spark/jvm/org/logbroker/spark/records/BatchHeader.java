@@ -26,7 +26,13 @@ public final class BatchHeader {
     public static final int KEY_MODE_SHIFT = 6;
     public static final int VALUE_MODE_SHIFT = 8;
     public static final int HAS_HEADERS = 0x0400;
-    public static final int KNOWN_ATTRIBUTES = 0x07FF;
+    /** Ours (magic 1): a transaction's batch; a control batch (a marker) has both bits. */
+    public static final int TRANSACTIONAL = 0x0800;
+    public static final int CONTROL = 0x1000;
+    public static final int KNOWN_ATTRIBUTES = 0x1FFF;
+    /** Kafka's (magic 2) transactional and control bits. */
+    public static final int KAFKA_TRANSACTIONAL = 0x0010;
+    public static final int KAFKA_CONTROL = 0x0020;
     public static final int KAFKA_KNOWN_ATTRIBUTES = 0x003F;
     public static final int KAFKA_MAX_CODEC = 4;
 
@@ -146,6 +152,16 @@ public final class BatchHeader {
     public long nextOffset() {
         long last = lastOffset();
         return last == Long.MAX_VALUE ? last : last + 1;
+    }
+
+    /** A transaction's batch (either magic): dropped by read_committed readers when aborted. */
+    public boolean isTransactional() {
+        return (attributes & (magic == MAGIC ? TRANSACTIONAL : KAFKA_TRANSACTIONAL)) != 0;
+    }
+
+    /** A control batch (a commit or abort marker, either magic): never a record to readers. */
+    public boolean isControl() {
+        return (attributes & (magic == MAGIC ? CONTROL : KAFKA_CONTROL)) != 0;
     }
 
     /** 0 = create time (set by the producer), 1 = log append time. */

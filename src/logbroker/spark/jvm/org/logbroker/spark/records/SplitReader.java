@@ -61,6 +61,9 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
     private final boolean compacted;
     private final boolean headersOnly;
     private int columns = Columns.ALL;
+    private long[] aborted = new long[0];
+    private int nextAborted;
+    private final java.util.HashSet<Long> aborting = new java.util.HashSet<>();
 
     private List<SegmentFiles.Segment> segments;
     private int first;
@@ -101,6 +104,52 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
         }
         this.columns = columns;
         return this;
+    }
+
+    /**
+     * Leave out the batches of aborted transactions (read_committed), by
+     * Kafka's rule as Python's {@code records.txn_filter.AbortedFilter}:
+     * {@code pairs} holds {@code producerId, firstOffset} pairs (the
+     * planner's {@code Split.aborted}); once a batch reaching
+     * {@code firstOffset} is met, that producer's transactional batches are
+     * skipped until its next control batch (its abort marker). Control
+     * batches (markers) are skipped in every case. Before the first
+     * {@link #hasNext()}. Returns this reader.
+     */
+    public SplitReader aborted(long[] pairs) {
+        if (started) {
+            throw new IllegalStateException("aborted transactions are given before the first batch is read");
+        }
+        if (pairs.length % 2 != 0) {
+            throw new IllegalArgumentException("aborted transactions come in (producer, first offset) pairs");
+        }
+        Integer[] order = new Integer[pairs.length / 2];
+        for (int i = 0; i < order.length; i++) order[i] = i;
+        java.util.Arrays.sort(order, (a, b) -> Long.compare(pairs[2 * a + 1], pairs[2 * b + 1]));
+        aborted = new long[pairs.length];
+        for (int i = 0; i < order.length; i++) {
+            aborted[2 * i] = pairs[2 * order[i]];
+            aborted[2 * i + 1] = pairs[2 * order[i] + 1];
+        }
+        return this;
+    }
+
+    /** A batch readers never see: a marker, or a batch of an aborted transaction. */
+    private boolean hidden(BatchHeader h) {
+        boolean control = h.isControl();
+        if (!control && !h.isTransactional()) {
+            return false;
+        }
+        long last = h.lastOffset();
+        while (nextAborted < aborted.length && aborted[nextAborted + 1] <= last) {
+            aborting.add(aborted[nextAborted]);
+            nextAborted += 2;
+        }
+        if (control) {
+            aborting.remove(h.producerId);
+            return true;
+        }
+        return aborting.contains(h.producerId);
     }
 
     /**
@@ -216,6 +265,10 @@ public final class SplitReader implements Iterator<DecodedBatch>, AutoCloseable 
                 lost(expect, h.baseOffset, "are missing from the segment files");
             }
             vanished = false;
+            if (hidden(h)) {  // a marker, or an aborted transaction's batch: no records here
+                expect = h.nextOffset();
+                continue;
+            }
             DecodedBatch batch = headersOnly ? DecodedBatch.headerOnly(h) : decode(f);
             expect = h.nextOffset();
             return batch;
