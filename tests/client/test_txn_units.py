@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from logbroker.client.consumer.txn_filter import CONTROL, TRANSACTIONAL, BatchFilter, txn_flags
+from logbroker.records.txn_filter import CONTROL, TRANSACTIONAL, BatchFilter, txn_flags
 from logbroker.client.producer.txn_state import (TransactionAbortableError, TxnState,
                                                   TxnStateMachine, classify)
 from logbroker.errors import (ConcurrentTransactionsError, InvalidProducerEpochError,

@@ -15,7 +15,7 @@ import pytest
 
 from logbroker.records import build_batch
 from logbroker.records import format as fmt
-from logbroker.records.txn_filter import AbortedFilter
+from logbroker.records.txn_filter import BatchFilter
 from logbroker.storage.config import LogConfig, StorageConfig
 from logbroker.storage.store import Store
 
@@ -60,15 +60,19 @@ def test_the_filter_follows_kafkas_rule_batch_by_batch():
         attrs = (fmt.TRANSACTIONAL if transactional else 0) | (fmt.CONTROL if control else 0)
         return fmt.BatchHeader(base, 60, 0, 1, 0, attrs, count - 1, T0, T0, pid, 0, 0, count)
 
-    f = AbortedFilter([(8, 3)])
-    seen = [f.hidden(h(7, 1, 2)), f.hidden(h(8, 3)), f.hidden(h(-1, 4, transactional=False)),
-            f.hidden(h(7, 5, control=True)), f.hidden(h(8, 6, 2)), f.hidden(h(8, 8, control=True)),
-            f.hidden(h(8, 9))]
+    f = BatchFilter([(8, 3)])
+    seen = [f.skip_header(h(7, 1, 2)), f.skip_header(h(8, 3)),
+            f.skip_header(h(-1, 4, transactional=False)), f.skip_header(h(7, 5, control=True)),
+            f.skip_header(h(8, 6, 2)), f.skip_header(h(8, 8, control=True)), f.skip_header(h(8, 9))]
     assert seen == [False, True, False, True, True, True, False]
-    late = AbortedFilter()
-    assert not late.hidden(h(5, 10))
+    late = BatchFilter(())
+    assert not late.skip_header(h(5, 10))
     late.extend([(5, 12), (5, 12)])  # a Fetch answer brings it; the same pair twice counts once
-    assert late.hidden(h(5, 12)) and late.hidden(h(5, 13, control=True)) and not late.hidden(h(5, 14))
+    assert late.skip_header(h(5, 12)) and late.skip_header(h(5, 13, control=True))
+    assert not late.skip_header(h(5, 14))
+    uncommitted = BatchFilter(None)  # read_uncommitted: markers only
+    assert [uncommitted.skip_header(h(8, 3)), uncommitted.skip_header(h(8, 4, control=True))] \
+        == [False, True]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from ..errors import LogbrokerError, OffsetOutOfRangeError, for_code
 from ..protocol import messages as m
 from ..records import format as fmt
 from ..records.decoder import RecordBatch, decode_batch
-from ..records.txn_filter import AbortedFilter
+from ..records.txn_filter import BatchFilter
 from ..records.walker import scan_batches
 from .options import SparkSourceError, Split, data_loss
 
@@ -108,7 +108,7 @@ def fetch_batches(split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]
 def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeader, RecordBatch]]:
     name, fail = f"{split.topic}-{split.partition}", split.fail_on_data_loss
     expect, max_bytes = split.start, FETCH_BYTES
-    hide = AbortedFilter(split.aborted)
+    hide = BatchFilter(() if split.read_committed else None)  # aborted pairs come with each answer
     stalled_since = None
     while expect < split.end:
         data = view = batch = None  # the last answer's buffer is free for the next one
@@ -131,7 +131,7 @@ def _walk(fetcher: _SplitFetcher, split: Split) -> Iterator[tuple[fmt.BatchHeade
                 return
             if header.base_offset > expect and not split.compacted:
                 data_loss(fail, f"{name} offsets [{expect}, {header.base_offset}) are missing")
-            if hide.hidden(header):  # a marker, or an aborted transaction's batch
+            if hide.skip_header(header):  # a marker, or an aborted transaction's batch
                 expect, moved = header.next_offset, True
                 if expect >= split.end:
                     return

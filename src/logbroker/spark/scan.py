@@ -19,7 +19,7 @@ from ..records import format as fmt
 from ..records.arrow import (HEADERS_TYPE, Piece, pieces_binary, pieces_headers, pieces_offsets,
                              pieces_timestamp_types, pieces_timestamps, repeated)
 from ..records.decoder import RecordBatch, decode_batch
-from ..records.txn_filter import AbortedFilter
+from ..records.txn_filter import BatchFilter
 from ..records.walker import scan_file
 from ..storage.segment import parse_segment_name
 from .options import Split, data_loss
@@ -109,7 +109,7 @@ def iter_batches(split: Split, directory: "str | None" = None,
         first = 0
     expect = split.start if first is not None and segs[first][0] <= split.start else segs[first][0]
     vanished = False  # a segment file listed was gone: offsets before the next batch are lost
-    hide = AbortedFilter(split.aborted)  # markers always; aborted transactions (read_committed)
+    hide = BatchFilter(split.aborted if split.read_committed else None)  # markers always
     for i in range(first, len(segs)):
         base, path = segs[i]
         if base >= split.end:
@@ -138,7 +138,7 @@ def iter_batches(split: Split, directory: "str | None" = None,
                 if header.base_offset > expect and (vanished or not split.compacted):
                     _lost(split, expect, header.base_offset, "are missing from the segment files")
                 vanished = False
-                if hide.hidden(header) or (want is not None and not want(header)):
+                if hide.skip_header(header) or (want is not None and not want(header)):
                     expect = header.next_offset
                     continue
                 try:

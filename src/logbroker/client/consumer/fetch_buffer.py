@@ -17,7 +17,7 @@ partition and offset, after every record before it was returned. The
 partition's position stays at the bad batch, so every later poll raises
 again, until the application seeks past it.
 
-Transactions (txn_filter.py): control batches are never returned, and under
+Transactions (records/txn_filter.py): control batches are never returned, and under
 read_committed neither are aborted transactions' batches (by the fetch
 answer's ``txn`` list); the position moves past them as past records, so
 ``position()`` and ``commit()`` never point at a marker the application
@@ -34,7 +34,7 @@ from ...errors import CorruptRecordError, LogbrokerError
 from ...records import format as fmt
 from ...records.walker import scan_fields
 from .records import ConsumerRecord, records_into
-from .txn_filter import BatchFilter
+from ...records.txn_filter import BatchFilter
 
 
 class PartitionState:
@@ -253,7 +253,7 @@ class FetchBuffer:
         """(records from ``chunk``'s next batches with offset >= ``start``,
         at least ``want`` unless the chunk ends; the error to raise after
         them: a damaged batch's, else at the chunk's end its walk's; the
-        offset after the batches skipped (txn_filter.py) before any record,
+        offset after the batches skipped (records/txn_filter.py) before any record,
         or None). A batch to skip that follows records is left for the next
         call, so the position moves past it only once they are taken."""
         st, batches, out = chunk.state, chunk.batches, []
