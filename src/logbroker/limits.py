@@ -55,10 +55,12 @@ def check_request_partitions(topics, limit: int) -> int:
 
 
 def check_not_internal(names) -> None:
-    """Clients read the offsets topic but never write, create or delete it."""
-    if OFFSETS_TOPIC in names:
-        raise InvalidTopicError(f"{OFFSETS_TOPIC} is the brokers' internal offsets topic: "
-                                "clients may only read it")
+    """Clients read the internal topics (offsets, transaction state) but
+    never write, create or delete them."""
+    for name in INTERNAL_TOPICS:
+        if name in names:
+            raise InvalidTopicError(f"{name} is a brokers' internal topic: clients may only "
+                                    "read it")
 
 
 def check_group_name(name: object) -> str:
@@ -276,12 +278,15 @@ def is_loopback_host(host: str) -> bool:
 
 
 OFFSETS_TOPIC = "__consumer_offsets"  # the brokers' internal offsets topic (coordinator/records.py)
+# the transaction coordinators' state (coordinator/txn_records.py)
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
 
 def listed(names) -> list[str]:
     """Topic names for an answer about "every topic": sorted, without the
-    internal offsets topic (named explicitly, it is answered like any other)."""
-    return sorted(n for n in names if n != OFFSETS_TOPIC)
+    internal topics (named explicitly, they are answered like any other)."""
+    return sorted(n for n in names if n not in INTERNAL_TOPICS)
 
 
 def canonical_ip(host: str) -> str:

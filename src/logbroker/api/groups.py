@@ -75,9 +75,13 @@ class GroupRequests:
         self.host = coordinator.host
 
     async def find_coordinator(self, req: m.FindCoordinator, session) -> m.FindCoordinatorResponse:
-        """The broker coordinating ``req.group`` (metadata/interface.py)."""
+        """The broker coordinating ``req.group`` (metadata/interface.py): key
+        type 0 a group, 1 a transactional id (its transaction coordinator)."""
+        if req.key_type not in (0, 1):
+            raise InvalidRequestError(f"key_type must be 0 (group) or 1 (transaction), got "
+                                      f"{req.key_type!r}")
         limits.check_group_name(req.group)
-        broker_id, host, port = await self.meta.coordinator_for(req.group)
+        broker_id, host, port = await self.meta.coordinator_for(req.group, req.key_type)
         return m.FindCoordinatorResponse(broker_id=broker_id, host=host, port=port)
 
     # -- membership -----------------------------------------------------------------------------

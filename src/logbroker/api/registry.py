@@ -33,6 +33,7 @@ from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
 from . import consumer_groups
+from . import transactions, txn_markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,7 @@ OURS: dict[type, Entry] = {
     m.Metadata: Entry(cluster_info.metadata),
     m.DescribeCluster: Entry(cluster_info.describe_cluster),
     m.ElectLeaders: Entry(cluster_info.elect_leaders),
-    m.InitProducerId: Entry(cluster_info.init_producer_id),
+    m.InitProducerId: Entry(transactions.init_producer_id),  # idempotent: cluster_info's
     m.CreateTopics: Entry(topics.create_topics),
     m.DeleteTopics: Entry(topics.delete_topics),
     m.DescribeTopics: Entry(topics.describe_topics),
@@ -100,6 +101,13 @@ OURS: dict[type, Entry] = {
     # partition reassignment (api/reassign.py)
     m.AlterReassignments: Entry(reassign.alter_reassignments),
     m.ListReassignments: Entry(reassign.list_reassignments),
+    # transactions (api/transactions.py over the transaction coordinator; markers: api/txn_markers.py)
+    m.AddPartitionsToTxn: Entry(transactions.add_partitions),
+    m.AddOffsetsToTxn: Entry(transactions.add_offsets),
+    m.EndTxn: Entry(transactions.end_txn),
+    m.DescribeTransactions: Entry(transactions.describe),
+    m.ListTransactions: Entry(transactions.list_transactions),
+    m.WriteTxnMarkers: Entry(txn_markers.write_txn_markers),  # the leader side's (helper L)
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 class Services:
     __slots__ = ("config", "store", "meta", "commit", "notifier", "groups", "auth", "port",
-                 "requests", "traffic", "offload")
+                 "requests", "traffic", "offload", "txns")
 
     def __init__(self, *, config, store, meta, commit, notifier, groups, auth, port: int) -> None:
         """``groups``: the coordinator's GroupRequests; ``auth``: the BrokerAuth."""
@@ -24,3 +24,5 @@ class Services:
         # ``await offload(fn, *args)``: fn run off the loop (the inflation thread,
         # api/inflation.py); None: run in place (handlers driven without a broker)
         self.offload = None
+        # the transaction coordinator (coordinator/txn_manager.py), set by the broker
+        self.txns = None

@@ -125,6 +125,13 @@ class BrokerConfig:
     # consumer-protocol groups (KIP-848; docs/kafka.md): Kafka's group.consumer.* defaults
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    # -- transactions (docs/protocol.md "Transactions"; coordinator/txn_manager.py): Kafka's
+    transaction_state_num_partitions: int = 16
+    transaction_state_replication_factor: int = 3  # at most the live brokers when created
+    transaction_state_segment_bytes: int = 100 << 20
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_check_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 604_800_000
     # -- security and observability (docs/security.md, docs/metrics.md) -----------------
     metrics_port: "int | None" = None  # Prometheus /metrics on host:metrics_port; off when None
     tls_cert: "str | None" = None  # PEM certificate chain: TLS on the listener when set
@@ -200,7 +207,11 @@ class BrokerConfig:
                      "offsets_commit_timeout_ms", "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "group_max_size",
                      "max_inflated_bytes_per_request", "inflation_bytes_per_s_per_connection",
-                     "max_partitions_per_request", "max_partitions_per_broker"):
+                     "max_partitions_per_request", "max_partitions_per_broker",
+                     "transaction_state_num_partitions", "transaction_state_replication_factor",
+                     "transaction_state_segment_bytes", "transaction_max_timeout_ms",
+                     "transaction_abort_timed_out_check_interval_ms",
+                     "transactional_id_expiration_ms"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -253,6 +264,10 @@ class BrokerConfig:
             raise InvalidConfigError("tls_client_auth needs tls_cert, tls_key and tls_ca")
         if self.offsets_topic_num_partitions > 1000:
             raise InvalidConfigError("offsets_topic_num_partitions must be 1..1000")
+        if self.transaction_state_num_partitions > 1000:
+            raise InvalidConfigError("transaction_state_num_partitions must be 1..1000")
+        if self.transaction_max_timeout_ms > (1 << 31) - 1:
+            raise InvalidConfigError("transaction_max_timeout_ms must be 1..2147483647")
         _check_limits(self)
 
     def group_limits(self):

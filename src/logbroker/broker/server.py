@@ -16,6 +16,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..api.groups import GroupRequests
+from ..api.transactions import build_txn_coordinator
 from ..api.inflation import Inflation
 from ..api.pipeline import Pipeline
 from ..api.services import Services
@@ -93,6 +94,8 @@ class Broker:
         self.pipeline = Pipeline(self.services, self.quotas, self.inflation)
         self.services.offload = self.inflation.run
         self.coordinator.start()
+        self.services.txns = self.txns = build_txn_coordinator(self.services)
+        self.txns.start()
         self.metrics = None
         if config.metrics_port is not None:  # docs/metrics.md
             from ..metrics.exporter import BrokerMetrics
@@ -166,6 +169,7 @@ class Broker:
         # must not keep us leading while our followers cannot fetch
         await self.meta.leave()
         await self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
+        await self.txns.close()  # in-flight markers: the next coordinator finishes them
         self.listener.close()
         connections = list(self.listener.connections)
         for kafka in self.kafka_listeners:

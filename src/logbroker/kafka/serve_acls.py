@@ -37,6 +37,7 @@ import logging
 
 from ..errors import InvalidRequestError
 from ..protocol import messages as m
+from ..security.acl import TRANSACTIONAL_ID
 from ..security.acl import (ALL, ALLOW, CLUSTER, CLUSTER_NAME, DENY, GROUP, LITERAL, MATCH,
                             MAX_FILTERS, MAX_PER_REQUEST, PREFIX, TOPIC, AclBinding)
 from .plan import KafkaSite, Plan
@@ -46,8 +47,8 @@ log = logging.getLogger("logbroker.kafka")
 
 KAFKA_CLUSTER = "kafka-cluster"  # Kafka's one cluster resource name
 ANY_CODE = 1  # Kafka's ANY in every enum of a filter
-RESOURCES = {TOPIC: 2, GROUP: 3, CLUSTER: 4}
-KAFKA_ONLY_RESOURCES = frozenset({5, 6, 7})  # TRANSACTIONAL_ID, DELEGATION_TOKEN, USER
+RESOURCES = {TOPIC: 2, GROUP: 3, CLUSTER: 4, TRANSACTIONAL_ID: 5}
+KAFKA_ONLY_RESOURCES = frozenset({6, 7})  # DELEGATION_TOKEN, USER
 PATTERNS = {LITERAL: 3, PREFIX: 4}
 MATCH_CODE = 2
 OPERATIONS = {ALL: 2, "read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7,

@@ -18,7 +18,7 @@ from ..cluster.placement import assign, given, preferred
 from ..cluster.replicas import LEADER
 from ..cluster.state import (PartitionState, TopicState, default_min_isr, partition_value,
                              topic_value)
-from ..coordinator.records import TOPIC, partition_for
+from ..coordinator.records import partition_for
 from ..durability import DataNotifier, consume_outcome
 from ..storage.topic_ids import new_topic_id
 from ..errors import (CoordinatorNotAvailableError, InvalidConfigError,
@@ -30,7 +30,7 @@ from .budget import PartitionBudget
 from .cluster_host import ClusterHost
 from .interface import Appended
 from .local import partition_entry
-from .offsets_topic import offsets_topic_configs
+from .offsets_topic import offsets_topic, transaction_topic
 from .partitions import add_cluster
 from .reassignments import cluster_reassign, cluster_reassignments
 
@@ -49,7 +49,8 @@ class ClusterMetadata:
         self.cluster_name = config.cluster_name
         self.appended = DataNotifier()  # wakes followers' long polls (ReplicaFetch)
         self.budget = PartitionBudget(config.max_partitions_per_broker)
-        self._host = ClusterHost(self, config)
+        self._host = ClusterHost(self, config, offsets_topic(config))
+        self._txn_host = ClusterHost(self, config, transaction_topic(config))
 
     # -- lifecycle -------------------------------------------------------------------------
     async def leave(self) -> None:
@@ -367,27 +368,48 @@ class ClusterMetadata:
     def group_host(self) -> ClusterHost:
         return self._host
 
-    async def coordinator_for(self, group: str) -> tuple:
-        """The broker leading ``group``'s offsets partition; the offsets
-        topic is created on first use (COORDINATOR_NOT_AVAILABLE until it
-        has a leader)."""
-        node, config = self.node, self.config
+    def txn_host(self) -> ClusterHost:
+        """Where the transaction state partitions live (coordinator/txn_manager.py)."""
+        return self._txn_host
+
+    async def coordinator_for(self, key: str, key_type: int = 0) -> tuple:
+        """The broker leading ``key``'s partition of its internal topic (key
+        type 0: a group's offsets partition; 1: a transactional id's
+        transaction state partition); the topic is created on first use
+        (COORDINATOR_NOT_AVAILABLE until it has a leader)."""
+        node = self.node
         node.check_available()
         view = node.view
-        if TOPIC not in view.topics:
+        spec = (self._txn_host if key_type == 1 else self._host).spec
+        if spec.name not in view.topics:
             try:
-                await self.create_internal(TOPIC, config.offsets_topic_num_partitions,
-                                           offsets_topic_configs(config),
-                                           config.offsets_topic_replication_factor)
+                await self.create_internal(spec.name, spec.partitions, spec.configs(),
+                                           spec.replication_factor)
             except TopicAlreadyExistsError:
                 pass
-        topic = view.topics.get(TOPIC)
-        st = view.partitions.get((TOPIC, partition_for(group, topic.partitions))) if topic else None
+        topic = view.topics.get(spec.name)
+        st = view.partitions.get((spec.name, partition_for(key, topic.partitions))) \
+            if topic else None
         broker = view.brokers.get(st.leader) if st is not None else None
         if broker is None:
-            raise CoordinatorNotAvailableError(f"group {group!r}: its offsets partition has no "
-                                               "leader yet")
+            what = "transactional id" if key_type == 1 else "group"
+            raise CoordinatorNotAvailableError(f"{what} {key!r}: its partition of {spec.name} "
+                                               "has no leader yet")
         return broker.id, broker.host, broker.port
+
+    def peer_dialler(self):
+        """``async dial(broker_id)`` -> a connection to that broker that proved
+        this one's identity (cluster/node.py ``connect_to``, as followers dial)."""
+        return self.node.connect_to
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The broker leading ``topic``-``partition`` in this broker's view
+        (-1: none now); UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
+        self._known(topic)
+        st = self.node.view.partitions.get((topic, partition))
+        if st is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
+        return st.leader
 
     def access_stores(self, on_acls) -> tuple:
         """Users and ACL bindings in etcd, read from the node's mirror."""

@@ -1,7 +1,8 @@
-"""The offsets partitions in a cluster, the coordinator's host
-(coordinator/manager.py): the replica manager says what this broker leads;
-a write is acknowledged once the partition's high watermark covers it
-(acks=all)."""
+"""The partitions of an internal topic in a cluster (the offsets topic, the
+transaction state topic: ``InternalTopic``), the coordinators' host
+(coordinator/manager.py, coordinator/txn_manager.py): the replica manager
+says what this broker leads; a write is acknowledged once the partition's
+high watermark covers it (acks=all)."""
 
 from __future__ import annotations
 
@@ -12,36 +13,35 @@ from ..cluster.state import unpack
 from ..coordinator.records import TOPIC, partition_for
 from ..errors import LogbrokerError, NotCoordinatorError, UnknownTopicOrPartitionError
 from ..storage.groups import CommittedOffset
-from .offsets_topic import lag_row
+from .offsets_topic import InternalTopic, lag_row
 
 log = logging.getLogger("logbroker.cluster")
 
 
 class ClusterHost:
-    topic = TOPIC
-
-    def __init__(self, meta, config) -> None:
+    def __init__(self, meta, config, spec: InternalTopic) -> None:
         """``meta``: the ClusterMetadata whose ``append`` writes as the leader."""
-        self.meta, self.config = meta, config
+        self.meta, self.config, self.spec = meta, config, spec
+        self.topic = spec.name
         self.node = meta.node
         self.replicas = self.node.replicas
 
     @property
     def partitions(self) -> int:
-        topic = self.node.view.topics.get(TOPIC)
-        return topic.partitions if topic is not None else self.config.offsets_topic_num_partitions
+        topic = self.node.view.topics.get(self.topic)
+        return topic.partitions if topic is not None else self.spec.partitions
 
     def leader(self, p: int):
         try:
-            r = self.replicas.leader((TOPIC, p))
+            r = self.replicas.leader((self.topic, p))
         except LogbrokerError:
-            raise NotCoordinatorError(f"broker {self.node.me} does not lead {TOPIC}-{p}: find the "
-                                      "coordinator again") from None
+            raise NotCoordinatorError(f"broker {self.node.me} does not lead {self.topic}-{p}: "
+                                      "find the coordinator again") from None
         return r.log, r.epoch
 
     def settled(self, p: int) -> bool:
         try:
-            self.replicas.settled_leader((TOPIC, p))
+            self.replicas.settled_leader((self.topic, p))
             return True
         except LogbrokerError:
             return False
@@ -51,7 +51,7 @@ class ClusterHost:
             return {}
         out = {}
         for (topic, p), r in list(self.replicas.replicas.items()):
-            if topic == TOPIC:
+            if topic == self.topic:
                 try:
                     out[p] = self.leader(p)[1]
                 except LogbrokerError:
@@ -59,7 +59,7 @@ class ClusterHost:
         return out
 
     async def append(self, p: int, data: bytes) -> None:
-        fut = self.meta.append(TOPIC, p, data, -1).pending
+        fut = self.meta.append(self.topic, p, data, -1).pending
         if fut is not None:
             await fut
 
@@ -75,6 +75,8 @@ class ClusterHost:
 
     async def legacy(self, p: int) -> dict:
         """Offsets the cluster kept in etcd before groups had a coordinator."""
+        if self.topic != TOPIC:
+            return {}
         prefix = self.node.keys.offsets
         items, _ = await self.node.etcd.load(prefix)
         out: dict = {}

@@ -42,8 +42,13 @@ The methods (both implementations have each):
   cluster/peer_proof.py; None on a single node),
   ``replica_log(...)`` and ``wait_appended(logs, seconds)`` (replication),
   ``ack_wait`` (what an acks=all produce waits for, in its timeout error).
-- Groups: ``group_host()`` (where the offsets partitions live),
-  ``async coordinator_for(group)`` -> (id, host, port).
+- Groups and transactions: ``group_host()`` (where the offsets partitions
+  live), ``txn_host()`` (the transaction state partitions), ``async
+  coordinator_for(key, key_type=0)`` -> (id, host, port) (key type 0: a
+  group, 1: a transactional id), ``leader_of(topic, partition)`` -> the
+  leading broker's id (-1: none now; where transaction markers go),
+  ``peer_dialler()`` -> ``async dial(broker_id)`` over the brokers'
+  authenticated link (None on a single node).
 - Security: ``access_stores(on_acls)`` -> (users, acls).
 - For the Kafka listener, the console and metrics: ``directory()`` (the
   brokers' Kafka addresses and the controller), ``async

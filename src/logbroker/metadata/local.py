@@ -23,7 +23,7 @@ from ..storage.creation import discard
 from ..storage.store import Store
 from .budget import PartitionBudget
 from .interface import Appended, Directory, KafkaBroker
-from .offsets_topic import lag_row, offsets_topic_configs
+from .offsets_topic import InternalTopic, lag_row, offsets_topic, transaction_topic
 from .partitions import add_local
 from .reassignments import local_reassign
 
@@ -45,7 +45,8 @@ class LocalMetadata:
         self.cluster_name = ""  # a single node is no named cluster (DescribeCluster says "")
         self._next_producer_id = int(time.time() * 1000) << 8
         self._directory = Directory({self.me: KafkaBroker(self.me, None)}, self.me)
-        self._host = LocalHost(store, commit, config)
+        self._host = LocalHost(store, commit, config, offsets_topic(config))
+        self._txn_host = LocalHost(store, commit, config, transaction_topic(config))
 
     # -- lifecycle -------------------------------------------------------------------------
     async def leave(self) -> None:
@@ -288,8 +289,22 @@ class LocalMetadata:
     def group_host(self) -> "LocalHost":
         return self._host
 
-    async def coordinator_for(self, group: str) -> tuple:
+    def txn_host(self) -> "LocalHost":
+        """Where the transaction state partitions live (coordinator/txn_manager.py)."""
+        return self._txn_host
+
+    async def coordinator_for(self, key: str, key_type: int = 0) -> tuple:
         return self.me, self.config.host, self.port
+
+    def peer_dialler(self) -> None:
+        """A single node has no peers (transaction markers stay local)."""
+        return None
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The broker leading ``topic``-``partition``: this one (UNKNOWN_TOPIC_OR_PARTITION
+        when it does not exist)."""
+        self.store.get_log(topic, partition)
+        return self.me
 
     def access_stores(self, on_acls) -> tuple:
         """The users and ACL bindings in this node's LMDB."""
@@ -367,23 +382,23 @@ def _ignore(exc) -> None:
 
 
 class LocalHost:
-    """The offsets partitions on a single node: this broker leads them all;
-    a write is acknowledged once fsynced (coordinator/manager.py's host)."""
+    """The partitions of an internal topic (``spec``: the offsets topic, the
+    transaction state topic) on a single node: this broker leads them all;
+    a write is acknowledged once fsynced (the coordinators' host:
+    coordinator/manager.py, coordinator/txn_manager.py)."""
 
-    topic = OFFSETS_TOPIC
-
-    def __init__(self, store, commit, config) -> None:
-        self.store, self.commit, self.config = store, commit, config
-        topic = store.topics.get(OFFSETS_TOPIC)
+    def __init__(self, store, commit, config, spec: InternalTopic) -> None:
+        self.store, self.commit, self.config, self.spec = store, commit, config, spec
+        self.topic = spec.name
+        topic = store.topics.get(self.topic)
         self.exists = topic is not None
-        self.partitions = topic.partitions if topic else config.offsets_topic_num_partitions
+        self.partitions = topic.partitions if topic else spec.partitions
 
     def leader(self, p: int):
-        if not self.exists:  # created on the first group request, as Kafka does
-            self.store.create_topic(OFFSETS_TOPIC, self.partitions,
-                                    **offsets_topic_configs(self.config))
+        if not self.exists:  # created on the coordinator's first request, as Kafka does
+            self.store.create_topic(self.topic, self.partitions, **self.spec.configs())
             self.exists = True
-        return self.store.get_log(OFFSETS_TOPIC, p), 0
+        return self.store.get_log(self.topic, p), 0
 
     def settled(self, p: int) -> bool:
         return True
@@ -392,7 +407,7 @@ class LocalHost:
         return dict.fromkeys(range(self.partitions), 0) if self.exists else {}
 
     async def append(self, p: int, data: bytes) -> None:
-        lg = self.store.get_log(OFFSETS_TOPIC, p)
+        lg = self.store.get_log(self.topic, p)
         info = lg.append(data, sync=False)
         fut = self.commit.request(lg, info.last_offset + 1)
         if fut is not None:
@@ -407,6 +422,8 @@ class LocalHost:
         return lag_row(self.store, topic, partition, c, now)
 
     async def legacy(self, p: int) -> dict:
+        if self.topic != OFFSETS_TOPIC:
+            return {}
         groups = self.store.groups
         return {g: groups.fetch(g) for g in groups.groups()
                 if partition_for(g, self.partitions) == p}

@@ -1,8 +1,12 @@
-"""The offsets topic as both metadata implementations host it: its
-settings, and the lag row of one committed offset read from the local log."""
+"""The internal topics as both metadata implementations host them: their
+settings (``InternalTopic``: the offsets topic, the transaction state
+topic), and the lag row of one committed offset read from the local log."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .. import limits
 from ..errors import LogbrokerError
 from ..protocol.parts import LagRow
 from ..records import format as fmt
@@ -12,6 +16,33 @@ from ..storage.store import Store
 def offsets_topic_configs(config) -> dict:
     """The offsets topic's settings: compacted, 100 MiB segments (Kafka's)."""
     return {"cleanup_policy": "compact", "segment_bytes": config.offsets_topic_segment_bytes}
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    """An internal compacted topic a coordinator lives in, created on first
+    use: its name, partition count, replication factor (capped by the live
+    brokers) and segment size, from the broker's settings."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    segment_bytes: int
+
+    def configs(self) -> dict:
+        return {"cleanup_policy": "compact", "segment_bytes": self.segment_bytes}
+
+
+def offsets_topic(config) -> InternalTopic:
+    return InternalTopic(limits.OFFSETS_TOPIC, config.offsets_topic_num_partitions,
+                         config.offsets_topic_replication_factor,
+                         config.offsets_topic_segment_bytes)
+
+
+def transaction_topic(config) -> InternalTopic:
+    return InternalTopic(limits.TRANSACTION_STATE_TOPIC, config.transaction_state_num_partitions,
+                         config.transaction_state_replication_factor,
+                         config.transaction_state_segment_bytes)
 
 
 def lag_row(store: Store, topic: str, partition: int, c, now: int) -> LagRow:

@@ -34,7 +34,8 @@ from typing import Iterable
 from ..errors import InvalidRequestError
 
 TOPIC, GROUP, CLUSTER = "topic", "group", "cluster"
-RESOURCE_TYPES = (TOPIC, GROUP, CLUSTER)
+TRANSACTIONAL_ID = "transactional_id"  # a transactional producer's id (Kafka's TransactionalId)
+RESOURCE_TYPES = (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID)
 CLUSTER_NAME = "logbroker"  # the one cluster resource
 LITERAL, PREFIX = "literal", "prefix"
 PATTERNS = (LITERAL, PREFIX)
@@ -57,7 +58,7 @@ MAX_FILTERS = 16  # filters of a DeleteAcls: each is a pass over every binding
 @dataclass(frozen=True, order=True)
 class AclBinding:
     principal: str  # "User:NAME" or "User:*"
-    resource_type: str  # topic, group or cluster
+    resource_type: str  # topic, group, cluster or transactional_id
     name: str  # the resource's name or prefix ("logbroker" for the cluster)
     pattern: str = LITERAL
     operation: str = ALL

@@ -26,17 +26,16 @@ import dataclasses
 from typing import Callable
 
 from ..errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
-                      TopicAuthorizationFailedError)
+                      TopicAuthorizationFailedError, TransactionalIdAuthorizationFailedError)
 from ..protocol import messages as m
 from ..protocol.parts import FetchedPart, OffsetFound, ProducedPart
 from ..protocol.partition_messages import RecordsCutResult
-from .acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
+from .acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 
 NO_CHECK: dict[type, str] = {
     m.Handshake: "the version check comes before authentication",
     m.SaslHandshake: "authentication itself",
     m.SaslAuthenticate: "authentication itself",
-    m.InitProducerId: "allocates an id only; each Produce that uses it is checked",
     m.PeerChallenge: "a broker's proof of identity (api/peer.py), checked by the cluster's secret",
     m.PeerProof: "a broker's proof of identity (api/peer.py), checked by the cluster's secret",
 }
@@ -55,7 +54,8 @@ NARROWED: dict[type, tuple] = {m.ListGroups: ("describe", GROUP)}
 # may describe (Kafka's OffsetFetch rule), whatever its rights on the group
 FILTERED = frozenset({m.FetchOffsets, m.DescribeGroups})
 ERRORS = {TOPIC: TopicAuthorizationFailedError, GROUP: GroupAuthorizationFailedError,
-          CLUSTER: ClusterAuthorizationFailedError}
+          CLUSTER: ClusterAuthorizationFailedError,
+          TRANSACTIONAL_ID: TransactionalIdAuthorizationFailedError}
 
 
 def _cluster(operation: str) -> Callable:
@@ -103,6 +103,16 @@ def _groups(operation: str) -> Callable:
     return lambda msg, known: [(operation, GROUP, g) for g in dict.fromkeys(msg.groups)]
 
 
+def _txn(operation: str) -> Callable:
+    return lambda msg, known: [(operation, TRANSACTIONAL_ID, msg.transactional_id)]
+
+
+def _init_producer_id(msg: m.InitProducerId, known) -> list:
+    """With a transactional id: write on it (Kafka's rule). Without: nothing
+    (an idempotent producer's id; each Produce that uses it is checked)."""
+    return [("write", TRANSACTIONAL_ID, msg.transactional_id)] if msg.transactional_id else []
+
+
 RULES: dict[type, Callable] = {
     m.Metadata: _metadata,
     m.CreateTopics: _topics_of("create", lambda r: (t.name for t in r.topics)),
@@ -117,7 +127,8 @@ RULES: dict[type, Callable] = {
     m.DescribeGroups: _groups("describe"),
     m.DeleteGroups: _groups("delete"),
     m.DeleteOffsets: _group("delete", "read"),  # Kafka's OffsetDelete rule
-    m.FindCoordinator: lambda msg, known: [("describe", GROUP, msg.group)],
+    m.FindCoordinator: lambda msg, known: [("describe", TRANSACTIONAL_ID if msg.key_type == 1
+                                             else GROUP, msg.group)],
     m.JoinGroup: _group("read"), m.SyncGroup: _group("read"), m.Heartbeat: _group("read"),
     m.LeaveGroup: _group("read"),
     m.ConsumerGroupHeartbeat: _group("read"), m.ConsumerGroupDescribe: _groups("describe"),
@@ -132,6 +143,18 @@ RULES: dict[type, Callable] = {
     m.CreatePartitions: _topics_of("alter", lambda r: (t.name for t in r.topics)),
     m.DeleteRecords: _topics_of("delete", lambda r: (p.topic for p in r.parts)),
     m.AlterReassignments: _cluster("alter"), m.ListReassignments: _cluster("describe"),
+    # transactions (Kafka's rules): write on the transactional id; AddPartitionsToTxn write on
+    # each topic too, AddOffsetsToTxn read on the group; describe to see them
+    m.InitProducerId: _init_producer_id,
+    m.AddPartitionsToTxn: lambda msg, known: [("write", TRANSACTIONAL_ID, msg.transactional_id)] + [
+        ("write", TOPIC, t) for t in dict.fromkeys(p.topic for p in msg.parts)],
+    m.AddOffsetsToTxn: lambda msg, known: [("write", TRANSACTIONAL_ID, msg.transactional_id),
+                                           ("read", GROUP, msg.group)],
+    m.EndTxn: _txn("write"),
+    m.DescribeTransactions: lambda msg, known: [("describe", TRANSACTIONAL_ID, t)
+                                                for t in dict.fromkeys(msg.transactional_ids)],
+    m.ListTransactions: _cluster("describe"),
+    m.WriteTxnMarkers: _cluster("cluster_action"),  # brokers only (the leader side's, helper L)
 }
 
 

@@ -1,0 +1,155 @@
+"""The transaction coordinator on one real broker, through our protocol
+(raw requests): init, add partitions, commit and abort, a zombie fenced by a
+second InitProducerId, a timeout abort, a kill -9 mid-transaction and a
+Prepare* record finished after a restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from logbroker.coordinator import txn_state as ts
+from logbroker.coordinator.txn_records import TOPIC, encode, partition_for
+from logbroker.protocol import messages as m
+from tests.support.fixtures import BrokerProcess, RawConn, open_store, wait_until
+
+CONFIG = {"transaction_abort_timed_out_check_interval_ms": 100}
+
+
+@pytest.fixture
+def txn_broker(tmp_path):
+    with BrokerProcess(tmp_path / "data", config=CONFIG) as b:
+        yield b
+
+
+def _setup(b) -> RawConn:
+    c = RawConn(b.port)
+    assert c.call(m.CreateTopics(topics=(("orders", 2, {}),))).topics[0][1] in (0, 36)
+    return c
+
+
+def _retry(c: RawConn, msg, timeout: float = 10.0):
+    """``msg`` until it is not answered CONCURRENT_TRANSACTIONS or LOAD_IN_PROGRESS."""
+    def answered():
+        resp = c.call(msg)
+        return None if resp.error in (51, 14) else resp
+    return wait_until(answered, timeout, f"{type(msg).__name__} answered", interval=0.05)
+
+
+def _init(c, tid, timeout_ms=60_000, pid=-1, epoch=-1):
+    resp = _retry(c, m.InitProducerId(transactional_id=tid, transaction_timeout_ms=timeout_ms,
+                                      producer_id=pid, producer_epoch=epoch))
+    assert resp.error == 0, resp
+    return resp.producer_id, resp.producer_epoch
+
+
+def _add(c, tid, pid, epoch, parts=(("orders", 0), ("orders", 1))):
+    return c.call(m.AddPartitionsToTxn(transactional_id=tid, producer_id=pid,
+                                       producer_epoch=epoch, parts=parts))
+
+
+def _describe(c, tid):
+    return c.call(m.DescribeTransactions(transactional_ids=(tid,))).transactions[0]
+
+
+def _state(c, tid, want: str, timeout: float = 10.0):
+    return wait_until(lambda: (d := _describe(c, tid)).state == want and d, timeout,
+                      f"{tid} in state {want}", interval=0.02)
+
+
+def test_commit_abort_and_the_requests_errors(txn_broker):
+    c = _setup(txn_broker)
+    found = c.call(m.FindCoordinator(group="etl", key_type=1))
+    assert (found.error, found.port) == (0, txn_broker.port)
+    assert c.call(m.FindCoordinator(group="etl", key_type=7)).error == 42
+    pid, epoch = _init(c, "etl")
+    assert epoch == 0
+    assert all(p.error == 0 for p in _add(c, "etl", pid, epoch).parts)
+    d = _describe(c, "etl")
+    assert (d.state, d.producer_id, d.parts, d.timeout_ms) == ("Ongoing", pid,
+                                                              (("orders", 0), ("orders", 1)), 60_000)
+    assert d.start_ms > 0
+    assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
+                           commit=True)).error == 0
+    d = _state(c, "etl", "CompleteCommit")
+    assert d.parts == () and d.start_ms == -1
+    assert _add(c, "etl", pid, epoch, (("orders", 1),)).parts[0].error == 0
+    assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
+                           commit=False)).error == 0
+    _state(c, "etl", "CompleteAbort")
+    listed = c.call(m.ListTransactions(states=("CompleteAbort",))).transactions
+    assert ("etl", pid, "CompleteAbort") in listed
+    # errors: no open transaction, an unknown partition (nothing added), an internal topic,
+    # a timeout out of bounds, an unknown id, a producer id not this id's
+    assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
+                           commit=True)).error == 48
+    parts = _add(c, "etl", pid, epoch, (("orders", 0), ("orders", 9))).parts
+    assert [p.error for p in parts] == [48, 3]
+    assert _describe(c, "etl").state == "CompleteAbort"
+    assert _add(c, "etl", pid, epoch, ((TOPIC, 0),)).parts[0].error == 17
+    assert c.call(m.InitProducerId(transactional_id="x", transaction_timeout_ms=0)).error == 50
+    assert c.call(m.InitProducerId(transactional_id="x",
+                                   transaction_timeout_ms=900_001)).error == 50
+    assert _describe(c, "nope").error == 105
+    assert _add(c, "etl", pid + 1, epoch).error == 49
+    # the idempotent path is as before
+    plain = c.call(m.InitProducerId())
+    assert plain.error == 0 and plain.producer_epoch == 0 and plain.producer_id != pid
+
+
+def test_a_zombie_is_fenced_by_a_second_init(txn_broker):
+    c = _setup(txn_broker)
+    pid, epoch = _init(c, "zombie")
+    assert _add(c, "zombie", pid, epoch).parts[0].error == 0
+    first = c.call(m.InitProducerId(transactional_id="zombie", transaction_timeout_ms=60_000))
+    assert first.error == 51  # its open transaction is being aborted
+    pid2, epoch2 = _init(c, "zombie")
+    assert (pid2, epoch2) == (pid, 2)  # bumped by the abort, then by this init
+    d = _describe(c, "zombie")
+    assert (d.state, d.producer_epoch) == ("Empty", 2)
+    assert c.call(m.EndTxn(transactional_id="zombie", producer_id=pid, producer_epoch=epoch,
+                           commit=True)).error == 90
+    assert _add(c, "zombie", pid, epoch).error == 90
+    assert _add(c, "zombie", pid2, epoch2).parts[0].error == 0
+
+
+def test_a_timed_out_transaction_is_aborted_with_the_epoch_bumped(txn_broker):
+    c = _setup(txn_broker)
+    pid, epoch = _init(c, "slow", timeout_ms=300)
+    assert _add(c, "slow", pid, epoch).parts[0].error == 0
+    d = _state(c, "slow", "CompleteAbort")
+    assert d.producer_epoch == epoch + 1
+    assert c.call(m.EndTxn(transactional_id="slow", producer_id=pid, producer_epoch=epoch,
+                           commit=True)).error == 90
+    # KIP-360: the timed-out producer recovers with its id and old epoch, no second bump
+    assert _init(c, "slow", 60_000, pid, epoch) == (pid, epoch + 1)
+
+
+def test_state_survives_a_kill_and_prepare_is_finished_after_a_restart(tmp_path):
+    b = BrokerProcess(tmp_path / "data", config=CONFIG).start()
+    try:
+        c = _setup(b)
+        pid, epoch = _init(c, "open")
+        assert _add(c, "open", pid, epoch).parts[0].error == 0
+        pid2, _ = _init(c, "decided")
+        b.kill()  # kill -9: the acknowledged records are durable
+        # a coordinator that died between PrepareCommit and its markers: the record alone
+        store = open_store(tmp_path / "data")
+        try:
+            n = store.topics.get(TOPIC).partitions
+            prep = ts.TxnState("decided", pid2, 0, 60_000, ts.PREPARE_COMMIT,
+                               (("orders", 1),), 1, 1)
+            lg = store.get_log(TOPIC, partition_for("decided", n))
+            lg.append(encode([prep]), sync=True)
+        finally:
+            store.close()
+        b.start()
+        c = RawConn(b.port)
+        d = _retry(c, m.DescribeTransactions(transactional_ids=("open",))).transactions[0]
+        assert (d.state, d.producer_epoch, d.parts) == ("Ongoing", epoch,
+                                                       (("orders", 0), ("orders", 1)))
+        _state(c, "decided", "CompleteCommit")
+        assert c.call(m.EndTxn(transactional_id="open", producer_id=pid, producer_epoch=epoch,
+                               commit=True)).error == 0
+        _state(c, "open", "CompleteCommit")
+    finally:
+        b.kill()
