@@ -245,6 +245,15 @@ class ProducerFencedError(LogbrokerError):
 
 
 @register
+class UnstableOffsetCommitError(LogbrokerError):
+    """FetchOffsets asked for stable offsets (``require_stable``) of a
+    partition whose group has offsets committed in a transaction that is
+    not decided yet: retry once its marker lands."""
+
+    code, name, retriable = 88, "UNSTABLE_OFFSET_COMMIT", True
+
+
+@register
 class TransactionalIdNotFoundError(LogbrokerError):
     code, name = 105, "TRANSACTIONAL_ID_NOT_FOUND"
 

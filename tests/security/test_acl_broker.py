@@ -23,8 +23,8 @@ from logbroker.protocol import messages as m
 
 ADMIN_PW, ALICE_PW = "admin-Pa55word", "alice-Pa55word"
 ALICE = "User:alice"
-TOPIC, GROUP, CLUSTER = 29, 30, 31
-AUTHZ = (TOPIC, GROUP, CLUSTER)
+TOPIC, GROUP, CLUSTER, TXN = 29, 30, 31, 53
+AUTHZ = (TOPIC, GROUP, CLUSTER, TXN)
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +128,27 @@ CASES = [
      [acl("cluster", "logbroker", "alter")]),
     (m.ListReassignments(topics=(("orders", None),)), CLUSTER,
      [acl("cluster", "logbroker", "describe")]),
+    # transactions (Kafka's rules on the TransactionalId resource)
+    (m.FindCoordinator(group="t-1", key_type=1), TXN, [acl("transactional_id", "t-", "describe",
+                                                           "prefix")]),
+    (m.InitProducerId(transactional_id="t-1", transaction_timeout_ms=60_000), TXN,
+     [acl("transactional_id", "t-1", "write")]),
+    (m.AddPartitionsToTxn(transactional_id="t-1", producer_id=1, producer_epoch=0,
+                          parts=(("orders", 0),)), TXN,
+     [acl("transactional_id", "t-1", "write"), acl("topic", "orders", "write")]),
+    (m.AddOffsetsToTxn(transactional_id="t-1", producer_id=1, producer_epoch=0, group="g1"), TXN,
+     [acl("transactional_id", "t-1", "write"), acl("group", "g1", "read")]),
+    (m.EndTxn(transactional_id="t-1", producer_id=1, producer_epoch=0), TXN,
+     [acl("transactional_id", "t-1", "write")]),
+    (m.DescribeTransactions(transactional_ids=("t-1",)), TXN,
+     [acl("transactional_id", "t-1", "describe")]),
+    (m.ListTransactions(), CLUSTER, [acl("cluster", "logbroker", "describe")]),
+    # transactions, the leader's side: a single node answers WriteTxnMarkers 42 once allowed
+    (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
+     [acl("cluster", "logbroker", "cluster_action")]),
+    (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
+                       offsets=(("orders", 0, 1, ""),)), GROUP,
+     [acl("group", "g1", "read"), acl("topic", "orders", "read")]),
 ]
 
 

@@ -27,7 +27,8 @@ from ..coordinator.consumer_records import ConsumerGroupRecord
 from ..coordinator.records import GroupRecord, OffsetRecord
 from ..kafka.member_bytes import ASSIGNMENT, SUBSCRIPTION, for_reader, subscribed_topics
 from ..errors import (GroupNotFoundError, GroupSubscribedToTopicError, InvalidRequestError,
-                      LogbrokerError, NonEmptyGroupError, UnknownMemberIdError)
+                      LogbrokerError, NonEmptyGroupError, UnknownMemberIdError,
+                      UnstableOffsetCommitError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import (CommittedPart, GroupDescription, GroupResult, MemberAssignment,
@@ -37,6 +38,7 @@ from .edge import check_partition_key
 MAX_ID_CHARS = 1_000  # member ids are client_id + "-" + a uuid
 MAX_PROTOCOLS = 32
 MAX_METADATA_BYTES = 1 << 20  # all protocols of one JoinGroup together
+MAX_PENDING_PER_GROUP = 10_000  # transactional offsets awaiting markers, over all producers
 MAX_ASSIGNMENT_BYTES = 8 << 20  # all assignments of one SyncGroup together (kept, and recorded)
 CONSUMER = "consumer"  # the protocol type whose member bytes are the ConsumerProtocol's
 
@@ -181,10 +183,61 @@ class GroupRequests:
         return m.CommitOffsetsResponse(parts=tuple(out))
 
     async def fetch(self, req: m.FetchOffsets, session) -> m.FetchOffsetsResponse:
+        """The committed offsets; with ``require_stable``, UNSTABLE_OFFSET_COMMIT
+        while a partition asked (None: any of the group's) has transactional
+        offsets awaiting their marker."""
         limits.check_group_name(req.group)
         check_fetch_offsets(req)
-        _, g = await self.co.group(req.group)
+        view, g = await self.co.group(req.group)
+        if req.require_stable and view.pending.has_group(req.group):
+            check_stable(view.pending, req)
         return offsets_answer(req, g.offsets if g is not None else {})
+
+    # -- transactions (coordinator/pending_offsets.py) --------------------------------------------
+    async def txn_commit(self, req: m.TxnOffsetCommit, session) -> m.TxnOffsetCommitResponse:
+        """Offsets committed in the producer's transaction: written to the
+        group's offsets partition as the producer's transactional batch,
+        pending until its marker (``on_marker``). A member's generation and
+        id are checked as a commit's; -1 and "" are not (KIP-447's older
+        form). Per part: the checks' errors; a refused write (a fenced
+        producer epoch, the partition's leadership lost) every written part's."""
+        check_txn_commit(req)
+        view, g = await self.co.group(req.group, create=True)
+        if req.generation >= 0 or req.member_id:
+            g.check_commit(req.generation, req.member_id, req.group_instance_id)
+        now = int(time.time() * 1000)
+        records, out, written = [], [], []
+        for topic, partition, offset, meta in req.offsets:
+            try:
+                self.host.check_partition(topic, partition)
+                limits.check_int(offset, "committed offset", -limits.MAX_OFFSET - 1,
+                                 limits.MAX_OFFSET)
+                if len(meta) > limits.MAX_COMMIT_METADATA:
+                    raise InvalidRequestError(f"metadata of {len(meta)} characters (limit "
+                                              f"{limits.MAX_COMMIT_METADATA})")
+                records.append(OffsetRecord(req.group, topic, partition, offset, meta, now))
+                written.append(len(out))
+                out.append(PartitionResult(topic, partition, 0, ""))
+            except LogbrokerError as exc:
+                out.append(PartitionResult(topic, partition, *_err(exc)))
+        if records:
+            if view.pending.count(req.group) + len(records) > MAX_PENDING_PER_GROUP:
+                raise InvalidRequestError(f"group {req.group!r} has {view.pending.count(req.group)}"
+                                          f" transactional offsets awaiting markers (limit "
+                                          f"{MAX_PENDING_PER_GROUP})")
+            try:
+                await self.co.write(self.co.partition(req.group), records, view,
+                                    txn=(req.producer_id, req.producer_epoch))
+            except LogbrokerError as exc:
+                for i in written:
+                    out[i] = out[i]._replace(error=exc.code, message=exc.message)
+        return m.TxnOffsetCommitResponse(parts=tuple(out))
+
+    def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was acknowledged on offsets partition
+        ``partition`` (api/markers.py): the producer's pending offsets there
+        are applied (COMMIT) or dropped."""
+        self.co.on_marker(partition, producer_id, commit)
 
     async def describe(self, req: m.DescribeGroups, session) -> m.DescribeGroupsResponse:
         """Member bytes in the requester's encoding (Kafka's when ``req.kafka_bytes``)."""
@@ -305,6 +358,30 @@ def _still_read(g: Group) -> "frozenset | None":
     if g.kind != "classic":  # a consumer-protocol group knows its members' subscriptions
         return g.subscribed_names()
     return subscribed_topics((mb.metadata(g.protocol), mb.kafka) for mb in g.members.values())
+
+
+def check_txn_commit(req: m.TxnOffsetCommit) -> None:
+    _check_member(req)
+    if len(req.transactional_id) > MAX_ID_CHARS:
+        raise InvalidRequestError(f"transactional_id of {len(req.transactional_id)} characters "
+                                  f"(limit {MAX_ID_CHARS})")
+    limits.check_int(req.producer_id, "producer_id", 0, limits.MAX_OFFSET)
+    limits.check_int(req.producer_epoch, "producer_epoch", 0, 32767)
+    if len(req.offsets) > limits.MAX_PARTITIONS:
+        raise InvalidRequestError(f"{len(req.offsets)} offsets (limit {limits.MAX_PARTITIONS})")
+
+
+def check_stable(pending, req: m.FetchOffsets) -> None:
+    """UNSTABLE_OFFSET_COMMIT naming the partitions asked (None: all of the
+    group's) with transactional offsets awaiting their marker."""
+    group = req.group
+    wanted = req.parts if req.parts is not None else pending.by_group.get(group, {})
+    unstable = [f"{t}-{p}" for t, p in wanted if pending.unstable(group, (t, p))]
+    if unstable:
+        shown = ", ".join(unstable[:5]) + (f" and {len(unstable) - 5} more"
+                                           if len(unstable) > 5 else "")
+        raise UnstableOffsetCommitError(f"group {group!r}: {shown} have offsets of a "
+                                        "transaction not decided yet: retry")
 
 
 def check_fetch_offsets(req: m.FetchOffsets) -> None:

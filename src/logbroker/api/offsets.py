@@ -6,7 +6,8 @@ alike on a single node and in a cluster (metadata/interface.py)."""
 from __future__ import annotations
 
 from .. import limits
-from ..errors import FencedLeaderEpochError, LogbrokerError, UnknownLeaderEpochError
+from ..errors import (FencedLeaderEpochError, InvalidRequestError, LogbrokerError,
+                      UnknownLeaderEpochError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import EpochEnd, OffsetFound
@@ -17,8 +18,14 @@ from .peer import check_replica
 async def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsResponse:
     """Per part: the log start (EARLIEST), the high watermark (LATEST), or
     the first offset at or after a time (-1 when none below the HW), the
-    search off the loop (``svc.offload``: it may decode a stored batch)."""
+    search off the loop (``svc.offload``: it may decode a stored batch).
+    Isolation 1 (READ_COMMITTED): the last stable offset instead of the HW,
+    for LATEST and as the bound of a time's answer."""
     meta, out = svc.meta, []
+    committed = req.isolation == 1
+    if req.isolation not in (0, 1):
+        raise InvalidRequestError(f"isolation {req.isolation!r}: 0 (read uncommitted) or 1 "
+                                  "(read committed)")
     for topic, partition, spec in req.parts:
         try:
             check_partition_key(topic, partition)
@@ -28,11 +35,13 @@ async def list_offsets(svc, req: m.ListOffsets, session) -> m.ListOffsetsRespons
             if spec == m.EARLIEST:
                 out.append(OffsetFound(topic, partition, 0, "", lg.log_start_offset, -1))
             elif spec == m.LATEST:
-                out.append(OffsetFound(topic, partition, 0, "", lg.high_watermark, -1))
+                out.append(OffsetFound(topic, partition, 0, "", lg.last_stable_offset if committed
+                                       else lg.high_watermark, -1))
             else:
                 hit = lg.offset_for_timestamp(spec) if svc.offload is None else \
                     await svc.offload(lg.offset_for_timestamp, spec)
-                if hit is None or hit.offset >= lg.high_watermark:
+                if hit is None or hit.offset >= (lg.last_stable_offset if committed
+                                                 else lg.high_watermark):
                     out.append(OffsetFound(topic, partition, 0, "", -1, -1))
                 else:
                     out.append(OffsetFound(topic, partition, 0, "", hit.offset, hit.timestamp))

@@ -33,7 +33,8 @@ from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
 from . import consumer_groups
-from . import transactions, txn_markers
+from . import transactions
+from . import markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +102,15 @@ OURS: dict[type, Entry] = {
     # partition reassignment (api/reassign.py)
     m.AlterReassignments: Entry(reassign.alter_reassignments),
     m.ListReassignments: Entry(reassign.list_reassignments),
-    # transactions (api/transactions.py over the transaction coordinator; markers: api/txn_markers.py)
+    # transactions (api/transactions.py over the transaction coordinator)
     m.AddPartitionsToTxn: Entry(transactions.add_partitions),
     m.AddOffsetsToTxn: Entry(transactions.add_offsets),
     m.EndTxn: Entry(transactions.end_txn),
     m.DescribeTransactions: Entry(transactions.describe),
     m.ListTransactions: Entry(transactions.list_transactions),
-    m.WriteTxnMarkers: Entry(txn_markers.write_txn_markers),  # the leader side's (helper L)
+    # transactions, the partition leader's side (api/markers.py, api/groups.py)
+    m.WriteTxnMarkers: Entry(markers.write_txn_markers),  # brokers only
+    m.TxnOffsetCommit: Entry(_groups("txn_commit")),
 }
 
 

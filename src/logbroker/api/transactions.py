@@ -27,7 +27,7 @@ from ..protocol.parts import PartitionResult, TxnDescription, TxnListing
 from ..coordinator.txn_manager import TxnCoordinator, TxnSettings
 from ..coordinator.txn_markers import MarkerSender
 from . import cluster_info
-from .txn_markers import write_markers
+from .markers import write_markers
 
 MAX_PARTS = 1_000  # partitions of one AddPartitionsToTxn
 MAX_IDS = 1_000  # ids of one DescribeTransactions

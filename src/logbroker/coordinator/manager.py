@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from ..errors import (CoordinatorLoadInProgressError, LogbrokerError, NotCoordinatorError,
                       RequestTimedOutError, UnknownError)
 from ..protocol import messages as m
+from ..storage.groups import CommittedOffset
 from .group import EMPTY, Group, GroupLimits
 from .consumer_records import ConsumerGroupRecord
 from .loading import load_groups
-from .records import GroupRecord, OffsetRecord, encode, partition_for
+from .pending_offsets import PendingOffsets
+from .records import GroupRecord, OffsetRecord, encode, encode_txn, partition_for
 
 log = logging.getLogger("logbroker.coordinator")
 IDLE_S = 0.5  # the timer loop's sleep while nothing is timed (leadership is looked at then)
@@ -44,6 +46,8 @@ class View:
     ready: bool = False
     task: "asyncio.Task | None" = None
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    pending: PendingOffsets = field(default_factory=PendingOffsets)  # transactions' offsets
+    early: list = field(default_factory=list)  # (producer id, commit) markers acked while loading
 
 
 class Coordinator:
@@ -112,10 +116,13 @@ class Coordinator:
                     return
             lg, _ = self.host.leader(p)
             started = time.monotonic()
-            view.groups = await load_groups(lg, self.limits, time.monotonic())
+            view.groups = await load_groups(lg, self.limits, time.monotonic(), view.pending)
             await self._migrate(p, view)
             view.ready = True
             view.loaded.set()
+            for producer_id, commit in view.early:  # acked while the replay ran (or after it)
+                self._settle_txn(view, producer_id, commit)
+            view.early.clear()
             self._wake.set()  # restored members' sessions are timed from now
             log.log(logging.INFO if view.groups else logging.DEBUG,
                     "loaded %d group(s) of %s-%d in %.3f s", len(view.groups), self.host.topic,
@@ -209,21 +216,67 @@ class Coordinator:
         task.add_done_callback(self._writes.discard)
 
     # -- writing -------------------------------------------------------------------------------------
-    async def write(self, p: int, records: list, view: "View | None" = None) -> None:
+    async def write(self, p: int, records: list, view: "View | None" = None,
+                    txn: "tuple[int, int] | None" = None) -> None:
         """Append ``records`` to partition ``p`` and wait (bounded) until the
         replicas have them; they are applied to ``view`` when they do, even
-        after the wait timed out (the caller got REQUEST_TIMED_OUT)."""
-        data = encode(records)
+        after the wait timed out (the caller got REQUEST_TIMED_OUT).
+        ``txn`` (producer id, epoch): a TxnOffsetCommit's, written as that
+        producer's transactional batch (``view`` required); its offsets wait
+        in ``view.pending`` for the producer's marker (``on_marker``)."""
+        if txn is None:
+            data = encode(records)
+        else:
+            pid, epoch = txn
+            seq = view.pending.next_sequence(pid, epoch, len(records))
+            data = encode_txn(records, pid, epoch, seq)
         task = asyncio.get_running_loop().create_task(self.host.append(p, data))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
-        if view is not None:
+        if txn is not None:
+            task.add_done_callback(lambda t: self._txn_written(t, view, records, txn, seq))
+        elif view is not None:
             task.add_done_callback(lambda t: self._applied(t, view, records))
         try:
             await asyncio.wait_for(asyncio.shield(task), self.commit_timeout)
         except TimeoutError:
             raise RequestTimedOutError(f"the offsets partition {self.host.topic}-{p} did not "
                                        f"replicate the write within {self.commit_timeout:g} s") from None
+
+    def _txn_written(self, task: asyncio.Task, view: View, records: list, txn: tuple,
+                     seq: int) -> None:
+        """A TxnOffsetCommit's batch is acknowledged: its offsets pend (or,
+        not written, its sequence is free again)."""
+        pid, epoch = txn
+        if task.cancelled() or task.exception() is not None:
+            view.pending.release_sequence(pid, epoch, seq, len(records))
+            return
+        by_group: dict = {}
+        for rec in records:
+            by_group.setdefault(rec.group, {})[(rec.topic, rec.partition)] = CommittedOffset(
+                rec.offset, rec.metadata, rec.commit_ms)
+        for group, offsets in by_group.items():
+            view.pending.add(pid, group, offsets)
+
+    def on_marker(self, p: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` was acknowledged on offsets
+        partition ``p``: its pending offsets there are applied (COMMIT) or
+        dropped. A partition still loading takes it once loaded; one not
+        loaded here reads it from the log when it loads."""
+        view = self.views.get(p)
+        if view is None:
+            return
+        if not view.ready:
+            view.early.append((producer_id, commit))
+            return
+        self._settle_txn(view, producer_id, commit)
+
+    def _settle_txn(self, view: View, producer_id: int, commit: bool) -> None:
+        for group, (t, part), value in view.pending.complete(producer_id, commit):
+            g = view.groups.get(group)
+            if g is None:
+                g = view.groups[group] = Group(group, self.limits)
+            g.apply(t, part, value)
 
     def _applied(self, task: asyncio.Task, view: View, records: list) -> None:
         if task.cancelled() or task.exception() is not None:
@@ -233,12 +286,11 @@ class Coordinator:
 
     def _apply(self, view: View, rec) -> None:
         if isinstance(rec, OffsetRecord):
+            view.pending.plain_commit(rec.group, (rec.topic, rec.partition))
             g = view.groups.get(rec.group)
             if g is None and rec.offset is not None:
                 g = view.groups[rec.group] = Group(rec.group, self.limits)
             if g is not None:
-                from ..storage.groups import CommittedOffset
-
                 g.apply(rec.topic, rec.partition, None if rec.offset is None else
                         CommittedOffset(rec.offset, rec.metadata, rec.commit_ms))
         elif isinstance(rec, GroupRecord) and rec.generation is None:

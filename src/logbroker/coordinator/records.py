@@ -27,6 +27,7 @@ import crc32c
 import msgpack
 
 from .. import limits
+from ..records import format as fmt
 from ..records.builder import build_batch
 from ..records.decoder import decode_batch
 from .consumer_records import CONSUMER_KIND, ConsumerGroupRecord, consumer_pair, consumer_parse
@@ -34,6 +35,7 @@ from .consumer_records import CONSUMER_KIND, ConsumerGroupRecord, consumer_pair,
 log = logging.getLogger("logbroker.coordinator")
 
 TOPIC = limits.OFFSETS_TOPIC
+_TRANSACTIONAL = getattr(fmt, "TRANSACTIONAL", 0x0800)  # records/format.py's (storage's)
 _OFFSET, _GROUP = 1, 2
 
 
@@ -82,6 +84,26 @@ class GroupRecord:
 def encode(records) -> bytes:
     """One batch holding ``records`` (OffsetRecord / GroupRecord)."""
     return build_batch([_pair(r) for r in records])
+
+
+def encode_txn(records, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """One transactional batch of producer ``producer_id`` holding
+    ``records`` (a TxnOffsetCommit's OffsetRecords): the partition's LSO
+    and the producer's markers apply to it (pending_offsets.py)."""
+    return mark_transactional(build_batch([_pair(r) for r in records], producer_id=producer_id,
+                                          producer_epoch=producer_epoch,
+                                          base_sequence=base_sequence))
+
+
+def mark_transactional(batch: bytes) -> bytes:
+    """``batch`` (ours, magic 1, unstamped) with its transactional bit set
+    and its CRC recomputed."""
+    buf = bytearray(batch)
+    at = fmt.CRC_START  # the attributes open the CRC-covered bytes
+    attrs = int.from_bytes(buf[at:at + 2], "big") | _TRANSACTIONAL
+    buf[at:at + 2] = attrs.to_bytes(2, "big")
+    buf[fmt.CRC_OFFSET:fmt.CRC_START] = fmt.compute_crc(buf, 0, len(buf)).to_bytes(4, "big")
+    return bytes(buf)
 
 
 def _pair(r) -> tuple:

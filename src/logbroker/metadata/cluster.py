@@ -333,6 +333,24 @@ class ClusterMetadata:
             local.add_done_callback(consume_outcome)  # a failed fsync shows as a HW that never moves
         return Appended(lg, info, replicas.committed(r, end))
 
+    def append_marker(self, topic: str, partition: int, marker) -> Appended:
+        """Write transaction ``marker`` (a TxnMarker) as the partition's leader
+        in its current epoch (NOT_LEADER, NOT_ENOUGH_REPLICAS refuse first;
+        storage's fencing errors refuse with nothing written); ``pending``
+        is the future of acks=all, as ``append``'s."""
+        self._known(topic)
+        replicas = self.node.replicas
+        r = replicas.leader_for_produce((topic, partition), -1)
+        lg = r.log
+        info = lg.append_marker(marker.producer_id, marker.producer_epoch, marker.commit,
+                                marker.coordinator_epoch, r.epoch, sync=False)
+        self.appended.notify(lg)
+        end = info.last_offset + 1
+        local = self.commit.request(lg, end)
+        if local is not None:
+            local.add_done_callback(consume_outcome)
+        return Appended(lg, info, replicas.committed(r, end))
+
     def when_acked(self, appended: Appended, acks: int, cb) -> bool:
         fut = appended.pending
         if fut is None:

@@ -36,6 +36,10 @@ The methods (both implementations have each):
 - The data path: ``log_for(topic, partition, create=False)`` (the leader's
   log), ``check_settled(topic, partition)``, ``append(topic, partition,
   data, acks)`` -> an ``Appended``, ``when_acked(appended, acks, cb)``,
+  ``append_marker(topic, partition, marker)`` -> an ``Appended`` (a
+  transaction's TxnMarker written by the leader in its current epoch,
+  storage's ``Log.append_marker``; its acks waited as acks=all's with
+  ``when_acked``; api/markers.py is the one caller),
   ``epoch_of(topic, partition)`` -> (log, leader epoch),
   ``check_replication()`` (INVALID_REQUEST on a single node),
   ``peer_key()`` (the cluster's secret brokers prove their identity with,

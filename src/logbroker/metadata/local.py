@@ -258,6 +258,16 @@ class LocalMetadata:
         lg = self.log_for(topic, partition, create=self.config.auto_create_topics)
         return Appended(lg, lg.append(data, sync=False))  # whole part checked, then written
 
+    def append_marker(self, topic: str, partition: int, marker) -> Appended:
+        """Write transaction ``marker`` (a TxnMarker) to the partition's log in
+        epoch 0 (storage's ``Log.append_marker``: a fenced producer or
+        coordinator epoch raises, nothing written); its acks are then waited
+        as a produce's acks=all (``when_acked``). Never creates a topic."""
+        lg = self.store.get_log(topic, partition)
+        info = lg.append_marker(marker.producer_id, marker.producer_epoch, marker.commit,
+                                marker.coordinator_epoch, 0, sync=False)
+        return Appended(lg, info)
+
     def when_acked(self, appended: Appended, acks: int, cb) -> bool:
         """``cb(error | None)`` once the records are durable (acks=-1): True
         if it will be called, False when they already are. Other acks: the

@@ -276,11 +276,16 @@ class CommitOffsetsResponse(Response):
 @_register
 @dataclass(frozen=True)
 class FetchOffsets(Message):
-    """parts: (topic, partition), or None for everything the group committed."""
+    """parts: (topic, partition), or None for everything the group committed.
+    require_stable: answer UNSTABLE_OFFSET_COMMIT (88, retriable) while a
+    partition asked has offsets committed in an undecided transaction
+    (Kafka's OffsetFetch ``require_stable``; a read-committed consumer's)."""
 
-    API, SCHEMA = 9, {"group": str, "parts": Opt([TopicPartition])}
+    API, SCHEMA = 9, {"group": str, "parts": Opt([TopicPartition]), "require_stable": bool}
+    LATER = frozenset({"require_stable"})
     group: str = ""
     parts: "tuple | None" = None
+    require_stable: bool = False
 
 
 @_register

@@ -154,7 +154,11 @@ RULES: dict[type, Callable] = {
     m.DescribeTransactions: lambda msg, known: [("describe", TRANSACTIONAL_ID, t)
                                                 for t in dict.fromkeys(msg.transactional_ids)],
     m.ListTransactions: _cluster("describe"),
-    m.WriteTxnMarkers: _cluster("cluster_action"),  # brokers only (the leader side's, helper L)
+    # transactions, the partition leader's side: markers are a broker's (cluster action, as
+    # Kafka's WriteTxnMarkers; the handler also wants the peer proof, api/markers.py);
+    # TxnOffsetCommit: read on the group and on each topic, as Kafka's
+    m.WriteTxnMarkers: _cluster("cluster_action"),
+    m.TxnOffsetCommit: _group("read", "read"),
 }
 
 
