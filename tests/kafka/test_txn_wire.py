@@ -105,10 +105,10 @@ def test_init_producer_id_carries_the_transactional_fields(version):
     assert idem.request == m.InitProducerId()
 
 
-def test_init_producer_id_needs_both_or_neither_of_id_and_epoch():
-    for pid, epoch in ((5, -1), (-1, 3)):
+def test_init_producer_id_needs_both_or_neither_of_id_and_epoch_and_a_named_id():
+    for tid, pid, epoch in (("tx", 5, -1), ("tx", -1, 3), ("", -1, -1)):
         plan = plan_of(serve_txn.init_producer_id, 22, 3, {
-            "transactional_id": "tx", "transaction_timeout_ms": 1, "producer_id": pid,
+            "transactional_id": tid, "transaction_timeout_ms": 1, "producer_id": pid,
             "producer_epoch": epoch})
         assert plan.request is None and answered(plan, None, 22, 3).error_code == 42
 
@@ -131,6 +131,14 @@ def test_add_partitions_answers_every_partition_once_in_request_order(version):
     resp = m.AddPartitionsToTxnResponse(parts=(("a", 2, 3, "no such topic"), ("b", 0, 55, ""),
                                                ("b", 1, 55, "")))
     assert codes(resp) == [("b", [(1, 55), (0, 55)]), ("a", [(2, 3)])]
+    # our "not added" (INVALID_TXN_STATE beside another partition's error) is
+    # Kafka's OPERATION_NOT_ATTEMPTED; a state error of the whole transaction stays
+    skipped = m.AddPartitionsToTxnResponse(parts=(("a", 2, 3, ""), ("b", 0, 48, "not added"),
+                                                  ("b", 1, 48, "not added")))
+    assert codes(skipped) == [("b", [(1, 55), (0, 55)]), ("a", [(2, 3)])]
+    state = m.AddPartitionsToTxnResponse(parts=(("a", 2, 48, ""), ("b", 0, 48, ""),
+                                                ("b", 1, 48, "")))
+    assert codes(state) == [("b", [(1, 48), (0, 48)]), ("a", [(2, 48)])]
     fenced = EPOCH if version < 2 else FENCED
     assert codes(m.AddPartitionsToTxnResponse(error=FENCED)) == [
         ("b", [(1, fenced), (0, fenced)]), ("a", [(2, fenced)])]

@@ -18,8 +18,8 @@ reach the cluster) is COORDINATOR_NOT_AVAILABLE, as for groups
 from __future__ import annotations
 
 from ..errors import (CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
-                      InvalidProducerEpochError, InvalidRequestError, ProducerFencedError,
-                      TransactionalIdNotFoundError)
+                      InvalidProducerEpochError, InvalidRequestError, InvalidTxnStateError,
+                      ProducerFencedError, TransactionalIdNotFoundError)
 from ..protocol import messages as m
 from ..protocol.parts import OffsetCommit, TopicPartition
 from .plan import KafkaSite, Plan, by_topic
@@ -29,6 +29,7 @@ from .wire_errors import kafka_code, kafka_group_code
 FENCED_FROM = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2,
                "EndTxn": 2, "TxnOffsetCommit": 2}
 # Kafka's names of a transaction's states (DescribeTransactions, ListTransactions)
+OPERATION_NOT_ATTEMPTED = 55  # Kafka's; not one of our codes (see add_partitions_to_txn)
 STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                     "CompleteAbort", "PrepareEpochFence", "Dead"})
 
@@ -50,10 +51,10 @@ def init_producer_id(site: KafkaSite, header, body) -> Plan:
     transaction coordinator keeps for it, the epoch bumped (an older producer
     of the id is fenced; its open transaction aborted first:
     CONCURRENT_TRANSACTIONS until then). v3+ may name the id and epoch the
-    producer holds (KIP-360); naming one of the two without the other is
-    INVALID_REQUEST, as Kafka answers it."""
+    producer holds (KIP-360); naming one of the two without the other, or an
+    empty transactional id, is INVALID_REQUEST, as Kafka answers them."""
     version = header.api_version
-    if (body.producer_id == -1) != (body.producer_epoch == -1):
+    if (body.producer_id == -1) != (body.producer_epoch == -1) or body.transactional_id == "":
         return Plan(None, lambda _r: {"error_code": InvalidRequestError.code,
                                       "producer_id": -1, "producer_epoch": -1})
     if body.transactional_id is None:
@@ -75,9 +76,14 @@ def init_producer_id(site: KafkaSite, header, body) -> Plan:
 
 def add_partitions_to_txn(site: KafkaSite, header, body) -> Plan:
     """The partitions the producer is about to write join its transaction;
-    answered per partition (Kafka's rule, the coordinator's: one refused
-    partition fails the whole request, the others OPERATION_NOT_ATTEMPTED).
-    A partition named twice is added and answered once."""
+    answered per partition. Kafka's rule, the coordinator's: one refused
+    partition fails the whole request, and the others are answered
+    OPERATION_NOT_ATTEMPTED (55), which clients skip; our coordinator
+    answers those INVALID_TXN_STATE ("not added"), so when some partition
+    has another error, the INVALID_TXN_STATE ones go out as 55 (a state
+    error of the transaction itself is every partition's INVALID_TXN_STATE,
+    fatal to the client, as Kafka's). A partition named twice is added and
+    answered once."""
     version = header.api_version
     parts = tuple(dict.fromkeys(TopicPartition(t.name, p) for t in body.v3_and_below_topics
                                 for p in t.partitions))
@@ -92,6 +98,10 @@ def add_partitions_to_txn(site: KafkaSite, header, body) -> Plan:
         else:
             errors = {TopicPartition(t, p): txn_code(e, "AddPartitionsToTxn", version)
                       for t, p, e, _msg in resp.parts}
+            state = InvalidTxnStateError.code
+            if any(e not in (0, state) for e in errors.values()):
+                errors = {k: OPERATION_NOT_ATTEMPTED if e == state else e
+                          for k, e in errors.items()}
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
             {"name": topic, "results_by_partition": [
                 {"partition_index": p, "partition_error_code": errors.get((t, p), 0)}
