@@ -214,7 +214,7 @@ def test_flips_outside_crc_region():
     (8, ">I", 1 << 31, "length"),
     (21, ">H", 0x0001, "attributes"),  # compression
     (21, ">H", 0x0010, "attributes"),  # another encoding
-    (21, ">H", 0x0800, "attributes"),  # unknown bit
+    (21, ">H", 0x2000, "attributes"),  # unknown bit
     (21, ">H", 3 << fmt.KEY_MODE_SHIFT, "column mode"),
     (21, ">H", 3 << fmt.VALUE_MODE_SHIFT, "column mode"),
     (23, ">I", 0, "record count"),

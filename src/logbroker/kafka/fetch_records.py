@@ -81,7 +81,8 @@ def _joined(pieces: list) -> bytes:
 
 def to_kafka_batch(batch, fields: tuple) -> bytes:
     """One of our batches (magic 1, exactly its bytes) as a Kafka batch;
-    raises ``CorruptRecordError``. An empty batch becomes nothing (b"")."""
+    raises ``CorruptRecordError``. An empty batch becomes nothing (b"").
+    Our TRANSACTIONAL / CONTROL bits become Kafka's (0x10 / 0x20)."""
     decoded = decode_batch(batch, header=fmt.BatchHeader(*fields))
     h = decoded.header
     base, first = h.base_offset, h.first_timestamp
@@ -94,4 +95,6 @@ def to_kafka_batch(batch, fields: tuple) -> bytes:
                        max_timestamp=h.max_timestamp, partition_leader_epoch=epoch,
                        producer_id=h.producer_id, producer_epoch=h.producer_epoch,
                        base_sequence=h.base_sequence,
-                       attributes=TIMESTAMP_TYPE if h.timestamp_type else 0)
+                       attributes=(TIMESTAMP_TYPE if h.timestamp_type else 0)
+                       | (fmt.KAFKA_TRANSACTIONAL if h.attributes & fmt.TRANSACTIONAL else 0)
+                       | (fmt.KAFKA_CONTROL if h.attributes & fmt.CONTROL else 0))

@@ -24,11 +24,13 @@ class BatchBuilder:
     """
 
     def __init__(self, *, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, log_append_time: bool = False) -> None:
+                 base_sequence: int = -1, log_append_time: bool = False,
+                 transactional: bool = False) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.log_append_time = log_append_time
+        self.transactional = transactional
         self._timestamps: list[int] = []
         self._keys: list = []
         self._values: list = []
@@ -67,7 +69,8 @@ class BatchBuilder:
         record does not fit the format."""
         return encode_batch(self._timestamps, self._keys, self._values, self._headers,
                             producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                            base_sequence=self.base_sequence, log_append_time=self.log_append_time)
+                            base_sequence=self.base_sequence, log_append_time=self.log_append_time,
+                            transactional=self.transactional)
 
 
 def _nbytes(item) -> int:

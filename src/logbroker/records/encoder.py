@@ -45,7 +45,7 @@ Header = tuple[str, "bytes | None"]
 def encode_batch(timestamps: Sequence[int], keys: Sequence, values: Sequence,
                  headers: "dict[int, Sequence[Header]]", *, producer_id: int = -1,
                  producer_epoch: int = -1, base_sequence: int = -1,
-                 log_append_time: bool = False) -> bytes:
+                 log_append_time: bool = False, transactional: bool = False) -> bytes:
     """One record batch from parallel lists (record ``i`` is ``timestamps[i]``,
     ``keys[i]``, ``values[i]``, ``headers.get(i, ())``); keys and values are
     bytes-like or None, headers ``(str, bytes | None)`` pairs. Base offset and
@@ -63,6 +63,8 @@ def encode_batch(timestamps: Sequence[int], keys: Sequence, values: Sequence,
     attributes = (key_mode << fmt.KEY_MODE_SHIFT) | (value_mode << fmt.VALUE_MODE_SHIFT)
     if log_append_time:
         attributes |= fmt.LOG_APPEND_TIME
+    if transactional:
+        attributes |= fmt.TRANSACTIONAL
     parts = [deltas, *key_parts, *value_parts]
     header_parts = _header_parts(headers, n) if headers else None
     if header_parts:

@@ -47,7 +47,9 @@ ENCODING_MASK = 0x0030  # 0 = columnar v1 (others reserved: Kafka v2 records)
 KEY_MODE_SHIFT = 6  # 2 bits: column mode of keys
 VALUE_MODE_SHIFT = 8  # 2 bits: column mode of values
 HAS_HEADERS = 0x0400
-KNOWN_ATTRIBUTES = 0x07FF
+TRANSACTIONAL = 0x0800  # the records belong to their producer's open transaction
+CONTROL = 0x1000  # a control batch (a commit / abort marker); always also TRANSACTIONAL
+KNOWN_ATTRIBUTES = 0x1FFF
 
 # Kafka (magic 2) attributes: compression 0-2 (0..4: none, gzip, snappy, lz4,
 # zstd), timestamp type 3 (as ours), transactional 4, control 5. Bit 6 (delete
@@ -56,6 +58,19 @@ KAFKA_TRANSACTIONAL = 0x0010
 KAFKA_CONTROL = 0x0020
 KAFKA_KNOWN_ATTRIBUTES = 0x003F
 KAFKA_MAX_CODEC = 4
+# Either magic's transactional or control bit: one test per batch serves both
+# (bits 4-5 are ENCODING_MASK in magic 1, refused there; bits 11-12 are refused
+# in magic 2), so a non-transactional batch costs one AND on the write path.
+TXN_BITS = TRANSACTIONAL | CONTROL | KAFKA_TRANSACTIONAL | KAFKA_CONTROL
+
+
+def txn_flags(magic: int, attributes: int) -> tuple[bool, bool]:
+    """``(transactional, control)`` of a batch from its header's magic and
+    attributes, for both magics (readers skip control batches by this,
+    without decoding them)."""
+    if magic == KAFKA_MAGIC:
+        return bool(attributes & KAFKA_TRANSACTIONAL), bool(attributes & KAFKA_CONTROL)
+    return bool(attributes & TRANSACTIONAL), bool(attributes & CONTROL)
 
 # column modes
 COL_ABSENT = 0  # every entry null; no bytes in the section
@@ -93,6 +108,14 @@ class BatchHeader:
     @property
     def next_offset(self) -> int:
         return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return txn_flags(self.magic, self.attributes)[0]
+
+    @property
+    def is_control(self) -> bool:
+        return txn_flags(self.magic, self.attributes)[1]
 
     @property
     def timestamp_type(self) -> int:

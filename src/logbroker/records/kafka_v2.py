@@ -83,10 +83,8 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
     ``CorruptRecordError`` naming its offsets (the consumer says where to
     seek to skip it) or, on the broker, gets around it (``readable``)."""
     attrs = header.attributes
-    if attrs & (fmt.KAFKA_TRANSACTIONAL | fmt.KAFKA_CONTROL):
-        kind = "control" if attrs & fmt.KAFKA_CONTROL else "transactional"
-        raise InvalidRecordError(f"{kind} Kafka batches are not supported (attributes "
-                                 f"0x{attrs:04x})")
+    if attrs & fmt.TXN_BITS:
+        check_transactional(header)
     if not require_keys:
         if header.max_timestamp - header.first_timestamp > I32_MAX:
             raise CorruptRecordError(f"Kafka batch timestamps {header.first_timestamp}.."
@@ -106,6 +104,23 @@ def check_batch(batch, header: fmt.BatchHeader, *, limit: int,
     if w.null_key:
         raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
                                  f"of {header.record_count} record(s) has one without")
+
+
+def check_transactional(header: fmt.BatchHeader) -> None:
+    """A producer's batch with either magic's transactional or control bit:
+    a control batch is the broker's alone, a transactional one needs its
+    producer id, epoch and base sequence (all >= 0); InvalidRecordError
+    otherwise. Called only when ``attributes & TXN_BITS`` (one test per
+    batch on the common path)."""
+    transactional, control = fmt.txn_flags(header.magic, header.attributes)
+    if control:
+        raise InvalidRecordError("a producer cannot write control batches (attributes "
+                                 f"0x{header.attributes:04x})")
+    if transactional and (header.producer_id < 0 or header.producer_epoch < 0
+                          or header.base_sequence < 0):
+        raise InvalidRecordError(f"a transactional batch needs a producer id, epoch and sequence "
+                                 f"(got {header.producer_id}, {header.producer_epoch}, "
+                                 f"{header.base_sequence})")
 
 
 def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,

@@ -24,16 +24,31 @@ from .producer_state import TAIL_SCAN_BYTES, ProducerStates
 from .results import AppendInfo
 from .segment import Segment
 from .segments import Segments
+from .txn_store import Transactions
 
 
 class Appender:
     def __init__(self, config: LogConfig, segments: Segments, index: PartitionIndex,
-                 epochs: LeaderEpochs, roll: Callable[..., Segment]) -> None:
+                 epochs: LeaderEpochs, roll: Callable[..., Segment],
+                 txns: Transactions) -> None:
         """``roll(now, base=None)`` seals the active segment (the Log's roll:
-        it fsyncs and checkpoints) and returns the new one (of ``base``)."""
+        it fsyncs and checkpoints) and returns the new one (of ``base``).
+        ``txns``: the partition's transactions, kept in step with each batch
+        that has a transactional or control bit."""
         self.config, self.segments, self.index, self.epochs = config, segments, index, epochs
         self.producers = ProducerStates()
+        self.txns = txns
         self._roll = roll
+
+    def load_producers(self) -> None:
+        """Rebuild the idempotent state from the log's tail, if not yet, and
+        give it the epochs the transaction state knows (markers' bumps)."""
+        if self.producers.loaded:
+            return
+        self.producers.load(h for seg in self.segments.tail(TAIL_SCAN_BYTES)
+                            for _, h in seg.scan(0, seg.size, verify=False))
+        for pid, (epoch, _) in self.txns.state.producers.items():
+            self.producers.bump(pid, epoch)
 
     def duplicates(self, parsed: Parsed) -> list["int | None"]:
         """For each batch, its original base offset if it retries one of its
@@ -42,9 +57,7 @@ class Appender:
         log's tail the first time an idempotent batch comes."""
         if all(h.producer_id < 0 for _, h in parsed):
             return [None] * len(parsed)
-        if not self.producers.loaded:
-            self.producers.load(h for seg in self.segments.tail(TAIL_SCAN_BYTES)
-                                for _, h in seg.scan(0, seg.size, verify=False))
+        self.load_producers()
         return self.producers.check_all([h for _, h in parsed])
 
     def write(self, parsed: Parsed, dups: list, epoch: int, now: int) -> AppendInfo:
@@ -57,7 +70,7 @@ class Appender:
                 offsets.append((dup, dup + h.record_count - 1))
                 continue
             iov += (fmt.stamp(mv, offset, epoch), mv[fmt.STAMP_SIZE:])
-            written.append((h, offset, pos))
+            written.append((h, offset, pos, mv))
             offsets.append((offset, offset + h.record_count - 1))
             max_ts = max(max_ts, h.max_timestamp)
             offset, pos = offset + h.record_count, pos + h.size
@@ -80,24 +93,40 @@ class Appender:
             if seg.size and seg.base_offset < segment_base <= first.base_offset:
                 seg = self._roll(now, segment_base)
         written, pos = [], seg.size
-        for _, h in parsed:
-            written.append((h, h.base_offset, pos))
+        for mv, h in parsed:
+            written.append((h, h.base_offset, pos, mv))
             pos += h.size
         self.segments.append([mv for mv, _ in parsed], total, last.next_offset, max_ts, now)
         if first.leader_epoch < self.epochs.latest:  # newer epochs with no batch give way
             self.epochs.truncate_from(first.base_offset)
-        for h, offset, _ in self._wrote(written, seg):
+        for h, offset, _, _ in self._wrote(written, seg):
             self.epochs.observe(h.leader_epoch, offset)
         return AppendInfo(first.base_offset, last.last_offset, max_ts, len(parsed), total)
 
     def _wrote(self, written: list, seg: Segment) -> list:
-        """Index and producer state of ``(header, offset, position)`` just written."""
-        for h, offset, pos in written:
+        """Index, producer and transaction state of ``(header, offset,
+        position, bytes)`` just written. A batch without a transactional or
+        control bit costs one test more than before transactions."""
+        for h, offset, pos, mv in written:
             self.index.on_batch(offset, seg.base_offset, pos, h.size, h.max_timestamp)
             if h.producer_id >= 0:
-                self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence,
-                                      h.record_count, offset)
+                if h.attributes & fmt.TXN_BITS:
+                    self._txn_batch(h, offset, mv)
+                else:
+                    self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence,
+                                          h.record_count, offset)
         return written
+
+    def _txn_batch(self, h: fmt.BatchHeader, offset: int, mv) -> None:
+        """A transactional batch (its transaction opens, its sequence counts)
+        or a marker (the transaction closes, the producer's epoch is the
+        marker's: older ones are fenced)."""
+        self.txns.on_batch(h, offset, mv)
+        if fmt.txn_flags(h.magic, h.attributes)[1]:
+            self.producers.bump(h.producer_id, h.producer_epoch)
+        else:
+            self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence,
+                                  h.record_count, offset)
 
     def _active_for(self, total: int, now: int) -> Segment:
         """The segment ``total`` more bytes go to: a new one if the active one

@@ -93,17 +93,20 @@ def store_epochs(txn, meta: MetaStore, pid: int, epochs: list[tuple[int, int]]) 
         txn.put(_EPOCH_KEY.pack(pid, epoch), _U64.pack(start), db=meta.db("epochs"))
 
 
-def write_checkpoint(meta: MetaStore, pid: int, segs, index, epochs, *, clean: bool) -> None:
+def write_checkpoint(meta: MetaStore, pid: int, segs, index, epochs, txns=None, *,
+                     clean: bool) -> None:
     """Persist, in one LMDB transaction, a partition's checkpoint from its
-    ``Segments``, the pending index entries, new segment summaries and (if
-    changed) the leader epochs. ``clean`` only at a clean close. On failure
-    nothing is lost from memory: the summaries are put back for the next try."""
-    write_checkpoints(meta, [(pid, segs, index, epochs)], clean=clean)
+    ``Segments``, the pending index entries, new segment summaries, (if
+    changed) the leader epochs and (``txns``, txn_store.Transactions) the
+    transaction snapshot and aborted index. ``clean`` only at a clean close.
+    On failure nothing is lost from memory: the summaries are put back for
+    the next try."""
+    write_checkpoints(meta, [(pid, segs, index, epochs, txns)], clean=clean)
 
 
 def write_checkpoints(meta: MetaStore, parts: list, *, clean: bool) -> None:
     """``write_checkpoint`` of several partitions, ``parts`` = [(pid, segs,
-    index, epochs)], in ONE transaction (one fsync of LMDB for all: the
+    index, epochs, txns)], in ONE transaction (one fsync of LMDB for all: the
     creation of many partitions, a clean close); all or none is written."""
     taken = [(part, part[1].take_new_infos()) for part in parts]
     try:
@@ -118,11 +121,14 @@ def write_checkpoints(meta: MetaStore, parts: list, *, clean: bool) -> None:
             part[3].stored()
 
 
-def _write(txn, meta: MetaStore, pid: int, segs, index, epochs, infos: dict, clean: bool) -> bool:
+def _write(txn, meta: MetaStore, pid: int, segs, index, epochs, txns, infos: dict,
+           clean: bool) -> bool:
     a, rp = segs.active, segs.recovery_point
     c = Checkpoint(rp.offset, rp.segment, rp.position, segs.log_start, segs.high_watermark,
                    clean, segs.log_end, a.base_offset, a.size, a.max_timestamp, a.created_ms)
     index.persist(txn)
+    if txns is not None:
+        txns.persist(txn, segs.log_end, rp.offset)
     for base, info in infos.items():
         store_segment_info(txn, meta, pid, base, info)
     delete_segment_infos(txn, meta, pid, below=segs.first.base_offset, from_=a.base_offset)

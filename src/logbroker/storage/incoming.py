@@ -12,7 +12,7 @@ from ..records import format as fmt
 from ..records.compact import has_null_key
 from ..records.compression import READ_LIMIT
 from ..records.inflate import inflate
-from ..records.kafka_v2 import check_batch
+from ..records.kafka_v2 import check_batch, check_transactional
 from ..records.walker import scan_fields, split_batches
 from .epochs import LeaderEpochs
 
@@ -152,6 +152,11 @@ def _check_all(parsed: Parsed, max_batch_bytes: "int | None", require_keys: bool
                 budget.take(out.size)
                 check_batch(mv, header, limit=limit, require_keys=require_keys,
                             inflated=out.view)
+        elif check_records and header.attributes & fmt.TXN_BITS:
+            check_transactional(header)
+            if require_keys and has_null_key(mv, header):
+                raise InvalidRecordError(f"a compacted topic takes only records with a key: the "
+                                         f"batch of {header.record_count} record(s) has one without")
         elif require_keys and has_null_key(mv, header):
             raise InvalidRecordError(f"a compacted topic takes only records with a key: the batch "
                                      f"of {header.record_count} record(s) has one without")

@@ -35,6 +35,8 @@ from .segment import DELETED_SUFFIX, Segment, parse_segment_name, segment_name
 from .segments import RecoveryPoint, Segments
 from .cleaner_state import rewind_clean_point
 from .swap import recover_swaps
+from .txn_store import Transactions
+from . import txn_store
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class LoadedLog:
     epochs: LeaderEpochs
     offline: "str | None" = None
     scanned_bytes: int = field(default=0)
+    txns: "Transactions | None" = None  # None: none loaded (offline), an empty one is made
 
 
 class _Offline(Exception):
@@ -72,7 +75,8 @@ def fresh_log(directory: str, topic: str, partition: int, pid: int, *, config: L
     index = PartitionIndex(meta, pid, config.index_interval_bytes)
     index.max_seen = -1  # what recovery of an empty log sets
     index.restart_cadence()
-    return LoadedLog(f"{topic}-{partition}", pid, segs, index, LeaderEpochs())
+    return LoadedLog(f"{topic}-{partition}", pid, segs, index, LeaderEpochs(),
+                     txns=Transactions(meta, pid))
 
 
 def load_log(directory: str, topic: str, partition: int, *, config: LogConfig, meta: MetaStore,
@@ -130,17 +134,29 @@ class _Loader:
             else:
                 end, hw = self._recover()
             rewind_clean_point(self.meta, self.pid, end)
+            txns = self._transactions(end)
         except _Offline as why:  # the offsets shown are the last ones known durable
             c = self.ckpt
             end = self.log_start if c is None else max(self.log_start, c.recovery_point)
             return self._value(end, c.high_watermark if c else 0, offline=f"{self.name}: {why}")
-        return self._value(end, hw)
+        return self._value(end, hw, txns=txns)
 
-    def _value(self, end: int, hw: int, offline: "str | None" = None) -> LoadedLog:
+    def _transactions(self, end: int) -> Transactions:
+        """The transaction state and aborted index (txn_store.load): the
+        newest snapshot at or below ``end`` and the batches after it."""
+        try:
+            return txn_store.load(self.meta, self.pid, self.segments, self.log_start, end,
+                                  self.index)
+        except CorruptRecordError as exc:
+            raise _Offline(f"transaction state rebuild: {exc.message}") from None
+
+    def _value(self, end: int, hw: int, offline: "str | None" = None,
+               txns: "Transactions | None" = None) -> LoadedLog:
         segs = Segments(self.directory, self.files, self.segments, log_start=self.log_start,
                         log_end=end, recovery_point=self.rp, high_watermark=hw,
                         new_infos=self.new_infos)
-        return LoadedLog(self.name, self.pid, segs, self.index, self.epochs, offline, self.scanned)
+        return LoadedLog(self.name, self.pid, segs, self.index, self.epochs, offline, self.scanned,
+                         txns if txns is not None else Transactions(self.meta, self.pid))
 
     def _check_no_gap(self) -> None:
         """A sealed segment whose recorded end is not the next file's base

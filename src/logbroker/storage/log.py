@@ -20,6 +20,8 @@ import time
 from ..errors import (CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError,
                       PartitionOfflineError, StorageError)
 from ..records import format as fmt
+from ..records.control import marker_batch
+from ..records.walker import split_batches
 from . import checkpoints as ck
 from .appender import Appender
 from .config import FLUSH_FSYNC, LogConfig
@@ -58,7 +60,9 @@ class Log:
         self.files = self._segs.files
         self.auto_hw = auto_hw  # single node: HW follows durable end (fsync) or LEO (lazy)
         self._follower = False  # a follower never rolls by age (set_follower)
-        self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked)
+        self._txns = loaded.txns
+        self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked,
+                                  self._txns)
         self._lock = threading.RLock()
         self._flusher = Flusher(self._segs.recovery_point.offset)
         self._offline: "PartitionOfflineError | None" = None
@@ -149,6 +153,31 @@ class Log:
     def size_in_bytes(self) -> int:
         return self._segs.size_in_bytes()
 
+    # -- transactions ---------------------------------------------------------------
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction (never below the
+        log start), capped by the high watermark (= the HW when none is open)."""
+        with self._lock:
+            return self._txns.last_stable_offset(self._segs.high_watermark, self._segs.log_start)
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """``[(producer id, first offset)]`` of the aborted transactions whose
+        records overlap ``[start, end)``, by first offset."""
+        with self._lock:
+            return self._txns.aborted.search(start, end)
+
+    def aborted_in(self, start: int, end: int) -> list:
+        """The aborted transactions (``txn_state.AbortedTxn``: producer,
+        first offset, marker offset) overlapping ``[start, end)`` (compaction)."""
+        with self._lock:
+            return self._txns.aborted.search_full(start, end)
+
+    def open_transactions(self) -> list[tuple[int, int, int]]:
+        """``[(producer id, producer epoch, first offset)]``, oldest first."""
+        with self._lock:
+            return self._txns.state.open_transactions()
+
     def segment_end(self, seg: Segment) -> int:
         """The offset after ``seg``'s last batch."""
         return self._segs.segment_end(seg)
@@ -191,7 +220,7 @@ class Log:
                 reset(self._segs, self.index, self._epochs, offset, self._deadline(now))
             except OSError as exc:
                 raise self._fail(f"restarting the log at offset {offset} failed: {exc}") from None
-            self._after_cut()
+            self._after_cut(emptied=True)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch: ``(e, end)``, ``e`` the largest epoch
@@ -279,6 +308,39 @@ class Log:
             check_replicated(parsed, self._segs.log_end, self._epochs, self.name)
             info = self._written(self._appender.write_replicated, parsed, segment_base,
                                  now_ms() if now is None else now)
+        self._sync_for(info, sync)
+        return info
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, leader_epoch: int, *, sync: "bool | None" = None,
+                      now: "int | None" = None) -> AppendInfo:
+        """Write a transaction marker of ``producer_id`` (records/control.py:
+        a Kafka control batch) in ``leader_epoch``, as ``append`` writes a
+        batch (durable on return when ``sync``, the HW as ``append``'s).
+        Refused, nothing written: a producer epoch older than the one the
+        partition knows for the producer (InvalidProducerEpochError), a
+        coordinator epoch older than this producer's last marker's
+        (TransactionCoordinatorFencedError), a stale leader epoch. Closes
+        the producer's open transaction (an abort enters the aborted index);
+        the producer's epoch becomes ``producer_epoch``. A producer with no
+        open transaction gets the marker all the same (Kafka's rule)."""
+        if not (0 <= producer_id <= fmt.MAX_OFFSET and 0 <= producer_epoch < 1 << 15
+                and -(1 << 31) <= coordinator_epoch < 1 << 31):
+            raise InvalidRequestError(f"{self.name}: marker fields out of range (producer "
+                                      f"{producer_id}, epoch {producer_epoch}, coordinator epoch "
+                                      f"{coordinator_epoch})")
+        now = now_ms() if now is None else now
+        parsed = split_batches(marker_batch(producer_id, producer_epoch, commit,
+                                            coordinator_epoch, now))
+        with self._lock:
+            self._check_online()
+            self._epochs.check(leader_epoch, self.name)
+            self._appender.load_producers()
+            self._txns.state.check_marker(producer_id, producer_epoch, coordinator_epoch,
+                                          self._appender.producers.epoch_of(producer_id))
+            info = self._written(self._appender.write, parsed, [None], leader_epoch, now)
+            if self.auto_hw and self.config.flush != FLUSH_FSYNC:
+                self._segs.advance_high_watermark(self._segs.log_end)
         self._sync_for(info, sync)
         return info
 
@@ -447,9 +509,14 @@ class Log:
                       self._deadline(None))
         self._after_cut()
 
-    def _after_cut(self) -> None:
-        rewind_clean_point(self.meta, self.pid, self._segs.log_end)
-        self._flusher.cut(self._segs.log_end)
+    def _after_cut(self, emptied: bool = False) -> None:
+        segs = self._segs
+        rewind_clean_point(self.meta, self.pid, segs.log_end)
+        self._flusher.cut(segs.log_end)
+        if emptied or segs.log_end <= segs.log_start:
+            self._txns.reset()
+        else:
+            self._located(self._txns.rewind, segs, segs.log_start, segs.log_end, self.index)
         self._appender.producers.clear()  # rebuilt from the new tail by the next idempotent append
         self._checkpoint_locked()
 
@@ -473,6 +540,8 @@ class Log:
                 doomed = delete_before(self._segs, self.index, offset, self._deadline(now))
             except OffsetOutOfRangeError as exc:
                 raise OffsetOutOfRangeError(f"{self.name}: {exc.message}") from None
+            if self._segs.log_start != start:
+                self._txns.delete_before(self._segs.log_start)
             if checkpoint and self._segs.log_start != start:
                 self._checkpoint_locked()
             return doomed
@@ -515,7 +584,8 @@ class Log:
             self._checkpoint_locked(clean=clean)
 
     def _checkpoint_locked(self, clean: bool = False) -> None:
-        ck.write_checkpoint(self.meta, self.pid, self._segs, self.index, self._epochs, clean=clean)
+        ck.write_checkpoint(self.meta, self.pid, self._segs, self.index, self._epochs, self._txns,
+                            clean=clean)
 
     @staticmethod
     def checkpoint_many(logs: list, *, clean: bool = False) -> None:
@@ -527,8 +597,8 @@ class Log:
         with contextlib.ExitStack() as held:
             for one in logs:
                 held.enter_context(one._lock)
-            ck.write_checkpoints(logs[0].meta, [(one.pid, one._segs, one.index, one._epochs)
-                                                for one in logs], clean=clean)
+            ck.write_checkpoints(logs[0].meta, [(one.pid, one._segs, one.index, one._epochs,
+                                                 one._txns) for one in logs], clean=clean)
 
     def close(self) -> None:
         """Flush, write a clean checkpoint, release descriptors."""

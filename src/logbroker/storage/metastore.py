@@ -8,7 +8,8 @@ sync). Tables (named databases):
     oidx   (pid, offset) -> (segment, pos)   topics   topic configs
     tidx   (pid, max ts) -> offset           groups   committed group offsets
     segs   (pid, segment base) -> summary    ckpt     per-partition checkpoints
-                                             epochs   leader-epoch history
+    aidx   (pid, marker offset) -> aborted   epochs   leader-epoch history
+           transaction (aborted_index.py)    txns     transaction state snapshots (txn_store.py)
                                              parts    partition name -> pid
                                              meta     counters
                                              users    SCRAM credentials (broker/auth_store.py)
@@ -30,8 +31,8 @@ import lmdb
 from ..errors import StorageError
 
 TABLES = ("oidx", "tidx", "segs", "topics", "groups", "ckpt", "epochs", "parts", "meta", "users",
-          "acls")
-DERIVED = ("oidx", "tidx", "segs")
+          "acls", "aidx", "txns")
+DERIVED = ("oidx", "tidx", "segs", "aidx")
 PID = struct.Struct(">I")
 PID_U64 = struct.Struct(">IQ")
 FILENAME = "meta.lmdb"
@@ -118,7 +119,7 @@ class MetaStore:
     def forget_partition(self, txn, name: str, pid: int) -> None:
         """Drop every row keyed by ``pid`` (a deleted partition)."""
         prefix = PID.pack(pid)
-        for table in ("oidx", "tidx", "segs", "ckpt", "epochs"):
+        for table in ("oidx", "tidx", "segs", "ckpt", "epochs", "aidx", "txns"):
             delete_prefix(txn, self.dbs[table], prefix)
         txn.delete(name.encode(), db=self.dbs["parts"])
 

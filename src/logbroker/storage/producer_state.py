@@ -77,6 +77,19 @@ class ProducerStates:
             self._states[pid] = state
         state[1].append(_Batch(seq, seq + count - 1, base_offset))
 
+    def bump(self, pid: int, epoch: int) -> None:
+        """A marker (or the transaction state) says ``pid`` is at ``epoch``:
+        a newer epoch starts afresh (its first batch must have sequence 0);
+        batches of older epochs are fenced from now on."""
+        state = self._states.get(pid)
+        if state is None or state[0] < epoch:
+            self._states[pid] = (epoch, deque(maxlen=KEEP))
+
+    def epoch_of(self, pid: int) -> int:
+        """The epoch known for ``pid`` (-1 when none)."""
+        state = self._states.get(pid)
+        return -1 if state is None else state[0]
+
     def clear(self) -> None:
         self._states.clear()
         self.loaded = False
@@ -94,6 +107,11 @@ def _check(state: "tuple[int, deque] | None", header: BatchHeader) -> "int | Non
     if epoch > known_epoch:
         if seq != 0:
             raise OutOfOrderSequenceError(f"producer {pid} new epoch {epoch} must start at "
+                                          f"sequence 0, got {seq}")
+        return None
+    if not batches:  # the epoch a marker set: the producer starts its sequences again
+        if seq != 0:
+            raise OutOfOrderSequenceError(f"producer {pid} epoch {epoch} must start at "
                                           f"sequence 0, got {seq}")
         return None
     last_seq = seq + header.record_count - 1

@@ -2,7 +2,9 @@
 the cleanup policy includes ``delete``.
 
 A segment is deleted when every condition allows: it is sealed (the active
-segment never goes), it lies wholly below the high watermark, and either its
+segment never goes), it lies wholly below the last stable offset (the high
+watermark, or the first offset of the oldest open transaction: a segment
+holding records of an open transaction stays), and either its
 largest timestamp is older than ``retention_ms`` or the log without it still
 holds at least ``retention_bytes``. Deletion stops at the first segment that
 must stay, so the log remains one contiguous range.
@@ -23,9 +25,9 @@ def apply_retention(log: Log, now: int) -> list[Segment]:
         return []
     segments = log.segments
     total = sum(s.size for s in segments)
-    end = None
+    end, stable = None, log.last_stable_offset
     for seg, nxt in zip(segments, segments[1:]):
-        if nxt.base_offset > log.high_watermark:
+        if nxt.base_offset > stable:
             break
         expired = cfg.retention_ms >= 0 and seg.max_timestamp < now - cfg.retention_ms
         oversize = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
