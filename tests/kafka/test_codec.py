@@ -76,7 +76,7 @@ def test_profile_ranges_and_which_apis_reach_a_flexible_version():
         "ApiVersions": (0, 3), "Metadata": (0, 12), "Produce": (0, 8), "Fetch": (4, 11),
         "ListOffsets": (1, 5), "InitProducerId": (0, 4), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
-        "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
+        "OffsetCommit": (2, 7), "OffsetFetch": (1, 7), "CreateTopics": (2, 4),
         "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1),
         "ListGroups": (0, 2), "DescribeGroups": (0, 4), "DeleteGroups": (0, 1),
         "OffsetDelete": (0, 0),
@@ -96,7 +96,7 @@ def test_profile_ranges_and_which_apis_reach_a_flexible_version():
         == sorted(["ApiVersions", "DescribeCluster", "Metadata",
                    "AlterPartitionReassignments", "ListPartitionReassignments",
                    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",  # flexible v0
-                   "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+                   "OffsetFetch", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
                    "TxnOffsetCommit", "DescribeTransactions", "ListTransactions"])
     assert len(APIS) == len(PROFILE)
 

@@ -295,3 +295,20 @@ def test_list_offsets_isolation():
     bad = plan_of(serve_data.list_offsets, 2, 5, dict(body, isolation_level=3))
     assert bad.request is None
     assert answered(bad, None, 2, 5).topics[0].partitions[0].error_code == 42
+
+
+@pytest.mark.parametrize("version", (5, 6, 7))
+def test_offset_fetch_require_stable(version):
+    body = {"group_id": "g", "topics": [{"name": "in", "partition_indexes": [0, 1]}],
+            "require_stable": True}
+    plan = plan_of(serve_groups.offset_fetch, 9, version, body)
+    assert plan.request == m.FetchOffsets(group="g", parts=(TopicPartition("in", 0),
+                                                            TopicPartition("in", 1)),
+                                          require_stable=version >= 7)
+    got = answered(plan, m.FetchOffsetsResponse(error=88, message="undecided"), 9, version)
+    # Kafka's shape: each partition asked is unstable, the group is fine
+    assert got.error_code == 0
+    assert [(p.partition_index, p.error_code, p.committed_offset)
+            for p in got.topics[0].partitions] == [(0, 88, -1), (1, 88, -1)]
+    every = plan_of(serve_groups.offset_fetch, 9, version, dict(body, topics=None))
+    assert answered(every, m.FetchOffsetsResponse(error=88), 9, version).error_code == 88

@@ -7,7 +7,7 @@ a ``Plan``.
 
 from __future__ import annotations
 
-from ..errors import CoordinatorNotAvailableError, InvalidRequestError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, UnstableOffsetCommitError
 from ..protocol import messages as m
 from ..protocol.parts import OffsetCommit, TopicPartition
 from .cluster_meta import kafka_address
@@ -73,14 +73,22 @@ def offset_fetch(site: KafkaSite, header, body) -> Plan:
     """The group's committed offsets as stored (any int64, a negative one
     too: Kafka clients commit -1 / -2 to reset a group); offset -1 and
     metadata "" where none, as Kafka answers (its NO_METADATA: never null);
-    null topics (v2+) asks for every partition the group committed."""
+    null topics (v2+) asks for every partition the group committed.
+    ``require_stable`` (v7, a read_committed consumer's): while a partition
+    asked has offsets of an undecided transaction, our UNSTABLE_OFFSET_COMMIT
+    (88) goes out as Kafka's does, on each partition asked (top-level 0:
+    clients retry those); with null topics on the top-level error."""
     parts = None if body.topics is None else tuple(
         TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes)
-    req = m.FetchOffsets(group=body.group_id, parts=parts)
+    req = m.FetchOffsets(group=body.group_id, parts=parts,
+                         require_stable=bool(body.require_stable))
 
     def answer(resp: m.FetchOffsetsResponse) -> dict:
         error = kafka_code(resp.error)
-        if resp.error:
+        if resp.error == UnstableOffsetCommitError.code and parts is not None:
+            rows = [(t, p, -1, "", error) for t, p in parts]
+            error = 0
+        elif resp.error:
             rows = [(t, p, -1, "", error) for t, p in parts or ()]
         else:
             rows = [(t, p, offset, meta or "", 0) for t, p, offset, meta, _ms in resp.parts]
