@@ -5,9 +5,9 @@ producer commits a transaction over two partitions with its input offsets
 a third; a read_committed consumer sees the committed records only, a
 read_uncommitted one all of them, neither a marker (their offsets are the
 gaps); the group's committed offset is the committed transaction's. A
-zombie producer is fenced by a second one of its transactional id. aiokafka
-and KafkaJS do the same with their own transactional producers and
-read_committed consumers; kcat reads a topic holding markers.
+zombie producer is fenced by a second one of its transactional id. aiokafka,
+kafka-python and KafkaJS do the same with their own transactional producers
+and read_committed consumers; kcat reads a topic holding markers.
 
 A missing Python client skips its test; KafkaJS and kcat skip without node
 / kcat (CI requires them, tests/support/kafkajs.py, kafka_adapters.py)."""
@@ -203,6 +203,45 @@ def test_aiokafka_transactions_and_read_committed(bootstrap):
     got, committed = asyncio.run(run())
     assert got == [b"c0", b"c1", b"c2", b"last"]
     assert committed == 2
+
+
+# -- kafka-python --------------------------------------------------------------------------------
+def test_kafka_python_transactions_and_read_committed(bootstrap):
+    kp = pytest.importorskip("kafka")
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    _seed(bootstrap, "kp-in", [b"in%d" % i for i in range(3)])
+    producer = kp.KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-tx")
+    try:
+        producer.init_transactions()
+        for values, offset, commit in (([b"c0", b"c1"], 2, True), ([b"aborted"], 3, False),
+                                       ([b"last"], 1, True)):
+            producer.begin_transaction()
+            for i, v in enumerate(values):
+                producer.send("kp-out", value=v, partition=i % 2)
+            producer.send_offsets_to_transaction(
+                {TopicPartition("kp-in", 0): OffsetAndMetadata(offset, "", -1)}, "kp-g")
+            producer.flush()
+            (producer.commit_transaction if commit else producer.abort_transaction)()
+    finally:
+        producer.close()
+    consumer = kp.KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-g",
+                                isolation_level="read_committed", enable_auto_commit=False,
+                                fetch_max_wait_ms=50)
+    try:
+        parts = [TopicPartition("kp-out", p) for p in (0, 1)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        got, deadline = [], time.monotonic() + WAIT
+        while time.monotonic() < deadline and (len(got) < 3 or any(
+                consumer.position(tp) < end for tp, end in consumer.end_offsets(parts).items())):
+            for records in consumer.poll(timeout_ms=200).values():
+                got += [r.value for r in records]
+        committed = consumer.committed(TopicPartition("kp-in", 0))
+    finally:
+        consumer.close()
+    assert sorted(got) == [b"c0", b"c1", b"last"]
+    assert committed == 1  # the last committed transaction's
 
 
 # -- KafkaJS ------------------------------------------------------------------------------------
