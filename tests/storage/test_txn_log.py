@@ -5,8 +5,11 @@ reset, retention and DeleteRecords."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from tests.support.compaction import compact_all, keyed, open_compacted, records_of
 from tests.support.fixtures import crash, open_store
 from logbroker.errors import (InvalidProducerEpochError, InvalidRecordError,
                               OutOfOrderSequenceError, TransactionCoordinatorFencedError)
@@ -154,8 +157,6 @@ def test_lost_derived_tables_are_rebuilt_from_the_log(tmp_path):
     s.close()
     meta = MetaStore(str(tmp_path / FILENAME), map_size=64 << 20)
     meta.drop_derived()  # the aborted index (and the offset index) lost while stopped
-    with meta.write() as txn:  # and the snapshots: everything comes from the log
-        txn.drop(meta.db("txns"), delete=False)
     meta.close()
     s = open_store(tmp_path, segment_bytes=300)
     log = s.get_log("t", 0)
@@ -211,4 +212,57 @@ def test_delete_records_keeps_open_transactions(tmp_path):
     assert log.open_transactions() == [(1, 0, 0)]
     log.append_marker(1, 0, True, 0, 0)
     assert log.open_transactions() == [] and log.last_stable_offset == log.high_watermark
+    s.close()
+
+
+def test_compaction_drops_aborted_records_keeps_markers_and_stops_at_the_lso(tmp_path):
+    with open_compacted(tmp_path / "d") as s:
+        s.create_topic("t")
+        lg = s.get_log("t", 0)
+        lg.append([keyed([(b"a", b"a0"), (b"b", b"b0")])])                     # 0-1
+        lg.append([keyed([(b"a", b"aborted")], producer_id=1, producer_epoch=0,
+                         base_sequence=0, transactional=True)])                 # 2
+        lg.append_marker(1, 0, False, 0, 0, now=1_000)                                    # 3
+        lg.append([keyed([(b"b", b"b1")], producer_id=2, producer_epoch=0,
+                         base_sequence=0, transactional=True)])                 # 4
+        lg.append_marker(2, 0, True, 0, 0, now=1_000)                                     # 5
+        for i in range(12):
+            lg.append([keyed([(b"c", b"c%d" % i)])])                            # 6-17
+        lg.append([keyed([(b"a", b"open")], producer_id=3, producer_epoch=0,
+                         base_sequence=0, transactional=True)])                 # 18: open
+        for i in range(12):
+            lg.append([keyed([(b"d", b"d%d" % i)])])                            # 19-30
+        lg.roll()
+        assert lg.last_stable_offset == 18
+        compact_all(s)
+        after = records_of(lg)
+        kept = {o: v for o, _, v in after}
+        assert 2 not in kept                      # the aborted record went
+        assert kept[0] == b"a0"                   # not superseded by the aborted one
+        assert 1 not in kept and kept[4] == b"b1"  # the committed one superseded b0
+        assert 3 in kept and 5 in kept            # the markers stay
+        assert all(o in kept for o in range(18, 31))  # nothing at or past the LSO is cleaned
+        assert lg.aborted_transactions(0, 31) == [(1, 2)]
+
+
+def test_a_lost_unflushed_marker_reopens_its_transaction(tmp_path):
+    s = open_store(tmp_path, flush="lazy")
+    s.create_topic("t")
+    log = s.get_log("t", 0)
+    log.append([tx(1, 0)])
+    log.append([plain()])
+    log.flush()
+    rp = log.flushed_point
+    log.append_marker(1, 0, False, 0, 0)  # not flushed...
+    log.checkpoint()                        # ...but a snapshot at the log end (2 + 1) is stored
+    assert log.open_transactions() == [] and log.aborted_transactions(0, 3) == [(1, 0)]
+    path = log.active.path
+    crash(s)
+    os.truncate(path, rp.position)  # the page cache lost the unflushed marker too
+    s = open_store(tmp_path, flush="lazy")
+    log = s.get_log("t", 0)
+    assert log.log_end_offset == 2
+    assert log.open_transactions() == [(1, 0, 0)] and log.aborted_transactions(0, 2) == []
+    log.append_marker(1, 0, True, 0, 0)
+    assert log.open_transactions() == [] and log.aborted_transactions(0, 3) == []
     s.close()

@@ -48,6 +48,9 @@ def test_marker_batch_both_layouts_read_back(commit):
     kafka = to_kafka_batch(ours, fmt.HEADER.unpack_from(ours))
     hk = fmt.read_header(kafka)
     assert hk.attributes & 0x30 == 0x30 and read_marker(kafka) == (commit, 11)
+    data = build_batch([b"d"], producer_id=7, producer_epoch=3, base_sequence=0, transactional=True)
+    hd = fmt.read_header(to_kafka_batch(data, fmt.HEADER.unpack_from(data)))
+    assert (hd.magic, hd.attributes & 0x30, hd.producer_id) == (2, 0x10, 7)
 
 
 def test_read_marker_refuses_what_is_no_marker():

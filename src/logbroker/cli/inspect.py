@@ -2,11 +2,17 @@
 
 A thin shell over dump/report.py. Output contract:
 
-- text (default): one line per batch on stdout, ``  record ...`` lines under
-  it with ``--records``, a ``PROBLEM <file> byte <pos> offset <offset>:
-  <reason>`` line where damage is found, and a rich summary table at the end;
+- text (default): one line per batch on stdout (a transactional batch ends
+  `` transactional``, a marker `` control=commit|abort coordinator_epoch=N``),
+  ``  record ...`` lines under it with ``--records``, a ``PROBLEM <file> byte
+  <pos> offset <offset>: <reason>`` line where damage is found, and a rich
+  summary table at the end (then a transactions table for partitions that
+  hold transactional or control batches);
 - ``--json``: one JSON object per line on stdout, ``type`` one of batch,
-  record, problem, summary; bytes are UTF-8 text, or base64 with
+  record, problem, summary, transactions (per partition holding
+  transactional or control batches: LSO, HW, open transactions, aborted
+  count); a batch says ``transactional`` and its ``control`` marker (type
+  commit / abort, coordinator epoch; null for other batches); bytes are UTF-8 text, or base64 with
   ``<field>_base64: true`` when not valid UTF-8; no table;
 - notes (something left unchecked) go to stderr as ``note: ...``; the
   progress bar (``--progress``, or by default when stderr is a terminal,
@@ -29,8 +35,9 @@ from dataclasses import asdict
 import click
 
 from ..records.compression import NAMES as COMPRESSION_NAMES
-from ..records.format import COMPRESSION_MASK, KAFKA_MAGIC
+from ..records.format import COMPRESSION_MASK, KAFKA_MAGIC, TXN_BITS, txn_flags
 from ..dump.report import BatchInfo, FileSummary, Notice, Problem, RecordInfo, inspect as run, plan
+from ..dump.txn_view import Transactions
 
 PROGRESS_THRESHOLD = 64 << 20
 PREVIEW_CHARS = 60
@@ -104,6 +111,7 @@ class _Text:
     def __init__(self, max_value_bytes: "int | None") -> None:
         self.max_value_bytes = max_value_bytes
         self.summaries: list[FileSummary] = []
+        self.txns: list[Transactions] = []
 
     def event(self, ev) -> None:
         if isinstance(ev, BatchInfo):
@@ -112,7 +120,8 @@ class _Text:
                        f"last_offset={h.last_offset} count={h.record_count} "
                        f"first_ts={h.first_timestamp} max_ts={h.max_timestamp} size={h.size} "
                        f"leader_epoch={h.leader_epoch} producer_id={h.producer_id} "
-                       f"crc={'ok' if ev.crc_ok else 'BAD'}{_kafka_note(h)}")
+                       f"producer_epoch={h.producer_epoch} "
+                       f"crc={'ok' if ev.crc_ok else 'BAD'}{_kafka_note(h)}{_txn_note(ev)}")
         elif isinstance(ev, RecordInfo):
             r = ev.record
             headers = ", ".join(f"({k!r}, {self._preview(v)})" for k, v in r.headers)
@@ -123,6 +132,8 @@ class _Text:
             click.echo(str(ev))
         elif isinstance(ev, FileSummary):
             self.summaries.append(ev)
+        elif isinstance(ev, Transactions):
+            self.txns.append(ev)
 
     def _preview(self, raw: "bytes | None") -> str:
         if raw is None:
@@ -154,7 +165,10 @@ class _Text:
                 min(firsts, default=None), max(lasts, default=None),
                 sum(s.problems for s in ss))))
         tty = sys.stdout.isatty()
-        Console(width=None if tty else 200, highlight=False).print(table)
+        console = Console(width=None if tty else 200, highlight=False)
+        console.print(table)
+        if self.txns:
+            console.print(_txn_table(self.txns))
 
 
 def _cell(value) -> str:
@@ -169,7 +183,8 @@ class _Json:
         if isinstance(ev, BatchInfo):
             obj = {"type": "batch", "file": ev.file, "position": ev.position,
                    **asdict(ev.header), "last_offset": ev.header.last_offset,
-                   "size": ev.header.size, "crc_ok": ev.crc_ok}
+                   "size": ev.header.size, "crc_ok": ev.crc_ok,
+                   "transactional": ev.transactional, "control": _control(ev)}
         elif isinstance(ev, RecordInfo):
             r = ev.record
             obj = {"type": "record", "file": ev.file, "position": ev.position,
@@ -178,6 +193,13 @@ class _Json:
                    "headers": [{"key": k, **self._bytes("value", v)} for k, v in r.headers]}
         elif isinstance(ev, Problem):
             obj = {"type": "problem", **asdict(ev)}
+        elif isinstance(ev, Transactions):
+            obj = {"type": "transactions", "partition": ev.partition,
+                   "last_stable_offset": ev.last_stable_offset,
+                   "high_watermark": ev.high_watermark,
+                   "open": [{"producer_id": p, "producer_epoch": e, "first_offset": f}
+                            for p, e, f in ev.open],
+                   "aborted": ev.aborted, "markers": ev.markers}
         else:
             obj = {"type": "summary", **asdict(ev)}
         click.echo(json.dumps(obj, separators=(",", ":")))
@@ -195,6 +217,41 @@ class _Json:
 
     def finish(self) -> None:
         pass
+
+
+def _control(ev: BatchInfo) -> "dict | None":
+    """A control batch's marker for --json: type commit / abort (unknown when
+    it could not be read) and coordinator epoch; None for other batches."""
+    if not ev.header.attributes & TXN_BITS or not txn_flags(ev.header.magic,
+                                                            ev.header.attributes)[1]:
+        return None
+    if ev.marker is None:
+        return {"type": "unknown", "coordinator_epoch": None}
+    return {"type": "commit" if ev.marker[0] else "abort", "coordinator_epoch": ev.marker[1]}
+
+
+def _txn_note(ev: BatchInfo) -> str:
+    """What a transactional or control batch adds to its line."""
+    control = _control(ev)
+    if control is not None:
+        return f" control={control['type']} coordinator_epoch={_cell(control['coordinator_epoch'])}"
+    return " transactional" if ev.transactional else ""
+
+
+def _txn_table(txns: list):
+    """Per partition with transactions: LSO, HW, open ones, aborted count."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="transactions", title_justify="left")
+    for name in ("partition", "last stable offset", "high watermark", "open (producer:epoch@first)",
+                 "aborted", "markers"):
+        table.add_column(name, justify="left" if name.startswith(("partition", "open")) else "right")
+    for t in txns:
+        opened = " ".join(f"{p}:{e}@{f}" for p, e, f in t.open) or "-"
+        table.add_row(Text(t.partition), _cell(t.last_stable_offset), _cell(t.high_watermark),
+                      Text(opened), str(t.aborted), str(t.markers))
+    return table
 
 
 def _kafka_note(h) -> str:

@@ -12,7 +12,12 @@ that is missing or no logbroker file or directory, before anything is read.
 in offset order: BatchInfo (CRC always checked), RecordInfo (``records``),
 Problem (bad CRC, invalid header, incomplete tail, malformed records; with
 ``verify`` also offset gaps and overlaps (a compacted topic's gaps are normal:
-notes) and offset-index entries that do not match the segments), Notice (something left unchecked), FileSummary.
+notes) and offset-index entries that do not match the segments), Notice (something left unchecked), FileSummary,
+and, after a partition holding transactional or control batches, its
+Transactions (open transactions replayed from the files read, the last
+stable offset, the aborted count). A BatchInfo carries its batch's
+transactional flag and, for a control batch, its marker (commit or abort,
+coordinator epoch).
 
 A bad CRC does not stop a file's scan; an invalid header or an incomplete
 tail ends it. Offsets are checked against the file name and, for a whole
@@ -24,7 +29,7 @@ CRC-checked piecewise and not decoded.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Union
 
 import lmdb
@@ -34,6 +39,7 @@ from ..records import Record, decode_batch
 from ..records import format as fmt
 from . import reader as inspect_reader
 from .reader import Raw, Reader, Stop, read_batches
+from .txn_view import Transactions, TxnTracker
 from ..storage.checkpoints import load_checkpoint
 from ..storage.config import LogConfig
 from ..storage.index import iter_entries
@@ -79,6 +85,8 @@ class BatchInfo:
     position: int
     header: fmt.BatchHeader
     crc_ok: bool
+    transactional: bool = False
+    marker: "tuple[bool, int] | None" = None  # a control batch's (commit, coordinator epoch)
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ class FileSummary:
     problems: int
 
 
-Event = Union[BatchInfo, RecordInfo, Problem, Notice, FileSummary]
+Event = Union[BatchInfo, RecordInfo, Problem, Notice, FileSummary, Transactions]
 
 
 # -- resolving PATHs ----------------------------------------------------------------------
@@ -199,6 +207,7 @@ class _State:
     flushed: "tuple[int, int] | None" = None  # checkpointed recovery point: (segment, position)
     problems: int = 0
     compacted: bool = False  # the topic's cleanup_policy has compact: offset gaps are normal
+    txns: TxnTracker = field(default_factory=TxnTracker)
 
     def unflushed(self, segment: int, position: int) -> bool:
         """Whether byte ``position`` of ``segment`` lies past the checkpointed
@@ -222,6 +231,8 @@ def inspect(plan_: Plan, *, records: bool = False, verify: bool = False) -> Iter
                 yield from _scan_segment(seg, state)
             if state.index and part.whole:
                 yield from _unmatched_segments(part, state.index)
+            if state.txns.seen:
+                yield state.txns.summary(part.name)
     finally:
         for meta in metas.values():
             if meta is not None:
@@ -258,6 +269,7 @@ def _load_index(part: PartitionInput, metas: dict, st: _State):
         ckpt = load_checkpoint(meta, pid) if meta.has("ckpt") else None
         if ckpt is not None:
             st.flushed = (ckpt.rp_segment, ckpt.rp_position)
+            st.txns.high_watermark = ckpt.high_watermark
         for entry in iter_entries(meta, pid):
             if isinstance(entry, bytes):
                 yield Problem(path, 0, None, f"malformed offset index row of {part.name}: {entry.hex()}")
@@ -311,7 +323,7 @@ def _scan_open(seg: SegmentFile, reader: Reader, st: _State) -> Iterator[Event]:
             expect = None
             break
         pos, h = item.position, item.header
-        yield BatchInfo(seg.path, pos, h, item.crc == h.crc)
+        yield _batch_info(seg.path, item, st)
         batches, nrec, nbytes = batches + 1, nrec + h.record_count, nbytes + h.size
         first, last = h.base_offset if first is None else first, h.last_offset
         if item.crc != h.crc:
@@ -328,9 +340,20 @@ def _scan_open(seg: SegmentFile, reader: Reader, st: _State) -> Iterator[Event]:
         if entries is not None:
             yield from _check_entries(seg.path, pos, h, entries.pop(pos, []), st)
         expect, valid_end = h.next_offset, pos + h.size
+        st.txns.end = h.next_offset
     yield from _stray_entries(seg.path, entries or {}, valid_end, st)
     st.expected = expect if st.whole else None
     yield FileSummary(seg.path, reader.size, batches, nrec, nbytes, first, last, st.problems - before)
+
+
+def _batch_info(path: str, item: Raw, st: _State) -> BatchInfo:
+    """The batch's event; a transactional or control batch also moves the
+    partition's transaction state (txn_view.TxnTracker)."""
+    h = item.header
+    if not h.attributes & fmt.TXN_BITS:
+        return BatchInfo(path, item.position, h, item.crc == h.crc)
+    transactional, marker = st.txns.batch(h, item.data)
+    return BatchInfo(path, item.position, h, item.crc == h.crc, transactional, marker)
 
 
 def _decode(path: str, item: Raw, st: _State) -> Iterator[Event]:

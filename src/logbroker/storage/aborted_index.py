@@ -36,6 +36,7 @@ class AbortedIndex:
         self.pending: list[AbortedTxn] = []  # by marker offset
         self._dropped_from: "int | None" = None  # LMDB rows with marker offset >= this are void
         self._dropped_below: "int | None" = None  # LMDB rows with marker offset < this are void
+        self.stored = True  # LMDB may hold rows (False: known to hold none; searches skip it)
 
     def add(self, txn: AbortedTxn) -> None:
         self.pending.append(txn)
@@ -51,7 +52,7 @@ class AbortedIndex:
         first entry whose LSO is at or past ``end``: no transaction open up
         to then began below ``end``, so none after it overlaps (Kafka's rule)."""
         found, done = [], False
-        for txn in list(self._stored_from(start, end)):
+        for txn in (list(self._stored_from(start, end)) if self.stored else ()):
             if txn.first_offset < end:
                 found.append(txn)
             if txn.last_stable_offset >= end:
@@ -118,8 +119,18 @@ class AbortedIndex:
             txn.put(PID_U64.pack(self.pid, t.last_offset),
                     _ROW.pack(t.producer_id, t.first_offset, t.last_stable_offset), db=db)
         txn.put(PID_U64.pack(self.pid, COVERED), _U64.pack(covered), db=db)
+        self.stored = self.stored or bool(self.pending)
         self.pending = []
         self._dropped_from = self._dropped_below = None
+
+    def check_stored(self) -> None:
+        """Learn whether LMDB holds any row of this partition (at load: a
+        partition that never saw an abort then reads nothing per search)."""
+        with self.meta.read() as txn:
+            cur = txn.cursor(db=self.meta.db("aidx"))
+            self.stored = bool(cur.set_range(PID.pack(self.pid))) and \
+                PID_U64.unpack(cur.key())[0] == self.pid and \
+                PID_U64.unpack(cur.key())[1] != COVERED
 
     def covered(self) -> "int | None":
         """The covered offset stored in LMDB, None when there is none."""

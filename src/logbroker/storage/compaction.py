@@ -4,7 +4,9 @@ key in sealed segments; docs/storage.md (Compaction) tells the whole story.
 A pass over one log:
 
 1. Plan (``plan_pass``): the cleanable segments are the sealed ones wholly
-   below ``min(high watermark, recovery point)`` whose newest record is at
+   below ``min(last stable offset, recovery point)`` (the LSO: the high
+   watermark, or the oldest open transaction's first offset; nothing at or
+   past it is cleaned) whose newest record is at
    least ``min_compaction_lag_ms`` old (the first one that is not ends
    them). A pass is due when the dirty part (segments ending above the
    clean point) is at least ``min_cleanable_dirty_percent`` of them, or
@@ -22,6 +24,10 @@ A pass over one log:
    than ``delete_retention_ms`` ago, ``CleanerState``). Records without a
    key are kept. Offsets are kept (gaps); a batch that lost records becomes
    one batch per run of kept records (``records.compact.encode_runs``).
+   Transactions: a batch of an aborted transaction goes whole and never
+   counts in the key map; control batches (markers) are kept whole and
+   count in nothing (Kafka removes markers later; we keep them: a few
+   bytes per transaction, and the aborted index keeps naming them).
 4. Swap (``Log.install_cleaned``, storage/swap.py): crash-safe, under the
    Log's lock for a few renames; the new clean point and tombstone history
    are stored with the last group.
@@ -70,7 +76,7 @@ def plan_pass(plog, now: int) -> "PassPlan | None":
     """The next pass over ``plog`` (a Log), or None when none is due."""
     cfg, state = plog.config, load_state(plog.meta, plog.pid)
     cuts, segs = plog.cuts, plog.segments
-    limit = min(plog.high_watermark, plog.recovery_point)
+    limit = min(plog.last_stable_offset, plog.recovery_point)  # the LSO is at most the HW
     cleanable = []
     for seg, nxt in zip(segs, segs[1:]):
         if nxt.base_offset > limit or seg.max_timestamp > now - cfg.min_compaction_lag_ms:
@@ -92,7 +98,8 @@ def run_pass(plog, plan: PassPlan, map_bytes: int) -> Iterator[int]:
     goes (so a caller can stop between batches and resume later). Ends
     early, without error, when the log changed under it."""
     keymap = KeyMap(map_bytes)
-    map_end = yield from _build_map(plan, keymap)
+    aborted = Aborted(plog.aborted_in(plog.log_start_offset, plan.map_limit))
+    map_end = yield from _build_map(plan, keymap, aborted)
     chosen = [c for c in plan.cleanable if c[0].base_offset < max(map_end, plan.clean_point + 1)]
     if not chosen:
         return
@@ -101,7 +108,7 @@ def run_pass(plog, plan: PassPlan, map_bytes: int) -> Iterator[int]:
     cfg = plog.config
     state = plan.state.after_pass(point, plan.now, cfg.delete_retention_ms, plan.horizon)
     for i, group in enumerate(groups):
-        cleaned = yield from _clean_group(plog, group, keymap, plan.horizon)
+        cleaned = yield from _clean_group(plog, group, keymap, plan.horizon, aborted)
         last = i == len(groups) - 1
         if cleaned is None and not last:
             continue
@@ -110,15 +117,44 @@ def run_pass(plog, plan: PassPlan, map_bytes: int) -> Iterator[int]:
             return
 
 
-def _build_map(plan: PassPlan, keymap: KeyMap) -> Iterator[int]:
+class Aborted:
+    """The aborted transactions of a pass (``AbortedTxn``s), by producer:
+    whether a transactional batch's records were aborted."""
+
+    def __init__(self, txns) -> None:
+        self._by_producer: dict[int, list] = {}
+        for t in txns:
+            self._by_producer.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def holds(self, header: fmt.BatchHeader) -> bool:
+        return any(first <= header.base_offset <= last
+                   for first, last in self._by_producer.get(header.producer_id, ()))
+
+
+def _skipped(header: fmt.BatchHeader, aborted: Aborted) -> "str | None":
+    """"control" for a marker (kept, never in the key map), "aborted" for a
+    batch of an aborted transaction (dropped, never in the key map), else None."""
+    if not header.attributes & fmt.TXN_BITS:
+        return None
+    transactional, control = fmt.txn_flags(header.magic, header.attributes)
+    if control:
+        return "control"
+    return "aborted" if transactional and aborted.holds(header) else None
+
+
+def _build_map(plan: PassPlan, keymap: KeyMap, aborted: Aborted) -> Iterator[int]:
     """Fill ``keymap`` from the clean point; returns (as a generator's
-    value) the offset it covers up to."""
+    value) the offset it covers up to. Markers and aborted transactional
+    records supersede nothing."""
     for seg in plan.scan:
         for _, header, data in scan_file(seg.read, 0, seg.size, window=WINDOW, verify=True):
             if header.next_offset <= plan.clean_point:
                 continue
             if header.next_offset > plan.map_limit:
                 return plan.map_limit
+            if _skipped(header, aborted):
+                yield header.size
+                continue
             batch = readable(data)
             keys = batch.keys.tolist() if batch is not None else []  # unreadable: supersedes none
             if len(keymap) and not keymap.fits(keys):
@@ -142,7 +178,8 @@ def _groups(chosen: list, max_bytes: int) -> list[list]:
     return groups
 
 
-def _clean_group(plog, group: list, keymap: KeyMap, horizon: int) -> Iterator[int]:
+def _clean_group(plog, group: list, keymap: KeyMap, horizon: int,
+                 aborted: Aborted) -> Iterator[int]:
     """Write the group's cleaned file; returns (as the generator's value)
     a ``Cleaned`` ready to swap in, or None when a one-segment group loses
     nothing (nothing to swap)."""
@@ -153,7 +190,13 @@ def _clean_group(plog, group: list, keymap: KeyMap, horizon: int) -> Iterator[in
     try:
         for seg, size, _ in group:
             for _, header, data in scan_file(seg.read, 0, size, window=WINDOW, verify=True):
-                pieces, dropped = _kept(data, keymap, horizon)
+                skip = _skipped(header, aborted)
+                if skip == "aborted":
+                    pieces, dropped = [], header.record_count
+                elif skip == "control":
+                    pieces, dropped = [bytes(data)], 0
+                else:
+                    pieces, dropped = _kept(data, keymap, horizon)
                 removed += dropped
                 for piece in pieces:
                     h = fmt.read_header(piece, 0)

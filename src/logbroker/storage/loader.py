@@ -75,8 +75,9 @@ def fresh_log(directory: str, topic: str, partition: int, pid: int, *, config: L
     index = PartitionIndex(meta, pid, config.index_interval_bytes)
     index.max_seen = -1  # what recovery of an empty log sets
     index.restart_cadence()
-    return LoadedLog(f"{topic}-{partition}", pid, segs, index, LeaderEpochs(),
-                     txns=Transactions(meta, pid))
+    txns = Transactions(meta, pid)
+    txns.aborted.stored = False  # a new pid has no rows
+    return LoadedLog(f"{topic}-{partition}", pid, segs, index, LeaderEpochs(), txns=txns)
 
 
 def load_log(directory: str, topic: str, partition: int, *, config: LogConfig, meta: MetaStore,

@@ -16,12 +16,14 @@ rebuilds it from any starting snapshot (``snapshot`` / ``from_snapshot``).
 
 Open transactions are kept in a dict in the order they opened, which is
 their first offsets' order (offsets only grow): the oldest is the first
-key, so the first unstable offset costs O(1). Not thread-safe: the Log
+key, so the first unstable offset costs O(1) (an OrderedDict: a plain
+dict's iteration would skip every removed entry before it). Not thread-safe: the Log
 calls it under its lock.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError,
@@ -47,7 +49,9 @@ class AbortedTxn:
 
 class TxnState:
     def __init__(self) -> None:
-        self.open: dict[int, tuple[int, int]] = {}  # producer -> (epoch, first offset), by first
+        # producer -> (epoch, first offset), by first offset; an OrderedDict: its
+        # first entry stays O(1) to reach however many were removed before it
+        self.open: "OrderedDict[int, tuple[int, int]]" = OrderedDict()
         self.producers: dict[int, tuple[int, int]] = {}  # producer -> (epoch, coordinator epoch)
 
     # -- queries -------------------------------------------------------------------
@@ -89,13 +93,15 @@ class TxnState:
         transaction an abort marker closed, else None."""
         transactional, control = fmt.txn_flags(header.magic, header.attributes)
         pid = header.producer_id
+        if pid < 0:  # no producer: nothing to open or close (the write path skips it too)
+            return None
         if control:
             try:
                 commit, coordinator_epoch = read_marker(data, header)
             except CorruptRecordError:  # not a marker we know (a newer version): no state change
                 return None
             return self.on_marker(pid, header.producer_epoch, commit, coordinator_epoch, offset)
-        if transactional and pid >= 0:
+        if transactional:
             self.on_transactional(pid, header.producer_epoch, offset)
         return None
 

@@ -13,11 +13,15 @@ recovery point, so that one is always usable), and rows past the log end
 
 Loading (``load``): the newest snapshot at or below the recovered log end,
 the aborted index cut back to it, then the batches after it replayed
-(headers; a control batch's one record read). No snapshot, or an aborted
+(headers; a control batch's one record read). No snapshot at or below the
+end (a truncation past them), one below the first segment, or an aborted
 index whose covered offset is missing or below the snapshot's (the derived
-table lost or stale): everything is replayed from the log start. The
-snapshot table is kept out of the derived tables: an open transaction whose
-first records DeleteRecords removed lives only there.
+table lost or stale): everything is replayed from the log start, the
+producers' epochs seeded from the snapshot. No snapshot at all: a log
+written before transactions existed (every log since gets one with its
+first checkpoint), nothing is read. The snapshot table is primary, kept out
+of the derived tables: an open transaction whose first records
+DeleteRecords removed lives only there.
 """
 
 from __future__ import annotations
@@ -116,6 +120,12 @@ def newest_snapshot(meta: MetaStore, pid: int, offset: int) -> tuple[int, "dict 
         return -1, None
 
 
+def _any_snapshot(meta: MetaStore, pid: int) -> bool:
+    with meta.read() as txn:
+        cur = txn.cursor(db=meta.db("txns"))
+        return cur.set_range(PID.pack(pid)) and cur.key().startswith(PID.pack(pid))
+
+
 def _newest_at_or_below(txn, db, pid: int, offset: int) -> "int | None":
     cur = txn.cursor(db=db)
     found = cur.prev() if cur.set_range(PID_U64.pack(pid, offset + 1)) else cur.last()
@@ -162,18 +172,25 @@ def load(meta: MetaStore, pid: int, segments, log_start: int, end: int,
          index=None) -> Transactions:
     """The transactions of a loaded log ending at ``end`` (module docstring)."""
     aborted = AbortedIndex(meta, pid)
+    aborted.check_stored()
     snap_offset, snap = newest_snapshot(meta, pid, end)
     covered = aborted.covered()
     first = _first_base(segments)
-    if snap is None or covered is None or covered < snap_offset or snap_offset < first:
-        if snap is not None or covered is not None:
-            log.warning("partition %d: transaction index stale (snapshot %d, covered %s); "
-                        "rebuilding it from the log", pid, snap_offset, covered)
+    if snap is None and not _any_snapshot(meta, pid):
+        return Transactions(meta, pid, TxnState(), aborted)  # written before transactions
+    if snap is None or snap_offset < first:
+        log.warning("partition %d: no usable transaction snapshot at or below %d; rebuilding "
+                    "the transaction state from the log", pid, end)
         aborted.clear()
-        state = _seeded(snap)
-        state = replay_segments(state, segments, first, end, aborted.add)
+        state = replay_segments(_seeded(snap), segments, first, end, aborted.add)
         return Transactions(meta, pid, state, aborted)
-    aborted.truncate(snap_offset)
+    if covered is None or covered < snap_offset:
+        log.warning("partition %d: aborted-transaction index stale (covered %s, snapshot %d); "
+                    "rebuilding it from the log", pid, covered, snap_offset)
+        aborted.clear()  # the open ones come from the snapshot: its first records may be gone
+        replay_segments(_seeded(snap), segments, first, snap_offset, aborted.add)
+    else:
+        aborted.truncate(snap_offset)
     state = replay_segments(TxnState.from_snapshot(snap), segments, snap_offset, end,
                             aborted.add, index)
     return Transactions(meta, pid, state, aborted)
