@@ -285,3 +285,40 @@ out({ seen: seen.sort(),
 """, [bootstrap], timeout=60)
     assert got["seen"] == ["c0", "c1", "end"]  # 'aborted' lies between c0 and end
     assert got["offsets"] == ["2"]  # the committed transaction's, not the aborted one's
+
+
+# -- bad input -----------------------------------------------------------------------------------
+def test_random_transaction_requests_are_answered_or_close_the_connection(bootstrap):
+    """200 requests of the transaction APIs (and Fetch, ListOffsets, OffsetFetch,
+    FindCoordinator, whose transaction fields are new) at every served
+    version, values generated from the schemas: each is answered at its
+    version with its correlation id, or its connection closed; the broker
+    stays up (its log is checked for tracebacks when the module ends)."""
+    import random
+
+    from logbroker.kafka.apis import APIS
+    from tests.support.kafka_cases import random_body
+    from tests.support.kafka_raw import Raw
+
+    rng = random.Random(31)
+    cases = [(APIS[k], v) for k in (1, 2, 9, 10, 22, 24, 25, 26, 28, 65, 66)
+             for v in range(APIS[k].min_version, APIS[k].max_version + 1)]
+    raw, answered = Raw(bootstrap), 0
+    try:
+        for cid in range(200):
+            api, version = rng.choice(cases)
+            body = random_body(api.request, version, rng)
+            if "max_wait_ms" in body:
+                body["max_wait_ms"] = min(body["max_wait_ms"], 50)  # no long polls here
+            raw.sock.sendall(raw.send(api.key, version, cid, body))
+            try:
+                head, _ = raw.recv(api.key, version)
+                assert head.correlation_id == cid
+                answered += 1
+            except (ConnectionError, OSError) as exc:
+                assert not isinstance(exc, TimeoutError), (api.name, version, body)
+                raw.close()
+                raw = Raw(bootstrap)
+    finally:
+        raw.close()
+    assert answered >= 150
