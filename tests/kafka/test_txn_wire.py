@@ -312,3 +312,19 @@ def test_offset_fetch_require_stable(version):
             for p in got.topics[0].partitions] == [(0, 88, -1), (1, 88, -1)]
     every = plan_of(serve_groups.offset_fetch, 9, version, dict(body, topics=None))
     assert answered(every, m.FetchOffsetsResponse(error=88), 9, version).error_code == 88
+
+
+def test_oversized_requests_are_refused_before_their_entries_are_built():
+    from logbroker.errors import InvalidRequestError
+    from logbroker.limits import MAX_PARTITIONS
+
+    many = list(range(MAX_PARTITIONS + 1))
+    cases = [(serve_txn.add_partitions_to_txn, 24, {"v3_and_below_topics": [
+                  {"name": "t", "partitions": many}]}),
+             (serve_txn.txn_offset_commit, 28, {"topics": [{"name": "t", "partitions": [
+                  {"partition_index": p, "committed_offset": 0} for p in many]}]}),
+             (serve_txn.describe_transactions, 65, {"transactional_ids": ["x"] * len(many)}),
+             (serve_txn.list_transactions, 66, {"producer_id_filters": many})]
+    for translator, key, body in cases:
+        with pytest.raises(InvalidRequestError, match="at most 10000"):
+            plan_of(translator, key, 0, body)

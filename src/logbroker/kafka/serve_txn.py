@@ -13,6 +13,11 @@ COORDINATOR_LOAD_IN_PROGRESS as COORDINATOR_NOT_AVAILABLE (clients before
 KAFKA-7296 failed on it). A coordinator-wide refusal (a broker that cannot
 reach the cluster) is COORDINATOR_NOT_AVAILABLE, as for groups
 (``kafka_group_code``): the client finds its coordinator again.
+
+A request naming more than ``limits.MAX_PARTITIONS`` entries (partitions,
+offsets, ids, filters) closes the connection before its entries are
+built: the handlers refuse far fewer, and an answer per entry would cost
+the loop about a second per million.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 from ..errors import (CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
                       InvalidProducerEpochError, InvalidRequestError, InvalidTxnStateError,
                       ProducerFencedError, TransactionalIdNotFoundError)
+from ..limits import MAX_PARTITIONS
 from ..protocol import messages as m
 from ..protocol.parts import OffsetCommit, TopicPartition
 from .plan import KafkaSite, Plan, by_topic
@@ -32,6 +38,15 @@ FENCED_FROM = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 
 OPERATION_NOT_ATTEMPTED = 55  # Kafka's; not one of our codes (see add_partitions_to_txn)
 STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                     "CompleteAbort", "PrepareEpochFence", "Dead"})
+
+
+def _at_most(n: int, what: str, limit: int = MAX_PARTITIONS) -> None:
+    """Refuse, before anything is built per entry, a request naming more
+    than ``limit`` entries (the handlers refuse far fewer: this bounds what
+    an answer per entry would cost the loop); the connection closes, the
+    reason logged (net/kafka_connection.py)."""
+    if n > limit:
+        raise InvalidRequestError(f"{n} {what} in one request (at most {limit})")
 
 
 def txn_code(code: int, api: str, version: int, *, group_level: bool = False) -> int:
@@ -85,6 +100,7 @@ def add_partitions_to_txn(site: KafkaSite, header, body) -> Plan:
     fatal to the client, as Kafka's). A partition named twice is added and
     answered once."""
     version = header.api_version
+    _at_most(sum(len(t.partitions) for t in body.v3_and_below_topics), "partitions")
     parts = tuple(dict.fromkeys(TopicPartition(t.name, p) for t in body.v3_and_below_topics
                                 for p in t.partitions))
     req = m.AddPartitionsToTxn(transactional_id=body.v3_and_below_transactional_id,
@@ -146,6 +162,7 @@ def txn_offset_commit(site: KafkaSite, header, body) -> Plan:
     checked as OffsetCommit's; below v3 they are not checked. The leader
     epoch is not kept (as OffsetCommit's)."""
     version = header.api_version
+    _at_most(sum(len(t.partitions) for t in body.topics), "offsets")
     offsets = tuple(OffsetCommit(t.name, p.partition_index, p.committed_offset,
                                  p.committed_metadata or "")
                     for t in body.topics for p in t.partitions)
@@ -173,6 +190,7 @@ def describe_transactions(site: KafkaSite, header, body) -> Plan:
     order (TRANSACTIONAL_ID_NOT_FOUND for one it does not know; NOT_COORDINATOR
     for one coordinated elsewhere): state, producer id and epoch, timeout,
     start time (-1 without an open transaction) and its partitions."""
+    _at_most(len(body.transactional_ids), "transactional ids")
     ids = tuple(body.transactional_ids)
     if not ids:
         return Plan(None, lambda _r: {"throttle_time_ms": 0, "transaction_states": []})
@@ -210,6 +228,7 @@ def list_transactions(site: KafkaSite, header, body) -> Plan:
     asked (none: all; filtered here). v1's duration filter (KIP-994: only
     transactions open longer than it) is refused, INVALID_REQUEST: our
     listing carries no start times (DescribeTransactions does)."""
+    _at_most(len(body.state_filters) + len(body.producer_id_filters), "filters")
     asked = tuple(dict.fromkeys(body.state_filters))
     unknown = [s for s in asked if s not in STATES]
     known = tuple(s for s in asked if s in STATES)
