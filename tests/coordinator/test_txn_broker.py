@@ -1,7 +1,8 @@
 """The transaction coordinator on one real broker, through our protocol
 (raw requests): init, add partitions, commit and abort, a zombie fenced by a
 second InitProducerId, a timeout abort, a kill -9 mid-transaction and a
-Prepare* record finished after a restart."""
+Prepare* record finished after a restart; the markers' effect on a
+partition (LSO, aborted transactions, a zombie's batch fenced)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import pytest
 from logbroker.coordinator import txn_state as ts
 from logbroker.coordinator.txn_records import TOPIC, encode, partition_for
 from logbroker.protocol import messages as m
+from logbroker.records.builder import build_batch
 from tests.support.fixtures import BrokerProcess, RawConn, open_store, wait_until
 
 CONFIG = {"transaction_abort_timed_out_check_interval_ms": 100}
 
 
-@pytest.fixture
-def txn_broker(tmp_path):
-    with BrokerProcess(tmp_path / "data", config=CONFIG) as b:
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    """One broker for the tests that use ids and topics of their own."""
+    with BrokerProcess(tmp_path_factory.mktemp("txn") / "data", config=CONFIG) as b:
         yield b
 
 
@@ -73,6 +76,10 @@ def test_commit_abort_and_the_requests_errors(txn_broker):
     d = _state(c, "etl", "CompleteCommit")
     assert d.parts == () and d.start_ms == -1
     assert _add(c, "etl", pid, epoch, (("orders", 1),)).parts[0].error == 0
+    assert c.call(m.AddOffsetsToTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
+                                    group="billing")).error == 0
+    offsets_part = ("__consumer_offsets", partition_for("billing", 16))
+    assert offsets_part in _describe(c, "etl").parts
     assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
                            commit=False)).error == 0
     _state(c, "etl", "CompleteAbort")
@@ -153,3 +160,60 @@ def test_state_survives_a_kill_and_prepare_is_finished_after_a_restart(tmp_path)
         _state(c, "open", "CompleteCommit")
     finally:
         b.kill()
+
+
+DATA = "txdata"  # the partition test_markers_... reads back (no other test's markers)
+
+
+def _produce(c, pid, epoch, seq, value=b"v"):
+    data = build_batch([value], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                       transactional=True)
+    part = c.call(m.Produce(acks=-1, parts=((DATA, 0, len(data)),), payload=(data,))).parts[0]
+    return part[2], part[4]  # error, base offset
+
+
+def _latest(c, isolation):
+    return c.call(m.ListOffsets(parts=((DATA, 0, m.LATEST),), isolation=isolation)).parts[0][4]
+
+
+def test_markers_end_the_partitions_transactions_and_fence_a_zombie(txn_broker):
+    """The chain through the partition: records of an open transaction hold
+    the last stable offset until the commit's marker; an abort is listed
+    to read_committed fetches; a fenced zombie's next batch is refused."""
+    c = _setup(txn_broker)
+    assert c.call(m.CreateTopics(topics=((DATA, 1, {}),))).topics[0][1] == 0
+    pid, epoch = _init(c, "rc")
+    assert _add(c, "rc", pid, epoch, ((DATA, 0),)).parts[0].error == 0
+    assert _produce(c, pid, epoch, 0) == (0, 0)
+    assert (_latest(c, 1), _latest(c, 0)) == (0, 1)  # the open transaction holds the LSO
+    assert c.call(m.EndTxn(transactional_id="rc", producer_id=pid, producer_epoch=epoch,
+                           commit=True)).error == 0
+    _state(c, "rc", "CompleteCommit")
+    assert _latest(c, 1) == _latest(c, 0) == 2  # the record and its marker
+    assert _add(c, "rc", pid, epoch, ((DATA, 0),)).parts[0].error == 0
+    assert _produce(c, pid, epoch, 1) == (0, 2)
+    assert c.call(m.EndTxn(transactional_id="rc", producer_id=pid, producer_epoch=epoch,
+                           commit=False)).error == 0
+    # the next transaction's first request waits for the abort to complete (no 51 to retry)
+    assert _add(c, "rc", pid, epoch, ((DATA, 0),)).parts[0].error == 0
+    fetched = c.call(m.Fetch(max_wait_ms=0, parts=((DATA, 0, 0, 1 << 20),), isolation=1))
+    assert [tuple(a) for a in fetched.txn[0].aborted] == [(pid, 2)]
+    # a zombie: its open transaction aborted by the next producer of its id
+    assert _produce(c, pid, epoch, 2)[0] == 0
+    assert c.call(m.InitProducerId(transactional_id="rc",
+                                   transaction_timeout_ms=60_000)).error == 51
+    assert _init(c, "rc") == (pid, epoch + 2)
+    assert _produce(c, pid, epoch, 3)[0] in (47, 90)  # fenced at the partition by the marker
+    assert _latest(c, 1) == _latest(c, 0)  # nothing left open
+
+
+def test_an_idle_id_expires_and_starts_afresh(tmp_path):
+    config = {**CONFIG, "transactional_id_expiration_ms": 300}
+    with BrokerProcess(tmp_path / "data", config=config) as b:
+        c = _setup(b)
+        pid, _ = _init(c, "idle")
+        wait_until(lambda: _describe(c, "idle").error == 105, 10, "the idle id forgotten",
+                   interval=0.05)
+        assert _add(c, "idle", pid, 0).error == 49  # its producer id is no longer the id's
+        pid2, epoch2 = _init(c, "idle")
+        assert pid2 != pid and epoch2 == 0

@@ -242,7 +242,8 @@ def test_clients_and_cli_with_acls(broker):
     with admin_of(broker) as admin:
         admin.create_topic("cli-t", 1)
     for args in (["--topic", "cli-t", "--operation", "write", "--operation", "read"],
-                 ["--group", "cli-", "--prefix", "--operation", "read"]):
+                 ["--group", "cli-", "--prefix", "--operation", "read"],
+                 ["--transactional-id", "cli-tx", "--operation", "write"]):
         out = invoked_ok(invoke_cli(["acls", "add", "--principal", ALICE, *args, *as_admin],
                                     stdin=ADMIN_PW + "\n", bootstrap=broker.bootstrap))
         assert out.startswith("added ")
@@ -250,7 +251,9 @@ def test_clients_and_cli_with_acls(broker):
                                              *as_admin], stdin=ADMIN_PW + "\n",
                                             bootstrap=broker.bootstrap)))
     assert {"principal": ALICE, "permission": "allow", "operation": "read", "resource": "group",
-            "name": "cli-", "pattern": "prefix"} in rows and len(rows) == 3
+            "name": "cli-", "pattern": "prefix"} in rows and len(rows) == 4
+    assert {"principal": ALICE, "permission": "allow", "operation": "write",
+            "resource": "transactional_id", "name": "cli-tx", "pattern": "literal"} in rows
     table = invoked_ok(invoke_cli(["acls", "list", *as_admin], stdin=ADMIN_PW + "\n",
                                   bootstrap=broker.bootstrap))
     assert table.split()[:6] == ["PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE", "NAME",
@@ -265,7 +268,7 @@ def test_clients_and_cli_with_acls(broker):
     finally:
         out = invoked_ok(invoke_cli(["acls", "remove", "--principal", ALICE, *as_admin],
                                     stdin=ADMIN_PW + "\n", bootstrap=broker.bootstrap))
-        assert out.strip() == "removed 3 ACL(s)"
+        assert out.strip() == "removed 4 ACL(s)"
 
 
 def test_bad_names_are_refused_not_crashed_on(broker):

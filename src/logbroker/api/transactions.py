@@ -11,7 +11,8 @@ topic that exists (UNKNOWN_TOPIC_OR_PARTITION for that part; the request's
 other parts then get INVALID_TXN_STATE, "not added" — Kafka's
 OPERATION_NOT_ATTEMPTED — and nothing is added: all or none, as Kafka); an
 internal topic is refused (the offsets topic joins by AddOffsetsToTxn);
-DescribeTransactions names at most ``MAX_IDS`` ids.
+DescribeTransactions names at most ``MAX_IDS`` ids (only the first waits
+for its partition to load; the others answer COORDINATOR_LOAD_IN_PROGRESS).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .markers import write_markers
 
 MAX_PARTS = 1_000  # partitions of one AddPartitionsToTxn
 MAX_IDS = 1_000  # ids of one DescribeTransactions
+MARKER_TIMEOUT_S = 35.0  # a peer's WriteTxnMarkers answer (its leader waits 30 s for acks)
 
 
 def build_txn_coordinator(svc) -> TxnCoordinator:
@@ -39,7 +41,7 @@ def build_txn_coordinator(svc) -> TxnCoordinator:
     its peers over the cluster's peer link."""
     meta = svc.meta
     sender = MarkerSender(meta, meta.me, lambda mks: write_markers(svc, mks),
-                          meta.peer_dialler(), svc.config.replica_timeout_ms / 1000 * 2)
+                          meta.peer_dialler(), MARKER_TIMEOUT_S)
     return TxnCoordinator(meta.txn_host(), TxnSettings.of(svc.config), sender,
                           meta.new_producer_id)
 
@@ -124,10 +126,10 @@ async def describe(svc, req: m.DescribeTransactions, session) -> m.DescribeTrans
     if len(req.transactional_ids) > MAX_IDS:
         raise InvalidRequestError(f"{len(req.transactional_ids)} ids (limit {MAX_IDS})")
     out = []
-    for tid in dict.fromkeys(req.transactional_ids):
+    for i, tid in enumerate(dict.fromkeys(req.transactional_ids)):
         try:
             _check_id(tid)
-            p, view = await svc.txns.view(tid)
+            p, view = await svc.txns.view(tid, wait=i == 0)  # one wait per request at most
             st = view.txns.get(tid)
             if st is None:
                 raise TransactionalIdNotFoundError(f"unknown transactional id {tid!r}")

@@ -1,7 +1,7 @@
 """``logbroker acls add|remove|list``: who may do what (docs/security.md,
 "Authorization"). A binding names a principal, one resource (``--topic``,
-``--group`` or ``--cluster``; ``--prefix`` for every name starting with
-it), an operation and allow (default) or ``--deny``."""
+``--group``, ``--transactional-id`` or ``--cluster``; ``--prefix`` for every
+name starting with it), an operation and allow (default) or ``--deny``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def _resource(fn):
                          help="User:NAME, or User:* for every authenticated user."),
             click.option("--topic", default=None, help="The topic (or topic prefix)."),
             click.option("--group", default=None, help="The consumer group (or prefix)."),
+            click.option("--transactional-id", "txn_id", default=None,
+                         help="A transactional producer's id (or prefix)."),
             click.option("--cluster", is_flag=True, default=False,
                          help="The cluster (users, ACLs, cluster-wide requests)."),
             click.option("--prefix", is_flag=True, default=False,
@@ -29,12 +31,13 @@ def _resource(fn):
     return fn
 
 
-def _target(topic, group, cluster) -> "tuple[str, str]":
-    given = [(t, n) for t, n in (("topic", topic), ("group", group)) if n is not None]
+def _target(topic, group, cluster, txn_id=None) -> "tuple[str, str]":
+    given = [(t, n) for t, n in (("topic", topic), ("group", group),
+                                 ("transactional_id", txn_id)) if n is not None]
     if cluster:
         given.append(("cluster", "logbroker"))
     if len(given) > 1:
-        raise InvalidConfigError("give one of --topic, --group and --cluster")
+        raise InvalidConfigError("give one of --topic, --group, --transactional-id and --cluster")
     return given[0] if given else ("", "")
 
 
@@ -50,15 +53,15 @@ def acls() -> None:
               type=click.Choice(OPERATIONS), help="What is allowed (or denied); repeatable.")
 @click.option("--deny", is_flag=True, default=False, help="Deny instead of allow.")
 @bootstrap_option
-def add(principal, topic, group, cluster, prefix, operations, deny, conn):
+def add(principal, topic, group, txn_id, cluster, prefix, operations, deny, conn):
     """Allow (or --deny) a principal operations on one resource."""
     from .. import Admin
     from ..client.admin.results import Acl
 
-    rtype, name = _target(topic, group, cluster)
+    rtype, name = _target(topic, group, cluster, txn_id)
     if not principal or not rtype:
         raise InvalidConfigError("acls add needs --principal and one of --topic, --group, "
-                                 "--cluster")
+                                 "--transactional-id, --cluster")
     rows = [Acl(principal, rtype, name, "prefix" if prefix else "literal", op,
                 "deny" if deny else "allow") for op in operations]
     with Admin(**conn) as admin:
@@ -73,11 +76,11 @@ def add(principal, topic, group, cluster, prefix, operations, deny, conn):
 @click.option("--permission", default="", type=click.Choice(("", "allow", "deny")),
               help="Only allows or only denies (default: both).")
 @bootstrap_option
-def remove(principal, topic, group, cluster, prefix, operation, permission, conn):
+def remove(principal, topic, group, txn_id, cluster, prefix, operation, permission, conn):
     """Remove the ACLs matching the flags given (at least a principal or a resource)."""
     from .. import Admin
 
-    rtype, name = _target(topic, group, cluster)
+    rtype, name = _target(topic, group, cluster, txn_id)
     if not principal and not rtype:
         raise InvalidConfigError("acls remove needs --principal or a resource (it would "
                                  "remove every ACL)")
@@ -91,11 +94,11 @@ def remove(principal, topic, group, cluster, prefix, operation, permission, conn
 @_resource
 @bootstrap_option
 @json_option
-def list_(principal, topic, group, cluster, prefix, conn, as_json):
+def list_(principal, topic, group, txn_id, cluster, prefix, conn, as_json):
     """The ACLs, all or those matching the flags given."""
     from .. import Admin
 
-    rtype, name = _target(topic, group, cluster)
+    rtype, name = _target(topic, group, cluster, txn_id)
     pattern = ("prefix" if prefix else "literal") if rtype else ""
     with Admin(**conn) as admin:
         found = admin.describe_acls(principal, rtype, name, pattern)

@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError,
-                      NotCoordinatorError, RequestTimedOutError)
+                      CoordinatorNotAvailableError, FencedLeaderEpochError, NotCoordinatorError,
+                      NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderError,
+                      PolicyViolationError, RequestTimedOutError)
 from ..protocol.parts import TxnMarker
 from . import txn_state as ts
 from .txn_loading import load_txns
@@ -41,6 +43,7 @@ from .txn_records import encode, partition_for
 log = logging.getLogger("logbroker.coordinator")
 IDLE_S = 0.5  # the timer loop's period (leadership is looked at then)
 LOAD_WAIT_S = 1.0  # a request waits this long for its partition to load
+SETTLE_WAIT_S = 1.0  # a request waits this long for the id's previous change to complete
 RETRY_S = (0.05, 2.0)  # marker delivery's backoff: first, longest
 
 
@@ -52,7 +55,8 @@ class TxnSettings:
     check_interval_ms: int = 10_000
     expiration_ms: int = 604_800_000
     write_timeout_ms: int = 5_000
-    max_parts: int = 10_000  # partitions of one transaction
+    max_parts: int = 1_000  # partitions of one transaction (its record is rewritten per add)
+    max_ids: int = 100_000  # transactional ids one broker coordinates (idle ones expire)
 
     @classmethod
     def of(cls, config) -> "TxnSettings":
@@ -65,11 +69,13 @@ class TxnSettings:
 class TxnView:
     """The ids of one state partition as loaded in leader epoch ``epoch``
     (the coordinator epoch its markers carry); ``busy``: ids with a
-    transition being written."""
+    transition being written; ``waiters``: requests waiting for an id to
+    settle (one Event per id, set when a change of it is applied)."""
 
     epoch: int
     txns: dict = field(default_factory=dict)
     busy: set = field(default_factory=set)
+    waiters: dict = field(default_factory=dict)  # id -> Event set at its next applied change
     ready: bool = False
     task: "asyncio.Task | None" = None
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
@@ -106,24 +112,24 @@ class TxnCoordinator:
     def partition(self, tid: str) -> int:
         return partition_for(tid, self.host.partitions)
 
-    async def view(self, tid: str) -> "tuple[int, TxnView]":
+    async def view(self, tid: str, wait: bool = True) -> "tuple[int, TxnView]":
         """The partition and view holding ``tid``: NOT_COORDINATOR elsewhere;
-        waits up to ``LOAD_WAIT_S`` for a partition being loaded, then
-        COORDINATOR_LOAD_IN_PROGRESS."""
+        waits (``wait``) up to ``LOAD_WAIT_S`` for a partition being loaded,
+        then COORDINATOR_LOAD_IN_PROGRESS."""
         p = self.partition(tid)
         _, epoch = self.host.leader(p)
         view = self.views.get(p)
         if view is None or view.epoch != epoch:
             self._load(p, epoch)
             view = self.views[p]
-        if not view.ready:
+        if not view.ready and wait:
             try:
                 await asyncio.wait_for(asyncio.shield(view.loaded.wait()), LOAD_WAIT_S)
             except TimeoutError:
                 pass
-            if not view.ready or self.views.get(p) is not view:
-                raise CoordinatorLoadInProgressError(f"loading the transactions of "
-                                                     f"{self.host.topic}-{p}")
+        if not view.ready or self.views.get(p) is not view:
+            raise CoordinatorLoadInProgressError(f"loading the transactions of "
+                                                 f"{self.host.topic}-{p}")
         return p, view
 
     def known(self, tid: str) -> "ts.TxnState | None":
@@ -139,6 +145,7 @@ class TxnCoordinator:
                             timeout_ms: int) -> "tuple[int, int]":
         """InitProducerId with a transactional id: (producer id, epoch)."""
         p, view = await self.view(tid)
+        await self._settle(p, view, tid)
         cur = self._idle(view, tid)
         if cur is not None and cur.state == ts.ONGOING:
             ts._check_known_producer(cur, producer_id)
@@ -146,6 +153,10 @@ class TxnCoordinator:
             raise ConcurrentTransactionsError(f"transactional id {tid!r}: its open transaction "
                                               "is being aborted, retry")
         new_id = ts.NO_ID
+        if cur is None and sum(len(v.txns) for v in self.views.values()) >= self.settings.max_ids:
+            raise PolicyViolationError(f"this broker coordinates {self.settings.max_ids} "
+                                       "transactional ids already (idle ones expire after "
+                                       "transactional_id_expiration_ms)")
         if ts.needs_new_id(cur, producer_id, producer_epoch):
             new_id = await self.new_producer_id()
             if self.views.get(p) is not view:
@@ -161,6 +172,7 @@ class TxnCoordinator:
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              parts) -> None:
         p, view = await self.view(tid)
+        await self._settle(p, view, tid)
         cur = self._idle(view, tid)
         nxt = ts.add_partitions(cur, tid, producer_id, producer_epoch, parts, _now_ms(),
                                 self.settings.max_parts)
@@ -170,15 +182,33 @@ class TxnCoordinator:
     async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """EndTxn: answered once Prepare* is durable; the markers follow."""
         p, view = await self.view(tid)
+        await self._settle(p, view, tid)
         cur = self._idle(view, tid)
         nxt = ts.end(cur, tid, producer_id, producer_epoch, commit, _now_ms())
         if nxt is not None:
-            await self._write(p, view, nxt)
-            self._spawn(self._finish(p, view, nxt))
+            await self._write(p, view, nxt)  # its markers follow (``_write``)
 
-    def check(self, tid: str, producer_id: int, producer_epoch: int) -> None:
-        """Raise unless ``tid`` is known here with this producer id and epoch."""
-        ts._check_producer(self.known(tid), tid, producer_id, producer_epoch)
+    async def _settle(self, p: int, view: TxnView, tid: str) -> None:
+        """Wait (at most ``SETTLE_WAIT_S``) while ``tid`` has a change being
+        written or a decided transaction completing, so that the next
+        transaction's first request is answered when it can be rather than
+        refused (CONCURRENT_TRANSACTIONS is still the answer after the wait)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_WAIT_S
+        while True:
+            cur = view.txns.get(tid)
+            if tid not in view.busy and (cur is None or cur.state not in ts.PREPARING):
+                return
+            left = deadline - loop.time()
+            if left <= 0 or self.views.get(p) is not view:
+                return
+            event = view.waiters.get(tid)
+            if event is None:
+                event = view.waiters[tid] = asyncio.Event()
+            try:
+                await asyncio.wait_for(event.wait(), left)
+            except TimeoutError:
+                return
 
     def _idle(self, view: TxnView, tid: str) -> "ts.TxnState | None":
         if tid in view.busy:
@@ -189,8 +219,9 @@ class TxnCoordinator:
     # -- writing ----------------------------------------------------------------------------
     async def _write(self, p: int, view: TxnView, nxt: ts.TxnState) -> None:
         """Append ``nxt`` and wait (bounded) until acknowledged; it is applied
-        when it is, even after the wait timed out (REQUEST_TIMED_OUT). The id
-        is busy until then."""
+        when it is, even after the wait timed out (REQUEST_TIMED_OUT), and a
+        Prepare* state then starts its markers (``_finish``). The id is busy
+        until then."""
         tid = nxt.transactional_id
         view.busy.add(tid)
         task = asyncio.get_running_loop().create_task(self.host.append(p, encode([nxt])))
@@ -199,12 +230,17 @@ class TxnCoordinator:
         def done(t: asyncio.Task) -> None:
             self._tasks.discard(t)
             view.busy.discard(tid)
+            event = view.waiters.pop(tid, None)
+            if event is not None:
+                event.set()
             if t.cancelled() or t.exception() is not None:
                 return
             if nxt.state == ts.DEAD:
                 view.txns.pop(tid, None)
             else:
                 view.txns[tid] = nxt
+            if nxt.state in ts.PREPARING:  # decided: the markers go out (even after a timeout)
+                self._spawn(self._finish(p, view, nxt))
 
         task.add_done_callback(done)
         try:
@@ -212,6 +248,10 @@ class TxnCoordinator:
         except TimeoutError:
             raise RequestTimedOutError(f"{self.host.topic}-{p} did not replicate the "
                                        "transaction's state in time") from None
+        except (NotLeaderError, FencedLeaderEpochError) as exc:  # Kafka's mapping for clients
+            raise NotCoordinatorError(f"{self.host.topic}-{p}: {exc.message}") from None
+        except (NotEnoughReplicasError, NotEnoughReplicasAfterAppendError) as exc:
+            raise CoordinatorNotAvailableError(f"{self.host.topic}-{p}: {exc.message}") from None
 
     async def _fence(self, p: int, view: TxnView, cur: ts.TxnState) -> None:
         """Abort ``cur``'s open transaction with the epoch bumped."""
@@ -219,7 +259,6 @@ class TxnCoordinator:
         await self._write(p, view, nxt)
         log.info("transactional id %r: aborting its open transaction (epoch %d -> %d)",
                  cur.transactional_id, cur.producer_epoch, nxt.producer_epoch)
-        self._spawn(self._finish(p, view, nxt))
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -240,9 +279,9 @@ class TxnCoordinator:
             try:
                 if todo:
                     todo = await self.markers.send(todo)
-                if not todo:
-                    if view.txns.get(tid) != st or tid in view.busy:
-                        return  # changed meanwhile (cannot happen in Prepare*; defensive)
+                if not todo and tid not in view.busy:  # busy: an earlier Complete* in flight
+                    if view.txns.get(tid) != st:
+                        return  # that earlier write landed
                     await self._write(p, view, ts.complete(st, _now_ms()))
                     return
             except asyncio.CancelledError:

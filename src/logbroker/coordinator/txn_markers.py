@@ -34,6 +34,7 @@ class MarkerSender:
         self.meta, self.me, self.write_local, self.dial = meta, me, write_local, dial
         self.timeout = timeout
         self._conns: dict[int, object] = {}
+        self._dialling: dict[int, asyncio.Lock] = {}
 
     async def close(self) -> None:
         for conn in self._conns.values():
@@ -73,6 +74,9 @@ class MarkerSender:
         except (LogbrokerError, OSError, TimeoutError) as exc:
             log.info("markers to broker %d: %s", broker, exc)
             return markers
+        except Exception:  # noqa: BLE001 - a bug: logged, retried, other leaders unaffected
+            log.exception("markers to broker %d failed", broker)
+            return markers
         ok = {(r.producer_id, r.topic, r.partition) for r in results if r.error in DONE}
         bad = [r for r in results if r.error not in DONE]
         if bad:
@@ -84,12 +88,17 @@ class MarkerSender:
             raise BrokerUnavailableError(f"broker {broker}: a single node has no peers")
         conn = self._conns.get(broker)
         if conn is None or conn.closed:
-            conn = self._conns[broker] = await self.dial(broker)
+            lock = self._dialling.setdefault(broker, asyncio.Lock())
+            async with lock:  # one dial per broker at a time (no connection leaked)
+                conn = self._conns.get(broker)
+                if conn is None or conn.closed:
+                    conn = self._conns[broker] = await self.dial(broker)
         try:
             resp = await conn.request(m.WriteTxnMarkers(markers=tuple(markers)), self.timeout)
         except (LogbrokerError, OSError):
             conn.close()
-            self._conns.pop(broker, None)
+            if self._conns.get(broker) is conn:
+                del self._conns[broker]
             raise
         if resp.error:
             raise for_code(resp.error)(resp.message)

@@ -13,11 +13,6 @@ from ..records import format as fmt
 from ..storage.store import Store
 
 
-def offsets_topic_configs(config) -> dict:
-    """The offsets topic's settings: compacted, 100 MiB segments (Kafka's)."""
-    return {"cleanup_policy": "compact", "segment_bytes": config.offsets_topic_segment_bytes}
-
-
 @dataclass(frozen=True)
 class InternalTopic:
     """An internal compacted topic a coordinator lives in, created on first
