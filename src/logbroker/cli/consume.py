@@ -17,6 +17,12 @@ member: the group's members share the topic's partitions (two ``consume
 --group g --follow`` processes split them), each printing what it is
 assigned; a partition taken away is committed before it goes. With
 ``--partition`` or ``--offset`` the group only stores offsets (no membership).
+
+``--isolation read_committed`` prints only committed transactions' records
+and stops at each partition's last stable offset (without ``--follow``: the
+one it had when it started); ``read_uncommitted`` (the default, as Kafka's
+console consumer) prints every record, those of open and aborted
+transactions too. Transaction markers are never printed.
 """
 
 from __future__ import annotations
@@ -69,7 +75,11 @@ def parse_offset(text: "str | None", now_ms: "int | None" = None):
 @click.option("-f", "--follow", is_flag=True, help="Wait for new records instead of exiting.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def consume(topic, conn, offset, partition, group, max_messages, follow, fmt):
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]),
+              default="read_uncommitted", show_default=True,
+              help="read_committed: only committed transactions' records, up to the last "
+                   "stable offset.")
+def consume(topic, conn, offset, partition, group, max_messages, follow, fmt, isolation):
     """Print the records of TOPIC: values one per line, or JSON objects."""
     from .. import Admin, Consumer
 
@@ -87,15 +97,16 @@ def consume(topic, conn, offset, partition, group, max_messages, follow, fmt):
             raise UnknownTopicOrPartitionError(f"{topic}[{partition}]: the topic has "
                                                f"{count} partition(s)")
         parts = [(topic, partition)] if partition is not None else [(topic, p) for p in range(count)]
-        ends = {tp: o.offset for tp, o in admin.list_offsets(parts, "latest").items()}
+        ends = {tp: o.offset for tp, o in admin.list_offsets(
+            parts, "latest", isolation_level=isolation).items()}
         if isinstance(start, int):
             starts = {tp: o.offset for tp, o in admin.list_offsets(parts, "earliest").items()}
             _check_in_range(start, parts, starts, ends)
     reset = "latest" if follow and start is None and group is None else "earliest"
     member = group is not None and partition is None and start is None
     done: dict = {}  # (topic, partition) -> the offset after the last record printed
-    with Consumer(**conn, group=group, auto_offset_reset=reset,
-                  enable_auto_commit=False) as consumer:
+    with Consumer(**conn, group=group, auto_offset_reset=reset, enable_auto_commit=False,
+                  isolation_level=isolation) as consumer:
         if member:
             consumer.subscribe([topic], on_revoke=lambda ps: _commit_revoked(consumer, done, ps))
         else:

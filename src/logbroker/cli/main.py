@@ -100,9 +100,11 @@ def _register_commands() -> None:
     from .produce import produce
     from .serve import serve
     from .topics import topics
+    from .transactions import transactions
     from .users import users
 
-    for command in (serve, produce, consume, topics, groups, cluster, users, acls, inspect):
+    for command in (serve, produce, consume, topics, groups, cluster, users, acls, inspect,
+                    transactions):
         main.add_command(command)
 
 

@@ -13,6 +13,13 @@ broker refuses) stops it and is reported with how far it got:
 ``error: NAME: message (K of N record(s) acknowledged)``, exit 1; records
 not acknowledged may or may not be stored. Exit 0 only when every record
 was acknowledged (``--acks 0``: sent, nothing is confirmed).
+
+``--transactional-id ID``: the whole input is sent as one transaction
+(``--transaction-records N``: one per N records, in input order), committed
+at its end: read_committed consumers see all of it or, after a failure,
+none of it (the open transaction is aborted and the error says how many
+records earlier transactions committed). Starting fences any other
+producer of the same id (its open transaction is aborted).
 """
 
 from __future__ import annotations
@@ -134,7 +141,14 @@ class _Input:
                                       "(value, key, headers, timestamp, partition).")
 @click.option("-f", "--file", "path", type=click.Path(exists=True, dir_okay=False),
               help="Read lines from this file (with a progress bar) instead of stdin.")
-def produce(topic, values, conn, key, key_separator, headers, partition, acks, fmt, path):
+@click.option("--transactional-id", "txn_id", default=None,
+              help="Send the input as one transaction of this transactional id (all or "
+                   "nothing for read_committed consumers).")
+@click.option("--transaction-records", "txn_records", type=click.IntRange(min=1), default=None,
+              help="With --transactional-id: commit every N records (default: the whole input "
+                   "is one transaction).")
+def produce(topic, values, conn, key, key_separator, headers, partition, acks, fmt, path,
+            txn_id, txn_records):
     """Send VALUEs (or stdin lines, or the lines of --file) to TOPIC.
 
     The whole input is read (stdin to its end) and checked first (JSON, key
@@ -154,6 +168,11 @@ def produce(topic, values, conn, key, key_separator, headers, partition, acks, f
             raise click.BadParameter(f"{h!r} is not K=V", param_hint="--header")
         k, v = h.split("=", 1)
         hdrs.append((utf8(k, "header key"), os.fsencode(v)))
+    if txn_id is not None and acks != "all":
+        raise InvalidRequestError("--transactional-id needs --acks all (a transactional "
+                                  "producer is idempotent)")
+    if txn_records is not None and txn_id is None:
+        raise InvalidRequestError("--transaction-records needs --transactional-id")
     sep = os.fsencode(key_separator) if key_separator is not None else None
     kbytes = os.fsencode(key) if key is not None else None
     with _Input(values, path) as source:
@@ -161,7 +180,13 @@ def produce(topic, values, conn, key, key_separator, headers, partition, acks, f
             return _records(source.lines(), fmt, kbytes, sep, hdrs, partition)
 
         shape = _check(records())
-        _deliver(topic, records, shape, conn, acks, path)
+        if txn_id is not None:
+            from .produce_txn import deliver_in_transactions
+
+            deliver_in_transactions(topic, records, shape, conn, path, txn_id, txn_records,
+                                    _check_partitions, _progress)
+        else:
+            _deliver(topic, records, shape, conn, acks, path)
 
 
 def _deliver(topic: str, records: Callable, shape: Shape, conn: dict, acks: str,
@@ -171,10 +196,7 @@ def _deliver(topic: str, records: Callable, shape: Shape, conn: dict, acks: str,
     wait_ms = conn["request_timeout_ms"]
     with Producer(**conn, acks=acks if acks == "all" else int(acks), max_block_ms=wait_ms,
                   delivery_timeout_ms=wait_ms) as producer:
-        count = producer.partitions_for(topic)
-        if shape.top_partition >= count:
-            raise InvalidRequestError(f"line {shape.top_line}: partition {shape.top_partition} "
-                                      f"is not in 0..{count - 1} ({topic} has {count} partition(s))")
+        _check_partitions(producer, topic, shape)
         tally = _Tally()
         try:
             with _progress(path) as advance:
@@ -192,6 +214,13 @@ def _deliver(topic: str, records: Callable, shape: Shape, conn: dict, acks: str,
         raise tally.short_of(shape.records)
     confirmed = "" if acks != "0" else " (acks=0: sent, not confirmed)"
     click.echo(f"produced {shape.records} record(s) to {topic}{confirmed}", err=True)
+
+
+def _check_partitions(producer, topic: str, shape: Shape) -> None:
+    count = producer.partitions_for(topic)
+    if shape.top_partition >= count:
+        raise InvalidRequestError(f"line {shape.top_line}: partition {shape.top_partition} "
+                                  f"is not in 0..{count - 1} ({topic} has {count} partition(s))")
 
 
 class _Tally:

@@ -99,6 +99,9 @@ class ProducerSettings(TlsSettings):
         return s
 
 
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}  # Fetch / ListOffsets isolation
+
+
 @dataclass(frozen=True)
 class ConsumerSettings(TlsSettings):
     """See ``Consumer``'s docstring for the meaning of each field."""
@@ -122,10 +125,14 @@ class ConsumerSettings(TlsSettings):
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
     metadata_max_age_ms: int = 5_000
+    isolation_level: str = "read_uncommitted"  # or "read_committed" (transactions)
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {OFFSET_RESETS}")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level must be one of {tuple(ISOLATION_LEVELS)}, "
+                             f"got {self.isolation_level!r}")
         if self.group is not None:
             check_group(self.group)
         for name in ("fetch_max_bytes", "max_partition_fetch_bytes", "max_poll_records",
@@ -137,6 +144,11 @@ class ConsumerSettings(TlsSettings):
         if self.consumer_timeout_ms is not None:
             _bounded(self, "consumer_timeout_ms", 0, MAX_INT32)
         self._check_membership()
+
+    @property
+    def isolation(self) -> int:
+        """The wire value of ``isolation_level`` (Fetch, ListOffsets)."""
+        return ISOLATION_LEVELS[self.isolation_level]
 
     def _check_membership(self) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:

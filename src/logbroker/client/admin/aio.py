@@ -76,6 +76,15 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.list_groups``."""
         return await self._await(self._core.list_groups(kinds))
 
+    async def describe_transactions(self, transactional_ids, raise_errors: bool = True) -> dict:
+        """As ``logbroker.Admin.describe_transactions``."""
+        return await self._await(self._core.describe_transactions(transactional_ids,
+                                                                  raise_errors))
+
+    async def list_transactions(self, states=()) -> list:
+        """As ``logbroker.Admin.list_transactions``."""
+        return await self._await(self._core.list_transactions(states))
+
     async def describe_groups(self, groups: Iterable[str]) -> dict:
         """As ``logbroker.Admin.describe_groups``."""
         return await self._await(self._core.describe_groups(groups))
@@ -97,10 +106,12 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.delete_offsets``."""
         return await self._await(self._core.delete_offsets(group, partitions, raise_errors))
 
-    async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
+    async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True,
+                           isolation_level: str = "read_uncommitted") -> dict:
         """As ``logbroker.Admin.list_offsets``."""
         return await self._await(self._core.list_offsets(partitions, spec,
-                                                         raise_errors=raise_errors))
+                                                         raise_errors=raise_errors,
+                                                         isolation_level=isolation_level))
 
     # -- users (docs/security.md) ------------------------------------------------------------------
     async def create_user(self, name: str, password: str, iterations: int = 4096,

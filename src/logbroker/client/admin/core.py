@@ -33,6 +33,8 @@ from ...protocol.partition_messages import PartitionsIncrease, RecordsCut
 from .. import validate
 from ..group import offsets as group_offsets
 from ..group.coordinator import Coordinators
+from ..settings import ISOLATION_LEVELS
+from . import transactions
 from ..net.metadata import list_offsets, part_error, partition_counts
 from ..net.routing import Router
 from ..settings import TlsSettings, client_options
@@ -116,6 +118,7 @@ class AdminCore:
     def __init__(self, router: Router) -> None:
         self.router, self.options = router, router.options
         self.coordinators = Coordinators(router)
+        self.txn_coordinators = Coordinators(router, 1)  # transactional ids' coordinators
         self.closed = False
 
     @classmethod
@@ -307,6 +310,14 @@ class AdminCore:
                 out[row.group] = _group_description(row)
         return {g: out[g] for g in names if g in out}
 
+    async def describe_transactions(self, ids, raise_errors: bool = True) -> dict:
+        """``Admin.describe_transactions``: admin/transactions.py."""
+        return await transactions.describe(self.txn_coordinators, ids, raise_errors)
+
+    async def list_transactions(self, states=()) -> list:
+        """``Admin.list_transactions``: admin/transactions.py."""
+        return await transactions.list_all(self.router, states)
+
     async def delete_groups(self, groups: Iterable[str], raise_errors: bool = True) -> dict:
         """``Admin.delete_groups``: DeleteGroups at each group's coordinator, sent once."""
         good, refused, order = _split(validate.iterable(groups, "groups"), validate.group)
@@ -342,7 +353,8 @@ class AdminCore:
                                         timeout=self.router.options.request_timeout)
         return [(t, p) for t, n in counts.items() for p in range(n)]
 
-    async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
+    async def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True,
+                           isolation_level: str = "read_uncommitted") -> dict:
         """``Admin.list_offsets``: ListOffsets per leader (net/metadata.py)."""
         if isinstance(partitions, dict):
             specs = {validate.topic_partition(tp): validate.offset_spec(s)
@@ -356,7 +368,11 @@ class AdminCore:
             if topics:
                 tps += await self.partitions_of(topics)
             specs = {tp: wire_spec for tp in tps}
-        found = await list_offsets(self.router, specs, raise_errors=raise_errors)
+        if isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level must be one of {tuple(ISOLATION_LEVELS)}, "
+                             f"got {isolation_level!r}")
+        found = await list_offsets(self.router, specs, raise_errors=raise_errors,
+                                   isolation=ISOLATION_LEVELS[isolation_level])
         return {tp: v if isinstance(v, LogbrokerError) else OffsetAndTimestamp(*v)
                 for tp, v in found.items()}
 
@@ -440,4 +456,5 @@ class AdminCore:
         """Close the connections; every call is refused from now on."""
         self.mark_closed()
         await self.coordinators.aclose()
+        await self.txn_coordinators.aclose()
         await self.router.aclose()

@@ -156,6 +156,22 @@ class Admin(SyncShell):
         group of Kafka 4's clients, KIP-848)."""
         return self._run(self._core.list_groups(kinds))
 
+    def describe_transactions(self, transactional_ids, raise_errors: bool = True) -> dict:
+        """``{id: TransactionDescription(transactional_id, state,
+        producer_id, producer_epoch, timeout_ms, start_ms, partitions,
+        coordinator)}`` from each id's transaction coordinator; ``state`` is
+        Kafka's name (Empty, Ongoing, PrepareCommit, PrepareAbort,
+        CompleteCommit, CompleteAbort, PrepareEpochFence, Dead). Raises the
+        first id's error (``TransactionalIdNotFoundError``); without
+        ``raise_errors`` the error is that id's value."""
+        return self._run(self._core.describe_transactions(transactional_ids, raise_errors))
+
+    def list_transactions(self, states=()) -> list:
+        """``[TransactionListing(transactional_id, producer_id, state,
+        coordinator)]`` of every live broker's coordinator, sorted by id;
+        ``states``: only those in these states."""
+        return self._run(self._core.list_transactions(states))
+
     def describe_groups(self, groups: Iterable[str]) -> dict:
         """``{group: GroupDescription(group, partitions, state, protocol,
         generation, members)}``: a ``GroupPartition(topic, partition,
@@ -196,7 +212,8 @@ class Admin(SyncShell):
         ``GroupNotFoundError`` for an unknown group. Sent once."""
         return self._run(self._core.delete_offsets(group, partitions, raise_errors))
 
-    def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True) -> dict:
+    def list_offsets(self, partitions, spec="latest", *, raise_errors: bool = True,
+                     isolation_level: str = "read_uncommitted") -> dict:
         """``{(topic, partition): OffsetAndTimestamp(offset, timestamp)}``,
         from each partition's leader (following leader changes until
         ``request_timeout_ms``).
@@ -207,8 +224,11 @@ class Admin(SyncShell):
         and readable) or a timestamp in ms (the earliest record at or after
         it; offset -1 if none) — or a dict ``{(topic, partition): spec}``.
         Raises the first partition's error; with ``raise_errors=False`` that
-        error is the partition's value instead (e.g. ``LeaderNotAvailableError``)."""
-        return self._run(self._core.list_offsets(partitions, spec, raise_errors=raise_errors))
+        error is the partition's value instead (e.g. ``LeaderNotAvailableError``).
+        ``isolation_level="read_committed"``: "latest" is the last stable
+        offset (no record of an open transaction at or after it)."""
+        return self._run(self._core.list_offsets(partitions, spec, raise_errors=raise_errors,
+                                                 isolation_level=isolation_level))
 
     # -- users (docs/security.md) ------------------------------------------------------------------
     def create_user(self, name: str, password: str, iterations: int = 4096,

@@ -31,6 +31,7 @@ from typing import Generator, Iterable
 from ...errors import ClientClosedError
 from ...protocol import messages as m
 from .. import validate
+from ..group.offsets import NO_MEMBER, GroupMetadata
 from ..group.rebalance import Listener
 from ..group.topic_filter import TopicFilter
 from ..net.routing import Router
@@ -64,7 +65,8 @@ class ConsumerCore:
         self.settings = ConsumerSettings(group=group, **settings)
         self.options = client_options(bootstrap, client_id, request_timeout_ms,
                                       connect_timeout_ms, self.settings)
-        self.buffer = FetchBuffer(self.settings.prefetch_bytes)
+        self.buffer = FetchBuffer(self.settings.prefetch_bytes,
+                                  self.settings.isolation_level == "read_committed")
         self.wakeup = wakeup
         self.fetcher = Fetcher(self.settings, self.buffer, Router(self.options), wakeup.notify)
         self.group = ConsumerGroup(self.settings, self.fetcher.router, self.buffer, self.fetcher,
@@ -144,11 +146,26 @@ class ConsumerCore:
         with buffer.lock:
             states = list(buffer.states.values())
             buffered = buffer.buffered
-        lag = {(st.topic, st.partition): max(st.high_watermark - st.position, 0) for st in states
-               if st.high_watermark >= 0 and st.position is not None}
+        committed = buffer.read_committed  # lag up to the LSO (Kafka's read_committed lag)
+        lag = {(st.topic, st.partition): max((st.last_stable_offset if committed else
+                                              st.high_watermark) - st.position, 0)
+               for st in states if st.high_watermark >= 0 and st.position is not None}
         return {"records_consumed": self.records_polled, "polls": self.polls,
                 "buffered_bytes": buffered, "assigned": len(states), "lag": lag,
                 "lag_total": sum(lag.values()), **self.fetcher.throttles.metrics("fetch")}
+
+    def last_stable_offset(self, topic: str, partition: int) -> "int | None":
+        """``Consumer.last_stable_offset``."""
+        lso = self.buffer.state(topic, partition).last_stable_offset
+        return None if lso < 0 else lso
+
+    def group_metadata(self):
+        """``Consumer.group_metadata``: the group and this member's current
+        membership (generation -1, member id "" when not a member)."""
+        group = self._group("group_metadata()")
+        member = self.group.member
+        who = member.identity() if member is not None else NO_MEMBER
+        return GroupMetadata(group, who.generation, who.member_id, who.group_instance_id)
 
     # -- positions --------------------------------------------------------------------------------
     def seek(self, topic: str, partition: int, offset: int) -> None:

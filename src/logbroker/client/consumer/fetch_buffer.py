@@ -16,6 +16,12 @@ Corruption contract: a batch whose CRC (checked in ``take``) or header
 partition and offset, after every record before it was returned. The
 partition's position stays at the bad batch, so every later poll raises
 again, until the application seeks past it.
+
+Transactions (txn_filter.py): control batches are never returned, and under
+read_committed neither are aborted transactions' batches (by the fetch
+answer's ``txn`` list); the position moves past them as past records, so
+``position()`` and ``commit()`` never point at a marker the application
+would wait on.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from ...errors import CorruptRecordError, LogbrokerError
 from ...records import format as fmt
 from ...records.walker import scan_fields
 from .records import ConsumerRecord, records_into
+from .txn_filter import BatchFilter
 
 
 class PartitionState:
     __slots__ = ("topic", "partition", "position", "fetch_pos", "gen", "reset", "error",
-                 "high_watermark", "log_start", "stalled")
+                 "high_watermark", "log_start", "stalled", "last_stable_offset")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
@@ -44,6 +51,7 @@ class PartitionState:
         self.high_watermark = -1
         self.log_start = -1
         self.stalled = False  # a corrupt batch is buffered: fetch nothing more
+        self.last_stable_offset = -1  # read_committed: the LSO of the last answer
 
     def seek(self, offset: "int | None") -> None:
         self.position = self.fetch_pos = offset
@@ -56,15 +64,17 @@ class _Chunk:
     batches as ``(position, header fields)``; ``next`` the first not decoded
     yet; ``error`` is raised after them (a bad header ended the walk)."""
 
-    __slots__ = ("state", "gen", "data", "bytes", "batches", "next", "error", "nbytes")
+    __slots__ = ("state", "gen", "data", "bytes", "batches", "next", "error", "nbytes", "filter")
 
-    def __init__(self, state, gen, data, batches, error, nbytes) -> None:
+    def __init__(self, state, gen, data, batches, error, nbytes, filter) -> None:
         self.state, self.gen, self.data, self.batches = state, gen, data, batches
         self.next, self.error, self.nbytes, self.bytes = 0, error, nbytes, None
+        self.filter = filter  # BatchFilter: the batches not for the application
 
 
 class FetchBuffer:
-    def __init__(self, prefetch_bytes: int) -> None:
+    def __init__(self, prefetch_bytes: int, read_committed: bool = False) -> None:
+        self.read_committed = read_committed
         self.lock = threading.Lock()
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.prefetch_bytes = prefetch_bytes
@@ -115,10 +125,13 @@ class FetchBuffer:
                     for st in self.states.values()
                     if st.fetch_pos is not None and st.error is None and not st.stalled]
 
-    def absorb(self, parts: list, gens: list, payloads) -> list:
+    def absorb(self, parts: list, gens: list, payloads, txn=()) -> list:
         """Buffer one fetch response's data; returns ``(state, error)`` for
-        parts that failed (for the fetch loop to handle)."""
+        parts that failed (for the fetch loop to handle). ``txn``: the
+        answer's ``(topic, partition, last_stable_offset, aborted)`` rows
+        (read_committed)."""
         failed = []
+        txn_of = {(row[0], row[1]): row for row in txn} if txn else {}
         with self.lock:
             for (topic, partition, err, msg, hw, log_start, nbytes), gen, data in zip(
                     parts, gens, payloads):
@@ -127,13 +140,18 @@ class FetchBuffer:
                     continue  # seeked or unassigned meanwhile
                 if hw >= 0:  # -1: not read (a throttled answer: quotas)
                     st.high_watermark, st.log_start = hw, log_start
+                row = txn_of.get((topic, partition))
+                if row is not None and row[2] >= 0:
+                    st.last_stable_offset = row[2]
                 if err:
                     failed.append((st, err, msg))
                 elif nbytes:
-                    self._add(st, memoryview(data), nbytes)
+                    aborted = (row[3] if row is not None else ()) if self.read_committed else None
+                    self._add(st, memoryview(data), nbytes, BatchFilter(aborted))
         return failed
 
-    def _add(self, st: PartitionState, data: memoryview, nbytes: int) -> None:
+    def _add(self, st: PartitionState, data: memoryview, nbytes: int,
+             batch_filter: BatchFilter) -> None:
         batches, offset, error = _walk(data, nbytes)
         if error is not None:
             error = _corrupt(st, st.fetch_pos if offset is None else offset, error)
@@ -143,7 +161,7 @@ class FetchBuffer:
         if batches:
             st.fetch_pos = offset
         st.stalled = error is not None
-        self._chunks.append(_Chunk(st, st.gen, data, batches, error, nbytes))
+        self._chunks.append(_Chunk(st, st.gen, data, batches, error, nbytes, batch_filter))
         self.buffered += nbytes
 
     # -- caller's side ------------------------------------------------------------------------------
@@ -213,8 +231,14 @@ class FetchBuffer:
                     if st.gen != chunk.gen or chunk.error is None:
                         continue
                 start = st.position
-            records, error = ([], chunk.error) if done else self._decode(chunk, start, want,
-                                                                          check_crcs)
+            records, error, passed = ([], chunk.error, None) if done else self._decode(
+                chunk, start, want, check_crcs)
+            if passed is not None and not records:
+                with self.lock:  # only skipped batches: the position moves past them
+                    if st.gen == chunk.gen and st.position is not None and st.position < passed:
+                        st.position = passed
+                if error is None:
+                    continue
             if records or error is not None:
                 self._current = (st, chunk.gen, records, 0, error)
                 if records:
@@ -228,24 +252,35 @@ class FetchBuffer:
     def _decode(chunk: _Chunk, start: int, want: int, check_crcs: bool) -> tuple:
         """(records from ``chunk``'s next batches with offset >= ``start``,
         at least ``want`` unless the chunk ends; the error to raise after
-        them: a damaged batch's, else at the chunk's end its walk's)."""
+        them: a damaged batch's, else at the chunk's end its walk's; the
+        offset after the batches skipped (txn_filter.py) before any record,
+        or None). A batch to skip that follows records is left for the next
+        call, so the position moves past it only once they are taken."""
         st, batches, out = chunk.state, chunk.batches, []
         if chunk.bytes is None:
             chunk.bytes = bytes(chunk.data)  # one copy; the records are slices of it
         data = chunk.bytes
+        skip, passed = chunk.filter.skip_fields, None
         while chunk.next < len(batches) and len(out) < want:
             pos, fields = batches[chunk.next]
-            chunk.next += 1
             base = fields[fmt.F_BASE_OFFSET]
             next_offset = base + fields[fmt.F_LAST_OFFSET_DELTA] + 1
+            if skip(fields):
+                if out:
+                    break
+                chunk.next += 1
+                if next_offset > start:
+                    passed = next_offset
+                continue
+            chunk.next += 1
             if next_offset <= start:
                 continue  # records before the position (a seek inside a batch)
             try:
                 records_into(out, data, pos, fields, st.topic, st.partition, start, check_crcs)
             except CorruptRecordError as exc:
                 chunk.next = len(batches)
-                return out, _corrupt(st, max(base, start), exc, next_offset)
-        return out, chunk.error if chunk.next >= len(batches) else None
+                return out, _corrupt(st, max(base, start), exc, next_offset), passed
+        return out, chunk.error if chunk.next >= len(batches) else None, passed
 
     def _raise_at(self, st: PartitionState, error: CorruptRecordError) -> None:
         """Refetch from the position next time (lock held), then raise."""

@@ -104,14 +104,15 @@ class FetchSession:
         try:
             resp = await link.call(
                 m.Fetch(max_wait_ms=s.fetch_max_wait_ms, min_bytes=s.fetch_min_bytes,
-                        max_bytes=s.fetch_max_bytes, parts=tuple(p for p, _ in planned)),
+                        max_bytes=s.fetch_max_bytes, parts=tuple(p for p, _ in planned),
+                        isolation=s.isolation),
                 timeout, retry=False)
         finally:
             self.in_flight = False
             f.release(self)
         f.reached()
         f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
-        failed = f.buffer.absorb(resp.parts, [g for _, g in planned], resp.payload)
+        failed = f.buffer.absorb(resp.parts, [g for _, g in planned], resp.payload, resp.txn)
         reroute = False
         for st, code, message in failed:
             reroute = f.part_failed(st, code, message) or reroute

@@ -275,7 +275,8 @@ class Fetcher:
         """``{(topic, partition): spec}`` -> ``{(topic, partition): (offset,
         timestamp)}``, from each partition's leader; raises the first
         partition's error."""
-        return await list_offsets(self.router, specs, retry=retry)
+        return await list_offsets(self.router, specs, retry=retry,
+                                  isolation=self.settings.isolation)
 
     async def committed(self, tps, retry: bool = True) -> dict:
         """The group's committed ``(offset, metadata, commit_ms)`` per partition

@@ -36,12 +36,24 @@ class ConsumerShell:
         """The high watermark the last fetch reported (None before one)."""
         return self._core.highwater(topic, partition)
 
+    def last_stable_offset(self, topic: str, partition: int) -> "int | None":
+        """read_committed: the last stable offset the last fetch reported
+        (records before it are decided; None before one)."""
+        return self._core.last_stable_offset(topic, partition)
+
+    def group_metadata(self):
+        """This consumer's group and membership (``GroupMetadata``), for a
+        transactional producer's ``send_offsets_to_transaction``: the group
+        coordinator refuses the offsets if the membership is stale (the
+        group rebalanced without this member). Needs ``group=``."""
+        return self._core.group_metadata()
+
     def metrics(self) -> dict:
         """The consumer's counters (docs/metrics.md): ``records_consumed``
         (returned by polls), ``polls`` (that returned records),
         ``buffered_bytes`` (fetched, not yet polled), ``assigned`` (partitions),
-        ``lag`` ({(topic, partition): high watermark of the last fetch answer
-        minus the position}, for partitions with both known) and
+        ``lag`` ({(topic, partition): high watermark (read_committed: last
+        stable offset) of the last fetch answer minus the position}, for partitions with both known) and
         ``lag_total``, ``fetch_throttle_time_ms_avg`` / ``_max`` (the quota
         throttle the brokers' fetch answers carried: throttle.py). A plain
         dict; never blocks, any thread."""

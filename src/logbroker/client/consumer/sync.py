@@ -40,6 +40,12 @@ class Consumer(ConsumerShell, SyncShell):
     error; the consumer reconnects by itself. A bad argument raises at once
     (``TypeError``, or ``InvalidTopicError`` / ``InvalidRequestError`` /
     ``InvalidGroupError``), changing nothing.
+
+    ``isolation_level``: "read_uncommitted" (default, as Kafka's) returns
+    every record up to the high watermark, those of open and aborted
+    transactions too; "read_committed" stops at the last stable offset and
+    drops aborted transactions' records. Transaction markers (control
+    batches) are never returned, in either level (docs/client.md).
     """
 
     def __init__(self, bootstrap="127.0.0.1:9555", **settings) -> None:

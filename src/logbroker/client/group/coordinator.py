@@ -43,8 +43,10 @@ def refinds(exc: BaseException) -> bool:
 class Coordinators:
     """The coordinators of the groups a client talks to (loop-bound)."""
 
-    def __init__(self, router: Router) -> None:
-        self.router = router
+    def __init__(self, router: Router, key_type: int = 0) -> None:
+        """``key_type``: what the names are (FindCoordinator's key type): 0
+        consumer groups, 1 transactional ids (their transaction coordinators)."""
+        self.router, self.key_type = router, key_type
         self._known: dict[str, tuple[int, str, int]] = {}  # group -> (broker id, host, port)
         self._links: dict[tuple, BrokerLink] = {}
 
@@ -61,7 +63,8 @@ class Coordinators:
         ``request_timeout``) while the answer is retriable; raises its error."""
         coord = self._known.get(group)
         if coord is None:
-            resp = await self.router.call_any(m.FindCoordinator(group=group), timeout)
+            resp = await self.router.call_any(m.FindCoordinator(group=group,
+                                                                    key_type=self.key_type), timeout)
             coord = self._known[group] = (resp.broker_id, resp.host, resp.port)
         return coord
 

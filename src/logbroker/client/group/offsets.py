@@ -33,6 +33,18 @@ class Identity(NamedTuple):
 NO_MEMBER = Identity()
 
 
+class GroupMetadata(NamedTuple):
+    """A consumer's ``group_metadata()``, for a transactional producer's
+    ``send_offsets_to_transaction``: its group and membership (generation
+    -1, member id "": not a member; the group coordinator then checks
+    nothing of it)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: "str | None" = None
+
+
 def fenced_error(exc: LogbrokerError, group: str, who: Identity) -> LogbrokerError:
     """The clear error a stale member's commit raises (same class as the broker's)."""
     if isinstance(exc, RebalanceInProgressError):

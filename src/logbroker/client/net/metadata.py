@@ -42,14 +42,17 @@ async def partition_counts(router: Router, topics, *, auto_create: bool = False,
 
 
 async def list_offsets(router: Router, specs: dict, *, timeout: "float | None" = None,
-                       retry: bool = True, raise_errors: bool = True) -> dict:
+                       retry: bool = True, raise_errors: bool = True,
+                       isolation: int = 0) -> dict:
     """``{(topic, partition): spec}`` -> ``{(topic, partition): (offset,
     timestamp)}``, asked of each partition's leader (``Router.by_leader``:
     retried across leader changes until ``timeout``, once without
     ``retry``). Raises the first partition's error, its message naming the
-    partition; without ``raise_errors`` that error is the partition's value."""
+    partition; without ``raise_errors`` that error is the partition's value.
+    ``isolation`` 1 (read_committed): "latest" is the last stable offset."""
     rows = await router.by_leader([OffsetQuery(t, p, spec) for (t, p), spec in specs.items()],
-                                  lambda parts: m.ListOffsets(parts=parts), timeout=timeout,
+                                  lambda parts: m.ListOffsets(parts=parts, isolation=isolation),
+                                  timeout=timeout,
                                   retry=retry)
     out = {}
     for tp in specs:

@@ -69,6 +69,28 @@ class Producer(AsyncShell):
         """Counters of what this producer sent (plain, as the sync twin's)."""
         return self._core.metrics()
 
+    # -- transactions: the sync twin's contracts (producer/sync.py) ------------------------------
+    async def init_transactions(self, timeout: "float | None" = None) -> None:
+        """Once, before the first transaction (see the sync ``init_transactions``)."""
+        await self._ensure().transactions().init(timeout)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction (local, not a coroutine)."""
+        self._ensure().transactions().begin()
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_metadata,
+                                          timeout: "float | None" = None) -> None:
+        """The consumer group's offsets, committed with the transaction."""
+        await self._ensure().transactions().send_offsets(offsets, group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: "float | None" = None) -> None:
+        """Flush, then commit (see the sync ``commit_transaction``)."""
+        await self._ensure().transactions().commit(timeout)
+
+    async def abort_transaction(self, timeout: "float | None" = None) -> None:
+        """Abort (see the sync ``abort_transaction``)."""
+        await self._ensure().transactions().abort(timeout)
+
     async def flush(self, timeout: "float | None" = None) -> None:
         """Send everything queued and wait for every outcome; raises
         ``TimeoutError`` after ``timeout`` s (delivery continues)."""

@@ -59,13 +59,15 @@ class ProducerBatch:
     def __len__(self) -> int:
         return len(self.timestamps)
 
-    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
-        """Encode (once per producer id) and remember the bytes for retries."""
+    def encode(self, producer_id: int, producer_epoch: int, base_sequence: int,
+               transactional: bool = False) -> bytes:
+        """Encode (once per producer id) and remember the bytes for retries;
+        ``transactional``: a transaction's batch (``format.TRANSACTIONAL``)."""
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.base_sequence = base_sequence
         self.data = encode_batch(self.timestamps, self.keys, self.values, self.headers,
                                    producer_id=producer_id, producer_epoch=producer_epoch,
-                                   base_sequence=base_sequence)
+                                   base_sequence=base_sequence, transactional=transactional)
         return self.data
 
     def complete(self, base_offset: int, error: "BaseException | None") -> None:

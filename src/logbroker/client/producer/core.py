@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ...errors import (ClientClosedError, LogbrokerError, RequestTimedOutError,
-                       UnknownTopicOrPartitionError)
+from ...errors import (ClientClosedError, InvalidTxnStateError, LogbrokerError,
+                       RequestTimedOutError, UnknownTopicOrPartitionError)
 from .. import validate
 from ..net.metadata import partition_counts
 from ..net.routing import Router
@@ -27,6 +27,7 @@ from .accumulator import Accumulator
 from .handles import RecordHandle
 from .partitioner import RoundRobin, partition_for_key
 from .sender import Sender
+from .transactions import Transactions
 
 _RECHECK_S = 0.5  # a space waiter looks again this often even without a wake-up
 PRODUCER_METRICS = ("records_sent", "batches_sent", "bytes_sent", "batch_size_mean",
@@ -42,7 +43,10 @@ class ProducerCore:
     def __init__(self, bootstrap="127.0.0.1:9555", *, acks="all", linger_ms: float = 0,
                  batch_size: int = 1 << 20, idempotent: "bool | None" = None,
                  client_id: str = "logbroker-producer", request_timeout_ms: int = 30_000,
-                 connect_timeout_ms: int = 5_000, **settings) -> None:
+                 connect_timeout_ms: int = 5_000, transactional_id: "str | None" = None,
+                 transaction_timeout_ms: int = 60_000, **settings) -> None:
+        self.txn = None if transactional_id is None else Transactions(
+            self, transactional_id, transaction_timeout_ms, acks, idempotent)
         self.settings = ProducerSettings.make(acks=acks, idempotent=idempotent,
                                               linger_ms=linger_ms, batch_size=batch_size,
                                               **settings)
@@ -66,10 +70,20 @@ class ProducerCore:
         self._loop, self._in_loop = loop, in_loop
         self._space = LoopWakeup()
         self._space_waiters = 0
+        if self.txn is not None:
+            self.txn.start()
 
     def check_open(self) -> None:
         if self.closed:
             raise ClientClosedError("the producer is closed")
+
+    def transactions(self) -> Transactions:
+        """The transactional side; raises ``InvalidTxnStateError`` unless the
+        producer has a ``transactional_id``."""
+        self.check_open()
+        if self.txn is None:
+            raise InvalidTxnStateError("transactions need Producer(transactional_id=...)")
+        return self.txn
 
     # -- sending ----------------------------------------------------------------------------------
     def append(self, topic: str, value, key, headers, partition: "int | None",
@@ -81,6 +95,8 @@ class ProducerCore:
         ``UnknownTopicOrPartitionError``, ``ClientClosedError``."""
         if self.closed:
             raise ClientClosedError("the producer is closed")
+        if self.txn is not None:
+            self.txn.state.check_send()
         if value is not None and value.__class__ is not bytes:
             value = validate.as_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:
@@ -127,6 +143,23 @@ class ProducerCore:
                 now = time.monotonic()
                 if now >= deadline:
                     raise RequestTimedOutError("buffer_memory stayed full for max_block_ms")
+                await self._space.wait(seen, min(deadline, now + _RECHECK_S))
+        finally:
+            self._space_waiters -= 1
+
+    async def wait_delivered(self, deadline: float, stop=None) -> None:
+        """Until every sealed batch is resolved (on the loop), or ``stop()``
+        is true (checked at every resolved batch); TimeoutError at
+        ``deadline`` (time.monotonic())."""
+        self._space_waiters += 1  # every resolved batch notifies _space then
+        try:
+            while True:
+                seen = self._space.gen
+                if not self.acc.incomplete or (stop is not None and stop()):
+                    return
+                now = time.monotonic()
+                if now >= deadline:
+                    raise TimeoutError("records of the transaction still unacknowledged")
                 await self._space.wait(seen, min(deadline, now + _RECHECK_S))
         finally:
             self._space_waiters -= 1
@@ -226,5 +259,7 @@ class ProducerCore:
         self.mark_closed()
         if self.acc is not None:
             await self.sender.aclose()
+            if self.txn is not None:
+                await self.txn.requests.aclose()
             await self.router.aclose()
             self._space.notify()

@@ -48,6 +48,7 @@ class Delivery:
         self.reset_pending = False  # a sequence gap: a new producer id is due
         self.closed = False  # the producer is closing: nothing is retried
         self.on_space = on_space or (lambda: None)
+        self.on_failed = None  # on_failed(exc): a batch failed (a transactional producer's hook)
 
     def close(self) -> None:
         """The producer is closing: nothing is retried from now on."""
@@ -116,6 +117,8 @@ class Delivery:
         self.resolve(b, -1, exc)
 
     def resolve(self, b: ProducerBatch, base_offset: int, exc) -> None:
+        if exc is not None and self.on_failed is not None:
+            self.on_failed(exc)
         b.complete(base_offset, exc)
         self.acc.resolved(b)
         self.on_space()
@@ -131,6 +134,8 @@ class Delivery:
                 self.give_up(b, part, b.last_error or exc)
 
     def fail_everything(self, exc: BaseException) -> None:
+        if self.on_failed is not None:
+            self.on_failed(exc)
         for b in self.acc.drop_all():
             b.complete(-1, exc)
             self.acc.resolved(b)

@@ -44,6 +44,7 @@ from ..net.link import cancel_and_wait
 from ..net.routing import Router
 from ..net.throttle import Throttles
 from ..settings import ProducerSettings
+from . import txn_sending  # noqa: F401 (the type of Sender.txn)
 from .accumulator import Accumulator, PartitionQueue
 from .batch import ProducerBatch
 from .delivery import Delivery
@@ -81,6 +82,7 @@ class Sender:
         self.requests_sent = self.batches_sent = self.records_sent = self.bytes_sent = 0
         self.retries = 0
         self.throttles = Throttles()  # brokers whose quota throttle runs: nothing sent to them
+        self.txn: "txn_sending.TxnSending | None" = None  # a transactional producer's (attach)
 
     # -- draining --------------------------------------------------------------------------
     def drain(self, seal_open: bool = True) -> None:
@@ -136,12 +138,12 @@ class Sender:
         retry_next = None
         if self._task is not None:
             pass  # fetching a producer id; it drains when done
-        elif acc.incomplete and (self._need_pid or
-                                 (self.delivery.reset_pending and acc.inflight == 0)):
+        elif self.txn is None and acc.incomplete and (
+                self._need_pid or (self.delivery.reset_pending and acc.inflight == 0)):
             if not in_loop:
                 return True
             self._task = self._start(self._init_pid(), self._pid_done)
-        elif not self.delivery.reset_pending:
+        elif not self.delivery.reset_pending or self.txn is not None:
             retry_next, need_loop = self._send_ready(now, in_loop)
             if need_loop:
                 return True
@@ -187,9 +189,14 @@ class Sender:
         cache = router.cache
         leaders = cache.leaders
         routes: dict[int, list] = {}
+        txn = self.txn
+        if txn is not None and (txn.settle(self) or self.delivery.reset_pending):
+            return None, False  # nothing of it leaves any more; a gap waits for the abort
         for tp, part in tuple(self.acc.parts.items()):
             if part.blocked or not part.queue:
                 continue
+            if txn is not None and not txn.may_send(tp):
+                continue  # its AddPartitionsToTxn first (txn_sending.py)
             if part.retry_at > now:
                 retry_next = part.retry_at if retry_next is None else min(retry_next, part.retry_at)
                 continue
@@ -202,6 +209,8 @@ class Sender:
                     routes[bid] = [part]
                 else:
                     group.append(part)
+        if txn is not None and txn.wanted and not txn.adding:
+            need_loop = not txn.start_adding(self, in_loop)  # on the loop only
         if (unrouted or cache.doubted) and self._refreshing is None:
             if in_loop:
                 self._refreshing = self._start(self._refresh(), self._refresh_done)
@@ -270,7 +279,7 @@ class Sender:
         if self.settings.idempotent:
             seq = part.next_seq
             try:
-                batch.encode(self.producer_id, self.producer_epoch, seq)
+                batch.encode(self.producer_id, self.producer_epoch, seq, self.txn is not None)
             except BaseException:
                 batch.base_sequence = -1  # no sequence used: no gap
                 raise
@@ -283,7 +292,8 @@ class Sender:
         msg = m.Produce(acks=s.acks, timeout_ms=int(s.delivery_timeout_ms),
                         producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                         parts=tuple((b.topic, b.partition, len(b.data)) for b in batches),
-                        payload=tuple(b.data for b in batches))
+                        payload=tuple(b.data for b in batches),
+                        transactional_id=None if self.txn is None else self.txn.transactional_id)
         self.requests_sent += 1
         for b in batches:
             b.attempts += 1
@@ -394,7 +404,8 @@ class Sender:
             self.delivery.close()
             if self._timer is not None:
                 self._timer.cancel()
-        for task in (self._task, self._refreshing, *self._connecting.values()):
+        adding = None if self.txn is None else self.txn.adding
+        for task in (self._task, self._refreshing, adding, *self._connecting.values()):
             await cancel_and_wait(task)
         with self._mutex:
             self.delivery.fail_everything(ClientClosedError("the producer was closed before delivery"))

@@ -40,6 +40,11 @@ class Producer(SyncShell):
       Leader changes and lost brokers are retried (after a metadata
       refresh) until ``delivery_timeout_ms``; see docs/client.md.
     - ``request_timeout_ms`` (30 s), ``connect_timeout_ms`` (5 s), ``client_id``.
+    - ``transactional_id``: a transactional producer (idempotent, acks="all"):
+      ``init_transactions()`` once, then ``begin_transaction()``, sends,
+      ``commit_transaction()`` / ``abort_transaction()``; sends outside a
+      transaction are refused. ``transaction_timeout_ms`` (60 s): the
+      coordinator aborts a transaction open longer (docs/client.md).
 
     Use as a context manager, or call ``close()``.
     """
@@ -82,6 +87,48 @@ class Producer(SyncShell):
         docs/metrics.md): a plain dict, never blocks."""
         return self._core.metrics()
 
+    # -- transactions (producer/transactions.py; docs/client.md "Transactions") ---------------
+    def init_transactions(self, timeout: "float | None" = None) -> None:
+        """Once, before the first transaction: find the transaction
+        coordinator and take the transactional id's producer id with a new
+        epoch (an older producer of the id is fenced, its open transaction
+        aborted). Blocks up to ``timeout`` s (default ``max_block_ms``):
+        ``TimeoutError`` (call again to resume); fatal errors as ``send``'s."""
+        self._run_txn(self._core.transactions().init(timeout))
+
+    def begin_transaction(self) -> None:
+        """Open a transaction (local: nothing is sent until a record is).
+        ``InvalidTxnStateError`` before ``init_transactions`` or while one is open."""
+        self._core.transactions().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata,
+                                    timeout: "float | None" = None) -> None:
+        """Commit ``offsets`` ``{(topic, partition): offset or (offset,
+        metadata)}`` (the next offsets to read) for the consumer group of
+        ``group_metadata`` (``consumer.group_metadata()``, or a group name)
+        as part of the transaction: the group sees them only if it commits."""
+        self._run_txn(self._core.transactions().send_offsets(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: "float | None" = None) -> None:
+        """Flush, then commit. A record that failed raises
+        ``TransactionAbortableError`` (call ``abort_transaction``); a fenced
+        producer raises ``ProducerFencedError`` and refuses everything after;
+        ``TimeoutError`` after ``timeout`` s (call again to resume)."""
+        self._run_txn(self._core.transactions().commit(timeout))
+
+    def abort_transaction(self, timeout: "float | None" = None) -> None:
+        """Abort: records not yet sent fail with ``TransactionAbortedError``,
+        those in flight are waited for, then the coordinator aborts; read_committed
+        consumers never see any of it. ``TimeoutError`` as ``commit_transaction``."""
+        self._run_txn(self._core.transactions().abort(timeout))
+
+    def _run_txn(self, coro) -> None:
+        """Run a transaction call; its own ``TimeoutError`` is raised as it is
+        (the I/O thread's ``run`` would rename it)."""
+        exc = self._run(_timeout_returned(coro))
+        if exc is not None:
+            raise exc
+
     def flush(self, timeout: "float | None" = None) -> None:
         """Send every queued record now and wait until each is acknowledged or
         failed (failures are reported by the handles, not here). Raises
@@ -105,3 +152,11 @@ class Producer(SyncShell):
         finally:
             self._core.mark_closed()
             self._stop(self._core.shutdown())
+
+
+async def _timeout_returned(coro) -> "TimeoutError | None":
+    try:
+        await coro
+    except TimeoutError as exc:
+        return exc
+    return None
