@@ -27,10 +27,16 @@ WAIT = 20.0
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory):
+def broker(tmp_path_factory):
+    """(BrokerProcess: our listener at ``.bootstrap``, its Kafka address)."""
     with kafka_broker(tmp_path_factory.mktemp("txn-clients") / "data",
-                      config={"default_partitions": 2}) as (_, boot):
-        yield boot
+                      config={"default_partitions": 2}) as (b, boot):
+        yield b, boot
+
+
+@pytest.fixture(scope="module")
+def bootstrap(broker):
+    return broker[1]
 
 
 # -- confluent-kafka (librdkafka) ------------------------------------------------------------------
@@ -285,6 +291,52 @@ out({ seen: seen.sort(),
 """, [bootstrap], timeout=60)
     assert got["seen"] == ["c0", "c1", "end"]  # 'aborted' lies between c0 and end
     assert got["offsets"] == ["2"]  # the committed transaction's, not the aborted one's
+
+
+# -- across the two protocols -------------------------------------------------------------------
+def test_our_transactions_read_by_kafka_clients_and_theirs_by_ours(broker):
+    """Our Producer's transactions (our batches, magic 1, with our
+    transactional bit; the markers Kafka's control batches) read by
+    librdkafka through the Kafka listener: the batches go out converted
+    with Kafka's transactional bit, so read_committed drops the aborted one;
+    and librdkafka's transactions read by our read_committed Consumer."""
+    ck = _ck()
+    from logbroker import Consumer, Producer
+    from tests.support.fixtures import FAST, consume
+
+    b, kafka = broker
+    ours = Producer(b.bootstrap, transactional_id="ours-tx", **FAST)
+    try:
+        ours.init_transactions(WAIT)
+        for value, commit in ((b"o-commit", True), (b"o-abort", False), (b"o-last", True)):
+            ours.begin_transaction()
+            for partition in (0, 1):
+                ours.send("ours-txn", value, partition=partition)
+            ours.flush()
+            (ours.commit_transaction if commit else ours.abort_transaction)(WAIT)
+    finally:
+        ours.close()
+    read = read_partitions(kafka, "ours-txn", "read_committed", 4)
+    assert {p: [v for _o, v in got] for p, got in read.items()} == {
+        p: [b"o-commit", b"o-last"] for p in (0, 1)}
+    read = read_partitions(kafka, "ours-txn", "read_uncommitted", 6)
+    assert read[0] == [(0, b"o-commit"), (2, b"o-abort"), (4, b"o-last")]
+
+    p = ck.Producer({"bootstrap.servers": kafka, "transactional.id": "theirs-tx"})
+    p.init_transactions(WAIT)
+    for value, commit in ((b"k-commit", True), (b"k-abort", False), (b"k-last", True)):
+        p.begin_transaction()
+        p.produce("theirs-txn", value=value, partition=0)
+        assert p.flush(WAIT) == 0
+        (p.commit_transaction if commit else p.abort_transaction)(WAIT)
+    c = Consumer(b.bootstrap, isolation_level="read_committed", **FAST)
+    try:
+        c.assign([("theirs-txn", 0)])
+        c.seek("theirs-txn", 0, 0)
+        got = [r.value for r in consume(c, 2, timeout=WAIT)]
+    finally:
+        c.close()
+    assert got == [b"k-commit", b"k-last"]
 
 
 # -- bad input -----------------------------------------------------------------------------------
