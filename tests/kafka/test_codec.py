@@ -70,13 +70,13 @@ def test_response_round_trip(api, version):
         assert encode_response(got_header, api.key, version, got) == wire
 
 
-def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
+def test_profile_ranges_and_which_apis_reach_a_flexible_version():
     ranges = {api.name: (api.min_version, api.max_version) for api in PROFILE}
     assert ranges == {
         "ApiVersions": (0, 3), "Metadata": (0, 12), "Produce": (0, 8), "Fetch": (4, 11),
-        "ListOffsets": (1, 5), "InitProducerId": (0, 1), "FindCoordinator": (0, 2),
+        "ListOffsets": (1, 5), "InitProducerId": (0, 4), "FindCoordinator": (0, 2),
         "JoinGroup": (0, 5), "SyncGroup": (0, 3), "Heartbeat": (0, 3), "LeaveGroup": (0, 3),
-        "OffsetCommit": (2, 7), "OffsetFetch": (1, 5), "CreateTopics": (2, 4),
+        "OffsetCommit": (2, 7), "OffsetFetch": (1, 7), "CreateTopics": (2, 4),
         "DeleteTopics": (1, 3), "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 1),
         "ListGroups": (0, 2), "DescribeGroups": (0, 4), "DeleteGroups": (0, 1),
         "OffsetDelete": (0, 0),
@@ -86,14 +86,18 @@ def test_profile_ranges_and_flexible_only_for_api_versions_v3_and_metadata_v9():
         "CreatePartitions": (0, 1), "DeleteRecords": (0, 1), "DescribeLogDirs": (0, 1),
         "ElectLeaders": (0, 1), "DescribeCluster": (0, 0),
         "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0),
-        "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0)}
-    # each API's flexible versions are Kafka's; only ApiVersions reaches one (v3)
+        "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0),
+        "AddPartitionsToTxn": (0, 3), "AddOffsetsToTxn": (0, 3), "EndTxn": (0, 3),
+        "TxnOffsetCommit": (0, 3), "DescribeTransactions": (0, 0), "ListTransactions": (0, 1)}
+    # each API's flexible versions are Kafka's
     for api, version in CASES:
         assert api.is_flexible(version) == (version >= FIRST_FLEXIBLE[api.key]), (api.name, version)
     assert sorted(api.name for api in PROFILE if api.max_version >= FIRST_FLEXIBLE[api.key]) \
         == sorted(["ApiVersions", "DescribeCluster", "Metadata",
                    "AlterPartitionReassignments", "ListPartitionReassignments",
-                   "ConsumerGroupHeartbeat", "ConsumerGroupDescribe"])  # flexible v0
+                   "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",  # flexible v0
+                   "OffsetFetch", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+                   "TxnOffsetCommit", "DescribeTransactions", "ListTransactions"])
     assert len(APIS) == len(PROFILE)
 
 

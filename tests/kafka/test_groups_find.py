@@ -17,7 +17,8 @@ BODY = FIND_COORDINATOR.request.value_class()(key="g", key_type=0)
 
 def _answer(site: KafkaSite, resp, body=BODY) -> dict:
     plan = find_coordinator(site, None, body)
-    assert plan.request is None or plan.request == m.FindCoordinator(group="g")
+    assert plan.request is None or plan.request == m.FindCoordinator(group=body.key,
+                                                                     key_type=body.key_type)
     return plan.answer(resp)
 
 
@@ -46,5 +47,8 @@ def test_errors_and_transactional_ids():
     site = KafkaSite(0, "h", 1, None, meta=SimpleNamespace(directory=lambda: alone))
     got = _answer(site, m.FindCoordinatorResponse(error=15, message="no leader yet"))
     assert (got["error_code"], got["error_message"], got["node_id"]) == (15, "no leader yet", -1)
-    txn = FIND_COORDINATOR.request.value_class()(key="t", key_type=1)
-    assert _answer(site, None, txn)["error_code"] == 15
+    txn = FIND_COORDINATOR.request.value_class()(key="t", key_type=1)  # a transactional id
+    assert _answer(site, m.FindCoordinatorResponse(broker_id=0))["node_id"] == 0
+    assert _answer(site, m.FindCoordinatorResponse(broker_id=0), txn)["port"] == 1
+    share = FIND_COORDINATOR.request.value_class()(key="s", key_type=2)  # share groups: not ours
+    assert _answer(site, None, share)["error_code"] == 42

@@ -192,3 +192,33 @@ out({ described: described.resources, deleted: deleted.filterResponses, after: a
     [filter_result] = got["deleted"]
     assert filter_result["errorCode"] == 0 and len(filter_result["matchingAcls"]) == 1
     assert got["after"] == []
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(kb):
+    """Kafka's rule (docs/kafka.md §4.14): InitProducerId, AddPartitionsToTxn,
+    EndTxn and a transactional Produce want WRITE on the TransactionalId
+    (and the Produce WRITE on the topic): without it librdkafka's
+    init_transactions fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53);
+    with it the transaction commits."""
+    dave_pw = "dave-Pa55word"
+    with Admin(kb.bootstrap, username="admin", password=ADMIN_PW) as admin:
+        admin.create_user("dave", dave_pw)
+    a = admin_client(kb)
+    results(a.create_topics([NewTopic("dave-t", 1, 1)]))
+    write = topic_acl("User:dave", "dave-t", AclOperation.WRITE)
+    assert results(a.create_acls([write]))[write] is None
+
+    def producer():
+        return ck.Producer({"bootstrap.servers": kb.kafka, **scram("dave", dave_pw),
+                            "transactional.id": "dave-tx"})
+    with pytest.raises(ck.KafkaException) as info:
+        producer().init_transactions(WAIT)
+    assert info.value.args[0].code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    txn = AclBinding(ResourceType.TRANSACTIONAL_ID, "dave-tx", ResourcePatternType.LITERAL,
+                     "User:dave", ANY_HOST, AclOperation.WRITE, AclPermissionType.ALLOW)
+    assert results(a.create_acls([txn]))[txn] is None
+    p = producer()
+    p.init_transactions(WAIT)
+    p.begin_transaction()
+    p.produce("dave-t", b"in a transaction", partition=0)
+    p.commit_transaction(WAIT)

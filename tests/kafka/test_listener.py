@@ -114,9 +114,9 @@ def test_init_producer_id_and_a_retried_idempotent_batch_keeps_its_offset(kbroke
                                              "transaction_timeout_ms": 60000}))
         init = raw.recv(22, 1)[1]
         assert init.error_code == 0 and init.producer_id > 0 and init.producer_epoch == 0
-        raw.sock.sendall(raw.send(22, 1, 2, {"transactional_id": "tx",
+        raw.sock.sendall(raw.send(22, 3, 2, {"transactional_id": None, "producer_id": 5,
                                              "transaction_timeout_ms": 60000}))
-        assert raw.recv(22, 1)[1].error_code == 42  # no transactions
+        assert raw.recv(22, 3)[1].error_code == 42  # a producer id without its epoch
         batch = build_batch([KafkaRecord(0, 0, None, b"once")], base_timestamp=7,
                             producer_id=init.producer_id, producer_epoch=0, base_sequence=0)
         body = {"acks": -1, "timeout_ms": 5000, "topic_data": [

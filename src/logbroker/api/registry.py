@@ -28,6 +28,7 @@ from ..kafka import serve_cluster, serve_partitions, serve_reassign
 from ..kafka import serve_consumer_group
 from ..kafka.apis import APIS
 from ..kafka import serve_alter_configs
+from ..kafka import serve_txn
 from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
@@ -122,7 +123,6 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
     _key("Metadata"): (serve_meta.metadata, (m.Metadata,)),
     _key("CreateTopics"): (serve_meta.create_topics, (m.CreateTopics,)),
     _key("DeleteTopics"): (serve_meta.delete_topics, (m.DeleteTopics,)),
-    _key("InitProducerId"): (serve_meta.init_producer_id, (m.InitProducerId,)),
     _key("DescribeConfigs"): (serve_configs.describe_configs, (m.DescribeConfigs,
                                                                m.DescribeCluster)),
     _key("AlterConfigs"): (serve_alter_configs.alter_configs, (m.AlterConfigs,)),
@@ -161,4 +161,12 @@ KAFKA: dict[int, tuple[Callable, tuple]] = {
                                           (m.AlterReassignments,)),
     _key("ListPartitionReassignments"): (serve_reassign.list_partition_reassignments,
                                          (m.ListReassignments,)),
+    # transactions (kafka/serve_txn.py)
+    _key("InitProducerId"): (serve_txn.init_producer_id, (m.InitProducerId,)),
+    _key("AddPartitionsToTxn"): (serve_txn.add_partitions_to_txn, (m.AddPartitionsToTxn,)),
+    _key("AddOffsetsToTxn"): (serve_txn.add_offsets_to_txn, (m.AddOffsetsToTxn,)),
+    _key("EndTxn"): (serve_txn.end_txn, (m.EndTxn,)),
+    _key("TxnOffsetCommit"): (serve_txn.txn_offset_commit, (m.TxnOffsetCommit,)),
+    _key("DescribeTransactions"): (serve_txn.describe_transactions, (m.DescribeTransactions,)),
+    _key("ListTransactions"): (serve_txn.list_transactions, (m.ListTransactions,)),
 }

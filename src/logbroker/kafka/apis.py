@@ -3,8 +3,9 @@
 Most ranges stop at the API's last non-flexible version: clients work when
 each API is capped there. The flexible versions served are where a client
 needs them: ApiVersions v3 (librdkafka starts its handshake there),
-Metadata v9-12 (topic ids for KIP-848 groups) and the APIs flexible from
-v0 (docs/kafka.md §1.1). ``ApiVersions`` (``api_versions.py``) advertises
+Metadata v9-12 (topic ids for KIP-848 groups), InitProducerId v2-4 and the
+transaction APIs' v3 (the clients' PRODUCER_FENCED, KIP-588) and the APIs
+flexible from v0 (docs/kafka.md §1.1). ``ApiVersions`` (``api_versions.py``) advertises
 exactly this table, in key order.
 """
 
@@ -24,6 +25,8 @@ from .apis_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .apis_partitions import (CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_CLUSTER,
                               DESCRIBE_LOG_DIRS, ELECT_LEADERS)
 from .apis_reassign import ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS
+from .apis_txn import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_TRANSACTIONS, END_TXN,
+                       LIST_TRANSACTIONS, TXN_OFFSET_COMMIT)
 from .schema import Api
 
 PROFILE: tuple = tuple(sorted((
@@ -34,7 +37,8 @@ PROFILE: tuple = tuple(sorted((
     ALTER_CONFIGS, DESCRIBE_LOG_DIRS, SASL_AUTHENTICATE, CREATE_PARTITIONS, DELETE_GROUPS,
     ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS, OFFSET_DELETE, DESCRIBE_CLUSTER, CONSUMER_GROUP_HEARTBEAT,
-    CONSUMER_GROUP_DESCRIBE), key=lambda api: api.key))
+    CONSUMER_GROUP_DESCRIBE, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN,
+    TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS), key=lambda api: api.key))
 APIS: dict = {api.key: api for api in PROFILE}
 BY_NAME: dict = {api.name: api for api in PROFILE}
 
@@ -42,9 +46,9 @@ BY_NAME: dict = {api.name: api for api in PROFILE}
 # profile's ranges stay below it but ApiVersions', whose ``flexible`` starts
 # there (tests/kafka/test_codec.py checks both).
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4,
-                  15: 5, 16: 3, 17: 2, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 29: 2, 30: 2,
-                  31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0,
-                  47: 1, 60: 0, 68: 0, 69: 0}
+                  15: 5, 16: 3, 17: 2, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3,
+                  26: 3, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 35: 2, 36: 2, 37: 2, 42: 2,
+                  43: 2, 44: 1, 45: 0, 46: 0, 47: 1, 60: 0, 65: 0, 66: 0, 68: 0, 69: 0}
 # SaslHandshake (17) and OffsetDelete (47) have no flexible version ("none"): past their last
 
 

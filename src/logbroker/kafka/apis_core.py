@@ -1,7 +1,9 @@
 """Schemas of the data-path APIs: ApiVersions, Metadata, Produce, Fetch,
 ListOffsets, InitProducerId, OffsetForLeaderEpoch (docs/kafka.md). ApiVersions reaches its first
-flexible version (v3: librdkafka's first request) and Metadata its (v9:
-leader epochs clients trust, KIP-320, decision 83); the others stop below.
+flexible version (v3: librdkafka's first request), Metadata its (v9:
+leader epochs clients trust, KIP-320, decision 83) and InitProducerId its
+(v2; v4 is the first whose clients know PRODUCER_FENCED, KIP-588); the
+others stop below.
 
 Written from the protocol's documented fields (kafka.apache.org/protocol).
 Fields of versions outside a profile range are left out; ``versions`` strings
@@ -176,17 +178,21 @@ LIST_OFFSETS = Api(2, "ListOffsets", 1, 5, S(
             F("leader_epoch", "int32", "4+", default=-1))))))),
 ))
 
-INIT_PRODUCER_ID = Api(22, "InitProducerId", 0, 1, S(
+# v2+ flexible; v3 (KIP-360) names the id and epoch the producer holds, to
+# bump its epoch after a fatal error; v4 (KIP-588) may answer PRODUCER_FENCED
+INIT_PRODUCER_ID = Api(22, "InitProducerId", 0, 4, S(
     "InitProducerIdRequest",
     F("transactional_id", "string", nullable="0+", default=None),
     F("transaction_timeout_ms", "int32"),
+    F("producer_id", "int64", "3+", default=-1),
+    F("producer_epoch", "int16", "3+", default=-1),
 ), S(
     "InitProducerIdResponse",
     F("throttle_time_ms", "int32"),
     F("error_code", "int16"),
     F("producer_id", "int64", default=-1),
     F("producer_epoch", "int16"),
-))
+), flexible="2+")
 
 # KIP-320: a consumer checks its position after a leader change (v2+ carry
 # the epoch it knows as current; v3 names the replica, -1 a consumer)

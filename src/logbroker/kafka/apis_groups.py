@@ -1,6 +1,6 @@
 """Schemas of the consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch (non-flexible versions
-only; docs/kafka.md). Written from the protocol's documented fields.
+only but OffsetFetch v6-7, whose v7 asks for stable offsets; docs/kafka.md). Written from the protocol's documented fields.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ OFFSET_COMMIT = Api(8, "OffsetCommit", 2, 7, S(
             F("error_code", "int16"))))))),
 ))
 
-OFFSET_FETCH = Api(9, "OffsetFetch", 1, 5, S(
+# v6 flexible; v7 asks for stable offsets (KIP-447: a read_committed consumer's)
+OFFSET_FETCH = Api(9, "OffsetFetch", 1, 7, S(
     "OffsetFetchRequest",
     F("group_id", "string", "0-7"),
     # v2+: null asks for every committed partition of the group
@@ -132,6 +133,7 @@ OFFSET_FETCH = Api(9, "OffsetFetch", 1, 5, S(
         "OffsetFetchRequestTopic",
         F("name", "string", "0-7"),
         F("partition_indexes", Array("int32"), "0-7"))), "0-7", nullable="2-7"),
+    F("require_stable", "bool", "7+"),
 ), S(
     "OffsetFetchResponse",
     F("throttle_time_ms", "int32", "3+"),
@@ -146,4 +148,4 @@ OFFSET_FETCH = Api(9, "OffsetFetch", 1, 5, S(
             F("metadata", "string", "0-7", nullable="0-7"),
             F("error_code", "int16", "0-7"))), "0-7"))), "0-7"),
     F("error_code", "int16", "2-7"),
-))
+), flexible="6+")

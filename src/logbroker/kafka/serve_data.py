@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from ..errors import CorruptRecordError, InvalidRequestError
+from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidRequestError,
+                      ProducerFencedError)
 from ..protocol import messages as m
 from ..protocol.parts import EpochQuery, FetchPart, OffsetQuery, ProducePart
 from ..records.compression import READ_LIMIT
@@ -23,7 +24,8 @@ from .plan import CLOSE, NO_ANSWER, KafkaSite, Plan, by_topic
 from .wire_errors import kafka_code, kafka_message
 
 _NO_RECORDS = (CorruptRecordError.code, "a partition's records are null")
-_TRANSACTIONS = (InvalidRequestError.code, "transactions are not supported")
+_ISOLATION = (InvalidRequestError.code, "isolation_level must be 0 (read_uncommitted) "
+              "or 1 (read_committed)")
 
 
 def produce(site: KafkaSite, header, body) -> Plan:
@@ -31,15 +33,17 @@ def produce(site: KafkaSite, header, body) -> Plan:
     appended as they arrived; acks as ours (0: no answer, 1, -1 all). In
     Produce v0-2, a legacy message set (magic 0/1) is first up-converted
     to one v2 batch (legacy_messages.py), in the broker's inflation thread
-    (a ``Convert`` part, api/inflation.py); its errors are its partition's."""
+    (a ``Convert`` part, api/inflation.py); its errors are its partition's.
+    A transactional producer's ``transactional_id`` (v3+) goes with the
+    request (ACLs: WRITE on the TransactionalId); its batches carry the
+    producer id and epoch. A fenced producer's batches are answered
+    INVALID_PRODUCER_EPOCH (47), Kafka's answer to a Produce (clients then
+    learn of the fencing from the coordinator), never PRODUCER_FENCED."""
     parts, payload, refused, append_ms = [], [], {}, {}
     legacy = Budget() if header.api_version < 3 else None
     for topic in body.topic_data:
         for p in topic.partition_data:
             key, records = (topic.name, p.index), p.records
-            if body.transactional_id is not None:
-                refused[key] = _TRANSACTIONS
-                continue
             if records is None:
                 refused[key] = _NO_RECORDS
                 continue
@@ -49,7 +53,8 @@ def produce(site: KafkaSite, header, body) -> Plan:
             parts.append(ProducePart(topic.name, p.index, len(records)))
             payload.append(records)
     req = m.Produce(acks=body.acks, timeout_ms=body.timeout_ms, parts=tuple(parts),
-                    payload=tuple(payload)) if parts else None
+                    payload=tuple(payload),
+                    transactional_id=body.transactional_id) if parts else None
 
     def answer(resp):
         if resp is m.CLOSE_CONNECTION:
@@ -70,7 +75,10 @@ def produce(site: KafkaSite, header, body) -> Plan:
                 key = (topic.name, p.index)
                 error, message, base, start = rows.get(key) or (*(refused.get(key) or top
                                                                    or _NO_RECORDS), -1, -1)
-                out.append({"index": p.index, "error_code": kafka_code(error),
+                code = kafka_code(error)
+                if code == ProducerFencedError.code:
+                    code = InvalidProducerEpochError.code
+                out.append({"index": p.index, "error_code": code,
                             "base_offset": base, "log_start_offset": start,
                             "log_append_time_ms": append_ms.get(key, -1) if not error else -1,
                             "error_message": kafka_message(message)})
@@ -92,15 +100,24 @@ def _up_convert(records, now_ms: int, budget: Budget, append_ms: dict, key) -> b
 def fetch(site: KafkaSite, header, body) -> Plan:
     """A long poll through our Fetch (max_wait_ms, min_bytes, max_bytes);
     no fetch sessions (session id 0 answered: the client sends full
-    fetches); isolation level ignored (no transactions: the last stable
-    offset is the high watermark; aborted_transactions null). Records go
-    out as Kafka batches (fetch_records.py): a partition's segment file
-    slice as it lies when it holds Kafka batches only (sendfile, as our
-    Fetch), else read and its batches of ours converted."""
+    fetches). ``isolation_level`` 1 (read_committed) reads up to each
+    partition's last stable offset and answers it with the aborted
+    transactions of the returned range (producer id, first offset: the
+    client drops their records); 0 reads up to the high watermark, answered
+    as the last stable offset too, aborted_transactions null; any other
+    level is INVALID_REQUEST for every partition. Records go out as Kafka
+    batches (fetch_records.py): a partition's segment file slice as it lies
+    when it holds Kafka batches only (sendfile, as our Fetch), else read and
+    its batches of ours converted; control batches (markers) go out with
+    the records, as Kafka's do (clients skip them)."""
     parts = tuple(FetchPart(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions)
+    committed = body.isolation_level == 1
+    if body.isolation_level not in (0, 1):
+        return Plan(None, lambda _r: _fetch_answer(
+            [(t, p, _ISOLATION[0], -1, -1, b"") for t, p, _o, _b in parts], {}, False))
     req = m.Fetch(max_wait_ms=body.max_wait_ms, min_bytes=body.min_bytes,
-                  max_bytes=body.max_bytes, parts=parts)
+                  max_bytes=body.max_bytes, parts=parts, isolation=1 if committed else 0)
 
     def answer(resp: m.FetchResponse) -> dict:
         if resp.error:
@@ -108,31 +125,50 @@ def fetch(site: KafkaSite, header, body) -> Plan:
         else:
             rows = [(t, p, error, hw, start, data) for (t, p, error, _msg, hw, start, _n), data
                     in zip(resp.parts, resp.payload)]
-        responses = []
-        for topic, group in by_topic(rows):
-            out = []
-            for _t, index, error, hw, start, data in group:
-                records, problem = kafka_records(data) if len(data) else (b"", 0)
-                out.append({"partition_index": index, "error_code": kafka_code(error or problem),
-                            "high_watermark": hw, "last_stable_offset": hw,
-                            "log_start_offset": start, "aborted_transactions": None,
-                            "records": records})
-            responses.append({"topic": topic, "partitions": out})
-        return {"throttle_time_ms": resp.throttle_ms, "error_code": 0, "session_id": 0,
-                "responses": responses}
+        txn = {(t, p): (lso, aborted) for t, p, lso, aborted in resp.txn} if committed else {}
+        out = _fetch_answer(rows, txn, committed)
+        out["throttle_time_ms"] = resp.throttle_ms
+        return out
     return Plan(req, answer)
 
 
+def _fetch_answer(rows, txn: dict, committed: bool) -> dict:
+    """The Fetch response of ``rows`` (topic, partition, error, hw, log
+    start, data); ``txn``: (topic, partition) -> (lso, aborted) of a
+    read_committed fetch (a partition without one: its high watermark, no
+    aborted transaction)."""
+    responses = []
+    for topic, group in by_topic(rows):
+        out = []
+        for _t, index, error, hw, start, data in group:
+            records, problem = kafka_records(data) if len(data) else (b"", 0)
+            lso, aborted = txn.get((topic, index), (hw, ()))
+            out.append({"partition_index": index, "error_code": kafka_code(error or problem),
+                        "high_watermark": hw, "log_start_offset": start,
+                        "last_stable_offset": -1 if error else lso,
+                        "aborted_transactions": None if error or not committed else [
+                            {"producer_id": pid, "first_offset": first}
+                            for pid, first in aborted],
+                        "records": records})
+        responses.append({"topic": topic, "partitions": out})
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
 def list_offsets(site: KafkaSite, header, body) -> Plan:
-    """Earliest (-2), latest (-1: the high watermark) or the first offset
-    whose timestamp is at or after a time; the answer's leader epoch is -1."""
+    """Earliest (-2), latest (-1) or the first offset whose timestamp is at
+    or after a time; the answer's leader epoch is -1. ``isolation_level``
+    (v2+) 1 (read_committed): latest is the last stable offset and no
+    answer lies past it; 0: the high watermark; any other level is
+    INVALID_REQUEST for every partition."""
     parts = tuple(OffsetQuery(t.name, p.partition_index, p.timestamp) for t in body.topics
                   for p in t.partitions)
-    req = m.ListOffsets(parts=parts)
+    bad = body.isolation_level not in (0, 1)
+    req = None if bad else m.ListOffsets(parts=parts, isolation=body.isolation_level)
 
-    def answer(resp: m.ListOffsetsResponse) -> dict:
-        if resp.error:
-            rows = [(t, p, resp.error, -1, -1) for t, p, _s in parts]
+    def answer(resp) -> dict:
+        if resp is None or resp.error:
+            error = _ISOLATION[0] if resp is None else resp.error
+            rows = [(t, p, error, -1, -1) for t, p, _s in parts]
         else:
             rows = [(t, p, error, offset, ts) for t, p, error, _msg, offset, ts in resp.parts]
         return {"topics": [{"name": topic, "partitions": [
@@ -140,7 +176,6 @@ def list_offsets(site: KafkaSite, header, body) -> Plan:
              "offset": offset} for _t, index, error, offset, ts in group]}
             for topic, group in by_topic(rows)]}
     return Plan(req, answer)
-
 
 
 def offset_for_leader_epoch(site: KafkaSite, header, body) -> Plan:

@@ -7,29 +7,31 @@ a ``Plan``.
 
 from __future__ import annotations
 
-from ..errors import CoordinatorNotAvailableError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, UnstableOffsetCommitError
 from ..protocol import messages as m
 from ..protocol.parts import OffsetCommit, TopicPartition
 from .cluster_meta import kafka_address
 from .plan import KafkaSite, Plan, by_topic
 from .wire_errors import kafka_code, kafka_group_code, kafka_message
 
-GROUP_KEY = 0  # FindCoordinator key_type: 1 is a transactional id
+GROUP_KEY, TXN_KEY = 0, 1  # FindCoordinator key_type: a group, a transactional id
 
 
 def find_coordinator(site: KafkaSite, header, body) -> Plan:
-    """The coordinator of a group at its Kafka address: our FindCoordinator
-    names the broker (this one on a single node; in a cluster the leader
-    of the group's offsets partition), ``cluster_meta.kafka_address`` its
-    Kafka listener; COORDINATOR_NOT_AVAILABLE (retriable) when that broker
-    has no Kafka listener or is not live in this broker's view. A
-    transactional id's coordinator is COORDINATOR_NOT_AVAILABLE (no
-    transactions)."""
-    def refused(message: str) -> dict:
-        return {"error_code": CoordinatorNotAvailableError.code, "node_id": -1, "host": "",
-                "port": -1, "error_message": message}
-    if body.key_type != GROUP_KEY:
-        return Plan(None, lambda _r: refused("transactions are not supported"))
+    """The coordinator of a group (key type 0) or of a transactional id (1)
+    at its Kafka address: our FindCoordinator names the broker (this one on
+    a single node; in a cluster the leader of the key's partition of the
+    offsets or the transaction state topic), ``cluster_meta.kafka_address``
+    its Kafka listener; COORDINATOR_NOT_AVAILABLE (retriable) when that
+    broker has no Kafka listener or is not live in this broker's view. Any
+    other key type (share groups, KIP-932) is INVALID_REQUEST, as Kafka
+    answers an unknown one."""
+    def refused(message: str, code: int = CoordinatorNotAvailableError.code) -> dict:
+        return {"error_code": code, "node_id": -1, "host": "", "port": -1,
+                "error_message": message}
+    if body.key_type not in (GROUP_KEY, TXN_KEY):
+        return Plan(None, lambda _r: refused(f"unknown coordinator key type {body.key_type}",
+                                             InvalidRequestError.code))
 
     def answer(resp) -> dict:
         if resp.error:
@@ -40,7 +42,7 @@ def find_coordinator(site: KafkaSite, header, body) -> Plan:
             return refused(f"the coordinator, broker {resp.broker_id}, has no Kafka listener")
         return {"error_code": 0, "node_id": resp.broker_id, "host": address[0],
                 "port": address[1]}
-    return Plan(m.FindCoordinator(group=body.key), answer)
+    return Plan(m.FindCoordinator(group=body.key, key_type=body.key_type), answer)
 
 
 def offset_commit(site: KafkaSite, header, body) -> Plan:
@@ -71,14 +73,22 @@ def offset_fetch(site: KafkaSite, header, body) -> Plan:
     """The group's committed offsets as stored (any int64, a negative one
     too: Kafka clients commit -1 / -2 to reset a group); offset -1 and
     metadata "" where none, as Kafka answers (its NO_METADATA: never null);
-    null topics (v2+) asks for every partition the group committed."""
+    null topics (v2+) asks for every partition the group committed.
+    ``require_stable`` (v7, a read_committed consumer's): while a partition
+    asked has offsets of an undecided transaction, our UNSTABLE_OFFSET_COMMIT
+    (88) goes out as Kafka's does, on each partition asked (top-level 0:
+    clients retry those); with null topics on the top-level error."""
     parts = None if body.topics is None else tuple(
         TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes)
-    req = m.FetchOffsets(group=body.group_id, parts=parts)
+    req = m.FetchOffsets(group=body.group_id, parts=parts,
+                         require_stable=bool(body.require_stable))
 
     def answer(resp: m.FetchOffsetsResponse) -> dict:
         error = kafka_code(resp.error)
-        if resp.error:
+        if resp.error == UnstableOffsetCommitError.code and parts is not None:
+            rows = [(t, p, -1, "", error) for t, p in parts]
+            error = 0
+        elif resp.error:
             rows = [(t, p, -1, "", error) for t, p in parts or ()]
         else:
             rows = [(t, p, offset, meta or "", 0) for t, p, offset, meta, _ms in resp.parts]

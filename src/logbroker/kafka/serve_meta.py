@@ -1,6 +1,6 @@
 """Kafka requests about the cluster and its topics, answered through our
-handlers: ApiVersions, Metadata, CreateTopics, DeleteTopics, InitProducerId
-(docs/kafka.md, "Listener"). Each function takes the ``KafkaSite``, the
+handlers: ApiVersions, Metadata, CreateTopics, DeleteTopics (docs/kafka.md,
+"Listener"; InitProducerId is serve_txn.py's). Each function takes the ``KafkaSite``, the
 request header and body, and returns a ``Plan`` (plan.py).
 """
 
@@ -10,7 +10,7 @@ import logging
 
 from ..cluster.placement import given
 from ..errors import (InvalidReplicaAssignmentError, InvalidRequestError, LogbrokerError,
-                      UnknownError, UnknownTopicIdError)
+                      UnknownTopicIdError)
 from ..limits import (MAX_ASSIGNMENT_TEXT, MAX_PARTITIONS, REPLICA_ASSIGNMENT, check_new_topic,
                       check_request_partitions, format_replica_assignment,
                       parse_replica_assignment)
@@ -182,18 +182,3 @@ def delete_topics(site: KafkaSite, header, body) -> Plan:
                               for name, error, _msg in resp.topics]}
     return Plan(req, answer)
 
-
-def init_producer_id(site: KafkaSite, header, body) -> Plan:
-    """An idempotent producer's id, from the allocator our Producer uses;
-    a transactional id is refused (no transactions: INVALID_REQUEST)."""
-    if body.transactional_id is not None:
-        return Plan(None, lambda _r: {"error_code": InvalidRequestError.code,
-                                      "producer_id": -1, "producer_epoch": -1})
-
-    def answer(resp: m.InitProducerIdResponse) -> dict:
-        if resp.error:
-            return {"error_code": kafka_code(resp.error or UnknownError.code),
-                    "producer_id": -1, "producer_epoch": -1}
-        return {"error_code": 0, "producer_id": resp.producer_id,
-                "producer_epoch": resp.producer_epoch}
-    return Plan(m.InitProducerId(), answer)
