@@ -74,21 +74,29 @@ class Processor:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.started += 1
         lines, proc = self.lines, self.proc
-        threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+        self.reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        self.reader.start()
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.kill()
-        if self.proc is not None:
-            self.proc.wait(10)
+        self.proc.wait(10)
+        self.reader.join(10)  # the pipe ends with the process
+        self.proc.stdout.close()
 
     def ensure(self) -> None:
         """A processor runs (a new one if the last exited on its own)."""
         if self.proc is None or self.proc.poll() is not None:
+            self.kill()
             self.start()
 
     def commits(self) -> int:
         return sum(1 for ln in list(self.lines) if ln.startswith("commit"))
+
+    def tail(self, n: int = 15) -> str:
+        return "".join(list(self.lines)[-n:])
 
     def committed_since(self, before: int) -> bool:
         """A commit after the ``before``-th (restarting a processor that exited)."""
@@ -166,11 +174,13 @@ def test_every_input_record_is_output_exactly_once_under_kills(tmp_path):
     rng = random.Random(seed)
     with EtcdProcess(tmp_path / "etcd") as etcd:
         c = Cluster(tmp_path, etcd.url, n=3, config={
-            "offsets_topic_replication_factor": 3, "transaction_state_replication_factor": 3,
-            "min_insync_replicas": 2})
-        proc = Processor(c.bootstrap)
+            "offsets_topic_replication_factor": 3, "transaction_state_replication_factor": 3})
+        proc = Processor("")
         try:
             _run(c, proc, rng, faults)
+        except BaseException:
+            print(f"the processor's last lines:\n{proc.tail()}")
+            raise
         finally:
             proc.kill()
             c.close()
@@ -178,8 +188,9 @@ def test_every_input_record_is_output_exactly_once_under_kills(tmp_path):
 
 def _run(c: Cluster, proc: Processor, rng, faults: int) -> None:
     c.start()
+    proc.bootstrap = c.bootstrap
     for topic in (IN, OUT):
-        c.create(topic, partitions=PARTITIONS, replication_factor=3)
+        c.create(topic, partitions=PARTITIONS, replication_factor=3, min_insync_replicas=2)
     seq = [0] * PARTITIONS
     feeder = Producer(c.bootstrap, acks="all", idempotent=True, request_timeout_ms=5_000,
                       delivery_timeout_ms=120_000)
