@@ -7,7 +7,9 @@ replication factor 3, min_insync_replicas 2; the offsets and transaction
 state topics replicated 3 times. The processor
 (tests/support/children/eos_processor.py) reads ``eos-in`` read_committed
 and writes one ``eos-out`` record per input record in one transaction per
-poll, committing its input offsets in the same transaction. A feeder
+poll, committing its input offsets in the same transaction (each one
+waits 0-300 ms with its records written before it commits, so kills land
+mid-transaction and leave aborted records behind). A feeder
 appends input before every fault, so the run lasts as long as the faults.
 A seeded schedule of faults, one at a time: ``processor`` (kill -9, a new
 one started at once with the same transactional id: it fences the dead
@@ -54,6 +56,7 @@ pytestmark = pytest.mark.long
 IN, OUT, GROUP, TXN_ID = "eos-in", "eos-out", "eos-group", "eos-processor"
 PARTITIONS = 3
 FEED = 40  # input records per partition appended before each fault
+PAUSE_MS = 300  # each transaction waits 0..300 ms with its records written (kills land there)
 PROC = os.path.join(os.path.dirname(__file__), "..", "support", "children", "eos_processor.py")
 KINDS, WEIGHTS = ("processor", "leader", "coordinator"), (2, 2, 1)
 
@@ -70,7 +73,8 @@ class Processor:
     def start(self) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         self.proc = subprocess.Popen(
-            [sys.executable, PROC, self.bootstrap, IN, OUT, GROUP, TXN_ID, str(PARTITIONS)],
+            [sys.executable, PROC, self.bootstrap, IN, OUT, GROUP, TXN_ID, str(PARTITIONS),
+             str(PAUSE_MS)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.started += 1
         lines, proc = self.lines, self.proc
@@ -242,6 +246,7 @@ def _run(c: Cluster, proc: Processor, rng, faults: int) -> None:
     print(f"{faults} faults ({counts}), {proc.started} processors: {rep.summary()}")
     assert rep.ok, rep.anomalies
     assert rep.counts["committed_outputs"] == sum(ends.values())
+    assert rep.counts["aborted_records"] > 0 or faults < 10  # the read_committed check had teeth
 
 
 def _read_committed(c: Cluster) -> list:

@@ -5,7 +5,11 @@ poll writes, in one transaction, one OUTPUT record per input record to the
 same partition (value ``"<partition>:<offset>:<input value>"``) and commits
 the input offsets in it (``send_offsets_to_transaction``).
 
-    python eos_processor.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID PARTITIONS
+    python eos_processor.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID PARTITIONS [PAUSE_MS]
+
+PAUSE_MS: each transaction waits a random 0..PAUSE_MS ms between its sends
+and its commit, so a kill often lands while its records are written but
+not committed (they must then be aborted, never read as committed).
 
 Prints ``ready``, then ``commit <records>`` per committed transaction and
 ``abort <error>`` per aborted one, flushed at once. An abortable error
@@ -15,6 +19,7 @@ exactly-once loop); a fatal one (fenced) exits 3, an abort that fails exits
 itself after 600 s.
 """
 
+import random
 import sys
 import time
 
@@ -41,6 +46,7 @@ def _rewind(consumer: Consumer, parts: list) -> None:
 
 def main() -> None:
     bootstrap, source, sink, group, txn_id, count = sys.argv[1:7]
+    pause = int(sys.argv[7]) / 1000 if len(sys.argv) > 7 else 0.0
     parts = [(source, p) for p in range(int(count))]
     deadline = time.monotonic() + 600
     with Consumer(bootstrap, group=group, isolation_level="read_committed",
@@ -63,6 +69,9 @@ def main() -> None:
                     producer.send(sink, b"%d:%d:" % (r.partition, r.offset) + (r.value or b""),
                                   partition=r.partition)
                     ends[(r.topic, r.partition)] = r.offset + 1
+                if pause:
+                    producer.flush()  # the records are in the log, uncommitted, during the pause
+                    time.sleep(random.uniform(0, pause))
                 producer.send_offsets_to_transaction(ends, consumer.group_metadata())
                 producer.commit_transaction()
                 _say(f"commit {len(records)}")
