@@ -114,3 +114,26 @@ def test_a_follower_copies_a_bomb_without_inflating_it(store_factory):
     start = time.thread_time()
     info = lg.append_replicated([fmt.stamp(batch, 0, 0) + bytes(batch[fmt.STAMP_SIZE:])])
     assert info.last_offset == 0 and time.thread_time() - start < 0.2
+
+
+def test_the_transactional_bit_is_found_in_every_form_of_a_part():
+    """``api.produce.transactional`` (the ACL rule's look at a part) takes a
+    part as the handler gets it: bytes, a compressed part checked off the
+    loop (``Inspected``), a refused one (False: storage raises its error),
+    an unconverted legacy set (``Convert``: no transactional bit)."""
+    from logbroker.api.produce import transactional
+    from logbroker.storage.incoming import Convert
+
+    plain = zeros(10, 1)
+    txn = build_batch([KafkaRecord(0, 0, b"k", b"v", ())], producer_id=7, producer_epoch=0,
+                      base_sequence=0, attributes=fmt.KAFKA_TRANSACTIONAL, compression=1)
+    budget = Budget(64 * MiB)
+    assert transactional(plain + txn) and not transactional(plain)
+    assert transactional(inspect(plain + txn, max_batch_bytes=1 << 20, require_keys=False,
+                                 budget=budget))
+    assert not transactional(inspect(plain, max_batch_bytes=1 << 20, require_keys=False,
+                                     budget=budget))
+    refused = inspect(txn[:-1], max_batch_bytes=1 << 20, require_keys=False, budget=budget)
+    assert refused.error is not None and not transactional(refused)
+    assert not transactional(Convert(b"\x00" * 80, lambda: txn))
+    assert transactional([plain, txn]) and not transactional([plain])

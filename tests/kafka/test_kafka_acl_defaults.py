@@ -48,6 +48,7 @@ def ab(tmp_path_factory):
                 admin.create_user(user, password)
             admin.create_topic("free", 1)
             admin.create_topic("guarded", 1)
+            admin.create_topic("gz", 1)
         yield b
         assert "Traceback" not in b.log()
     finally:
@@ -134,3 +135,34 @@ out(result);
                         "User:ANONYMOUS", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)
     assert a.create_acls([anyone])[anyone].result(timeout=WAIT) is None
     assert topic_error(ab, "guarded") == 0
+
+
+def test_compressed_batches_with_acls_enforced(ab):
+    """ACLs enforced, so the Produce handler looks for a transactional bit
+    in batches without a transactional id: a compressed batch reaches it
+    checked off the loop (an ``Inspected`` part) and is appended as any
+    other (KafkaJS's own suite: "consume GZIP messages"; once answered
+    UNKNOWN_SERVER_ERROR). KafkaJS sends a GZIP batch and kafka-python a
+    gzip batch and a legacy (v0) message set; all are read back."""
+    got = run_kafkajs("""
+const p = kafka.producer(); await p.connect();
+const sent = await p.send({ topic: 'gz', compression: K.CompressionTypes.GZIP,
+  messages: [{ value: 'kafkajs-1' }, { value: 'kafkajs-2' }] });
+await p.disconnect();
+out(sent.map((r) => r.errorCode));
+""", [ab.listeners["PLAIN"]])
+    assert got == [0]
+    for conf in ({"compression_type": "gzip"}, {"compression_type": "gzip", "api_version": (0, 9)}):
+        p = KafkaProducer(bootstrap_servers=ab.listeners["PLAIN"], **conf)
+        try:
+            p.send("gz", str(conf.get("api_version", "v2")).encode(), partition=0).get(timeout=WAIT)
+        finally:
+            p.close()
+    c = KafkaConsumer(bootstrap_servers=ab.listeners["PLAIN"])
+    try:
+        c.assign([TopicPartition("gz", 0)])
+        c.seek(TopicPartition("gz", 0), 0)
+        assert sorted(r.value for r in kread(c, 4)) == [b"(0, 9)", b"kafkajs-1", b"kafkajs-2",
+                                                         b"v2"]
+    finally:
+        c.close()

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.support.kafka_adapters import kcat_run
-from tests.support.kafka_raw import kafka_broker
+from tests.support.kafka_raw import kafka_broker, raw_call
 from tests.support.kafkajs import run_kafkajs
 
 WAIT = 20.0
@@ -136,6 +136,36 @@ def test_a_zombie_producer_is_fenced(bootstrap):
     assert error.fatal() and error.code() == ck.KafkaError._FENCED, error
     read = read_partitions(bootstrap, "zombie", "read_committed", 1)
     assert [v for _o, v in read[0]] == [b"new"]
+
+
+def test_fetch_answers_an_open_transactions_lso_at_both_levels(bootstrap):
+    """Kafka answers the last stable offset in every Fetch (KafkaJS's suite,
+    fetch.spec.js "read_uncommitted": ``lastStableOffset`` 0 while the
+    transaction is open): librdkafka leaves a transaction open over one
+    record after two plain ones, a raw Fetch v4 at each isolation level sees
+    the LSO at the transaction's first offset (2, the high watermark 3);
+    once the marker is written, at the high watermark (4, past it)."""
+    ck = _ck()
+    _seed(bootstrap, "lso", [b"plain-1", b"plain-2"])
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "lso-tx"})
+    p.init_transactions(WAIT)
+    p.begin_transaction()
+    p.produce("lso", value=b"open", partition=0)
+    assert p.flush(WAIT) == 0
+
+    def stable() -> list:
+        return [(part.high_watermark, part.last_stable_offset) for level in (0, 1)
+                for part in raw_call(bootstrap, 1, 4, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                    "isolation_level": level, "topics": [{"topic": "lso", "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+                }).responses[0].partitions]
+    assert stable() == [(3, 2), (3, 2)]
+    p.commit_transaction(WAIT)  # answered once decided; the marker follows (bounded wait)
+    deadline = time.monotonic() + WAIT
+    while (got := stable()) != [(4, 4), (4, 4)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got == [(4, 4), (4, 4)]
 
 
 def test_kcat_reads_a_topic_with_markers(bootstrap):

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from logbroker.errors import UnknownTopicOrPartitionError
 from logbroker.kafka import serve_data, serve_groups, serve_txn
 from logbroker.kafka.codec import (RequestHeader, ResponseHeader, decode_request,
                                    decode_response, encode_request, encode_response)
@@ -25,8 +26,17 @@ from logbroker.protocol.parts import (AbortedTxn, OffsetCommit, TopicPartition, 
                                       TxnListing, TxnPartState)
 
 FENCED, EPOCH, LOADING, NOT_AVAILABLE = 90, 47, 14, 15
+LSO = {("t", 0): 15}  # the logs' last stable offsets SITE's metadata answers
+
+
+def _log_for(topic: str, partition: int):
+    if (topic, partition) not in LSO:
+        raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
+    return SimpleNamespace(last_stable_offset=LSO[(topic, partition)])
+
+
 SITE = KafkaSite(0, "h", 1, None, meta=SimpleNamespace(
-    directory=lambda: Directory({0: KafkaBroker(0, ("h", 9092))}, 0)))
+    directory=lambda: Directory({0: KafkaBroker(0, ("h", 9092))}, 0), log_for=_log_for))
 
 
 def request(key: int, version: int, body: dict):
@@ -276,11 +286,18 @@ def test_fetch_read_committed_answers_the_lso_and_aborted_transactions(version):
     assert (p0.high_watermark, p0.last_stable_offset) == (20, 12)
     assert [(a.producer_id, a.first_offset) for a in p0.aborted_transactions] == [(7, 5), (9, 8)]
     assert (p1.error_code, p1.last_stable_offset, p1.aborted_transactions) == (6, -1, None)
-    # read_uncommitted: the high watermark, no aborted transactions
+    # read_uncommitted: the log's LSO (Kafka answers it at every level; capped
+    # by the answer's high watermark), no aborted transactions
     plan = plan_of(serve_data.fetch, 1, version, _fetch_body(0))
     assert plan.request.isolation == 0
-    p0 = answered(plan, resp, 1, version).responses[0].partitions[0]
-    assert (p0.last_stable_offset, p0.aborted_transactions) == (20, None)
+    p0, p1 = answered(plan, resp, 1, version).responses[0].partitions
+    assert (p0.last_stable_offset, p0.aborted_transactions) == (15, None)
+    assert (p1.error_code, p1.last_stable_offset) == (6, -1)
+    LSO[("t", 0)] = 25  # moved on since the read: the answer's high watermark
+    assert answered(plan, resp, 1, version).responses[0].partitions[0].last_stable_offset == 20
+    LSO.clear()  # the log left this broker since the read: the high watermark
+    assert answered(plan, resp, 1, version).responses[0].partitions[0].last_stable_offset == 20
+    LSO[("t", 0)] = 15
     bad = plan_of(serve_data.fetch, 1, version, _fetch_body(2))
     assert bad.request is None
     assert {p.error_code for p in answered(bad, None, 1, version).responses[0].partitions} \

@@ -13,7 +13,7 @@ import time
 from functools import partial
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidRequestError,
-                      ProducerFencedError)
+                      LogbrokerError, ProducerFencedError)
 from ..protocol import messages as m
 from ..protocol.parts import EpochQuery, FetchPart, OffsetQuery, ProducePart
 from ..records.compression import READ_LIMIT
@@ -103,9 +103,11 @@ def fetch(site: KafkaSite, header, body) -> Plan:
     fetches). ``isolation_level`` 1 (read_committed) reads up to each
     partition's last stable offset and answers it with the aborted
     transactions of the returned range (producer id, first offset: the
-    client drops their records); 0 reads up to the high watermark, answered
-    as the last stable offset too, aborted_transactions null; any other
-    level is INVALID_REQUEST for every partition. Records go out as Kafka
+    client drops their records); 0 reads up to the high watermark and
+    answers each log's last stable offset too, as Kafka does at every level
+    (read from the log when the answer is built: O(1), the records read
+    unchanged; capped by the answer's high watermark), aborted_transactions
+    null; any other level is INVALID_REQUEST for every partition. Records go out as Kafka
     batches (fetch_records.py): a partition's segment file slice as it lies
     when it holds Kafka batches only (sendfile, as our Fetch), else read and
     its batches of ours converted; control batches (markers) go out with
@@ -125,7 +127,8 @@ def fetch(site: KafkaSite, header, body) -> Plan:
         else:
             rows = [(t, p, error, hw, start, data) for (t, p, error, _msg, hw, start, _n), data
                     in zip(resp.parts, resp.payload)]
-        txn = {(t, p): (lso, aborted) for t, p, lso, aborted in resp.txn} if committed else {}
+        txn = {(t, p): (lso, aborted) for t, p, lso, aborted in resp.txn} if committed \
+            else _stable_offsets(site.meta, rows)
         out = _fetch_answer(rows, txn, committed)
         out["throttle_time_ms"] = resp.throttle_ms
         return out
@@ -152,6 +155,26 @@ def _fetch_answer(rows, txn: dict, committed: bool) -> dict:
                         "records": records})
         responses.append({"topic": topic, "partitions": out})
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _stable_offsets(meta, rows) -> dict:
+    """A read_uncommitted answer's ``txn`` map: (topic, partition) -> (the
+    log's last stable offset, no aborted transaction) for each row read
+    without error, the LSO capped by the row's high watermark (the log may
+    have moved on since the read). A row whose log is not at hand (it left
+    this broker meanwhile, or no metadata) keeps its high watermark."""
+    out = {}
+    if meta is None:
+        return out
+    for topic, partition, error, hw, _start, _data in rows:
+        if error or hw < 0:
+            continue
+        try:
+            lso = meta.log_for(topic, partition).last_stable_offset
+        except LogbrokerError:
+            continue
+        out[(topic, partition)] = (min(lso, hw), ())
+    return out
 
 
 def list_offsets(site: KafkaSite, header, body) -> Plan:
