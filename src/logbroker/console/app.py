@@ -8,7 +8,8 @@ its HEAD); there is no route that changes anything.
 
 Each API handler takes the broker's state on the loop (state.take: no I/O)
 and answers a pure view of it (views.py); the message browser reads one
-bounded page in the console's own reader thread (messages.py). Every query
+bounded page in the console's own reader thread (messages.py), as does
+the transactions page (txn_views.py: up to 100,000 ids sorted). Every query
 parameter is checked at the edge (inputs.py): a bad one is HTTP 400 with
 ``{"code", "message"}``, an unknown topic or group 404, a bug 500 with a
 line in the broker log; never a traceback to the browser.
@@ -46,7 +47,7 @@ from .access import Access
 from .history import SAMPLE_S, History
 from .login import Gate
 from .messages import read_page
-from .state import take
+from .state import take, txn_ids
 
 log = logging.getLogger("logbroker.console")
 STATIC = Path(__file__).parent / "static"
@@ -123,6 +124,14 @@ class Console:
         if self.gate is not None:
             self.gate.close()
 
+    async def transactions(self, a: Access) -> dict:
+        """The transactions page for ``a``: the state and the coordinator's
+        ids copied on the loop, the page computed in the reader thread."""
+        state, ids = a.narrow(self.state()), txn_ids(self.broker)
+        counts = dict(getattr(getattr(self.broker, "txns", None), "outcomes", None) or {})
+        return await asyncio.get_running_loop().run_in_executor(
+            self._reader, pages.transactions, state, ids, counts, a)
+
     async def read_messages(self, q: inputs.MessageQuery) -> dict:
         lg = self.broker.store.get_log(q.topic, q.partition)  # UNKNOWN_TOPIC_OR_PARTITION
         return await asyncio.get_running_loop().run_in_executor(self._reader, read_page, lg, q)
@@ -138,6 +147,7 @@ def make_app(console: Console) -> web.Application:
                        ("throughput", pages.throughput), ("session", pages.session)):
         r.add_get(f"/api/{path}", _api(page))
     r.add_get("/api/messages", _messages)
+    r.add_get("/api/transactions", _transactions)
     r.add_get("/login", _gated("login_form"))
     r.add_post("/login", _gated("login"))  # the only POSTs: login and logout (login.py)
     r.add_post("/logout", _gated("logout"))
@@ -165,6 +175,10 @@ def _gated(name: str):
 async def _messages(request: web.Request) -> web.Response:
     q = pages.messages_query(request.query, request[ACCESS])
     return web.json_response(await request.app[CONSOLE].read_messages(q))
+
+
+async def _transactions(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[CONSOLE].transactions(request[ACCESS]))
 
 
 async def _index(request: web.Request) -> web.FileResponse:

@@ -38,7 +38,8 @@ CHUNK = 32  # rows read between two looks at the clock
 
 class Snapshot:
     """The state as numbers: ``logs`` (log, topic, partition, log end, high
-    watermark, log start, size, offline) per partition, ``offsets`` (group,
+    watermark, log start, size, offline, last stable offset, open
+    transactions) per partition, ``offsets`` (group,
     (topic, partition), committed offset), ``connections``, ``cluster``
     (metadata's cluster_numbers, None on a single node); ``taken``
     (monotonic), ``slices`` and ``loop_s`` / ``longest_s`` (loop time spent,
@@ -64,21 +65,23 @@ class Snapshot:
 class Gathered:
     """The state a scrape shows, in columns (module docstring): per
     partition ``topics`` (names), ``partitions``, ``ends`` (log end
-    offsets), ``hws``, ``starts``, ``sizes``, ``offline`` (0/1); per
+    offsets), ``hws``, ``starts``, ``sizes``, ``offline`` (0/1), ``lsos``
+    (last stable offsets), ``open_txns`` (open transactions); per
     committed offset ``o_groups``, ``o_topics``, ``o_partitions``,
     ``o_offsets``; ``cluster`` (metadata's cluster_numbers, None on a single
     node); ``taken`` (monotonic), ``slices``, ``loop_s`` and ``longest_s``
     (loop time spent, and in the longest slice)."""
 
-    __slots__ = ("topics", "partitions", "ends", "hws", "starts", "sizes", "offline",
-                 "o_groups", "o_topics", "o_partitions", "o_offsets", "cluster", "taken",
+    __slots__ = ("topics", "partitions", "ends", "hws", "starts", "sizes", "offline", "lsos",
+                 "open_txns", "o_groups", "o_topics", "o_partitions", "o_offsets", "cluster", "taken",
                  "slices", "loop_s", "longest_s")
 
     def __init__(self) -> None:
         self.topics, self.o_groups, self.o_topics = [], [], []
         self.partitions, self.o_partitions = array("l"), array("l")
-        self.ends, self.hws, self.starts, self.sizes, self.o_offsets = (
-            array("q"), array("q"), array("q"), array("q"), array("q"))
+        self.ends, self.hws, self.starts, self.sizes, self.o_offsets, self.lsos = (
+            array("q"), array("q"), array("q"), array("q"), array("q"), array("q"))
+        self.open_txns = array("l")
         self.offline = bytearray()
         self.cluster = None
 
@@ -113,7 +116,7 @@ class Gathered:
     def _add(self, lg) -> None:
         try:
             numbers = (lg.log_end_offset, lg.high_watermark, lg.log_start_offset,
-                       lg.size_in_bytes(), lg.offline is not None)
+                       lg.size_in_bytes(), lg.offline is not None, *lg.transaction_numbers())
         except Exception as exc:  # noqa: BLE001 - a log closed under us is left out, not fatal
             log.debug("metrics: partition left out of the snapshot: %s", exc)
             return
@@ -124,6 +127,8 @@ class Gathered:
         self.starts.append(numbers[2])
         self.sizes.append(numbers[3])
         self.offline.append(numbers[4])
+        self.lsos.append(numbers[5])
+        self.open_txns.append(numbers[6])
 
 
 class SnapshotCache:
@@ -190,7 +195,8 @@ class _Clock:
 def _row(lg) -> "tuple | None":
     try:
         return (lg, lg.topic, lg.partition, lg.log_end_offset, lg.high_watermark,
-                lg.log_start_offset, lg.size_in_bytes(), lg.offline is not None)
+                lg.log_start_offset, lg.size_in_bytes(), lg.offline is not None,
+                *lg.transaction_numbers())
     except Exception as exc:  # noqa: BLE001 - a log closed under us is left out, not fatal
         log.debug("metrics: partition left out of the snapshot: %s", exc)
         return None
