@@ -306,3 +306,57 @@ def test_the_console_with_auth_required_needs_tls_off_loopback(tmp_path, host):
     with pytest.raises(LogbrokerError, match="needs TLS .* would cross the network in clear") as e:
         asyncio.run(Console(B()).start())
     assert e.value.name == "INVALID_CONFIG"
+
+
+# -- transactions ----------------------------------------------------------------------------
+def _txn_state(**over):
+    from logbroker.coordinator.txn_state import TxnState
+
+    return TxnState(**{"transactional_id": "t", "producer_id": 1, "producer_epoch": 0,
+                       "timeout_ms": 60_000, **over})
+
+
+def test_partition_transactions_on_the_topic_and_topics_pages():
+    s = state(txns={("orders", 0): (25, ((7, 2, 25, T0 - 1500), (8, 0, 27, -1))),
+                    ("orders", 1): (12, ())})
+    rows = views.topic(s, "orders")["partitions"]
+    assert [(r["lso"], r["lso_lag"]) for r in rows] == [(25, 5), (12, 0)]
+    assert rows[0]["open_transactions"] == [
+        {"producer_id": 7, "producer_epoch": 2, "first_offset": 25, "age_ms": 1500},
+        {"producer_id": 8, "producer_epoch": 0, "first_offset": 27, "age_ms": None}]
+    assert {t["name"]: t["open_transactions"] for t in views.topics(s)["topics"]} == {
+        "orders": 2, "__consumer_offsets": 0}
+    assert views.topic(state(), "orders")["partitions"][0]["lso"] is None  # no row: unknown
+
+
+def test_transactions_page_orders_ids_and_filters_what_the_user_may_not_describe():
+    from logbroker.console import pages, txn_views
+    from logbroker.console.access import Access
+
+    s = state(txns={("orders", 0): (25, ((7, 2, 25, T0 - 1500),)), ("secret", 0): (3, ((9, 0, 3, T0),))},
+              topics={"orders": 2, "secret": 1},
+              logs={("orders", 0): (0, 30, 31, 4000, False), ("secret", 0): (0, 4, 4, 10, False)})
+    ids = [_txn_state(transactional_id="done", state="CompleteCommit", start_ms=-1),
+           _txn_state(transactional_id="young", state="Ongoing", start_ms=T0 - 100,
+                      parts=(("orders", 0),)),
+           _txn_state(transactional_id="old", state="Ongoing", start_ms=T0 - 9000,
+                      parts=(("orders", 0), ("secret", 0))),
+           _txn_state(transactional_id="hidden-1", state="Ongoing", start_ms=T0 - 1)]
+    page = txn_views.transactions(s, ids, {"committed": 4, "aborted": 1, "timed_out": 0})
+    assert [r["transactional_id"] for r in page["coordinated"]] == ["old", "young", "hidden-1", "done"]
+    assert page["coordinated"][0]["age_ms"] == 9000 and page["coordinated"][3]["age_ms"] is None
+    assert (page["total"], page["open_count"], page["partition_open_total"]) == (4, 3, 2)
+
+    class Auth:  # describes everything but the topic "secret" and ids "hidden-*"
+        enforcing = True
+
+        def allows(self, principal, operation, resource_type, name):
+            return not name.startswith(("secret", "hidden"))
+
+    a = Access(Auth(), "User:bob")
+    page = pages.transactions(a.narrow(s), ids, {}, a)
+    assert [r["transactional_id"] for r in page["coordinated"]] == ["old", "young", "done"]
+    assert page["coordinated"][0]["partitions"] == ["orders-0"]
+    assert page["coordinated"][0]["hidden_partitions"] == 1
+    assert [(r["topic"], r["lso_lag"], r["age_ms"]) for r in page["partition_open"]] == [
+        ("orders", 5, 1500)]
