@@ -155,7 +155,7 @@ def test_a_transactional_write_is_read_back_read_committed(spark, module_broker)
     with Admin(bs, **FAST) as admin:
         admin.create_topic("sink-txn", 2)
         df = spark.createDataFrame([(b"k%d" % i, b"v%d" % i) for i in range(40)],
-                                   "key binary, value binary").repartition(2)
+                                   "key binary, value binary")  # local[2]: two tasks
         writer(df, bs, "q-ok", topic="sink-txn").save()
         states = admin.describe_transactions(["q-ok-0", "q-ok-1"])
     assert {tid: d.state in ("PrepareCommit", "CompleteCommit") for tid, d in states.items()} \
@@ -163,6 +163,7 @@ def test_a_transactional_write_is_read_back_read_committed(spark, module_broker)
     expected = sorted(b"v%d" % i for i in range(40))
     assert sorted(read(bs, "sink-txn", 2, "read_committed", 40)) == expected
     rows = (spark.read.format("logbroker").option("bootstrap", bs).option("subscribe", "sink-txn")
+            .option("engine", "python")
             .option("kafka.isolation.level", "read_committed").load().select("value").collect())
     assert sorted(bytes(r.value) for r in rows) == expected  # the markers are never rows
 
