@@ -360,3 +360,59 @@ def test_transactions_page_orders_ids_and_filters_what_the_user_may_not_describe
     assert page["coordinated"][0]["hidden_partitions"] == 1
     assert [(r["topic"], r["lso_lag"], r["age_ms"]) for r in page["partition_open"]] == [
         ("orders", 5, 1500)]
+
+
+def test_the_state_is_gathered_in_slices_that_yield_to_the_loop():
+    """300 partitions with a slice of 0 s: the gather yields to the loop between
+    chunks (another task runs meanwhile), and the open transactions' details
+    are read only where a partition counts some."""
+    from types import SimpleNamespace
+
+    from logbroker.console.state import gather
+
+    class Log:
+        def __init__(self, p):
+            self.topic, self.partition, self.offline = "t", p, None
+            self.log_end_offset = self.high_watermark = 10
+            self.log_start_offset, self.details = 0, 0
+
+        def size_in_bytes(self):
+            return 100
+
+        def transaction_numbers(self):
+            return (7, 1) if self.partition == 5 else (10, 0)
+
+        def open_transactions_detail(self):
+            self.details += 1
+            return [(42, 1, 7, T0 - 50)]
+
+    logs = {("t", p): Log(p) for p in range(300)}
+    broker = SimpleNamespace(
+        store=SimpleNamespace(logs=lambda: list(logs.values()), get_log=lambda t, p: logs[t, p]),
+        coordinator=SimpleNamespace(groups=lambda: []), connections={},
+        meta=SimpleNamespace(cluster_numbers=lambda: None, topic_counts=lambda: {"t": 300},
+                             cluster_state=lambda numbers: None),
+        config=SimpleNamespace(broker_id=0, host="127.0.0.1"), port=9555)
+    traffic = SimpleNamespace(parts={("t", p): [p, 1, 0] for p in range(300)})
+
+    async def run():
+        ticks = 0
+
+        async def other():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.get_running_loop().create_task(other())
+        await asyncio.sleep(0)
+        before = ticks
+        s = await gather(broker, traffic, slice_s=0.0)
+        task.cancel()
+        return s, ticks - before
+
+    s, ticks = asyncio.run(run())
+    assert ticks >= 2 * 300 // 32  # the logs and the traffic counters, a yield per chunk
+    assert s.logs[("t", 5)] == (0, 10, 10, 100, False) and s.traffic[("t", 9)] == (9, 1, 0)
+    assert s.txns[("t", 5)] == (7, ((42, 1, 7, T0 - 50),)) and s.txns[("t", 4)] == (10, ())
+    assert sum(lg.details for lg in logs.values()) == 1

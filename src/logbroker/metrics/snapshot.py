@@ -90,7 +90,7 @@ class Gathered:
 
     @classmethod
     async def gather(cls, broker, slice_s: float = SLICE_S) -> "Gathered":
-        s, clock = cls(), _Clock(slice_s)
+        s, clock = cls(), SliceClock(slice_s)
         s.taken = time.monotonic()
         logs = broker.store.logs()
         for i in range(0, len(logs), CHUNK):
@@ -164,7 +164,7 @@ class SnapshotCache:
         return snap
 
 
-class _Clock:
+class SliceClock:
     """Loop time of a gather, in slices: ``tick()`` yields once the current
     slice has used ``slice_s``."""
 
