@@ -21,7 +21,6 @@ import logging
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from ..security.acl import GROUP, TOPIC
-from .snapshot import Snapshot  # noqa: F401 - console/state.py imports it from here
 from .stats import Histogram
 
 log = logging.getLogger("logbroker.metrics")

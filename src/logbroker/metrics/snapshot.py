@@ -1,9 +1,8 @@
 """The broker's state as plain numbers, read on its event loop without
 stalling it (docs/metrics.md, "How it is collected").
 
-- ``Snapshot.take(broker)`` reads it in one go, as rows (the console's
-  state, console/state.py).
-- ``await Gathered.gather(broker, slice_s)`` reads the same for a scrape in
+- ``await Gathered.gather(broker, slice_s)`` reads it for a scrape (and for
+  the console's pages, console/state.py) in
   slices of about ``slice_s`` of loop time each (``SLICE_S``: 1 ms),
   yielding to the loop between them, so another client waits about one
   slice, whatever the number of partitions. Lists the loop may change
@@ -34,32 +33,6 @@ from array import array
 log = logging.getLogger("logbroker.metrics")
 SLICE_S = 0.001  # loop time one slice of a gather may use before it yields
 CHUNK = 32  # rows read between two looks at the clock
-
-
-class Snapshot:
-    """The state as numbers: ``logs`` (log, topic, partition, log end, high
-    watermark, log start, size, offline, last stable offset, open
-    transactions) per partition, ``offsets`` (group,
-    (topic, partition), committed offset), ``connections``, ``cluster``
-    (metadata's cluster_numbers, None on a single node); ``taken``
-    (monotonic), ``slices`` and ``loop_s`` / ``longest_s`` (loop time spent,
-    and in the longest slice)."""
-
-    __slots__ = ("logs", "connections", "offsets", "cluster", "taken", "slices", "loop_s",
-                 "longest_s")
-
-    @classmethod
-    def take(cls, broker) -> "Snapshot":
-        s = cls()
-        s.taken, started = time.monotonic(), time.perf_counter()
-        s.connections = len(broker.connections)
-        s.logs = [row for row in map(_row, broker.store.logs()) if row is not None]
-        s.offsets = [(g.name, tp, co.offset) for g in broker.coordinator.groups()
-                     for tp, co in list(g.offsets.items())]
-        s.cluster = broker.meta.cluster_numbers()  # None on a single node
-        s.slices, s.loop_s = 1, time.perf_counter() - started
-        s.longest_s = s.loop_s
-        return s
 
 
 class Gathered:
@@ -191,12 +164,3 @@ class SliceClock:
         self.spent += took
         self.longest = max(self.longest, took)
 
-
-def _row(lg) -> "tuple | None":
-    try:
-        return (lg, lg.topic, lg.partition, lg.log_end_offset, lg.high_watermark,
-                lg.log_start_offset, lg.size_in_bytes(), lg.offline is not None,
-                *lg.transaction_numbers())
-    except Exception as exc:  # noqa: BLE001 - a log closed under us is left out, not fatal
-        log.debug("metrics: partition left out of the snapshot: %s", exc)
-        return None
