@@ -277,7 +277,7 @@ class TaskWriter:
     def _begin(self) -> None:
         tid = self.config.producer_kwargs(self.task_id)["transactional_id"]
         try:
-            self.producer.init_transactions(self.config.flush_timeout())
+            self.producer.init_transactions()  # bounded by max_block_ms (the Producer's)
             self.producer.begin_transaction()
         except (LogbrokerError, TimeoutError) as exc:
             raise SparkSinkError(f"transactional id {tid!r}: could not start the task's "
