@@ -17,7 +17,8 @@ revealed.
 | groups | nothing: lists the groups the user may describe |
 | a group | describe on it (offsets of hidden topics left out) |
 | throughput | nothing: the topics the user may describe |
-| transactions | nothing: the transactional ids the user may describe (their partitions of hidden topics left out), open transactions of the topics it may describe |
+| transactions | nothing: the transactional ids the user may describe (their |
+|   | partitions of hidden topics left out), open transactions of visible topics |
 | messages | read on the topic |
 """
 

@@ -46,7 +46,8 @@ class Gathered:
     (loop time spent, and in the longest slice)."""
 
     __slots__ = ("topics", "partitions", "ends", "hws", "starts", "sizes", "offline", "lsos",
-                 "open_txns", "o_groups", "o_topics", "o_partitions", "o_offsets", "cluster", "taken",
+                 "open_txns", "o_groups", "o_topics", "o_partitions", "o_offsets", "cluster",
+                 "taken",
                  "slices", "loop_s", "longest_s")
 
     def __init__(self) -> None:

@@ -4,9 +4,9 @@
 From a ``Gathered`` state (snapshot.py) and the traffic counters
 (stats.py), keeping only the topics and groups ``names`` (collect.py
 ``Names``) lets the scraper describe: the partition gauges (offsets,
-sizes, LSO lag, open transactions), the partition traffic counters, the groups' committed offsets and
-lag, the partition counts, and the cluster gauges. Runs in the render
-thread, never on the broker's loop.
+sizes, LSO lag, open transactions), the partition traffic counters, the
+groups' committed offsets and lag, the partition counts, and the cluster
+gauges. Runs in the render thread, never on the broker's loop.
 
 Written line by line as the text format (0.0.4) rather than through
 prometheus_client's metric families: those make one tracked object per
