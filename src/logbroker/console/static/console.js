@@ -113,7 +113,7 @@ const pages = {
                            ["isr", "ISR"], ["log_start", "log start", true], ["hw", "high watermark", true],
                            ["log_end", "log end", true], ["lso", "last stable", true],
                            ["lso_lag", "HW - LSO", true], ["size", "size", true],
-                           ["open_transactions", "open transactions (producer/epoch @first offset, age)"],
+                           ["open_transactions", "open transactions"],
                            ["browse", ""]], rows)];
   },
 
