@@ -1,6 +1,7 @@
 """The web console in headless Chromium against a real broker with data (docs/console.md).
 
-One broker process (``--console-port 0``) and one Chromium session (selenium
+One broker process (``--console-port 0``, ``--metrics-port 0``: the
+transactions' gauges are scraped from the same data) and one Chromium session (selenium
 driving Debian's chromium through /usr/bin/chromedriver) for the module.
 Each test opens a page, waits (bounded) for its content and asserts on what
 is visible; screenshots go to build/console/*.png (docs/img/console/ holds
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import FAST, BrokerProcess, consume, missing
+from tests.support.fixtures import FAST, BrokerProcess, consume, missing, wait_until
+from tests.support.metrics_scrape import scrape, value
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "console"
@@ -41,8 +43,11 @@ def _browser_or_skip():
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory):
-    """(console URL, broker) with 2 topics, 2 groups and JSON / binary / header records."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("console") / "data", "--console-port", "0").start()
+    """(console URL, broker) with 2 topics, 2 groups and JSON / binary / header records,
+    and topic payments with a committed, an aborted and an open transaction
+    (``broker.metrics_url``: its /metrics)."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("console") / "data", "--console-port", "0",
+                           "--metrics-port", "0").start()
     try:
         yield from _with_data(broker)
     finally:
@@ -54,9 +59,12 @@ def _with_data(broker):
 
     # printed right after the listening line (maybe already in stdout's buffer: no select)
     line = broker.proc.stdout.readline()
+    if line.startswith("logbroker metrics on "):
+        broker.metrics_url = line.split(" on ", 1)[1].strip()
+        line = broker.proc.stdout.readline()
     assert line.startswith("logbroker console on http://127.0.0.1:"), line
     url = line.split(" on ", 1)[1].strip()
-    admin, consumer = Admin(broker.bootstrap, **FAST), None
+    admin, consumer, open_txn = Admin(broker.bootstrap, **FAST), None, None
     try:
         admin.create_topics([("orders", 2), ("events", 1)])
         with Producer(broker.bootstrap, **FAST) as producer:
@@ -74,11 +82,40 @@ def _with_data(broker):
         consumer.subscribe(["events"])
         assert len(consume(consumer, 5)) == 5
         consumer.commit()
+        open_txn = _transactions(broker.bootstrap, admin)
         yield url, broker
     finally:
+        if open_txn is not None:
+            open_txn.close()
         if consumer is not None:
             consumer.close()
         admin.close()
+
+
+def _transactions(bootstrap: str, admin):
+    """payments-0: 3 records committed (pay-done), 2 aborted (pay-undone),
+    2 in a transaction left open (pay-open: its producer is returned, open)."""
+    from logbroker.client import Producer
+
+    admin.create_topics([("payments", 1)])
+    for tid, commit in (("pay-done", True), ("pay-undone", False)):
+        with Producer(bootstrap, transactional_id=tid, **FAST) as p:
+            p.init_transactions()
+            p.begin_transaction()
+            for i in range(3 if commit else 2):
+                p.send("payments", b"%s %d" % (tid.encode(), i), partition=0)
+            p.flush()
+            p.commit_transaction() if commit else p.abort_transaction()
+    p = Producer(bootstrap, transactional_id="pay-open", **FAST)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("payments", b"pending 0", partition=0)
+    p.send("payments", b"pending 1", partition=0)
+    p.flush()
+    states = lambda: {t.transactional_id: t.state for t in admin.list_transactions()}  # noqa: E731
+    wait_until(lambda: states() == {"pay-done": "CompleteCommit", "pay-undone": "CompleteAbort",
+                                    "pay-open": "Ongoing"}, WAIT_S, "the transactions settled")
+    return p
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +300,41 @@ def test_login_through_the_form_then_topics_and_logout(browser, auth_console):
     _wait(browser, lambda d: urlparse(d.current_url).path == "/login")
     browser.get(url + "api/topics")
     assert "LOGIN_REQUIRED" in browser.page_source
+
+
+def test_topic_page_shows_the_last_stable_offset_and_the_open_transaction(browser, console):
+    _open(browser, console, "/topic/payments", "topic")
+    hw, lso = int(_cells(browser, "partitions", "hw")[0]), int(_cells(browser, "partitions", "lso")[0])
+    assert (hw, lso) == (9, 7)  # 3 + marker + 2 + marker, then the 2 open records
+    assert _cells(browser, "partitions", "lso_lag") == ["2"]
+    opened = _cells(browser, "partitions", "open_transactions")[0]
+    assert "/0 @7 (" in opened, opened  # producer/epoch @first offset (age)
+    _open(browser, console, "/topics", "topics")
+    assert dict(zip(_cells(browser, "topics", "name"),
+                    _cells(browser, "topics", "open_transactions")))["payments"] == "1"
+
+
+def test_transactions_page_lists_the_ids_and_the_open_transaction(browser, console):
+    _open(browser, console, "/transactions", "transactions")
+    states = dict(zip(_cells(browser, "txn-ids", "transactional_id"), _cells(browser, "txn-ids", "state")))
+    assert states == {"pay-open": "Ongoing", "pay-done": "CompleteCommit",
+                      "pay-undone": "CompleteAbort"}, states
+    assert _cells(browser, "txn-ids", "transactional_id")[0] == "pay-open"  # open ones first
+    assert _cells(browser, "txn-ids", "partitions")[0] == "payments-0"
+    assert _cells(browser, "txn-ids", "age")[0] != "–" and _cells(browser, "txn-ids", "age")[1] == "–"
+    assert _text(browser, "#txn-open").endswith("1")
+    assert _text(browser, "#txn-committed").endswith("1") and _text(browser, "#txn-aborted").endswith("1")
+    assert _cells(browser, "txn-open-parts", "first_offset") == ["7"]
+    assert _cells(browser, "txn-open-parts", "lso_lag") == ["2"]
+    _shot(browser, "transactions")
+
+
+def test_metrics_show_lso_lag_open_transactions_and_outcomes(console):
+    _, broker = console
+    got = scrape(broker.metrics_url)
+    assert value(got, "logbroker_partition_lso_lag_records", topic="payments", partition=0) == 2
+    assert value(got, "logbroker_partition_open_transactions", topic="payments", partition=0) == 1
+    assert value(got, "logbroker_partition_lso_lag_records", topic="orders", partition=0) == 0
+    assert value(got, "logbroker_transactions_total", outcome="committed") == 1
+    assert value(got, "logbroker_transactions_total", outcome="aborted") == 1
+    assert value(got, "logbroker_transactions_total", outcome="timed_out") == 0

@@ -306,3 +306,113 @@ def test_the_console_with_auth_required_needs_tls_off_loopback(tmp_path, host):
     with pytest.raises(LogbrokerError, match="needs TLS .* would cross the network in clear") as e:
         asyncio.run(Console(B()).start())
     assert e.value.name == "INVALID_CONFIG"
+
+
+# -- transactions ----------------------------------------------------------------------------
+def _txn_state(**over):
+    from logbroker.coordinator.txn_state import TxnState
+
+    return TxnState(**{"transactional_id": "t", "producer_id": 1, "producer_epoch": 0,
+                       "timeout_ms": 60_000, **over})
+
+
+def test_partition_transactions_on_the_topic_and_topics_pages():
+    s = state(txns={("orders", 0): (25, ((7, 2, 25, T0 - 1500), (8, 0, 27, -1))),
+                    ("orders", 1): (12, ())})
+    rows = views.topic(s, "orders")["partitions"]
+    assert [(r["lso"], r["lso_lag"]) for r in rows] == [(25, 5), (12, 0)]
+    assert rows[0]["open_transactions"] == [
+        {"producer_id": 7, "producer_epoch": 2, "first_offset": 25, "age_ms": 1500},
+        {"producer_id": 8, "producer_epoch": 0, "first_offset": 27, "age_ms": None}]
+    assert {t["name"]: t["open_transactions"] for t in views.topics(s)["topics"]} == {
+        "orders": 2, "__consumer_offsets": 0}
+    assert views.topic(state(), "orders")["partitions"][0]["lso"] is None  # no row: unknown
+
+
+def test_transactions_page_orders_ids_and_filters_what_the_user_may_not_describe():
+    from logbroker.console import pages, txn_views
+    from logbroker.console.access import Access
+
+    s = state(txns={("orders", 0): (25, ((7, 2, 25, T0 - 1500),)), ("secret", 0): (3, ((9, 0, 3, T0),))},
+              topics={"orders": 2, "secret": 1},
+              logs={("orders", 0): (0, 30, 31, 4000, False), ("secret", 0): (0, 4, 4, 10, False)})
+    ids = [_txn_state(transactional_id="done", state="CompleteCommit", start_ms=-1),
+           _txn_state(transactional_id="young", state="Ongoing", start_ms=T0 - 100,
+                      parts=(("orders", 0),)),
+           _txn_state(transactional_id="old", state="Ongoing", start_ms=T0 - 9000,
+                      parts=(("orders", 0), ("secret", 0))),
+           _txn_state(transactional_id="hidden-1", state="Ongoing", start_ms=T0 - 1)]
+    page = txn_views.transactions(s, ids, {"committed": 4, "aborted": 1, "timed_out": 0})
+    assert [r["transactional_id"] for r in page["coordinated"]] == ["old", "young", "hidden-1", "done"]
+    assert page["coordinated"][0]["age_ms"] == 9000 and page["coordinated"][3]["age_ms"] is None
+    assert (page["total"], page["open_count"], page["partition_open_total"]) == (4, 3, 2)
+
+    class Auth:  # describes everything but the topic "secret" and ids "hidden-*"
+        enforcing = True
+
+        def allows(self, principal, operation, resource_type, name):
+            return not name.startswith(("secret", "hidden"))
+
+    a = Access(Auth(), "User:bob")
+    page = pages.transactions(a.narrow(s), ids, {}, a)
+    assert [r["transactional_id"] for r in page["coordinated"]] == ["old", "young", "done"]
+    assert page["coordinated"][0]["partitions"] == ["orders-0"]
+    assert page["coordinated"][0]["hidden_partitions"] == 1
+    assert [(r["topic"], r["lso_lag"], r["age_ms"]) for r in page["partition_open"]] == [
+        ("orders", 5, 1500)]
+
+
+def test_the_state_is_gathered_in_slices_that_yield_to_the_loop():
+    """300 partitions with a slice of 0 s: the gather yields to the loop between
+    chunks (another task runs meanwhile), and the open transactions' details
+    are read only where a partition counts some."""
+    from types import SimpleNamespace
+
+    from logbroker.console.state import gather
+
+    class Log:
+        def __init__(self, p):
+            self.topic, self.partition, self.offline = "t", p, None
+            self.log_end_offset = self.high_watermark = 10
+            self.log_start_offset, self.details = 0, 0
+
+        def size_in_bytes(self):
+            return 100
+
+        def transaction_numbers(self):
+            return (7, 1) if self.partition == 5 else (10, 0)
+
+        def open_transactions_detail(self):
+            self.details += 1
+            return [(42, 1, 7, T0 - 50)]
+
+    logs = {("t", p): Log(p) for p in range(300)}
+    broker = SimpleNamespace(
+        store=SimpleNamespace(logs=lambda: list(logs.values()), get_log=lambda t, p: logs[t, p]),
+        coordinator=SimpleNamespace(groups=lambda: []), connections={},
+        meta=SimpleNamespace(cluster_numbers=lambda: None, topic_counts=lambda: {"t": 300},
+                             cluster_state=lambda numbers: None),
+        config=SimpleNamespace(broker_id=0, host="127.0.0.1"), port=9555)
+    traffic = SimpleNamespace(parts={("t", p): [p, 1, 0] for p in range(300)})
+
+    async def run():
+        ticks = 0
+
+        async def other():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.get_running_loop().create_task(other())
+        await asyncio.sleep(0)
+        before = ticks
+        s = await gather(broker, traffic, slice_s=0.0)
+        task.cancel()
+        return s, ticks - before
+
+    s, ticks = asyncio.run(run())
+    assert ticks >= 2 * 300 // 32  # the logs and the traffic counters, a yield per chunk
+    assert s.logs[("t", 5)] == (0, 10, 10, 100, False) and s.traffic[("t", 9)] == (9, 1, 0)
+    assert s.txns[("t", 5)] == (7, ((42, 1, 7, T0 - 50),)) and s.txns[("t", 4)] == (10, ())
+    assert sum(lg.details for lg in logs.values()) == 1

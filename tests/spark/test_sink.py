@@ -65,7 +65,9 @@ def test_bad_options_are_named(options, message):
 
 
 def test_unknown_option_error_lists_the_known_ones():
-    with pytest.raises(SparkSinkError, match="bootstrap, topic and the Producer's settings: acks, "
+    with pytest.raises(SparkSinkError, match="bootstrap, topic, transactional, "
+                                             "transactional_id_prefix, transaction_timeout_ms "
+                                             "and the Producer's settings: acks, "
                                              "auto_create_topics, batch_size"):
         parse_sink_options({"bootstrap": "h:1", "kafka.bootstrap.servers": "h:1"})
 

@@ -136,3 +136,17 @@ def test_forget_producers_keeps_open_ones():
     st.on_transactional(100, 0, 50)
     assert st.forget_producers(3) == 8
     assert 100 in st.producers and len(st.producers) == 3
+
+
+def test_an_open_transaction_keeps_its_first_timestamp_through_a_snapshot():
+    st = TxnState()
+    st.on_transactional(1, 0, 5, 1_700_000_000_000)
+    st.on_transactional(1, 0, 6, 1_700_000_009_000)  # a later batch: the first one's time stays
+    st.on_transactional(2, 3, 7)  # unknown time
+    assert st.open_detail() == [(1, 0, 5, 1_700_000_000_000), (2, 3, 7, -1)]
+    again = TxnState.from_snapshot(st.snapshot())
+    assert again.open_detail() == st.open_detail()
+    old = {k: v for k, v in st.snapshot().items() if k != "opened"}  # written before it existed
+    assert TxnState.from_snapshot(old).open_detail() == [(1, 0, 5, -1), (2, 3, 7, -1)]
+    st.on_marker(1, 0, True, 0, 9)
+    assert st.open_detail() == [(2, 3, 7, -1)] and 1 not in st.opened

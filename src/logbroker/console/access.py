@@ -12,8 +12,8 @@ naming the principal, the operation and the resource; app.py answers it
 as HTTP 403 with no data.
 
 ``narrow(state)`` is the console's ``State`` with only what the principal
-may describe: topics (and their logs, traffic, partitions in the cluster
-view), groups, and in each group the committed offsets of visible topics
+may describe: topics (and their logs, traffic, transactions, partitions in
+the cluster view), groups, and in each group the committed offsets of visible topics
 (a group with some hidden is marked ``hidden``, so its page leaves out
 the lag history, a total over every topic). The views (views.py) then
 run unchanged on it, so no page can show a topic the list would not.
@@ -24,11 +24,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC
+from ..security.acl import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID
 from ..security.acl_rules import ERRORS
 
 log = logging.getLogger("logbroker.console")
-__all__ = ["Access", "CLUSTER", "CLUSTER_NAME", "GROUP", "TOPIC"]
+__all__ = ["Access", "CLUSTER", "CLUSTER_NAME", "GROUP", "TOPIC", "TRANSACTIONAL_ID"]
 
 
 class Access:
@@ -79,6 +79,7 @@ class Access:
             state, topics={t: n for t, n in state.topics.items() if topic(t)},
             logs={k: v for k, v in state.logs.items() if topic(k[0])},
             traffic={k: v for k, v in state.traffic.items() if topic(k[0])},
+            txns={k: v for k, v in state.txns.items() if topic(k[0])},
             groups=groups, cluster=cluster)
 
     def visible_topics(self, names) -> list:

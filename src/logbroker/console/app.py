@@ -6,9 +6,12 @@ their JSON API on ``config.host:config.console_port`` (0 picks a free port;
 (history.py); ``close()`` stops both. Read-only: every route is a GET (and
 its HEAD); there is no route that changes anything.
 
-Each API handler takes the broker's state on the loop (state.take: no I/O)
-and answers a pure view of it (views.py); the message browser reads one
-bounded page in the console's own reader thread (messages.py). Every query
+Each API handler gathers the broker's state on the loop (``refresh``:
+state.gather, in ~1 ms slices that yield to the loop; requests arriving
+while one gather runs share it; no I/O) and answers a pure view of it
+(views.py); the message browser reads one
+bounded page in the console's own reader thread (messages.py), as does
+the transactions page (txn_views.py: up to 100,000 ids sorted). Every query
 parameter is checked at the edge (inputs.py): a bad one is HTTP 400 with
 ``{"code", "message"}``, an unknown topic or group 404, a bug 500 with a
 line in the broker log; never a traceback to the browser.
@@ -46,7 +49,7 @@ from .access import Access
 from .history import SAMPLE_S, History
 from .login import Gate
 from .messages import read_page
-from .state import take
+from .state import gather, txn_ids
 
 log = logging.getLogger("logbroker.console")
 STATIC = Path(__file__).parent / "static"
@@ -70,6 +73,8 @@ class Console:
         self._runner: "web.AppRunner | None" = None
         self._sampler: "asyncio.Task | None" = None
         self._reader: "ThreadPoolExecutor | None" = None
+        self._state = None  # the last state gathered (refresh)
+        self._gathering: "asyncio.Task | None" = None
         self.gate: "Gate | None" = None  # the login, with auth_required
         self.secure = broker.config.tls_cert is not None  # HTTPS
         self.loopback = _loopback(broker.config.host)  # Host must name an IP or localhost
@@ -99,16 +104,33 @@ class Console:
         await site.start()
         self.port = self._runner.addresses[0][1]
         self._sampler = asyncio.get_running_loop().create_task(
-            self.history.run(self.state, self.sample_s))
+            self.history.run(self._sample, self.sample_s))
         log.info("console on %s", self.url)
 
+    async def refresh(self) -> None:
+        """Gather the state (state.gather, in slices); a call while a gather
+        runs waits for that one. Every handler calls it, then its page,
+        which reads ``state()`` with no await in between (so it sees what
+        its own refresh gathered)."""
+        if self._gathering is None or self._gathering.done():
+            self._gathering = asyncio.get_running_loop().create_task(
+                gather(self.broker, self.traffic))
+        self._state = await asyncio.shield(self._gathering)
+
     def state(self):
-        return take(self.broker, self.traffic)
+        """The state the last ``refresh`` gathered."""
+        return self._state
+
+    async def _sample(self):
+        await self.refresh()
+        return self._state
 
     async def close(self) -> None:
         """Stop the sampler and the server (bounded); idempotent, never raises."""
         sampler, self._sampler = self._sampler, None
         runner, self._runner = self._runner, None
+        if self._gathering is not None:
+            self._gathering.cancel()
         try:
             if sampler is not None:
                 sampler.cancel()
@@ -122,6 +144,15 @@ class Console:
             self._reader = None
         if self.gate is not None:
             self.gate.close()
+
+    async def transactions(self, a: Access) -> dict:
+        """The transactions page for ``a``: the state and the coordinator's
+        ids copied on the loop, the page computed in the reader thread."""
+        await self.refresh()
+        state, ids = a.narrow(self.state()), txn_ids(self.broker)
+        counts = dict(getattr(getattr(self.broker, "txns", None), "outcomes", None) or {})
+        return await asyncio.get_running_loop().run_in_executor(
+            self._reader, pages.transactions, state, ids, counts, a)
 
     async def read_messages(self, q: inputs.MessageQuery) -> dict:
         lg = self.broker.store.get_log(q.topic, q.partition)  # UNKNOWN_TOPIC_OR_PARTITION
@@ -138,6 +169,7 @@ def make_app(console: Console) -> web.Application:
                        ("throughput", pages.throughput), ("session", pages.session)):
         r.add_get(f"/api/{path}", _api(page))
     r.add_get("/api/messages", _messages)
+    r.add_get("/api/transactions", _transactions)
     r.add_get("/login", _gated("login_form"))
     r.add_post("/login", _gated("login"))  # the only POSTs: login and logout (login.py)
     r.add_post("/logout", _gated("logout"))
@@ -148,7 +180,11 @@ def make_app(console: Console) -> web.Application:
 
 def _api(page):
     async def handler(request: web.Request) -> web.Response:
-        return web.json_response(page(request.app[CONSOLE], request.query, request[ACCESS]))
+        console = request.app[CONSOLE]
+        refresh = getattr(console, "refresh", None)  # a test's console may hold a fixed state
+        if refresh is not None:
+            await refresh()
+        return web.json_response(page(console, request.query, request[ACCESS]))
     return handler
 
 
@@ -165,6 +201,10 @@ def _gated(name: str):
 async def _messages(request: web.Request) -> web.Response:
     q = pages.messages_query(request.query, request[ACCESS])
     return web.json_response(await request.app[CONSOLE].read_messages(q))
+
+
+async def _transactions(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[CONSOLE].transactions(request[ACCESS]))
 
 
 async def _index(request: web.Request) -> web.FileResponse:

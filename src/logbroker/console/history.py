@@ -10,6 +10,7 @@ failed sample is logged and the loop goes on (it never kills the broker).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections import deque
 
@@ -44,10 +45,14 @@ class History:
         return [list(s) for s in self.lags.get(group, ())]
 
     async def run(self, take, period: float = SAMPLE_S) -> None:
-        """Sample ``take()`` now and every ``period`` s until cancelled."""
+        """Sample ``take()`` (a state, or an awaitable of one) now and every
+        ``period`` s until cancelled."""
         while True:
             try:
-                self.record(take())
+                state = take()
+                if inspect.isawaitable(state):
+                    state = await state
+                self.record(state)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - the sampler logs and goes on

@@ -17,13 +17,16 @@ revealed.
 | groups | nothing: lists the groups the user may describe |
 | a group | describe on it (offsets of hidden topics left out) |
 | throughput | nothing: the topics the user may describe |
+| transactions | nothing: the transactional ids the user may describe (their |
+|   | partitions of hidden topics left out), open transactions of visible topics |
 | messages | read on the topic |
 """
 
 from __future__ import annotations
 
 from . import inputs, views
-from .access import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, Access
+from . import txn_views
+from .access import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, TRANSACTIONAL_ID, Access
 
 
 def overview(c, q, a: Access) -> dict:
@@ -64,6 +67,17 @@ def throughput(c, q, a: Access) -> dict:
         shown = a.visible_topics(page["topics"])
         page = {"topics": shown, "series": {t: page["series"][t] for t in shown}}
     return {**page, "sample_s": c.sample_s}
+
+
+def transactions(state, ids, counts: dict, a: Access) -> dict:
+    """The transactions page (txn_views.py) of ``state`` (already narrowed)
+    and ``ids`` (the coordinator's states) for ``a``; any thread (the ACL
+    checks are, BrokerAuth.allows), run in the console's reader thread."""
+    if a.everything:
+        return txn_views.transactions(state, ids, counts)
+    return txn_views.transactions(state, ids, counts,
+                                  lambda tid: a.may("describe", TRANSACTIONAL_ID, tid),
+                                  lambda t: a.may("describe", TOPIC, t))
 
 
 def messages_query(q, a: Access) -> inputs.MessageQuery:

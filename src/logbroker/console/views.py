@@ -45,6 +45,8 @@ def topics(state) -> dict:
         out.append({"name": name, "partitions": state.topics[name],
                     "records": sum(max(hw - start, 0) for start, hw, *_ in local),
                     "size": sum(r[3] for r in local), "local_partitions": len(local),
+                    "open_transactions": sum(len(state.txns.get((name, p), (0, ()))[1])
+                                             for p in range(state.topics[name])),
                     "internal": name.startswith("__")})
     return {"topics": out}
 
@@ -63,8 +65,30 @@ def topic(state, name: str) -> dict:
         start, hw, end, size, down = log if log is not None else (None,) * 4 + (False,)
         rows.append({"partition": p, "leader": leader, "replicas": list(replicas),
                      "isr": list(isr), "log_start": start, "hw": hw, "log_end": end,
-                     "size": size, "offline": bool(down), "local": log is not None})
+                     "size": size, "offline": bool(down), "local": log is not None,
+                     **partition_txns(state, name, p, hw)})
     return {"name": name, "partitions": rows}
+
+
+def partition_txns(state, topic: str, partition: int, hw) -> dict:
+    """A partition's transactions as its topic page shows them: ``lso``
+    (last stable offset), ``lso_lag`` (HW - LSO: records read_committed
+    consumers cannot read yet) and ``open_transactions`` (producer id,
+    epoch, first offset, age in ms from the first batch's timestamp, None
+    when unknown); None and [] where this broker has no log of it."""
+    row = state.txns.get((topic, partition))
+    if row is None:
+        return {"lso": None, "lso_lag": None, "open_transactions": []}
+    lso, open_ = row
+    return {"lso": lso, "lso_lag": None if hw is None else max(hw - lso, 0),
+            "open_transactions": [{"producer_id": pid, "producer_epoch": epoch,
+                                   "first_offset": first, "age_ms": age_ms(opened, state.taken_ms)}
+                                  for pid, epoch, first, opened in open_]}
+
+
+def age_ms(since_ms: int, now_ms: int) -> "int | None":
+    """``now_ms - since_ms`` (never negative), None for an unknown time (< 0)."""
+    return None if since_ms is None or since_ms < 0 else max(now_ms - since_ms, 0)
 
 
 def group_lags(state, g: dict) -> list:

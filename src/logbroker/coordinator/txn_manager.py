@@ -22,6 +22,12 @@ One timer loop (never dies: a failure is logged and the loop goes on)
 follows leadership, aborts transactions open longer than their timeout
 (epoch bumped: the old producer is fenced) and expires ids idle longer
 than ``transactional_id_expiration_ms`` (a tombstone).
+
+``outcomes`` counts, since the broker started, the transactions this
+coordinator completed (``committed``, ``aborted``: Complete* written, a
+failed-over one finished here included) and those it aborted for their
+timeout (``timed_out``, also counted in ``aborted`` once complete): plain
+ints the loop bumps, read by the metrics and the console.
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ class TxnCoordinator:
         self._task: "asyncio.Task | None" = None
         self._tasks: set[asyncio.Task] = set()
         self._checked = 0.0
+        self.outcomes = {"committed": 0, "aborted": 0, "timed_out": 0}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -260,6 +267,10 @@ class TxnCoordinator:
         log.info("transactional id %r: aborting its open transaction (epoch %d -> %d)",
                  cur.transactional_id, cur.producer_epoch, nxt.producer_epoch)
 
+    async def _time_out(self, p: int, view: TxnView, cur: ts.TxnState) -> None:
+        await self._fence(p, view, cur)
+        self.outcomes["timed_out"] += 1
+
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -283,6 +294,7 @@ class TxnCoordinator:
                     if view.txns.get(tid) != st:
                         return  # that earlier write landed
                     await self._write(p, view, ts.complete(st, _now_ms()))
+                    self.outcomes["committed" if st.commit else "aborted"] += 1
                     return
             except asyncio.CancelledError:
                 raise
@@ -356,7 +368,7 @@ class TxnCoordinator:
                 if st.overdue(now_ms):
                     log.info("transactional id %r: its transaction is open past its timeout "
                              "(%d ms)", st.transactional_id, st.timeout_ms)
-                    self._spawn(self._quietly(self._fence(p, view, st)))
+                    self._spawn(self._quietly(self._time_out(p, view, st)))
                 elif st.expired(now_ms, self.settings.expiration_ms):
                     self._spawn(self._quietly(self._write(p, view, ts.expire(st))))
 

@@ -21,7 +21,6 @@ import logging
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from ..security.acl import GROUP, TOPIC
-from .snapshot import Snapshot  # noqa: F401 - console/state.py imports it from here
 from .stats import Histogram
 
 log = logging.getLogger("logbroker.metrics")
@@ -73,7 +72,7 @@ class BrokerCollector:
     def collect(self):
         out: list = []
         for section in (self._requests, self._commit, lambda: _kafka_families(self.broker),
-                        lambda: _connections(self.broker)):
+                        lambda: _connections(self.broker), lambda: _txn_families(self.broker)):
             try:
                 out.extend(section())
             except Exception:  # noqa: BLE001 - a scrape answers whatever it could collect
@@ -133,6 +132,21 @@ def _kafka_families(broker) -> list:
                               labels=("path",))
     for path, n in list(PATHS.items()):
         fam.add_metric([path], n)
+    return [fam]
+
+
+def _txn_families(broker) -> list:
+    """The transaction coordinator's outcomes (txn_manager.py ``outcomes``:
+    plain ints the loop bumps, read as they are)."""
+    outcomes = getattr(getattr(broker, "txns", None), "outcomes", None)
+    if outcomes is None:
+        return []
+    fam = CounterMetricFamily("logbroker_transactions", "Transactions this broker's "
+                              "coordinator completed (committed, aborted) or aborted for their "
+                              "timeout (timed_out, counted in aborted too once complete), by "
+                              "outcome.", labels=("outcome",))
+    for outcome, n in list(outcomes.items()):
+        fam.add_metric([outcome], n)
     return [fam]
 
 

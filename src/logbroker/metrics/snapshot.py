@@ -1,9 +1,8 @@
 """The broker's state as plain numbers, read on its event loop without
 stalling it (docs/metrics.md, "How it is collected").
 
-- ``Snapshot.take(broker)`` reads it in one go, as rows (the console's
-  state, console/state.py).
-- ``await Gathered.gather(broker, slice_s)`` reads the same for a scrape in
+- ``await Gathered.gather(broker, slice_s)`` reads it for a scrape (and for
+  the console's pages, console/state.py) in
   slices of about ``slice_s`` of loop time each (``SLICE_S``: 1 ms),
   yielding to the loop between them, so another client waits about one
   slice, whatever the number of partitions. Lists the loop may change
@@ -36,49 +35,27 @@ SLICE_S = 0.001  # loop time one slice of a gather may use before it yields
 CHUNK = 32  # rows read between two looks at the clock
 
 
-class Snapshot:
-    """The state as numbers: ``logs`` (log, topic, partition, log end, high
-    watermark, log start, size, offline) per partition, ``offsets`` (group,
-    (topic, partition), committed offset), ``connections``, ``cluster``
-    (metadata's cluster_numbers, None on a single node); ``taken``
-    (monotonic), ``slices`` and ``loop_s`` / ``longest_s`` (loop time spent,
-    and in the longest slice)."""
-
-    __slots__ = ("logs", "connections", "offsets", "cluster", "taken", "slices", "loop_s",
-                 "longest_s")
-
-    @classmethod
-    def take(cls, broker) -> "Snapshot":
-        s = cls()
-        s.taken, started = time.monotonic(), time.perf_counter()
-        s.connections = len(broker.connections)
-        s.logs = [row for row in map(_row, broker.store.logs()) if row is not None]
-        s.offsets = [(g.name, tp, co.offset) for g in broker.coordinator.groups()
-                     for tp, co in list(g.offsets.items())]
-        s.cluster = broker.meta.cluster_numbers()  # None on a single node
-        s.slices, s.loop_s = 1, time.perf_counter() - started
-        s.longest_s = s.loop_s
-        return s
-
-
 class Gathered:
     """The state a scrape shows, in columns (module docstring): per
     partition ``topics`` (names), ``partitions``, ``ends`` (log end
-    offsets), ``hws``, ``starts``, ``sizes``, ``offline`` (0/1); per
+    offsets), ``hws``, ``starts``, ``sizes``, ``offline`` (0/1), ``lsos``
+    (last stable offsets), ``open_txns`` (open transactions); per
     committed offset ``o_groups``, ``o_topics``, ``o_partitions``,
     ``o_offsets``; ``cluster`` (metadata's cluster_numbers, None on a single
     node); ``taken`` (monotonic), ``slices``, ``loop_s`` and ``longest_s``
     (loop time spent, and in the longest slice)."""
 
-    __slots__ = ("topics", "partitions", "ends", "hws", "starts", "sizes", "offline",
-                 "o_groups", "o_topics", "o_partitions", "o_offsets", "cluster", "taken",
+    __slots__ = ("topics", "partitions", "ends", "hws", "starts", "sizes", "offline", "lsos",
+                 "open_txns", "o_groups", "o_topics", "o_partitions", "o_offsets", "cluster",
+                 "taken",
                  "slices", "loop_s", "longest_s")
 
     def __init__(self) -> None:
         self.topics, self.o_groups, self.o_topics = [], [], []
         self.partitions, self.o_partitions = array("l"), array("l")
-        self.ends, self.hws, self.starts, self.sizes, self.o_offsets = (
-            array("q"), array("q"), array("q"), array("q"), array("q"))
+        self.ends, self.hws, self.starts, self.sizes, self.o_offsets, self.lsos = (
+            array("q"), array("q"), array("q"), array("q"), array("q"), array("q"))
+        self.open_txns = array("l")
         self.offline = bytearray()
         self.cluster = None
 
@@ -87,7 +64,7 @@ class Gathered:
 
     @classmethod
     async def gather(cls, broker, slice_s: float = SLICE_S) -> "Gathered":
-        s, clock = cls(), _Clock(slice_s)
+        s, clock = cls(), SliceClock(slice_s)
         s.taken = time.monotonic()
         logs = broker.store.logs()
         for i in range(0, len(logs), CHUNK):
@@ -113,7 +90,7 @@ class Gathered:
     def _add(self, lg) -> None:
         try:
             numbers = (lg.log_end_offset, lg.high_watermark, lg.log_start_offset,
-                       lg.size_in_bytes(), lg.offline is not None)
+                       lg.size_in_bytes(), lg.offline is not None, *lg.transaction_numbers())
         except Exception as exc:  # noqa: BLE001 - a log closed under us is left out, not fatal
             log.debug("metrics: partition left out of the snapshot: %s", exc)
             return
@@ -124,6 +101,8 @@ class Gathered:
         self.starts.append(numbers[2])
         self.sizes.append(numbers[3])
         self.offline.append(numbers[4])
+        self.lsos.append(numbers[5])
+        self.open_txns.append(numbers[6])
 
 
 class SnapshotCache:
@@ -159,7 +138,7 @@ class SnapshotCache:
         return snap
 
 
-class _Clock:
+class SliceClock:
     """Loop time of a gather, in slices: ``tick()`` yields once the current
     slice has used ``slice_s``."""
 
@@ -186,11 +165,3 @@ class _Clock:
         self.spent += took
         self.longest = max(self.longest, took)
 
-
-def _row(lg) -> "tuple | None":
-    try:
-        return (lg, lg.topic, lg.partition, lg.log_end_offset, lg.high_watermark,
-                lg.log_start_offset, lg.size_in_bytes(), lg.offline is not None)
-    except Exception as exc:  # noqa: BLE001 - a log closed under us is left out, not fatal
-        log.debug("metrics: partition left out of the snapshot: %s", exc)
-        return None

@@ -4,9 +4,9 @@
 From a ``Gathered`` state (snapshot.py) and the traffic counters
 (stats.py), keeping only the topics and groups ``names`` (collect.py
 ``Names``) lets the scraper describe: the partition gauges (offsets,
-sizes), the partition traffic counters, the groups' committed offsets and
-lag, the partition counts, and the cluster gauges. Runs in the render
-thread, never on the broker's loop.
+sizes, LSO lag, open transactions), the partition traffic counters, the
+groups' committed offsets and lag, the partition counts, and the cluster
+gauges. Runs in the render thread, never on the broker's loop.
 
 Written line by line as the text format (0.0.4) rather than through
 prometheus_client's metric families: those make one tracked object per
@@ -69,6 +69,15 @@ def _partitions(out: list, g, names) -> None:
         metric, values = f"logbroker_partition_{name}", getattr(g, column)
         _head(out, metric, "gauge", doc)
         out.extend(f"{metric}{{{lab}}} {values[i]}\n" for lab, i in zip(labels, keep))
+    hws, lsos, open_txns = g.hws, g.lsos, g.open_txns
+    metric = "logbroker_partition_lso_lag_records"
+    _head(out, metric, "gauge", "High watermark minus last stable offset: records "
+          "read_committed consumers cannot read yet (open transactions hold them).")
+    out.extend(f"{metric}{{{lab}}} {max(hws[i] - lsos[i], 0)}\n" for lab, i in zip(labels, keep))
+    metric = "logbroker_partition_open_transactions"
+    _head(out, metric, "gauge", "Transactions open on the partition (first batch written, "
+          "no marker yet).")
+    out.extend(f"{metric}{{{lab}}} {open_txns[i]}\n" for lab, i in zip(labels, keep))
 
 
 def _traffic(out: list, traffic, names) -> None:

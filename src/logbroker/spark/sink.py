@@ -22,6 +22,16 @@ its records was not acknowledged, naming the topic and partition.
 Guarantee: at least once, as Spark's Kafka sink (a retried task, or a
 micro-batch run again after a failure, writes its rows again); order is kept
 per partition within a task.
+
+``transactional`` (true/false, default false) with ``transactional_id_prefix``
+(required then) makes each task write its rows in one transaction of the
+Producer whose transactional id is ``PREFIX-<Spark partition id>``: a
+task attempt's rows appear to read_committed readers all together or not
+at all, and a retried attempt of the same partition fences the attempt
+before it (its open transaction is aborted by the retry's
+``init_transactions``). A task that committed and runs again still writes
+again: at least once across attempts (docs/spark.md, "Transactions").
+``transaction_timeout_ms`` is the Producer's.
 """
 
 from __future__ import annotations
@@ -47,6 +57,9 @@ __all__ = ["LogbrokerWriter", "LogbrokerStreamWriter", "SinkCommitMessage", "Spa
 log = logging.getLogger(__name__)
 
 CONNECTION = {"request_timeout_ms": int, "connect_timeout_ms": int, "client_id": str}
+TXN_OPTIONS = {"transactional": bool, "transactional_id_prefix": str,
+               "transaction_timeout_ms": int}  # the sink's own: a transaction per task
+MAX_TASK_SUFFIX = "-2147483647"  # "-" + the largest Spark partition id
 CLIENT_ID = "logbroker-spark-sink"
 SPARK_OPTIONS = frozenset({"checkpointlocation"})  # Spark's own, passed to a stream's sink too
 
@@ -82,11 +95,12 @@ def parse_sink_options(raw: dict) -> SinkConfig:
     ``Producer`` would refuse."""
     opts = {str(k).lower(): v for k, v in raw.items()}
     known = producer_options()
-    unknown = sorted(set(opts) - set(known) - {"bootstrap", "topic"} - SPARK_OPTIONS)
+    unknown = sorted(set(opts) - set(known) - {"bootstrap", "topic"} - SPARK_OPTIONS
+                     - set(TXN_OPTIONS))
     if unknown:
         raise SparkSinkError(f"unknown option(s) {', '.join(unknown)} for the logbroker sink; it "
-                             f"takes bootstrap, topic and the Producer's settings: "
-                             f"{', '.join(sorted(known))}")
+                             f"takes bootstrap, topic, {', '.join(TXN_OPTIONS)} and the "
+                             f"Producer's settings: {', '.join(sorted(known))}")
     bootstrap = str(opts.get("bootstrap") or "").strip()
     if not bootstrap:
         raise SparkSinkError('option bootstrap is required (the brokers, "host:port,...")')
@@ -110,7 +124,37 @@ def parse_sink_options(raw: dict) -> SinkConfig:
                        producer.get("connect_timeout_ms", 5_000))
     except (ValueError, TypeError) as exc:
         raise SparkSinkError(f"bad producer option: {exc}") from None
-    return SinkConfig(bootstrap, topic, producer)
+    prefix, timeout_ms = _transactions(opts, producer)
+    return SinkConfig(bootstrap, topic, producer, prefix, timeout_ms)
+
+
+def _transactions(opts: dict, producer: dict) -> "tuple[str | None, int | None]":
+    """``(transactional id prefix, transaction timeout)`` of the options,
+    (None, None) when not transactional; ``SparkSinkError`` for a prefix
+    without ``transactional=true`` or the reverse, an id the Producer would
+    refuse, or producer settings a transaction cannot have."""
+    from ..client.producer.transactions import check_transactional
+
+    given = {name: _value(name, opts[name], kind) for name, kind in TXN_OPTIONS.items()
+             if name in opts}
+    on = given.get("transactional", False)
+    prefix, timeout_ms = given.get("transactional_id_prefix"), given.get("transaction_timeout_ms")
+    if not on:
+        extra = [name for name in ("transactional_id_prefix", "transaction_timeout_ms")
+                 if name in given]
+        if extra:
+            raise SparkSinkError(f"option {extra[0]} needs option transactional=true")
+        return None, None
+    if not prefix:
+        raise SparkSinkError("option transactional=true needs option transactional_id_prefix "
+                             "(each task's transactional id is PREFIX-<partition id>; use one "
+                             "prefix per query, the same when the query runs again)")
+    try:
+        check_transactional(prefix + MAX_TASK_SUFFIX, 60_000 if timeout_ms is None else timeout_ms,
+                            producer.get("acks", "all"), producer.get("idempotent"))
+    except (ValueError, TypeError) as exc:
+        raise SparkSinkError(f"option transactional: {exc}") from None
+    return prefix, timeout_ms
 
 
 def check_schema(schema: StructType, config: SinkConfig) -> None:
@@ -149,8 +193,9 @@ class SinkCommitMessage(WriterCommitMessage):
 
 
 def write_task(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    """A task: every batch through one Producer, flushed and checked."""
-    task = TaskWriter(config)
+    """A task: every batch through one Producer, flushed and checked (with
+    ``transactional``: in one transaction, its id from the task's partition id)."""
+    task = TaskWriter(config, task_id=_partition_id() if config.transactional else None)
     ok = False
     try:
         for batch in batches:
@@ -160,6 +205,17 @@ def write_task(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> SinkCom
     finally:
         task.close(ok)
     return SinkCommitMessage(**counts)
+
+
+def _partition_id() -> int:
+    """The running Spark task's partition id (the same for every attempt)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise SparkSinkError("option transactional: no Spark task context (the transactional id "
+                             "is made from the task's partition id)")
+    return ctx.partitionId()
 
 
 def summary(messages: list) -> str:
@@ -191,7 +247,13 @@ class LogbrokerWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list) -> None:
         log.warning("logbroker sink: write failed; the tasks that finished wrote %s "
-                    "(at least once: those records stay in their topics)", summary(messages))
+                    "(at least once: those records stay in their topics%s)", summary(messages),
+                    _aborted_note(self.config))
+
+
+def _aborted_note(config: SinkConfig) -> str:
+    return ("; with transactional, a failed task's records are aborted: read_committed readers "
+            "never see them" if config.transactional else "")
 
 
 class LogbrokerStreamWriter(DataSourceStreamArrowWriter):
@@ -210,5 +272,5 @@ class LogbrokerStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list, batchId: int) -> None:
         log.warning("logbroker sink: micro-batch %d failed; the tasks that finished wrote %s "
-                    "(at least once: those records stay in their topics)", batchId,
-                    summary(messages))
+                    "(at least once: those records stay in their topics%s)", batchId,
+                    summary(messages), _aborted_note(self.config))

@@ -11,6 +11,16 @@ its bytes objects, the ``send`` call and its handle, nothing more.
 one outcome (client/handles.py), so one handle per producer batch is kept
 and checked, and acknowledged batches are dropped as the task goes.
 
+With a ``transactional_id_prefix`` (sink.py's ``transactional`` option) the
+task's producer is transactional, id ``PREFIX-<task id>`` (the Spark
+partition id, the same for every attempt of the task): it takes the id
+(``init_transactions``, which fences an earlier attempt and aborts its open
+transaction) and begins a transaction on its first row, commits in
+``finish`` once every record is acknowledged, and aborts in ``close`` after
+a failure (bounded by ``request_timeout_ms``; a task that dies without it
+leaves its transaction to the next attempt's fence or to
+``transaction_timeout_ms``).
+
 Every failure is a ``SparkSinkError`` naming the topic and partition (and,
 for a row refused by ``send``, the row): ``orders[3]: ...``. A partition
 not chosen yet is shown as the partitioner would choose it (keyed: the key's
@@ -21,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -32,6 +43,7 @@ from ..errors import LogbrokerError
 from ..client.producer.partitioner import partition_for_key
 from .options import SparkSourceError
 
+log = logging.getLogger("logbroker.spark.sink")
 _BATCH = itemgetter(0)  # a RecordHandle's producer batch (handles.py: a (batch, index) tuple)
 BYTES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
 STRINGS = (pa.string(), pa.large_string())
@@ -51,11 +63,28 @@ class SparkSinkError(SparkSourceError):
 class SinkConfig:
     """What a task needs, checked on the driver (sink.py): plain data, pickled
     to the executors. ``topic`` is the ``topic`` option (overrides the column)
-    or None; ``producer`` the ``Producer`` keyword arguments."""
+    or None; ``producer`` the ``Producer`` keyword arguments;
+    ``transactional_id_prefix`` (None: no transactions) and
+    ``transaction_timeout_ms`` (None: the Producer's default)."""
 
     bootstrap: str
     topic: "str | None" = None
     producer: dict = field(default_factory=dict)
+    transactional_id_prefix: "str | None" = None
+    transaction_timeout_ms: "int | None" = None
+
+    @property
+    def transactional(self) -> bool:
+        return self.transactional_id_prefix is not None
+
+    def producer_kwargs(self, task_id: "int | None") -> dict:
+        """The Producer's keyword arguments for task ``task_id``."""
+        if not self.transactional:
+            return dict(self.producer)
+        out = {**self.producer, "transactional_id": f"{self.transactional_id_prefix}-{task_id}"}
+        if self.transaction_timeout_ms is not None:
+            out["transaction_timeout_ms"] = self.transaction_timeout_ms
+        return out
 
     def flush_timeout(self) -> float:
         """Seconds a task's final flush may take: every batch is acknowledged
@@ -219,10 +248,12 @@ class TaskWriter:
     no rows connects to nothing). ``write`` per Arrow batch, then ``finish``
     (flush, check every delivery) and ``close`` -- also after a failure.
     ``rows``, ``bytes`` (keys + values) and ``topics`` (rows per topic)
-    count what was handed to the producer."""
+    count what was handed to the producer. ``task_id``: the Spark partition
+    id (transactional: the id's suffix, module docstring)."""
 
-    def __init__(self, config: SinkConfig, make_producer=None) -> None:
-        self.config = config
+    def __init__(self, config: SinkConfig, make_producer=None,
+                 task_id: "int | None" = None) -> None:
+        self.config, self.task_id = config, task_id
         self._make_producer = make_producer
         self.producer = None
         self.rows = self.bytes = self.batches = 0
@@ -235,10 +266,22 @@ class TaskWriter:
             if self._make_producer is None:
                 from ..client.producer.sync import Producer
 
-                self.producer = Producer(self.config.bootstrap, **self.config.producer)
+                self.producer = Producer(self.config.bootstrap,
+                                         **self.config.producer_kwargs(self.task_id))
             else:
                 self.producer = self._make_producer(self.config)
+            if self.config.transactional:
+                self._begin()
         return self.producer
+
+    def _begin(self) -> None:
+        tid = self.config.producer_kwargs(self.task_id)["transactional_id"]
+        try:
+            self.producer.init_transactions()  # bounded by max_block_ms (the Producer's)
+            self.producer.begin_transaction()
+        except (LogbrokerError, TimeoutError) as exc:
+            raise SparkSinkError(f"transactional id {tid!r}: could not start the task's "
+                                 f"transaction: {exc}") from exc
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Send every row of ``batch`` (returns once each is queued; blocks
@@ -303,12 +346,41 @@ class TaskWriter:
             except TimeoutError:
                 pass  # the check below names a partition still waiting
             self._settle(True)
+            if self.config.transactional:
+                self._commit()
         return {"rows": self.rows, "bytes": self.bytes, "batches": self.batches,
                 "topics": dict(self.topics)}
 
+    def _commit(self) -> None:
+        try:
+            self.producer.commit_transaction(self.config.flush_timeout())
+        except (LogbrokerError, TimeoutError) as exc:
+            tid = self.config.producer_kwargs(self.task_id)["transactional_id"]
+            fenced = " (fenced: a newer attempt of this task took the id)" \
+                if getattr(exc, "name", "") in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH") else ""
+            raise SparkSinkError(f"transactional id {tid!r}: commit failed{fenced}: "
+                                 f"{exc}") from exc
+
     def close(self, ok: bool) -> None:
         """Close the producer: after ``finish`` (``ok``) nothing is left to
-        send; after a failure records still queued fail, at once."""
+        send; after a failure records still queued fail, at once (and with
+        transactions, the open one is aborted first, bounded)."""
         if self.producer is not None:
-            self.producer.close(None if ok else 0)
-            self.producer = None
+            try:
+                if not ok and self.config.transactional:
+                    self._abort()
+            finally:
+                self.producer.close(None if ok else 0)
+                self.producer = None
+
+    def _abort(self) -> None:
+        """Abort the task's transaction after a failure; a failure to (the
+        broker gone, the producer fenced) is logged, not raised: the task's
+        own error is the one Spark shows, and the next attempt's fence or
+        the transaction timeout aborts it."""
+        try:
+            self.producer.abort_transaction(self.config.producer.get("request_timeout_ms",
+                                                                     30_000) / 1000)
+        except Exception as exc:  # noqa: BLE001 - the task's own failure is what is raised
+            log.warning("logbroker sink: aborting the task's transaction failed (the next "
+                        "attempt or the transaction timeout aborts it): %s", exc)

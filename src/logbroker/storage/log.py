@@ -178,6 +178,19 @@ class Log:
         with self._lock:
             return self._txns.state.open_transactions()
 
+    def open_transactions_detail(self) -> list[tuple[int, int, int, int]]:
+        """``[(producer id, producer epoch, first offset, opened ms)]``,
+        oldest first (opened ms: the first batch's max timestamp, -1 unknown)."""
+        with self._lock:
+            return self._txns.state.open_detail()
+
+    def transaction_numbers(self) -> tuple[int, int]:
+        """``(last stable offset, open transactions)``, under one lock (a
+        snapshot's per-partition read: O(1))."""
+        with self._lock:
+            return (self._txns.last_stable_offset(self._segs.high_watermark, self._segs.log_start),
+                    len(self._txns.state.open))
+
     def segment_end(self, seg: Segment) -> int:
         """The offset after ``seg``'s last batch."""
         return self._segs.segment_end(seg)

@@ -8,7 +8,11 @@ so the state after offset N is a function of the log up to N; ``replay``
 rebuilds it from any starting snapshot (``snapshot`` / ``from_snapshot``).
 
 - A transactional batch opens its producer's transaction at its base
-  offset, if none is open.
+  offset, if none is open; the batch's max timestamp is kept as the time it
+  opened (``opened``: the producer's create time, or the broker's under
+  LogAppendTime; -1 when unknown, a snapshot written before it was kept).
+  It is shown only (the console's age of an open transaction), never used
+  to decide anything.
 - A marker closes it (commit or abort); an abort yields an ``AbortedTxn``
   (producer, first offset, marker offset, LSO after it) for the aborted
   index. The producer's epoch becomes the marker's, its coordinator epoch
@@ -53,6 +57,7 @@ class TxnState:
         # first entry stays O(1) to reach however many were removed before it
         self.open: "OrderedDict[int, tuple[int, int]]" = OrderedDict()
         self.producers: dict[int, tuple[int, int]] = {}  # producer -> (epoch, coordinator epoch)
+        self.opened: dict[int, int] = {}  # producer -> its open transaction's first timestamp
 
     # -- queries -------------------------------------------------------------------
     def first_unstable(self) -> "int | None":
@@ -64,6 +69,13 @@ class TxnState:
     def open_transactions(self) -> list[tuple[int, int, int]]:
         """``[(producer id, producer epoch, first offset)]``, oldest first."""
         return [(pid, epoch, first) for pid, (epoch, first) in self.open.items()]
+
+    def open_detail(self) -> list[tuple[int, int, int, int]]:
+        """``[(producer id, producer epoch, first offset, opened ms)]``,
+        oldest first; opened ms -1 when unknown (module docstring)."""
+        opened = self.opened
+        return [(pid, epoch, first, opened.get(pid, -1))
+                for pid, (epoch, first) in self.open.items()]
 
     def epoch_of(self, producer_id: int) -> int:
         """The producer's epoch as transactional batches and markers left it (-1: unknown)."""
@@ -102,12 +114,13 @@ class TxnState:
                 return None
             return self.on_marker(pid, header.producer_epoch, commit, coordinator_epoch, offset)
         if transactional:
-            self.on_transactional(pid, header.producer_epoch, offset)
+            self.on_transactional(pid, header.producer_epoch, offset, header.max_timestamp)
         return None
 
-    def on_transactional(self, pid: int, epoch: int, offset: int) -> None:
+    def on_transactional(self, pid: int, epoch: int, offset: int, timestamp: int = -1) -> None:
         if pid not in self.open:
             self.open[pid] = (epoch, offset)
+            self.opened[pid] = timestamp
         known = self.producers.get(pid)
         if known is None or known[0] < epoch:
             self.producers[pid] = (epoch, -1 if known is None else known[1])
@@ -115,6 +128,7 @@ class TxnState:
     def on_marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
                   offset: int) -> "AbortedTxn | None":
         opened = self.open.pop(pid, None)
+        self.opened.pop(pid, None)
         known = self.producers.get(pid, (-1, -1))
         self.producers[pid] = (max(epoch, known[0]), max(coordinator_epoch, known[1]))
         if opened is None or commit:
@@ -139,7 +153,8 @@ class TxnState:
     def snapshot(self) -> dict:
         """The state as plain values (msgpack-able)."""
         return {"open": [[pid, e, f] for pid, (e, f) in self.open.items()],
-                "producers": [[pid, e, c] for pid, (e, c) in self.producers.items()]}
+                "producers": [[pid, e, c] for pid, (e, c) in self.producers.items()],
+                "opened": [[pid, ts] for pid, ts in self.opened.items()]}
 
     @classmethod
     def from_snapshot(cls, snap: "dict | None") -> "TxnState":
@@ -149,6 +164,9 @@ class TxnState:
                 state.open[pid] = (epoch, first)
             for pid, epoch, coord in snap.get("producers", ()):
                 state.producers[pid] = (epoch, coord)
+            for pid, ts in snap.get("opened", ()):  # absent in snapshots written before it
+                if pid in state.open:
+                    state.opened[pid] = ts
         return state
 
 

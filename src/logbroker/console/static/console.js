@@ -57,6 +57,18 @@ function card(label, value, id) {
   return h("div", {class: "card", id}, h("div", {class: "label"}, label), h("div", {class: "value"}, value));
 }
 
+function age(ms) {
+  if (ms === null || ms === undefined) return "–";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 7200000) return `${Math.round(ms / 60000)} min`;
+  return `${(ms / 3600000).toFixed(1)} h`;
+}
+
+function openTxns(list) {
+  return list.map(t => `${t.producer_id}/${t.producer_epoch} @${t.first_offset} (${age(t.age_ms)})`).join(", ");
+}
+
 function legend(series) {
   return h("div", {class: "legend"}, series.map((s, i) => {
     const swatch = h("i");
@@ -88,18 +100,21 @@ const pages = {
     const t = await api("/api/topics");
     return [h("h1", {}, "Topics"),
       table("topics", [["name", "topic"], ["partitions", "partitions", true], ["records", "records", true],
-                       ["size", "size", true]],
+                       ["size", "size", true], ["open_transactions", "open transactions", true]],
         t.topics.map(x => ({...x, name: link(`#/topic/${encodeURIComponent(x.name)}`, x.name), size: size(x.size)})))];
   },
 
   async topic(name) {
     const t = await api(`/api/topic?name=${encodeURIComponent(name)}`);
     const rows = t.partitions.map(p => ({...p, replicas: p.replicas.join(", "), isr: p.isr.join(", "),
-      size: size(p.size), browse: p.local ? link(`#/messages?topic=${encodeURIComponent(name)}&partition=${p.partition}`, "messages") : null}));
+      size: size(p.size), open_transactions: openTxns(p.open_transactions), browse: p.local ? link(`#/messages?topic=${encodeURIComponent(name)}&partition=${p.partition}`, "messages") : null}));
     return [h("h1", {}, `Topic ${t.name}`),
       table("partitions", [["partition", "partition", true], ["leader", "leader", true], ["replicas", "replicas"],
                            ["isr", "ISR"], ["log_start", "log start", true], ["hw", "high watermark", true],
-                           ["log_end", "log end", true], ["size", "size", true], ["browse", ""]], rows)];
+                           ["log_end", "log end", true], ["lso", "last stable", true],
+                           ["lso_lag", "HW - LSO", true], ["size", "size", true],
+                           ["open_transactions", "open transactions"],
+                           ["browse", ""]], rows)];
   },
 
   async groups() {
@@ -109,6 +124,31 @@ const pages = {
                                           ["partitions", "partitions", true], ["lag", "lag", true]],
         g.groups.map(x => ({...x, name: link(`#/group/${encodeURIComponent(x.name)}`, x.name)})))
         : h("p", {class: "muted"}, "No groups.")];
+  },
+
+  async transactions() {
+    const t = await api("/api/transactions");
+    const c = t.counts;
+    return [h("h1", {}, "Transactions"),
+      h("div", {class: "cards"}, card("coordinated ids", t.total, "txn-total"),
+        card("open", t.open_count, "txn-open"),
+        card("committed", c.committed === undefined ? "–" : c.committed, "txn-committed"),
+        card("aborted", c.aborted === undefined ? "–" : c.aborted, "txn-aborted"),
+        card("timed out", c.timed_out === undefined ? "–" : c.timed_out, "txn-timed-out")),
+      h("h2", {}, "Transactional ids this broker coordinates"),
+      t.coordinated.length ? table("txn-ids", [["transactional_id", "transactional id"], ["state", "state"],
+          ["producer_id", "producer id", true], ["producer_epoch", "epoch", true], ["partitions", "partitions"],
+          ["age", "open for", true], ["timeout", "timeout", true]],
+        t.coordinated.map(x => ({...x, partitions: x.partitions.join(", ") +
+          (x.hidden_partitions ? ` (+${x.hidden_partitions} hidden)` : ""), age: age(x.age_ms), timeout: age(x.timeout_ms)})))
+        : h("p", {class: "muted"}, "No transactional ids."),
+      t.total > t.coordinated.length ? h("p", {class: "muted"}, `${t.coordinated.length} of ${t.total} shown (open first, oldest first).`) : null,
+      h("h2", {}, "Open transactions on this broker's partitions"),
+      t.partition_open.length ? table("txn-open-parts", [["topic", "topic"], ["partition", "partition", true],
+          ["producer_id", "producer id", true], ["producer_epoch", "epoch", true], ["first_offset", "first offset", true],
+          ["age", "age", true], ["lso", "last stable", true], ["hw", "high watermark", true], ["lso_lag", "HW - LSO", true]],
+        t.partition_open.map(x => ({...x, age: age(x.age_ms)})))
+        : h("p", {class: "muted"}, "No open transactions.")];
   },
 
   async group(name) {
@@ -204,7 +244,7 @@ async function route() {
     if (mine !== generation) return;
     show(...nodes);
     document.body.dataset.loaded = name;
-    if (name === "throughput" || name === "group") timer = setTimeout(render, REFRESH_MS);
+    if (name === "throughput" || name === "group" || name === "transactions") timer = setTimeout(render, REFRESH_MS);
   };
   await render();
 }
