@@ -8,10 +8,12 @@ topic key) is repaired, so neither stays without partition leaders.
 
 import time
 
-from logbroker.cluster.state import Keys, PartitionState, partition_value
-from logbroker.limits import TRANSACTION_STATE_TOPIC
+from logbroker.cluster.state import Keys, PartitionState, TopicState, partition_value, topic_value
+from logbroker.limits import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from logbroker.protocol import messages as m
 from tests.cluster.test_poisoned_etcd import put
+from tests.coordinator.test_txn_cluster import call
+from tests.support.cluster import Cluster
 from tests.support.fixtures import RawConn
 
 KEYS = Keys("logbroker")
@@ -42,3 +44,29 @@ def test_internal_topics_are_created_whatever_the_first_client_does(cluster, etc
         _found(cluster, 2, key, key_type)
     for p in range(3):  # the repaired topic kept the existing partitions
         assert sorted(cluster.state(TRANSACTION_STATE_TOPIC, p)[2]) == [1, 2, 3]
+
+
+def test_add_offsets_joins_an_offsets_partition_without_a_leader(tmp_path, etcd):
+    """Kafka adds the group's offsets partition to the transaction without
+    waiting for its leader (librdkafka hands COORDINATOR_NOT_AVAILABLE of an
+    AddOffsetsToTxn to the application)."""
+    c = Cluster(tmp_path, etcd.url, config={"offsets_topic_num_partitions": 1})
+    try:
+        # the offsets topic's one partition on a broker that is not there: no leader
+        put(etcd.url, KEYS.partition(OFFSETS_TOPIC, 0),
+            partition_value(PartitionState(OFFSETS_TOPIC, 0, (9,), 9, (9,), 0)))
+        put(etcd.url, KEYS.topic(OFFSETS_TOPIC),
+            topic_value(TopicState(OFFSETS_TOPIC, 1, 1, {"cleanup_policy": "compact"})))
+        c.start()
+        coord = _found(c, 1, "tx-o", 1).broker_id
+        init = call(c, coord, m.InitProducerId(transactional_id="tx-o",
+                                               transaction_timeout_ms=60_000))
+        assert init.error == 0, init
+        resp = c.call(coord, m.AddOffsetsToTxn(transactional_id="tx-o",
+                                               producer_id=init.producer_id,
+                                               producer_epoch=init.producer_epoch, group="g"))
+        assert resp.error == 0, resp
+        d = c.call(coord, m.DescribeTransactions(transactional_ids=("tx-o",))).transactions[0]
+        assert d.state == "Ongoing" and (OFFSETS_TOPIC, 0) in [tuple(x) for x in d.parts], d
+    finally:
+        c.close()
