@@ -90,7 +90,7 @@ def test_commit_abort_and_the_requests_errors(txn_broker):
     assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
                            commit=True)).error == 48
     parts = _add(c, "etl", pid, epoch, (("orders", 0), ("orders", 9))).parts
-    assert [p.error for p in parts] == [48, 3]
+    assert [p.error for p in parts] == [55, 3]  # OPERATION_NOT_ATTEMPTED beside the refused one
     assert _describe(c, "etl").state == "CompleteAbort"
     assert _add(c, "etl", pid, epoch, ((TOPIC, 0),)).parts[0].error == 17
     assert c.call(m.InitProducerId(transactional_id="x", transaction_timeout_ms=0)).error == 50

@@ -8,8 +8,8 @@ transactional id is 1-249 printable characters (a group name's rule); a
 timeout is 1..``transaction_max_timeout_ms`` (INVALID_TRANSACTION_TIMEOUT);
 an AddPartitionsToTxn names at most ``MAX_PARTS`` partitions, each of a
 topic that exists (UNKNOWN_TOPIC_OR_PARTITION for that part; the request's
-other parts then get INVALID_TXN_STATE, "not added" — Kafka's
-OPERATION_NOT_ATTEMPTED — and nothing is added: all or none, as Kafka); an
+other parts then get OPERATION_NOT_ATTEMPTED, "not added", and nothing is
+added: all or none, as Kafka); an
 internal topic is refused (the offsets topic joins by AddOffsetsToTxn);
 DescribeTransactions names at most ``MAX_IDS`` ids (only the first waits
 for its partition to load; the others answer COORDINATOR_LOAD_IN_PROGRESS).
@@ -21,7 +21,7 @@ from .. import limits
 from ..coordinator.records import partition_for
 from ..coordinator.txn_state import STATES
 from ..errors import (CoordinatorNotAvailableError, InvalidRequestError,
-                      InvalidTransactionTimeoutError, InvalidTxnStateError, LogbrokerError,
+                      InvalidTransactionTimeoutError, LogbrokerError, OperationNotAttemptedError,
                       TransactionalIdNotFoundError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
@@ -90,7 +90,8 @@ async def add_partitions(svc, req: m.AddPartitionsToTxn, session) -> m.AddPartit
         except LogbrokerError as exc:
             errors[(t, p)] = _err(exc)
     if errors:
-        skipped = (InvalidTxnStateError.code, "not added: another partition of the request failed")
+        skipped = (OperationNotAttemptedError.code,
+                   "not added: another partition of the request failed")
         return m.AddPartitionsToTxnResponse(parts=tuple(
             PartitionResult(t, p, *errors.get((t, p), skipped)) for t, p in req.parts))
     try:
