@@ -12,7 +12,7 @@ import json
 import urllib.request
 
 import pytest
-from tests.support.fixtures import BrokerProcess, RawConn, batch, consume, invoke_cli, invoked_error, invoked_ok
+from tests.support.fixtures import BrokerProcess, RawConn, batch, consume, invoke_cli, invoked_error, invoked_ok, wait_until
 from scramp import ScramClient
 
 from logbroker import Admin, Consumer, Producer
@@ -355,6 +355,18 @@ def test_a_transactional_batch_needs_a_transactional_id_alice_may_write(broker):
             assert conn.call(bare).parts[0].error == TXN
             assert conn.call(named).error == TXN  # no ACL on the id: the whole request
             admin.create_acls([acl("transactional_id", "t-alice", "write")])
+            # allowed; but no transaction of the id holds the partition (api/txn_verify.py)
+            assert conn.call(named).parts[0].error == 48
+            init = wait_until(lambda: (r := conn.call(m.InitProducerId(
+                transactional_id="t-alice", transaction_timeout_ms=60_000))).error == 0 and r,
+                10, "InitProducerId")
+            assert conn.call(m.AddPartitionsToTxn(
+                transactional_id="t-alice", producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch, parts=(("orders", 0),))).parts[0].error == 0
+            data = build_batch([b"t"], producer_id=init.producer_id,
+                               producer_epoch=init.producer_epoch, base_sequence=0,
+                               transactional=True)
+            named = dataclasses.replace(named, parts=(("orders", 0, len(data)),), payload=(data,))
             assert conn.call(named).parts[0].error == 0
         finally:
             admin.delete_acls(principal=ALICE)

@@ -427,5 +427,5 @@ from .txn_messages import (AddOffsetsToTxn, AddOffsetsToTxnResponse,  # noqa: E4
                            AddPartitionsToTxn, AddPartitionsToTxnResponse,
                            DescribeTransactions, DescribeTransactionsResponse, EndTxn,
                            EndTxnResponse, ListTransactions, ListTransactionsResponse,
-                           TxnOffsetCommit, TxnOffsetCommitResponse, WriteTxnMarkers,
-                           WriteTxnMarkersResponse)
+                           TxnOffsetCommit, TxnOffsetCommitResponse, VerifyTxnPartitions,
+                           VerifyTxnPartitionsResponse, WriteTxnMarkers, WriteTxnMarkersResponse)

@@ -161,6 +161,7 @@ RULES: dict[type, Callable] = {
     # Kafka's WriteTxnMarkers; the handler also wants the peer proof, api/markers.py);
     # TxnOffsetCommit: write on the transactional id, read on the group and each topic (Kafka's)
     m.WriteTxnMarkers: _cluster("cluster_action"),
+    m.VerifyTxnPartitions: _cluster("cluster_action"),  # brokers only (api/txn_verify.py)
     m.TxnOffsetCommit: lambda msg, known: [("write", TRANSACTIONAL_ID, msg.transactional_id)]
     + _group("read", "read")(msg, known),
 }

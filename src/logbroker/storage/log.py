@@ -178,6 +178,12 @@ class Log:
         with self._lock:
             return self._txns.state.open_transactions()
 
+    def open_transaction_of(self, producer_id: int) -> "tuple[int, int] | None":
+        """``(producer epoch, first offset)`` of ``producer_id``'s open
+        transaction here, None when it has none (O(1))."""
+        with self._lock:
+            return self._txns.state.open.get(producer_id)
+
     def segment_end(self, seg: Segment) -> int:
         """The offset after ``seg``'s last batch."""
         return self._segs.segment_end(seg)
