@@ -124,18 +124,20 @@ class PartitionVerifier:
         if not tid:
             raise InvalidTxnStateError(f"{topic}-{partition}: a transactional batch needs the "
                                        "request's transactional_id")
-        pid, epoch = found
-        if (topic, partition, pid) in self._chains:
+        if (topic, partition, found[0]) in self._chains:
             return found  # behind its producer's pending batch on this partition
+        return None if self._known(topic, partition, *found) else found
+
+    def _known(self, topic: str, partition: int, pid: int, epoch: int) -> bool:
+        """The producer's transaction is open on the partition (an older
+        epoch too: storage fences it), or was verified (cached)."""
         lg, leader_epoch = self.meta.epoch_of(topic, partition)
         opened = lg.open_transaction_of(pid)
         if opened is not None and epoch <= opened[0]:
-            return None  # its transaction is open here (an older epoch: storage fences it)
+            return True
         hit = self._cache.get((topic, partition, pid))
-        if hit is not None and hit[0] == epoch and hit[1] == leader_epoch \
-                and hit[2] > time.monotonic():
-            return None
-        return found
+        return hit is not None and hit[0] == epoch and hit[1] == leader_epoch \
+            and hit[2] > time.monotonic()
 
     def defer(self, answer, acks: int, tid: str, parts: list) -> None:
         """``parts``: ``(index, topic, partition, data, (pid, epoch))`` of
@@ -169,7 +171,7 @@ class PartitionVerifier:
             ask: dict[tuple, list] = {}
             for it in items:
                 try:
-                    if self._recheck(it) is not None:
+                    if not self._known(it.topic, it.partition, it.pid, it.epoch):
                         ask.setdefault((it.pid, it.epoch), []).append(it)
                 except LogbrokerError as exc:
                     it.finish(exc)
@@ -194,18 +196,6 @@ class PartitionVerifier:
                 key = (it.topic, it.partition, it.pid)
                 if self._chains.get(key) is it.fut:
                     del self._chains[key]
-
-    def _recheck(self, it: _Part):
-        """After the batches ahead of it: still to verify? (they may have opened it)."""
-        lg, leader_epoch = self.meta.epoch_of(it.topic, it.partition)
-        opened = lg.open_transaction_of(it.pid)
-        if opened is not None and it.epoch <= opened[0]:
-            return None
-        hit = self._cache.get((it.topic, it.partition, it.pid))
-        if hit is not None and hit[0] == it.epoch and hit[1] == leader_epoch \
-                and hit[2] > time.monotonic():
-            return None
-        return it
 
     def _append(self, answer, acks: int, it: _Part, verdicts: dict) -> None:
         if answer.done():
