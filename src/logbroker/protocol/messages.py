@@ -429,3 +429,5 @@ from .txn_messages import (AddOffsetsToTxn, AddOffsetsToTxnResponse,  # noqa: E4
                            EndTxnResponse, ListTransactions, ListTransactionsResponse,
                            TxnOffsetCommit, TxnOffsetCommitResponse, VerifyTxnPartitions,
                            VerifyTxnPartitionsResponse, WriteTxnMarkers, WriteTxnMarkersResponse)
+from .txn_admin_messages import (AbortTxnPartition, AbortTxnPartitionResponse,  # noqa: E402,F401
+                                 DescribeProducers, DescribeProducersResponse)

@@ -184,6 +184,12 @@ class Log:
         with self._lock:
             return self._txns.state.open.get(producer_id)
 
+    def txn_producer(self, producer_id: int) -> "tuple[int, int]":
+        """``(producer epoch, coordinator epoch)`` as this partition's
+        transactional batches and markers left them (-1 each: unknown)."""
+        with self._lock:
+            return self._txns.state.producers.get(producer_id, (-1, -1))
+
     def segment_end(self, seg: Segment) -> int:
         """The offset after ``seg``'s last batch."""
         return self._segs.segment_end(seg)
