@@ -124,6 +124,7 @@ class PartitionVerifier:
         if not tid:
             raise InvalidTxnStateError(f"{topic}-{partition}: a transactional batch needs the "
                                        "request's transactional_id")
+        limits.check_group_name(tid)  # INVALID_REQUEST for a malformed one
         if (topic, partition, found[0]) in self._chains:
             return found  # behind its producer's pending batch on this partition
         return None if self._known(topic, partition, *found) else found
