@@ -150,6 +150,13 @@ CASES = [
     # transactions, the leader's side: a single node answers WriteTxnMarkers 42 once allowed
     (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
      [acl("cluster", "logbroker", "cluster_action")]),
+    (m.VerifyTxnPartitions(transactional_id="t-1", producer_id=7, producer_epoch=0,
+                           parts=(("orders", 0),)), CLUSTER,
+     [acl("cluster", "logbroker", "cluster_action")]),
+    # an operator's transaction tools (api/txn_admin.py)
+    (m.DescribeProducers(parts=(("orders", 0),)), TOPIC, [acl("topic", "orders", "read")]),
+    (m.AbortTxnPartition(parts=(("orders", 0, 7, -1, -1),)), CLUSTER,
+     [acl("cluster", "logbroker", "alter")]),
     (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
                        offsets=(("orders", 0, 1, ""),)), TXN,
      [acl("transactional_id", "t-acl", "write"), acl("group", "g1", "read"),
