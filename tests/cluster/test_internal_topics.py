@@ -50,7 +50,8 @@ def test_add_offsets_joins_an_offsets_partition_without_a_leader(tmp_path, etcd)
     """Kafka adds the group's offsets partition to the transaction without
     waiting for its leader (librdkafka hands COORDINATOR_NOT_AVAILABLE of an
     AddOffsetsToTxn to the application)."""
-    c = Cluster(tmp_path, etcd.url, config={"offsets_topic_num_partitions": 1})
+    c = Cluster(tmp_path, etcd.url, config={"offsets_topic_num_partitions": 1,
+                                            "transaction_state_num_partitions": 1})
     try:
         # the offsets topic's one partition on a broker that is not there: no leader
         put(etcd.url, KEYS.partition(OFFSETS_TOPIC, 0),
