@@ -44,8 +44,11 @@ def test_a_hanging_transaction_is_listed_and_aborted(tmp_path):
         bad = invoke_cli(["transactions", "abort", "--topic", "hung", "--partition", "0",
                           "--producer-id", "4242"], bootstrap=b.bootstrap)
         assert bad.exit_code == 1 and "INVALID_TXN_STATE" in bad.output
+        none = invoke_cli(["transactions", "abort", "--topic", "hung", "--partition", "1",
+                           "--start-offset", "5"], bootstrap=b.bootstrap)
+        assert none.exit_code == 1 and "no open transaction starts at offset 5" in none.output
         done = invoke_cli(["transactions", "abort", "--topic", "hung", "--partition", "1",
-                           "--producer-id", "4242"], bootstrap=b.bootstrap)
+                           "--start-offset", "0"], bootstrap=b.bootstrap)
         assert done.exit_code == 0, done.output
         assert lso() == 2  # the record and the abort marker: nothing open
         with Admin(b.bootstrap, **FAST) as admin:

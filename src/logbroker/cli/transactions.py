@@ -110,20 +110,33 @@ def hanging(topics, max_age_ms, conn, as_json):
 @transactions.command()
 @click.option("--topic", required=True, help="The partition's topic.")
 @click.option("--partition", type=click.IntRange(0), required=True)
-@click.option("--producer-id", type=click.IntRange(0), required=True,
+@click.option("--producer-id", type=click.IntRange(0), default=None,
               help="The producer whose open transaction to abort (transactions hanging).")
+@click.option("--start-offset", type=click.IntRange(0), default=None,
+              help="Or the open transaction's first offset (its producer found there).")
 @click.option("--producer-epoch", type=click.IntRange(-1, 32767), default=-1,
               help="Its epoch (default: the open transaction's).")
 @click.option("--coordinator-epoch", type=click.IntRange(-1), default=-1,
               help="The marker's coordinator epoch (default: its last marker's there, or 0).")
 @bootstrap_option
-def abort(topic, partition, producer_id, producer_epoch, coordinator_epoch, conn):
+def abort(topic, partition, producer_id, start_offset, producer_epoch, coordinator_epoch, conn):
     """Abort a hanging transaction: the partition's leader writes an abort
     marker for the producer's open transaction there (ALTER on the cluster).
-    Its records become aborted there whatever its coordinator decides."""
+    Its records become aborted there whatever its coordinator decides.
+    Name it by --producer-id or by --start-offset (Kafka's tool's two ways)."""
     from .. import Admin
 
+    if (producer_id is None) == (start_offset is None):
+        raise InvalidRequestError("name the transaction by --producer-id or --start-offset "
+                                  "(one of the two)")
     with Admin(**conn) as admin:
+        if start_offset is not None:
+            opened = admin.describe_producers([(topic, partition)])[(topic, partition)]
+            found = [o for o in opened if o.first_offset == start_offset]
+            if not found:
+                raise InvalidRequestError(f"no open transaction starts at offset "
+                                          f"{start_offset} of {topic}-{partition}")
+            producer_id = found[0].producer_id
         admin.abort_transaction(topic, partition, producer_id, producer_epoch,
                                 coordinator_epoch)
     click.echo(f"aborted producer {producer_id}'s open transaction on {topic}-{partition}")
