@@ -210,6 +210,14 @@ class InvalidProducerIdMappingError(LogbrokerError):
 
 
 @register
+class OperationNotAttemptedError(LogbrokerError):
+    """Not tried because another part of the same request failed (an
+    AddPartitionsToTxn is all or none: its other partitions' answer)."""
+
+    code, name = 55, "OPERATION_NOT_ATTEMPTED"
+
+
+@register
 class InvalidTransactionTimeoutError(LogbrokerError):
     """A transaction timeout above ``transaction_max_timeout_ms`` (or below 1)."""
 

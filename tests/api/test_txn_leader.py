@@ -81,8 +81,11 @@ def run(tmp_path, body) -> None:
     stops it cleanly and starts a new one on the same data dir."""
     async def main() -> None:
         def config():
+            # the leader's side alone: its batches are not verified with a coordinator
+            # (tests/coordinator/test_txn_broker.py: a forged batch refused when they are)
             return BrokerConfig.load(None, data_dir=str(tmp_path / "data"), port=0,
-                                     offsets_topic_num_partitions=4)
+                                     offsets_topic_num_partitions=4,
+                                     transaction_partition_verification_enable=False)
         broker = Broker(config())
         await broker.start()
         site = Site(broker)

@@ -90,7 +90,7 @@ def test_commit_abort_and_the_requests_errors(txn_broker):
     assert c.call(m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch,
                            commit=True)).error == 48
     parts = _add(c, "etl", pid, epoch, (("orders", 0), ("orders", 9))).parts
-    assert [p.error for p in parts] == [48, 3]
+    assert [p.error for p in parts] == [55, 3]  # OPERATION_NOT_ATTEMPTED beside the refused one
     assert _describe(c, "etl").state == "CompleteAbort"
     assert _add(c, "etl", pid, epoch, ((TOPIC, 0),)).parts[0].error == 17
     assert c.call(m.InitProducerId(transactional_id="x", transaction_timeout_ms=0)).error == 50
@@ -165,10 +165,11 @@ def test_state_survives_a_kill_and_prepare_is_finished_after_a_restart(tmp_path)
 DATA = "txdata"  # the partition test_markers_... reads back (no other test's markers)
 
 
-def _produce(c, pid, epoch, seq, value=b"v"):
+def _produce(c, pid, epoch, seq, value=b"v", tid="rc"):
     data = build_batch([value], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                        transactional=True)
-    part = c.call(m.Produce(acks=-1, parts=((DATA, 0, len(data)),), payload=(data,))).parts[0]
+    part = c.call(m.Produce(acks=-1, parts=((DATA, 0, len(data)),), payload=(data,),
+                            transactional_id=tid)).parts[0]
     return part[2], part[4]  # error, base offset
 
 
@@ -217,3 +218,32 @@ def test_an_idle_id_expires_and_starts_afresh(tmp_path):
         assert _add(c, "idle", pid, 0).error == 49  # its producer id is no longer the id's
         pid2, epoch2 = _init(c, "idle")
         assert pid2 != pid and epoch2 == 0
+
+
+def test_a_forged_transactional_batch_is_refused(txn_broker):
+    """KIP-890 part 1 (api/txn_verify.py): a producer's first transactional
+    batch on a partition is appended only if its coordinator holds that
+    producer's open transaction with the partition in it; no transaction
+    hangs on a partition its coordinator never heard of."""
+    c = _setup(txn_broker)
+    c.call(m.CreateTopics(topics=((DATA, 1, {}),)))
+    before = _latest(c, 1)
+    # a made-up producer id, no InitProducerId, no AddPartitionsToTxn
+    assert _produce(c, 987_654_321, 0, 0, tid="forger")[0] == 48
+    assert _produce(c, 987_654_321, 0, 0, tid=None)[0] == 48  # no transactional id at all
+    # a real producer's id and epoch, but the partition was never added
+    pid, epoch = _init(c, "fv")
+    assert _produce(c, pid, epoch, 0, tid="fv")[0] == 48
+    assert _produce(c, pid, epoch, 0, tid="rc")[0] == 48  # another id's coordinator state
+    assert _latest(c, 1) == _latest(c, 0) == before  # nothing appended, nothing left open
+    # added: the first batch is verified (one round trip), the next ones are not asked
+    assert _add(c, "fv", pid, epoch, ((DATA, 0),)).parts[0].error == 0
+    assert _produce(c, pid, epoch, 0, tid="fv")[0] == 0
+    assert _produce(c, pid, epoch, 1, tid="fv")[0] == 0
+    assert _latest(c, 1) == before  # the open transaction holds the LSO
+    assert c.call(m.EndTxn(transactional_id="fv", producer_id=pid, producer_epoch=epoch,
+                           commit=False)).error == 0
+    _state(c, "fv", "CompleteAbort")
+    # the transaction ended: the same producer and epoch need AddPartitionsToTxn again
+    assert _produce(c, pid, epoch, 2, tid="fv")[0] == 48
+    assert _latest(c, 1) == _latest(c, 0)

@@ -102,3 +102,44 @@ def test_the_new_coordinator_finishes_what_the_killed_one_decided(tcluster):
     abort = m.EndTxn(transactional_id="etl", producer_id=pid, producer_epoch=epoch, commit=False)
     assert call(c, new, abort).error == 0
     state(c, new, "etl", "CompleteAbort")
+
+
+def _txn_produce(c: Cluster, i: int, tid, pid: int, epoch: int, seq: int, partition: int):
+    from logbroker.records.builder import build_batch
+    data = build_batch([b"v%d" % seq], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                       transactional=True)
+    resp = c.call(i, m.Produce(acks=-1, parts=(("verified", partition, len(data)),),
+                               payload=(data,), transactional_id=tid))
+    return resp.parts[0].error
+
+
+def test_a_forged_transactional_batch_is_refused_by_a_leader_the_coordinator_is_not(tcluster):
+    """KIP-890 part 1 across brokers: the partition's leader asks the id's
+    coordinator, another broker, over the peer link (VerifyTxnPartitions)."""
+    c = tcluster
+    c.create("verified", 3, replication_factor=3)
+    co = coordinator_of(c, "tv")
+    part, leader = next((p, c.state("verified", p)[0]) for p in range(3)
+                        if c.state("verified", p)[0] != co)
+    # a made-up producer (the id unknown to its coordinator), then no AddPartitionsToTxn
+    assert _txn_produce(c, leader, "tv", 424242, 0, 0, part) == 48
+    init = call(c, co, m.InitProducerId(transactional_id="tv", transaction_timeout_ms=60_000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert _txn_produce(c, leader, "tv", pid, epoch, 0, part) == 48
+    assert log_end(c, "verified", part) == 0  # nothing appended, nothing left open
+    # a client is not a broker: the peer request is refused whatever it asks
+    assert c.call(co, m.VerifyTxnPartitions(transactional_id="tv", producer_id=pid,
+                                            producer_epoch=epoch,
+                                            parts=(("verified", part),))).error == 31
+    # added: verified once, then the transaction's next batches go straight in
+    add = m.AddPartitionsToTxn(transactional_id="tv", producer_id=pid, producer_epoch=epoch,
+                               parts=(("verified", part),))
+    assert call(c, co, add).parts[0].error == 0
+    assert _txn_produce(c, leader, "tv", pid, epoch, 0, part) == 0
+    assert _txn_produce(c, leader, "tv", pid, epoch, 1, part) == 0
+    # a new producer instance of the id fences this one: its open transaction aborted
+    assert call(c, co, m.InitProducerId(transactional_id="tv",
+                                        transaction_timeout_ms=60_000)).producer_epoch > epoch
+    wait_until(lambda: log_end(c, "verified", part) == 3, 30, "the abort marker")
+    assert _txn_produce(c, leader, "tv", pid, epoch, 2, part) in (47, 90)
+    assert log_end(c, "verified", part) == 3  # two records and the abort marker, no more

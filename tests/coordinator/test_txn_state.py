@@ -144,3 +144,37 @@ def test_records_round_trip_and_a_tombstone_for_a_dead_id():
     back = read_batch(encode(states))
     assert back[:3] == states[:3]
     assert back[3].transactional_id == "gone" and back[3].state == ts.DEAD
+
+
+def test_verify_holds_only_the_open_transactions_partitions_of_its_producer():
+    """A partition leader's question (KIP-890 part 1, api/txn_verify.py)."""
+    from logbroker.errors import InvalidProducerEpochError
+    st = ongoing()
+    ts.verify(st, "etl", 7, 0, ("orders", 1))  # in the transaction: no error
+    for cur, pid, epoch, part in ((None, 7, 0, ("orders", 0)),  # an id never seen
+                                  (fresh(), 7, 0, ("orders", 0)),  # no open transaction
+                                  (st, 7, 0, ("orders", 2)),  # not added
+                                  (st, 8, 0, ("orders", 0)),  # another producer
+                                  (st, 7, 1, ("orders", 0))):  # an epoch not (yet) the id's
+        with pytest.raises(InvalidTxnStateError):
+            ts.verify(cur, "etl", pid, epoch, part)
+    bumped = ts.TxnState(**{**st.__dict__, "producer_epoch": 3})
+    with pytest.raises(InvalidProducerEpochError):
+        ts.verify(bumped, "etl", 7, 2, ("orders", 0))
+    ending = ts.end(st, "etl", 7, 0, True, T + 20)
+    with pytest.raises(InvalidTxnStateError):
+        ts.verify(ending, "etl", 7, 0, ("orders", 0))
+
+
+def test_producer_of_reads_the_transactional_batches_producer():
+    from logbroker.api.txn_verify import producer_of
+    from logbroker.records.builder import build_batch
+    txn = build_batch([b"a"], producer_id=5, producer_epoch=2, base_sequence=0,
+                      transactional=True)
+    other = build_batch([b"b"], producer_id=6, producer_epoch=2, base_sequence=0,
+                        transactional=True)
+    plain = build_batch([b"c"], producer_id=5, producer_epoch=2, base_sequence=1)
+    assert producer_of(plain) is None and producer_of(b"") is None
+    assert producer_of(plain + txn) == (5, 2)
+    with pytest.raises(InvalidTxnStateError):
+        producer_of(txn + other)

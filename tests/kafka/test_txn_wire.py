@@ -141,11 +141,11 @@ def test_add_partitions_answers_every_partition_once_in_request_order(version):
     resp = m.AddPartitionsToTxnResponse(parts=(("a", 2, 3, "no such topic"), ("b", 0, 55, ""),
                                                ("b", 1, 55, "")))
     assert codes(resp) == [("b", [(1, 55), (0, 55)]), ("a", [(2, 3)])]
-    # our "not added" (INVALID_TXN_STATE beside another partition's error) is
-    # Kafka's OPERATION_NOT_ATTEMPTED; a state error of the whole transaction stays
-    skipped = m.AddPartitionsToTxnResponse(parts=(("a", 2, 3, ""), ("b", 0, 48, "not added"),
-                                                  ("b", 1, 48, "not added")))
-    assert codes(skipped) == [("b", [(1, 55), (0, 55)]), ("a", [(2, 3)])]
+    # our coordinator answers OPERATION_NOT_ATTEMPTED itself: nothing is rewritten
+    # (an INVALID_TXN_STATE beside another partition's error stays what it is)
+    kept = m.AddPartitionsToTxnResponse(parts=(("a", 2, 3, ""), ("b", 0, 48, ""),
+                                               ("b", 1, 48, "")))
+    assert codes(kept) == [("b", [(1, 48), (0, 48)]), ("a", [(2, 3)])]
     state = m.AddPartitionsToTxnResponse(parts=(("a", 2, 48, ""), ("b", 0, 48, ""),
                                                 ("b", 1, 48, "")))
     assert codes(state) == [("b", [(1, 48), (0, 48)]), ("a", [(2, 48)])]

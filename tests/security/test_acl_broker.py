@@ -12,7 +12,7 @@ import json
 import urllib.request
 
 import pytest
-from tests.support.fixtures import BrokerProcess, RawConn, batch, consume, invoke_cli, invoked_error, invoked_ok
+from tests.support.fixtures import BrokerProcess, RawConn, batch, consume, invoke_cli, invoked_error, invoked_ok, wait_until
 from scramp import ScramClient
 
 from logbroker import Admin, Consumer, Producer
@@ -150,6 +150,13 @@ CASES = [
     # transactions, the leader's side: a single node answers WriteTxnMarkers 42 once allowed
     (m.WriteTxnMarkers(markers=((7, 0, True, 0, "orders", 0),)), CLUSTER,
      [acl("cluster", "logbroker", "cluster_action")]),
+    (m.VerifyTxnPartitions(transactional_id="t-1", producer_id=7, producer_epoch=0,
+                           parts=(("orders", 0),)), CLUSTER,
+     [acl("cluster", "logbroker", "cluster_action")]),
+    # an operator's transaction tools (api/txn_admin.py)
+    (m.DescribeProducers(parts=(("orders", 0),)), TOPIC, [acl("topic", "orders", "read")]),
+    (m.AbortTxnPartition(parts=(("orders", 0, 7, -1, -1),)), CLUSTER,
+     [acl("cluster", "logbroker", "alter")]),
     (m.TxnOffsetCommit(transactional_id="t-acl", producer_id=7, producer_epoch=0, group="g1",
                        offsets=(("orders", 0, 1, ""),)), TXN,
      [acl("transactional_id", "t-acl", "write"), acl("group", "g1", "read"),
@@ -355,6 +362,18 @@ def test_a_transactional_batch_needs_a_transactional_id_alice_may_write(broker):
             assert conn.call(bare).parts[0].error == TXN
             assert conn.call(named).error == TXN  # no ACL on the id: the whole request
             admin.create_acls([acl("transactional_id", "t-alice", "write")])
+            # allowed; but no transaction of the id holds the partition (api/txn_verify.py)
+            assert conn.call(named).parts[0].error == 48
+            init = wait_until(lambda: (r := conn.call(m.InitProducerId(
+                transactional_id="t-alice", transaction_timeout_ms=60_000))).error == 0 and r,
+                10, "InitProducerId")
+            assert conn.call(m.AddPartitionsToTxn(
+                transactional_id="t-alice", producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch, parts=(("orders", 0),))).parts[0].error == 0
+            data = build_batch([b"t"], producer_id=init.producer_id,
+                               producer_epoch=init.producer_epoch, base_sequence=0,
+                               transactional=True)
+            named = dataclasses.replace(named, parts=(("orders", 0, len(data)),), payload=(data,))
             assert conn.call(named).parts[0].error == 0
         finally:
             admin.delete_acls(principal=ALICE)

@@ -189,6 +189,13 @@ SAMPLES = [
     m.TxnOffsetCommitResponse(parts=(("orders", 0, 0, ""),)),
     m.WriteTxnMarkers(markers=((7, 2, True, 3, "orders", 0),)),
     m.WriteTxnMarkersResponse(parts=((7, "orders", 0, 0, ""),)),
+    m.VerifyTxnPartitions(transactional_id="etl", producer_id=7, producer_epoch=2,
+                          parts=(("orders", 0),)),
+    m.VerifyTxnPartitionsResponse(parts=(("orders", 0, 48, "not in the transaction"),)),
+    m.DescribeProducers(parts=(("orders", 0),)),
+    m.DescribeProducersResponse(parts=(("orders", 0, 0, "", ((7, 2, 0, 15, T0),)),)),
+    m.AbortTxnPartition(parts=(("orders", 0, 7, -1, -1),)),
+    m.AbortTxnPartitionResponse(parts=(("orders", 0, 0, ""),)),
     m.DescribeTransactions(transactional_ids=("etl-1", "nope")),
     m.DescribeTransactionsResponse(transactions=(
         ("etl-1", 0, "", "Ongoing", 7, 2, 60_000, T0, (("orders", 0),)),

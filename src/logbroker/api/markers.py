@@ -54,6 +54,8 @@ async def write_markers(svc, markers) -> tuple:
             limits.check_int(mk.producer_epoch, "producer_epoch", 0, 32767)
             limits.check_int(mk.coordinator_epoch, "coordinator_epoch", 0, limits.MAX_INT32)
             appended = meta.append_marker(mk.topic, mk.partition, mk)
+            if svc.verifier is not None:  # its next transaction there is verified again
+                svc.verifier.forget(mk.producer_id, mk.topic, mk.partition)
         except LogbrokerError as exc:
             results[i] = MarkerResult(mk.producer_id, mk.topic, mk.partition, *_err(exc))
             continue

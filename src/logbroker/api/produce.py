@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import LogbrokerError, RequestTimedOutError, TransactionalIdAuthorizationFailedError
+from ..errors import (InvalidTxnStateError, LogbrokerError, RequestTimedOutError,
+                      TransactionalIdAuthorizationFailedError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import ProducedPart
@@ -127,10 +128,14 @@ def produce(svc, req: m.Produce, session):
     batch (it opens or continues its producer's transaction: storage's
     rules, fencing errors per part) needs the request's ``transactional_id``
     when ACLs are enforced (TRANSACTIONAL_ID_AUTHORIZATION_FAILED per part
-    without one: its WRITE is what the ACLs check, Kafka's rule)."""
-    results, answer = [], None
+    without one: its WRITE is what the ACLs check, Kafka's rule). With
+    ``svc.verifier`` (api/txn_verify.py), a producer's first transactional
+    batch on a partition is appended only once its transaction coordinator
+    confirmed the transaction holds the partition, in a later turn: its
+    part waits (a ``ProduceAnswer`` whatever the acks; acks=0 is refused)."""
+    results, answer, deferred = [], None, []
     wait = req.acks == -1
-    meta = svc.meta
+    meta, verifier = svc.meta, svc.verifier
     traffic = svc.traffic  # metrics (None when off): bytes and records in, per part
     # ACLs enforced: a transactional batch needs a transactional id, whose WRITE the ACLs checked
     anonymous = req.transactional_id is None and session is not None and session.auth.enforcing
@@ -141,6 +146,15 @@ def produce(svc, req: m.Produce, session):
                 raise TransactionalIdAuthorizationFailedError(
                     f"{topic}-{partition}: a transactional batch needs the request's "
                     "transactional_id (its WRITE ACL is checked; Kafka's rule)")
+            if verifier is not None:
+                need = verifier.needed(topic, partition, data, req.transactional_id)
+                if need is not None:  # verified with its coordinator first (api/txn_verify.py)
+                    if req.acks == 0:
+                        raise InvalidTxnStateError(f"{topic}-{partition}: a transaction's "
+                                                   "first batch here needs acks 1 or -1")
+                    deferred.append((len(results), topic, partition, data, need))
+                    results.append(ProducedPart(topic, partition, _WAITING, "", -1, -1))
+                    continue
             appended = meta.append(topic, partition, data, req.acks)
         except LogbrokerError as exc:
             results.append(ProducedPart(topic, partition, *_err(exc), -1, -1))
@@ -161,6 +175,10 @@ def produce(svc, req: m.Produce, session):
                 answer.waiting -= 1  # already durable
         results.append(ProducedPart(topic, partition, code, "", info.first_offset,
                                     appended.log.log_start_offset))
+    if deferred:
+        if answer is None:
+            answer = ProduceAnswer(results, meta.ack_wait)
+        verifier.defer(answer, req.acks, req.transactional_id, deferred)
     if answer is not None and answer.waiting:
         answer.arm(asyncio.get_running_loop(), req.timeout_ms)
         return answer

@@ -33,7 +33,7 @@ from ..protocol import messages as m
 from . import access, cluster_info, fetch, offsets, peer, produce, sasl, topics
 from . import configs, partitions, reassign, records
 from . import consumer_groups
-from . import markers, transactions
+from . import markers, transactions, txn_admin, txn_verify
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +109,9 @@ OURS: dict[type, Entry] = {
     m.ListTransactions: Entry(transactions.list_transactions),
     # transactions, the partition leader's side (api/markers.py, api/groups.py)
     m.WriteTxnMarkers: Entry(markers.write_txn_markers),  # brokers only
+    m.VerifyTxnPartitions: Entry(txn_verify.verify_txn_partitions),  # brokers only
+    m.DescribeProducers: Entry(txn_admin.describe_producers),
+    m.AbortTxnPartition: Entry(txn_admin.abort_txn_partition),
     m.TxnOffsetCommit: Entry(_groups("txn_commit")),
 }
 

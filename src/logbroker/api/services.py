@@ -12,7 +12,7 @@ from __future__ import annotations
 
 class Services:
     __slots__ = ("config", "store", "meta", "commit", "notifier", "groups", "auth", "port",
-                 "requests", "traffic", "offload", "txns")
+                 "requests", "traffic", "offload", "txns", "verifier")
 
     def __init__(self, *, config, store, meta, commit, notifier, groups, auth, port: int) -> None:
         """``groups``: the coordinator's GroupRequests; ``auth``: the BrokerAuth."""
@@ -26,3 +26,5 @@ class Services:
         self.offload = None
         # the transaction coordinator (coordinator/txn_manager.py), set by the broker
         self.txns = None
+        # transactional batches verified with their coordinator (api/txn_verify.py); None: off
+        self.verifier = None

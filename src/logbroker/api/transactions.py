@@ -8,8 +8,8 @@ transactional id is 1-249 printable characters (a group name's rule); a
 timeout is 1..``transaction_max_timeout_ms`` (INVALID_TRANSACTION_TIMEOUT);
 an AddPartitionsToTxn names at most ``MAX_PARTS`` partitions, each of a
 topic that exists (UNKNOWN_TOPIC_OR_PARTITION for that part; the request's
-other parts then get INVALID_TXN_STATE, "not added" — Kafka's
-OPERATION_NOT_ATTEMPTED — and nothing is added: all or none, as Kafka); an
+other parts then get OPERATION_NOT_ATTEMPTED, "not added", and nothing is
+added: all or none, as Kafka); an
 internal topic is refused (the offsets topic joins by AddOffsetsToTxn);
 DescribeTransactions names at most ``MAX_IDS`` ids (only the first waits
 for its partition to load; the others answer COORDINATOR_LOAD_IN_PROGRESS).
@@ -20,8 +20,9 @@ from __future__ import annotations
 from .. import limits
 from ..coordinator.records import partition_for
 from ..coordinator.txn_state import STATES
-from ..errors import (InvalidRequestError, InvalidTransactionTimeoutError, InvalidTxnStateError,
-                      LogbrokerError, TransactionalIdNotFoundError)
+from ..errors import (CoordinatorNotAvailableError, InvalidRequestError,
+                      InvalidTransactionTimeoutError, LogbrokerError, OperationNotAttemptedError,
+                      TransactionalIdNotFoundError)
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import PartitionResult, TxnDescription, TxnListing
@@ -89,7 +90,8 @@ async def add_partitions(svc, req: m.AddPartitionsToTxn, session) -> m.AddPartit
         except LogbrokerError as exc:
             errors[(t, p)] = _err(exc)
     if errors:
-        skipped = (InvalidTxnStateError.code, "not added: another partition of the request failed")
+        skipped = (OperationNotAttemptedError.code,
+                   "not added: another partition of the request failed")
         return m.AddPartitionsToTxnResponse(parts=tuple(
             PartitionResult(t, p, *errors.get((t, p), skipped)) for t, p in req.parts))
     try:
@@ -104,11 +106,16 @@ async def add_partitions(svc, req: m.AddPartitionsToTxn, session) -> m.AddPartit
 
 async def add_offsets(svc, req: m.AddOffsetsToTxn, session) -> m.AddOffsetsToTxnResponse:
     """``group``'s partition of the offsets topic joins the transaction (its
-    marker tells the group coordinator the outcome)."""
+    marker tells the group coordinator the outcome), whether or not that
+    partition has a leader yet (Kafka's rule: COORDINATOR_NOT_AVAILABLE here
+    reaches the application through librdkafka)."""
     tid = _check_id(req.transactional_id)
     limits.check_group_name(req.group)
     _check_producer(req.producer_id, req.producer_epoch)
-    await svc.meta.coordinator_for(req.group, 0)  # the offsets topic exists from here on
+    try:  # the offsets topic is created if it is not yet (shielded: metadata/internal_topics.py)
+        await svc.meta.coordinator_for(req.group, 0)
+    except CoordinatorNotAvailableError:
+        pass  # as Kafka: the partition joins without waiting for its leader (its marker waits)
     host = svc.meta.group_host()
     part = (host.topic, partition_for(req.group, host.partitions))
     await svc.txns.add_partitions(tid, req.producer_id, req.producer_epoch, (part,))

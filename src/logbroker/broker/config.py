@@ -132,6 +132,9 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_timed_out_check_interval_ms: int = 10_000
     transactional_id_expiration_ms: int = 604_800_000
+    # a producer's first transactional batch on a partition is verified with its coordinator
+    # (KIP-890 part 1, api/txn_verify.py): no transaction opened that the coordinator never saw
+    transaction_partition_verification_enable: bool = True
     # -- security and observability (docs/security.md, docs/metrics.md) -----------------
     metrics_port: "int | None" = None  # Prometheus /metrics on host:metrics_port; off when None
     tls_cert: "str | None" = None  # PEM certificate chain: TLS on the listener when set
@@ -248,7 +251,8 @@ class BrokerConfig:
             object.__setattr__(self, "super_users", tuple(self.super_users))
         if not all(isinstance(u, str) and u.startswith("User:") and len(u) > 5 for u in self.super_users):
             raise InvalidConfigError(f"super_users must be a list of \"User:NAME\", got {self.super_users!r}")
-        for name in ("auth_required", "allow_everyone_if_no_acl_found"):
+        for name in ("auth_required", "allow_everyone_if_no_acl_found",
+                     "transaction_partition_verification_enable"):
             if type(getattr(self, name)) is not bool:
                 raise InvalidConfigError(
                     f"{name} must be true or false, got {getattr(self, name)!r}")

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..api.groups import GroupRequests
 from ..api.transactions import build_txn_coordinator
+from ..api.txn_verify import PartitionVerifier
 from ..api.inflation import Inflation
 from ..api.pipeline import Pipeline
 from ..api.services import Services
@@ -95,6 +96,8 @@ class Broker:
         self.services.offload = self.inflation.run
         self.coordinator.start()
         self.services.txns = self.txns = build_txn_coordinator(self.services)
+        if config.transaction_partition_verification_enable:
+            self.services.verifier = PartitionVerifier(self.services)
         self.txns.start()
         self.metrics = None
         if config.metrics_port is not None:  # docs/metrics.md
@@ -170,6 +173,8 @@ class Broker:
         await self.meta.leave()
         await self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         await self.txns.close()  # in-flight markers: the next coordinator finishes them
+        if self.services.verifier is not None:
+            await self.services.verifier.close()
         self.listener.close()
         connections = list(self.listener.connections)
         for kafka in self.kafka_listeners:

@@ -38,7 +38,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError,
-                      CoordinatorNotAvailableError, FencedLeaderEpochError, NotCoordinatorError,
+                      CoordinatorNotAvailableError, FencedLeaderEpochError, LogbrokerError,
+                      NotCoordinatorError,
                       NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderError,
                       PolicyViolationError, RequestTimedOutError)
 from ..protocol.parts import TxnMarker
@@ -185,6 +186,22 @@ class TxnCoordinator:
                                 self.settings.max_parts)
         if nxt is not None:
             await self._write(p, view, nxt)
+
+    async def verify(self, tid: str, producer_id: int, producer_epoch: int, parts) -> tuple:
+        """A (topic, partition, error, message) per part of ``parts``: whether
+        the producer's open transaction holds it (``txn_state.verify``); the
+        state as last acknowledged (a change being written is not waited for:
+        the producer wrote after its AddPartitionsToTxn was answered)."""
+        _, view = await self.view(tid)
+        cur = view.txns.get(tid)
+        out = []
+        for t, p in parts:
+            try:
+                ts.verify(cur, tid, producer_id, producer_epoch, (t, p))
+                out.append((t, p, 0, ""))
+            except LogbrokerError as exc:
+                out.append((t, p, exc.code, exc.message))
+        return tuple(out)
 
     async def end(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """EndTxn: answered once Prepare* is durable; the markers follow."""

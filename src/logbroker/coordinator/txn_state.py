@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import (ConcurrentTransactionsError, InvalidProducerIdMappingError,
-                      InvalidTxnStateError, ProducerFencedError)
+from ..errors import (ConcurrentTransactionsError, InvalidProducerEpochError,
+                      InvalidProducerIdMappingError, InvalidTxnStateError, ProducerFencedError)
 
 EMPTY, ONGOING = "Empty", "Ongoing"
 PREPARE_COMMIT, PREPARE_ABORT = "PrepareCommit", "PrepareAbort"
@@ -164,6 +164,26 @@ def add_partitions(cur: "TxnState | None", tid: str, producer_id: int, producer_
         raise InvalidTxnStateError(f"a transaction may hold at most {max_parts} partitions")
     start = cur.start_ms if cur.state == ONGOING else now_ms
     return replace(cur, state=ONGOING, parts=tuple(sorted(new)), start_ms=start, update_ms=now_ms)
+
+
+def verify(cur: "TxnState | None", tid: str, producer_id: int, producer_epoch: int,
+           part: tuple) -> None:
+    """A partition leader's question before a producer's first transactional
+    batch there (KIP-890 part 1): raise unless ``producer_id`` at
+    ``producer_epoch`` holds ``tid``'s open transaction and ``part`` is in
+    it: INVALID_PRODUCER_EPOCH for an older epoch of the id's producer,
+    INVALID_TXN_STATE otherwise (another producer, no open transaction, the
+    partition not added, a transaction already being ended)."""
+    if cur is not None and producer_id == cur.producer_id \
+            and producer_epoch < cur.producer_epoch:
+        raise InvalidProducerEpochError(f"transactional id {tid!r}: epoch {producer_epoch} is "
+                                        f"older than {cur.producer_epoch}")
+    if cur is None or producer_id != cur.producer_id or producer_epoch != cur.producer_epoch:
+        raise InvalidTxnStateError(f"producer {producer_id} epoch {producer_epoch} does not hold "
+                                   f"transactional id {tid!r}")
+    if cur.state != ONGOING or tuple(part) not in cur.parts:
+        raise InvalidTxnStateError(f"{part[0]}-{part[1]} is not in an open transaction of "
+                                   f"{tid!r} (state {cur.state}): AddPartitionsToTxn first")
 
 
 def end(cur: "TxnState | None", tid: str, producer_id: int, producer_epoch: int, commit: bool,

@@ -23,7 +23,7 @@ the loop about a second per million.
 from __future__ import annotations
 
 from ..errors import (CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
-                      InvalidProducerEpochError, InvalidRequestError, InvalidTxnStateError,
+                      InvalidProducerEpochError, InvalidRequestError,
                       ProducerFencedError, TransactionalIdNotFoundError)
 from ..limits import MAX_PARTITIONS
 from ..protocol import messages as m
@@ -35,7 +35,6 @@ from .wire_errors import kafka_code, kafka_group_code
 FENCED_FROM = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2,
                "EndTxn": 2, "TxnOffsetCommit": 2}
 # Kafka's names of a transaction's states (DescribeTransactions, ListTransactions)
-OPERATION_NOT_ATTEMPTED = 55  # Kafka's; not one of our codes (see add_partitions_to_txn)
 STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                     "CompleteAbort", "PrepareEpochFence", "Dead"})
 
@@ -93,12 +92,8 @@ def add_partitions_to_txn(site: KafkaSite, header, body) -> Plan:
     """The partitions the producer is about to write join its transaction;
     answered per partition. Kafka's rule, the coordinator's: one refused
     partition fails the whole request, and the others are answered
-    OPERATION_NOT_ATTEMPTED (55), which clients skip; our coordinator
-    answers those INVALID_TXN_STATE ("not added"), so when some partition
-    has another error, the INVALID_TXN_STATE ones go out as 55 (a state
-    error of the transaction itself is every partition's INVALID_TXN_STATE,
-    fatal to the client, as Kafka's). A partition named twice is added and
-    answered once."""
+    OPERATION_NOT_ATTEMPTED (55, our coordinator's code too), which clients
+    skip. A partition named twice is added and answered once."""
     version = header.api_version
     _at_most(sum(len(t.partitions) for t in body.v3_and_below_topics), "partitions")
     parts = tuple(dict.fromkeys(TopicPartition(t.name, p) for t in body.v3_and_below_topics
@@ -114,10 +109,6 @@ def add_partitions_to_txn(site: KafkaSite, header, body) -> Plan:
         else:
             errors = {TopicPartition(t, p): txn_code(e, "AddPartitionsToTxn", version)
                       for t, p, e, _msg in resp.parts}
-            state = InvalidTxnStateError.code
-            if any(e not in (0, state) for e in errors.values()):
-                errors = {k: OPERATION_NOT_ATTEMPTED if e == state else e
-                          for k, e in errors.items()}
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
             {"name": topic, "results_by_partition": [
                 {"partition_index": p, "partition_error_code": errors.get((t, p), 0)}

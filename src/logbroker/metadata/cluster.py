@@ -29,6 +29,7 @@ from ..protocol.parts import BrokerAddress, BrokerState, PartitionDescription, P
 from .budget import PartitionBudget
 from .cluster_host import ClusterHost
 from .interface import Appended
+from .internal_topics import InternalTopics
 from .local import partition_entry
 from .offsets_topic import offsets_topic, transaction_topic
 from .partitions import add_cluster
@@ -51,6 +52,7 @@ class ClusterMetadata:
         self.budget = PartitionBudget(config.max_partitions_per_broker)
         self._host = ClusterHost(self, config, offsets_topic(config))
         self._txn_host = ClusterHost(self, config, transaction_topic(config))
+        self._internal = InternalTopics(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def leave(self) -> None:
@@ -59,6 +61,7 @@ class ClusterMetadata:
         await self.node.leave()
 
     async def close(self) -> None:
+        self._internal.close()
         await self.node.close()
 
     # -- brokers ---------------------------------------------------------------------------
@@ -399,12 +402,7 @@ class ClusterMetadata:
         node.check_available()
         view = node.view
         spec = (self._txn_host if key_type == 1 else self._host).spec
-        if spec.name not in view.topics:
-            try:
-                await self.create_internal(spec.name, spec.partitions, spec.configs(),
-                                           spec.replication_factor)
-            except TopicAlreadyExistsError:
-                pass
+        await self._internal.ensure(spec)  # shielded: finishes if this request goes away
         topic = view.topics.get(spec.name)
         st = view.partitions.get((spec.name, partition_for(key, topic.partitions))) \
             if topic else None

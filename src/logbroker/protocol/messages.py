@@ -427,5 +427,7 @@ from .txn_messages import (AddOffsetsToTxn, AddOffsetsToTxnResponse,  # noqa: E4
                            AddPartitionsToTxn, AddPartitionsToTxnResponse,
                            DescribeTransactions, DescribeTransactionsResponse, EndTxn,
                            EndTxnResponse, ListTransactions, ListTransactionsResponse,
-                           TxnOffsetCommit, TxnOffsetCommitResponse, WriteTxnMarkers,
-                           WriteTxnMarkersResponse)
+                           TxnOffsetCommit, TxnOffsetCommitResponse, VerifyTxnPartitions,
+                           VerifyTxnPartitionsResponse, WriteTxnMarkers, WriteTxnMarkersResponse)
+from .txn_admin_messages import (AbortTxnPartition, AbortTxnPartitionResponse,  # noqa: E402,F401
+                                 DescribeProducers, DescribeProducersResponse)

@@ -185,3 +185,32 @@ class ListTransactionsResponse(Response):
     error: int = 0
     message: str = ""
     transactions: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class VerifyTxnPartitions(Message):
+    """Broker to broker (KIP-890 part 1, Kafka's AddPartitionsToTxn v4
+    "verify only"): a partition leader asks the transaction coordinator of
+    ``transactional_id`` whether ``producer_id`` at ``producer_epoch`` holds
+    its open transaction with each of ``parts`` in it, before that
+    producer's first transactional batch on the partition."""
+
+    API, SCHEMA = 59, {**_TXN, "parts": [TopicPartition]}
+    transactional_id: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    parts: tuple = ()
+
+
+@_register
+@dataclass(frozen=True)
+class VerifyTxnPartitionsResponse(Response):
+    """parts: (topic, partition, error, message): 0, INVALID_TXN_STATE or
+    INVALID_PRODUCER_EPOCH per part; a top-level error for the coordinator's
+    own (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...)."""
+
+    API, SCHEMA = 59, {**_RESP, "parts": [PartitionResult]}
+    error: int = 0
+    message: str = ""
+    parts: tuple = ()

@@ -161,6 +161,11 @@ RULES: dict[type, Callable] = {
     # Kafka's WriteTxnMarkers; the handler also wants the peer proof, api/markers.py);
     # TxnOffsetCommit: write on the transactional id, read on the group and each topic (Kafka's)
     m.WriteTxnMarkers: _cluster("cluster_action"),
+    m.VerifyTxnPartitions: _cluster("cluster_action"),  # brokers only (api/txn_verify.py)
+    # an operator's tools (api/txn_admin.py): read on each topic (Kafka's DescribeProducers);
+    # aborting another's transaction: alter on the cluster
+    m.DescribeProducers: _topics_of("read", lambda r: (p.topic for p in r.parts)),
+    m.AbortTxnPartition: _cluster("alter"),
     m.TxnOffsetCommit: lambda msg, known: [("write", TRANSACTIONAL_ID, msg.transactional_id)]
     + _group("read", "read")(msg, known),
 }

@@ -191,6 +191,18 @@ class Log:
             return (self._txns.last_stable_offset(self._segs.high_watermark, self._segs.log_start),
                     len(self._txns.state.open))
 
+    def open_transaction_of(self, producer_id: int) -> "tuple[int, int] | None":
+        """``(producer epoch, first offset)`` of ``producer_id``'s open
+        transaction here, None when it has none (O(1))."""
+        with self._lock:
+            return self._txns.state.open.get(producer_id)
+
+    def txn_producer(self, producer_id: int) -> "tuple[int, int]":
+        """``(producer epoch, coordinator epoch)`` as this partition's
+        transactional batches and markers left them (-1 each: unknown)."""
+        with self._lock:
+            return self._txns.state.producers.get(producer_id, (-1, -1))
+
     def segment_end(self, seg: Segment) -> int:
         """The offset after ``seg``'s last batch."""
         return self._segs.segment_end(seg)

@@ -85,6 +85,16 @@ class Admin(AsyncShell):
         """As ``logbroker.Admin.list_transactions``."""
         return await self._await(self._core.list_transactions(states))
 
+    async def describe_producers(self, partitions) -> dict:
+        """As ``logbroker.Admin.describe_producers``."""
+        return await self._await(self._core.describe_producers(partitions))
+
+    async def abort_transaction(self, topic: str, partition: int, producer_id: int,
+                                producer_epoch: int = -1, coordinator_epoch: int = -1) -> None:
+        """As ``logbroker.Admin.abort_transaction``."""
+        await self._await(self._core.abort_transaction(topic, partition, producer_id,
+                                                       producer_epoch, coordinator_epoch))
+
     async def describe_groups(self, groups: Iterable[str]) -> dict:
         """As ``logbroker.Admin.describe_groups``."""
         return await self._await(self._core.describe_groups(groups))

@@ -318,6 +318,16 @@ class AdminCore:
         """``Admin.list_transactions``: admin/transactions.py."""
         return await transactions.list_all(self.router, states)
 
+    async def describe_producers(self, partitions) -> dict:
+        """``Admin.describe_producers``: admin/transactions.py."""
+        return await transactions.describe_producers(self.router, partitions)
+
+    async def abort_transaction(self, topic: str, partition: int, producer_id: int,
+                                producer_epoch: int = -1, coordinator_epoch: int = -1) -> None:
+        """``Admin.abort_transaction``: admin/transactions.py."""
+        await transactions.abort(self.router, topic, partition, producer_id, producer_epoch,
+                                 coordinator_epoch)
+
     async def delete_groups(self, groups: Iterable[str], raise_errors: bool = True) -> dict:
         """``Admin.delete_groups``: DeleteGroups at each group's coordinator, sent once."""
         good, refused, order = _split(validate.iterable(groups, "groups"), validate.group)

@@ -172,6 +172,22 @@ class Admin(SyncShell):
         ``states``: only those in these states."""
         return self._run(self._core.list_transactions(states))
 
+    def describe_producers(self, partitions) -> dict:
+        """``{(topic, partition): [OpenTransaction(topic, partition,
+        producer_id, producer_epoch, coordinator_epoch, first_offset,
+        first_timestamp)]}``: each partition's open transactions, from its
+        leader (Kafka's DescribeProducers)."""
+        return self._run(self._core.describe_producers(partitions))
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int,
+                          producer_epoch: int = -1, coordinator_epoch: int = -1) -> None:
+        """Abort ``producer_id``'s open (hanging) transaction on the
+        partition: its leader writes an abort marker (Kafka's
+        kafka-transactions.sh abort; ALTER on the cluster). The epochs
+        default to the open transaction's and its last marker's."""
+        self._run(self._core.abort_transaction(topic, partition, producer_id, producer_epoch,
+                                               coordinator_epoch))
+
     def describe_groups(self, groups: Iterable[str]) -> dict:
         """``{group: GroupDescription(group, partitions, state, protocol,
         generation, members)}``: a ``GroupPartition(topic, partition,

@@ -116,3 +116,57 @@ async def list_all(router: Router, states=()) -> list[TransactionListing]:
             found[row.transactional_id] = TransactionListing(row.transactional_id,
                                                              row.producer_id, row.state, bid)
     return [found[t] for t in sorted(found)]
+
+
+class OpenTransaction(NamedTuple):
+    """A producer's open transaction on a partition (DescribeProducers at
+    its leader): ``first_timestamp`` the create time of its first batch (ms,
+    -1 unknown); ``coordinator_epoch`` of the producer's last marker there."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int
+    first_timestamp: int
+
+
+async def describe_producers(router: Router, partitions) -> dict:
+    """``{(topic, partition): [OpenTransaction]}`` from each leader; raises
+    the first partition's error."""
+    from ...protocol.parts import TopicPartition
+    tps = [TopicPartition(*validate.topic_partition(tp)) for tp in
+           validate.iterable(partitions, "partitions")]
+    rows: dict = {}
+    for i in range(0, len(tps), 1000):  # a broker's limit per request
+        rows.update(await router.by_leader(tps[i:i + 1000],
+                                           lambda parts: m.DescribeProducers(parts=parts)))
+    out = {}
+    for tp in tps:
+        row = rows[tuple(tp)]
+        if isinstance(row, LogbrokerError):
+            raise row
+        if row.error:
+            raise for_code(row.error)(f"{tp[0]}-{tp[1]}: {row.message}")
+        out[tuple(tp)] = [OpenTransaction(tp[0], tp[1], *o) for o in row.open]
+    return out
+
+
+async def abort(router: Router, topic: str, partition: int, producer_id: int,
+                producer_epoch: int = -1, coordinator_epoch: int = -1) -> None:
+    """An abort marker for ``producer_id``'s open transaction on the
+    partition, written by its leader (AbortTxnPartition, sent once)."""
+    from ...protocol.txn_admin_messages import AbortSpec
+    topic, partition = validate.topic_partition((topic, partition))
+    spec = AbortSpec(topic, partition, validate.count(producer_id, "producer_id", 0,
+                                                      (1 << 63) - 1),
+                     validate.count(producer_epoch, "producer_epoch", -1, 32767),
+                     validate.count(coordinator_epoch, "coordinator_epoch", -1, (1 << 31) - 1))
+    rows = await router.by_leader([spec], lambda parts: m.AbortTxnPartition(parts=parts),
+                                  retry=False)
+    row = rows[(topic, partition)]
+    if isinstance(row, LogbrokerError):
+        raise row
+    if row.error:
+        raise for_code(row.error)(f"{topic}-{partition}: {row.message}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ...errors import InvalidTxnStateError, LogbrokerError, RequestTimedOutError
+from ...errors import LogbrokerError, OperationNotAttemptedError, RequestTimedOutError
 from ...protocol import messages as m
 from ..group.coordinator import Coordinators, refinds
 from ..net.backoff import Backoff
@@ -118,11 +118,11 @@ class TxnRequests:
 
 def _raise_parts(parts) -> None:
     """Raise the partition error that explains the answer: a retriable one
-    first (retried), else the first other than INVALID_TXN_STATE (which the
-    coordinator gives the parts it did not try because another failed)."""
+    first (retried), else the first other than OPERATION_NOT_ATTEMPTED (which
+    the coordinator gives the parts it did not try because another failed)."""
     errors = [part_error(err, msg, topic, partition) for topic, partition, err, msg in parts
               if err]
     if errors:
         retriable = [e for e in errors if e.retriable]
-        causes = [e for e in errors if e.code != InvalidTxnStateError.code]
+        causes = [e for e in errors if e.code != OperationNotAttemptedError.code]
         raise (retriable or causes or errors)[0]
