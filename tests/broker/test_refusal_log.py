@@ -67,9 +67,9 @@ def test_a_debug_broker_logs_refusals_of_both_listeners(tmp_path):
             assert got.topics[0].error != 0
         finally:
             conn.close()
-        raw = Raw(bootstrap)  # a refusal the Kafka listener makes itself (no transactions)
+        raw = Raw(bootstrap)  # a refusal the Kafka listener makes itself (a key type it lacks)
         try:
-            raw.sock.sendall(raw.send(10, 1, 1, {"key": "tx-1", "key_type": 1}))
+            raw.sock.sendall(raw.send(10, 1, 1, {"key": "share-1", "key_type": 2}))
             assert raw.recv(10, 1)[1].error_code != 0
         finally:
             raw.close()

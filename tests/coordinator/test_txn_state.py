@@ -178,3 +178,10 @@ def test_producer_of_reads_the_transactional_batches_producer():
     assert producer_of(plain + txn) == (5, 2)
     with pytest.raises(InvalidTxnStateError):
         producer_of(txn + other)
+    # every form a produce part reaches the handler in (storage/incoming.part_buffers)
+    from logbroker.errors import CorruptRecordError
+    from logbroker.storage.incoming import Convert, Inspected
+    assert producer_of([plain, memoryview(txn)]) == (5, 2)
+    assert producer_of(Inspected(txn, None, False)) == (5, 2)
+    assert producer_of(Inspected(txn, CorruptRecordError("refused"), False)) is None
+    assert producer_of(Convert(b"legacy", lambda: txn)) is None

@@ -22,7 +22,7 @@ from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import ProducedPart
 from ..records import format as fmt
-from ..storage.incoming import Convert, Inspected
+from ..storage.incoming import part_buffers
 from .edge import check_partition_key
 
 
@@ -192,23 +192,11 @@ def produce(svc, req: m.Produce, session):
 
 
 def transactional(data) -> bool:
-    """Whether a batch of ``data`` (a part's batches, either magic) has its
-    transactional bit: a walk of the headers' lengths (what is not a whole
-    batch is storage's to refuse). ``data`` as the handler gets it: bytes,
-    a sequence of buffers, an ``Inspected`` part (a compressed one, checked
-    off the loop: its bytes; a refused one: False, storage raises its
-    error) or a ``Convert`` part not yet converted (a legacy message set,
-    which has no transactional bit: False)."""
-    cls = data.__class__
-    if cls is Inspected:
-        if data.error is not None:
-            return False
-        data = data.data
-    elif cls is Convert:
-        return False
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        return any(_transactional_bytes(raw) for raw in data)
-    return _transactional_bytes(data)
+    """Whether a batch of the part ``data`` (either magic, in any form the
+    handler gets it: ``incoming.part_buffers``) has its transactional bit:
+    a walk of the headers' lengths (what is not a whole batch is storage's
+    to refuse)."""
+    return any(_transactional_bytes(raw) for raw in part_buffers(data))
 
 
 def _transactional_bytes(data) -> bool:

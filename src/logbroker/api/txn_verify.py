@@ -49,6 +49,7 @@ from ..errors import (InvalidProducerEpochError, InvalidRequestError, InvalidTxn
 from ..protocol import messages as m
 from ..protocol.parts import PartitionResult, ProducedPart
 from ..records import format as fmt
+from ..storage.incoming import part_buffers
 from .markers import check_broker
 
 log = logging.getLogger("logbroker.transactions")
@@ -60,12 +61,20 @@ MAX_PARTS = 1_000  # partitions of one VerifyTxnPartitions
 _STATE_ERRORS = frozenset({InvalidTxnStateError.code, InvalidProducerEpochError.code})
 
 
-def producer_of(data) -> "tuple[int, int] | None":
+def producer_of(part) -> "tuple[int, int] | None":
     """``(producer id, epoch)`` of the transactional (not control) batches of
-    a part's ``data``, None when it has none; INVALID_TXN_STATE when they
-    belong to more than one producer or epoch (a walk of the headers: what
-    is not a whole batch is storage's to refuse)."""
-    n, pos, found = len(data), 0, None
+    a part (in any form the handler gets it: ``incoming.part_buffers``),
+    None when it has none; INVALID_TXN_STATE when they belong to more than
+    one producer or epoch (a walk of the headers: what is not a whole batch
+    is storage's to refuse)."""
+    found = None
+    for data in part_buffers(part):
+        found = _producer_in(data, found)
+    return found
+
+
+def _producer_in(data, found: "tuple[int, int] | None") -> "tuple[int, int] | None":
+    n, pos = len(data), 0
     while pos + fmt.HEADER_SIZE <= n:
         magic = data[pos + fmt.STAMP_SIZE]
         attrs = data[pos + fmt.CRC_START] << 8 | data[pos + fmt.CRC_START + 1]

@@ -50,6 +50,22 @@ class Inspected:
         self.data, self.error, self.require_keys = data, error, require_keys
 
 
+def part_buffers(data) -> list:
+    """The buffers of whole batches a produce part holds, whatever form the
+    handler got it in: bytes (one buffer), a sequence of buffers, an
+    ``Inspected`` part (its bytes; none when its check refused it: storage
+    raises that error) or a ``Convert`` part (none: a legacy message set,
+    not converted yet, has no batch header of ours or Kafka's v2)."""
+    cls = data.__class__
+    if cls is Inspected:
+        return [] if data.error is not None else part_buffers(data.data)
+    if cls is Convert:
+        return []
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return [data]
+    return list(data)
+
+
 def inspection_bytes(data, require_keys: bool) -> int:
     """The bytes of records in the part ``data`` too costly for the loop,
     0 when there are none: compressed Kafka sections, and (``require_keys``)
