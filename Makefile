@@ -50,7 +50,7 @@ test-slow: $(STAMP) spark-connector-if-jdk
 	$(BIN)/pytest -q -m slow
 
 # the benchmarks' --quick smoke runs (broker, cluster, groups, kafka, latency, spark, storage)
-test-bench: $(STAMP) spark-connector-if-jdk
+test-bench: $(STAMP) spark-connector-if-jdk peer-servers
 	$(BIN)/pytest -q -m bench
 
 # etcd + 3 brokers on 127.0.0.1 (2379; 9555-9557), data in ./data/cluster; Ctrl-C stops all

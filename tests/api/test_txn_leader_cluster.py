@@ -17,6 +17,9 @@ from tests.support.fixtures import wait_until
 RETRY = (14, 15, 16, 51)  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT
 
 
+pytestmark = pytest.mark.slow  # ~13 s of 3 brokers; the nemesis run covers the failover too
+
+
 @pytest.fixture
 def tcluster(tmp_path, etcd):
     c = Cluster(tmp_path, etcd.url, config={"offsets_topic_num_partitions": 3,

@@ -1,7 +1,8 @@
 """Smoke test of the peer benchmark (``python -m bench.peers --quick``): every
 system, every workload (the streaming ones, the windows of 1,000 and both
 round trips) and every machine limit runs to completion on real servers, and
-the report and charts come out. The full run is not part of CI.
+the report and charts come out (marker ``bench``: ``make test-bench``). The
+full run is not part of CI.
 
 Needs redis-server, nats-server and rabbitmq-server (``make test`` installs
 them as root via bench/peers/install-servers.sh). Without them the test is
@@ -28,9 +29,12 @@ MISSING = [name for name, found in SERVERS.items() if not found]
 CLIENTS = [m for m in ("redis", "hiredis", "nats", "rstream", "matplotlib")
            if importlib.util.find_spec(m) is None]
 
-pytestmark = pytest.mark.skipif(
-    bool(MISSING or CLIENTS) and os.environ.get("LOGBROKER_PEERS_REQUIRED") != "1",
-    reason=f"peer benchmark needs {', '.join(MISSING + CLIENTS)} (make test installs them as root)")
+pytestmark = [
+    pytest.mark.bench,  # make test-bench (-m bench), as the other benches' smoke runs
+    pytest.mark.skipif(
+        bool(MISSING or CLIENTS) and os.environ.get("LOGBROKER_PEERS_REQUIRED") != "1",
+        reason=f"peer benchmark needs {', '.join(MISSING + CLIENTS)} (make test installs them "
+               "as root)")]
 
 
 def test_quick_peers_bench_runs_every_system_and_limit(tmp_path: Path) -> None:
