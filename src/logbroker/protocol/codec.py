@@ -361,7 +361,7 @@ def _fields_of(cls):
     """The compiled field checker of a message class (schema.compile_fields), cached."""
     fn = _FIELDS.get(cls)
     if fn is None:
-        fn = _FIELDS[cls] = compile_fields(cls.SCHEMA)
+        fn = _FIELDS[cls] = compile_fields(cls.SCHEMA, cls.LATER)
     return fn
 
 

@@ -177,16 +177,22 @@ def compile_spec(spec: Any):
     return plain
 
 
-def compile_fields(schema: dict):
+def compile_fields(schema: dict, later: frozenset = frozenset()):
     """``fields(body)`` -> {name: checked value} for a message ``SCHEMA``,
     raising ``Mismatch`` on any missing or mismatched field; fields whose
-    spec does not compile go through ``check``."""
-    compiled = [(name, compile_spec(spec) or _slow(spec)) for name, spec in schema.items()]
+    spec does not compile go through ``check``. A field of ``later``
+    (``Message.LATER``) may be missing: it is left out of the result (the
+    dataclass default applies), on this fast path too — an older peer's
+    frames, and ours with such a field at its default, are the common case."""
+    compiled = [(name, compile_spec(spec) or _slow(spec), name in later)
+                for name, spec in schema.items()]
 
     def fields(body: dict) -> dict:
         out = {}
-        for name, fn in compiled:
+        for name, fn, optional in compiled:
             if name not in body:
+                if optional:
+                    continue
                 raise Mismatch
             out[name] = fn(body[name])
         return out
