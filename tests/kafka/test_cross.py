@@ -40,6 +40,7 @@ def test_kcat_reads_what_our_producer_wrote(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # ~21 s; Spark over librdkafka's batches stays in tests/spark/test_jvm_source.py
 def test_spark_reads_what_kafka_python_produced(spark, tmp_path):
     kafka = pytest.importorskip("kafka")
     with kafka_broker(tmp_path / "data") as (b, bootstrap):

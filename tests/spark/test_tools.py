@@ -149,6 +149,7 @@ def test_topic_stats_charts_each_topic_over_the_data_span(spark, tmp_path, capsy
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # ~31 s (a spark-submit job end to end); the topic-stats job stays in the default run
 @pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
                     reason="Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
 def test_pipeline_writes_per_minute_rows_to_a_topic_and_parquet(broker, tmp_path):
