@@ -50,6 +50,7 @@ from ..protocol import messages as m
 from ..protocol.parts import PartitionResult, ProducedPart
 from ..records import format as fmt
 from ..storage.incoming import part_buffers
+from ..cluster.peer_calls import PeerCalls
 from .markers import check_broker
 
 log = logging.getLogger("logbroker.transactions")
@@ -109,20 +110,16 @@ class _Part:
 class PartitionVerifier:
     def __init__(self, svc) -> None:
         self.svc, self.meta = svc, svc.meta
-        self.dial = svc.meta.peer_dialler()
+        self._peers = PeerCalls(svc.meta.peer_dialler(), NotEnoughReplicasError)
         self._cache: "OrderedDict[tuple, tuple]" = OrderedDict()
         self._chains: dict[tuple, asyncio.Future] = {}
         self._tasks: set = set()
-        self._conns: dict[int, object] = {}
-        self._dialling: dict[int, asyncio.Lock] = {}
         self.asked = 0  # verifications sent to a coordinator (round trips, local ones included)
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        self._peers.close()
 
     # -- the reading turn ---------------------------------------------------------------
     def needed(self, topic: str, partition: int, data, tid) -> "tuple[int, int] | None":
@@ -277,29 +274,10 @@ class PartitionVerifier:
         broker, _, _ = await self.meta.coordinator_for(tid, 1)
         if broker == self.meta.me:
             return await self.svc.txns.verify(tid, pid, epoch, parts)
-        resp = await self._remote(broker, m.VerifyTxnPartitions(
-            transactional_id=tid, producer_id=pid, producer_epoch=epoch, parts=parts))
-        if resp.error:
-            raise for_code(resp.error)(resp.message)
+        resp = await self._peers.call(broker, m.VerifyTxnPartitions(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, parts=parts),
+            VERIFY_TIMEOUT_S)
         return resp.parts
-
-    async def _remote(self, broker: int, msg):
-        if self.dial is None:
-            raise NotEnoughReplicasError(f"broker {broker}: a single node has no peers")
-        conn = self._conns.get(broker)
-        if conn is None or conn.closed:
-            lock = self._dialling.setdefault(broker, asyncio.Lock())
-            async with lock:  # one dial per broker at a time (no connection leaked)
-                conn = self._conns.get(broker)
-                if conn is None or conn.closed:
-                    conn = self._conns[broker] = await self.dial(broker)
-        try:
-            return await conn.request(msg, VERIFY_TIMEOUT_S)
-        except (LogbrokerError, OSError):
-            conn.close()
-            if self._conns.get(broker) is conn:
-                del self._conns[broker]
-            raise
 
 
 async def verify_txn_partitions(svc, req: m.VerifyTxnPartitions,

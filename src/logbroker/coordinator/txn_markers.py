@@ -19,7 +19,8 @@ import asyncio
 import logging
 
 from ..errors import (BrokerUnavailableError, InvalidProducerEpochError, LogbrokerError,
-                      UnknownTopicOrPartitionError, for_code)
+                      UnknownTopicOrPartitionError)
+from ..cluster.peer_calls import PeerCalls
 from ..protocol import messages as m
 
 log = logging.getLogger("logbroker.coordinator")
@@ -31,15 +32,12 @@ class MarkerSender:
     def __init__(self, meta, me: int, write_local, dial=None, timeout: float = 10.0) -> None:
         """``write_local(markers)`` -> MarkerResults (awaitable); ``dial(broker_id)``
         -> an open, proven BrokerConnection (None on a single node)."""
-        self.meta, self.me, self.write_local, self.dial = meta, me, write_local, dial
+        self.meta, self.me, self.write_local = meta, me, write_local
         self.timeout = timeout
-        self._conns: dict[int, object] = {}
-        self._dialling: dict[int, asyncio.Lock] = {}
+        self._peers = PeerCalls(dial, BrokerUnavailableError)
 
     async def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        self._peers.close()
 
     async def send(self, markers: list) -> list:
         """Deliver ``markers`` (TxnMarker); the ones not delivered."""
@@ -84,22 +82,6 @@ class MarkerSender:
         return [mk for mk in markers if (mk.producer_id, mk.topic, mk.partition) not in ok]
 
     async def _remote(self, broker: int, markers: list) -> tuple:
-        if self.dial is None:
-            raise BrokerUnavailableError(f"broker {broker}: a single node has no peers")
-        conn = self._conns.get(broker)
-        if conn is None or conn.closed:
-            lock = self._dialling.setdefault(broker, asyncio.Lock())
-            async with lock:  # one dial per broker at a time (no connection leaked)
-                conn = self._conns.get(broker)
-                if conn is None or conn.closed:
-                    conn = self._conns[broker] = await self.dial(broker)
-        try:
-            resp = await conn.request(m.WriteTxnMarkers(markers=tuple(markers)), self.timeout)
-        except (LogbrokerError, OSError):
-            conn.close()
-            if self._conns.get(broker) is conn:
-                del self._conns[broker]
-            raise
-        if resp.error:
-            raise for_code(resp.error)(resp.message)
+        resp = await self._peers.call(broker, m.WriteTxnMarkers(markers=tuple(markers)),
+                                      self.timeout)
         return resp.parts
