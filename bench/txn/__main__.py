@@ -8,7 +8,8 @@ cluster (RF=3), beside the machine's floors.
     python -m bench.txn --rounds 5 --records 6000 --json
     python -m bench.txn --only single      # or cluster
 
-Each case sends ``records`` records of 1,024 B (16 B keys) to one
+Each case sends ``records`` records (``plain free`` and ``txn 100ms``:
+100,000) of 1,024 B (16 B keys) to one
 partition with our sync ``Producer`` (acks=all, idempotent, linger 5 ms),
 in groups of ``k`` records (k = 1, 10, 100):
 
@@ -17,7 +18,10 @@ in groups of ``k`` records (k = 1, 10, 100):
 - ``plain k``: the same groups without transactions: ``k`` sends, then
   ``flush()`` (the same points where the producer waits);
 - ``plain free``: every record sent, one ``flush()`` at the end (the
-  producer's best case).
+  producer's best case);
+- ``txn 100ms``: records sent freely, a commit every 100 ms (the way
+  Kafka's KIP-98 measured transactions, and Kafka Streams' exactly-once
+  default ``commit.interval.ms``), against ``plain free``.
 
 The order of the cases rotates from round to round; figures are medians
 over rounds (min-max). The floors: loopback TCP 100 B round trip and a 1 KiB
@@ -52,6 +56,7 @@ SECTIONS = ("single", "cluster")
 class Params:
     rounds: int = 3
     records: int = 3000
+    free_records: int = 100_000  # ``plain free`` and ``txn 100ms``: enough for several commits
     case_seconds: float = 120.0  # a case stops early past this (bounded)
 
 
@@ -70,8 +75,12 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     return args
 
 
+INTERVAL_S = 0.1  # ``txn 100ms``: a commit this often
+
+
 def cases() -> list[str]:
-    return [f"{kind} {k}" for k in SIZES for kind in ("txn", "plain")] + ["plain free"]
+    return [f"{kind} {k}" for k in SIZES for kind in ("txn", "plain")] + ["plain free",
+                                                                          "txn 100ms"]
 
 
 def run_case(bootstrap: str, topic: str, case: str, p: Params, tag: str) -> dict:
@@ -79,7 +88,8 @@ def run_case(bootstrap: str, topic: str, case: str, p: Params, tag: str) -> dict
     from logbroker import Producer
 
     kind, size = case.split()
-    k = p.records if size == "free" else int(size)
+    total = p.free_records if size in ("free", "100ms") else p.records
+    k = total if size in ("free", "100ms") else int(size)
     settings = dict(acks="all", linger_ms=5, request_timeout_ms=30_000)
     if kind == "txn":
         settings["transactional_id"] = f"bench-{tag}"
@@ -90,12 +100,16 @@ def run_case(bootstrap: str, topic: str, case: str, p: Params, tag: str) -> dict
         deadline = time.monotonic() + p.case_seconds
         started = time.perf_counter()
         sent = 0
-        while sent < p.records and time.monotonic() < deadline:
-            n = min(k, p.records - sent)
+        while sent < total and time.monotonic() < deadline:
+            n = min(k, total - sent)
             if kind == "txn":
                 producer.begin_transaction()
+            due = time.perf_counter() + INTERVAL_S
             for i in range(n):
                 producer.send(topic, VALUE, key=b"%016d" % (sent + i), partition=0)
+                if size == "100ms" and time.perf_counter() >= due:
+                    n = i + 1
+                    break
             if kind == "txn":
                 t0 = time.perf_counter_ns()
                 producer.commit_transaction()
@@ -120,6 +134,8 @@ def run_setup(kind: str, workdir: str, p: Params, log) -> dict:
     setup = Setup("single" if kind == "single" else "cluster3", workdir).start()
     rounds: list[dict] = []
     try:
+        rtt = broker_rtt(next(iter(setup.brokers.values())).port)
+        log(f"{kind}: a Metadata round trip to the broker p50 {rtt['p50_ms']:.3f} ms")
         names = cases()
         with Admin(setup.bootstrap) as admin:
             for r in range(p.rounds):
@@ -137,7 +153,26 @@ def run_setup(kind: str, workdir: str, p: Params, log) -> dict:
                 rounds.append(done)
     finally:
         setup.stop()
-    return {"rounds": rounds, "summary": summarize(rounds)}
+    return {"rounds": rounds, "summary": summarize(rounds), "broker_rtt": rtt}
+
+
+def broker_rtt(port: int, n: int = 2000) -> dict:
+    """Our stack's floor for one request: ``n`` Metadata (no topics) round
+    trips from a plain socket to the broker, one at a time."""
+    from logbroker.protocol import messages as m
+    from tests.support.fixtures import RawConn
+
+    conn = RawConn(port)
+    try:
+        lat = []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            conn.call(m.Metadata(topics=()), 10)
+            lat.append(time.perf_counter_ns() - t0)
+    finally:
+        conn.close()
+    lat.sort()
+    return {"p50_ms": percentile_ms(lat, 0.5), "p99_ms": percentile_ms(lat, 0.99)}
 
 
 def _med(values: list) -> dict:
@@ -152,10 +187,13 @@ def summarize(rounds: list[dict]) -> dict:
             row["commit_p50_ms"] = _med([r[case]["commit_p50_ms"] for r in rounds])
             row["commit_p99_ms"] = _med([r[case]["commit_p99_ms"] for r in rounds])
         out[case] = row
+    free = out["plain free"]["records_per_s"]["median"]
     for k in SIZES:
         txn, plain = out[f"txn {k}"]["records_per_s"], out[f"plain {k}"]["records_per_s"]
         out[f"txn {k}"]["vs_plain"] = txn["median"] / plain["median"]
-        out[f"txn {k}"]["vs_free"] = txn["median"] / out["plain free"]["records_per_s"]["median"]
+        out[f"txn {k}"]["vs_free"] = txn["median"] / free
+    if "txn 100ms" in out:
+        out["txn 100ms"]["vs_free"] = out["txn 100ms"]["records_per_s"]["median"] / free
     return out
 
 
@@ -169,7 +207,7 @@ def floors(workdir: str, log) -> dict:
 
 
 def run(args: argparse.Namespace, workdir: str, err) -> dict:
-    p = Params(rounds=1, records=300) if args.quick else Params()
+    p = Params(rounds=1, records=300, free_records=3000) if args.quick else Params()
     p = dataclasses.replace(p, **{n: getattr(args, n) for n in ("rounds", "records")
                                   if getattr(args, n) is not None})
     log = harness.progress_log()
@@ -197,6 +235,11 @@ def tables(results: dict) -> list:
         if kind not in results:
             continue
         s = results[kind]["summary"]
+        rtt = results[kind]["broker_rtt"]["p50_ms"]
+        made.append(harness.table(
+            f"{'One broker' if kind == 'single' else 'Three brokers'}: our stack's floor (p50)",
+            ("Metadata round trip ms", "3 fsyncs + 2 such round trips ms"),
+            [(f"{rtt:.3f}", f"{3 * f['fdatasync']['p50_ms'] + 2 * rtt:.3f}")]))
         rows = []
         for case in cases():
             row = s[case]

@@ -7,7 +7,8 @@ called right where the fsync completes, so a produce is answered in the
 loop turn its fsync ends (a future's callbacks would cost two more turns).
 One fsync per log runs at a time, right after the loop turn that asked for
 it (so that turn's appends share it): on the loop itself when it is the
-only one and fsyncs take under 2 ms, else in worker threads. Every
+only one, fsyncs take under 2 ms and a client's answer waits on it, else
+in worker threads. Every
 producer whose append it covers is released by it, so producers arriving
 during an fsync share the next one. When an fsync completes (or, for a lazy
 log, right after an append) the high watermark moved: ``DataNotifier``
@@ -85,23 +86,25 @@ class GroupCommit:
         self.fsync_seconds = 0.0  # moving average
         self.stats = None  # CommitStats when metrics are on (metrics.py): fsync times, batch sizes
 
-    def request(self, lg: Log, end: int) -> "asyncio.Future | None":
+    def request(self, lg: Log, end: int, inline: bool = True) -> "asyncio.Future | None":
         """Start (or join) an fsync covering offsets < ``end``; a future that
-        completes when they are durable, or None if they already are."""
+        completes when they are durable, or None if they already are.
+        ``inline`` False: no client's answer waits on it (a transaction's
+        markers), so it never runs on the loop thread (``_kick``)."""
         if not self._needed(lg, end):
             return None
         fut = asyncio.get_running_loop().create_future()
-        self._enqueue(lg, end, fut)
+        self._enqueue(lg, end, fut, inline)
         return fut
 
-    def request_cb(self, lg: Log, end: int, cb: Callable) -> bool:
+    def request_cb(self, lg: Log, end: int, cb: Callable, inline: bool = True) -> bool:
         """Like ``request`` but calls ``cb(None)`` (durable) or ``cb(error)``
         on the loop when the covering fsync ends; False (and no call) if
         nothing needs to wait: a lazy log or offsets already durable.
         ``cb`` must not raise."""
         if not self._needed(lg, end):
             return False
-        self._enqueue(lg, end, cb)
+        self._enqueue(lg, end, cb, inline)
         return True
 
     def _needed(self, lg: Log, end: int) -> bool:
@@ -110,22 +113,22 @@ class GroupCommit:
             return False
         return lg.recovery_point < end
 
-    def _enqueue(self, lg: Log, end: int, waiter) -> None:
+    def _enqueue(self, lg: Log, end: int, waiter, inline: bool = True) -> None:
         pending = self._pending.setdefault(lg, _Pending())
         pending.waiters.append((end, waiter))
         if not pending.running:
-            self._start(lg, pending)
+            self._start(lg, pending, inline)
 
     async def durable(self, lg: Log, end: int) -> None:
         fut = self.request(lg, end)
         if fut is not None:
             await fut
 
-    def _start(self, lg: Log, pending: _Pending) -> None:
+    def _start(self, lg: Log, pending: _Pending, inline: bool = True) -> None:
         """Queue one fsync of ``lg``; they start after this loop turn's
         appends, which share them (``_kick``)."""
         pending.running = True
-        self._starting.append((lg, pending))
+        self._starting.append((lg, pending, inline))
         if len(self._starting) == 1:
             asyncio.get_running_loop().call_soon(self._kick)
 
@@ -137,12 +140,13 @@ class GroupCommit:
         or slow ones, go to worker threads, where they overlap (ext4 commits
         concurrent fsyncs in one journal transaction) and the loop goes on."""
         starting, self._starting = self._starting, []
-        if len(starting) == 1 and not self._offloaded and self.fsync_seconds < INLINE_FSYNC_BELOW:
-            lg, pending = starting[0]
+        if len(starting) == 1 and starting[0][2] and not self._offloaded \
+                and self.fsync_seconds < INLINE_FSYNC_BELOW:
+            lg, pending, _ = starting[0]
             self._done(lg, pending, self._flush(lg))
             return
         loop = asyncio.get_running_loop()
-        for lg, pending in starting:
+        for lg, pending, _ in starting:
             self._offloaded += 1
             try:
                 self._executor.submit(self._in_thread, loop, lg, pending)

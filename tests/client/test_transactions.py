@@ -120,6 +120,29 @@ def test_commit_abort_and_an_open_transaction_in_both_isolations(broker):
     assert positions == ends
 
 
+def test_a_partition_joins_the_transaction_at_its_first_send(broker):
+    """AddPartitionsToTxn goes with the first record for a partition (as
+    Kafka's producer), not when its batch is ready: here the batch lingers
+    a minute, yet the coordinator has the partition at once."""
+    topic, b, tid = "txn-early-add", broker.bootstrap, "tx-early-add"
+    with Admin(b, **FAST) as admin:
+        admin.create_topic(topic, partitions=2)
+        with Producer(b, transactional_id=tid, linger_ms=60_000, **FAST) as p:
+            p.init_transactions()
+            p.begin_transaction()
+            p.send(topic, b"early", partition=1)
+            deadline = time.monotonic() + 10
+            while (topic, 1) not in admin.describe_transactions(tid)[tid].partitions:
+                assert time.monotonic() < deadline, "the partition was not added at send()"
+                time.sleep(0.02)
+            desc = admin.describe_transactions(tid)[tid]
+            assert desc.state == "Ongoing" and desc.partitions == ((topic, 1),)
+            p.commit_transaction()
+        assert state_becomes(admin, tid, "CompleteCommit")
+    values, _ = read_all(b, topic, 2, "read_committed", 1)
+    assert values == [b"early"]
+
+
 def test_asyncio_commit_and_abort(broker):
     topic, b = "txn-aio", broker.bootstrap
 

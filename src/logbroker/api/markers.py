@@ -60,7 +60,7 @@ async def write_markers(svc, markers) -> tuple:
             results[i] = MarkerResult(mk.producer_id, mk.topic, mk.partition, *_err(exc))
             continue
         fut = loop.create_future()
-        if meta.when_acked(appended, -1, _setter(fut)):
+        if meta.when_acked(appended, -1, _setter(fut), inline=False):  # off the loop thread
             waiting.append((i, fut))
         else:
             _acked(svc, mk)

@@ -36,6 +36,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError,
                       CoordinatorNotAvailableError, FencedLeaderEpochError, LogbrokerError,
@@ -248,34 +249,60 @@ class TxnCoordinator:
         until then."""
         tid = nxt.transactional_id
         view.busy.add(tid)
-        task = asyncio.get_running_loop().create_task(self.host.append(p, encode([nxt])))
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task) -> None:
-            self._tasks.discard(t)
-            view.busy.discard(tid)
-            event = view.waiters.pop(tid, None)
-            if event is not None:
-                event.set()
-            if t.cancelled() or t.exception() is not None:
-                return
-            if nxt.state == ts.DEAD:
-                view.txns.pop(tid, None)
-            else:
-                view.txns[tid] = nxt
-            if nxt.state in ts.PREPARING:  # decided: the markers go out (even after a timeout)
-                self._spawn(self._finish(p, view, nxt))
-
-        task.add_done_callback(done)
         try:
-            await asyncio.wait_for(asyncio.shield(task), self.settings.write_timeout_ms / 1000)
+            fut = self.host.append_now(p, encode([nxt]))
+        except BaseException as exc:
+            self._settled(view, tid)
+            raise _for_clients(exc, self.host.topic, p) from None
+        if fut is None:
+            self._applied(p, view, nxt, None)
+            return
+        fut.add_done_callback(lambda f: self._applied(p, view, nxt, f))
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.settings.write_timeout_ms / 1000)
         except TimeoutError:
             raise RequestTimedOutError(f"{self.host.topic}-{p} did not replicate the "
                                        "transaction's state in time") from None
-        except (NotLeaderError, FencedLeaderEpochError) as exc:  # Kafka's mapping for clients
-            raise NotCoordinatorError(f"{self.host.topic}-{p}: {exc.message}") from None
-        except (NotEnoughReplicasError, NotEnoughReplicasAfterAppendError) as exc:
-            raise CoordinatorNotAvailableError(f"{self.host.topic}-{p}: {exc.message}") from None
+        except LogbrokerError as exc:
+            raise _for_clients(exc, self.host.topic, p) from None
+
+    def _applied(self, p: int, view: TxnView, nxt: ts.TxnState, fut) -> None:
+        """``nxt``'s write ended: applied if acknowledged; the id is free again."""
+        tid = nxt.transactional_id
+        self._settled(view, tid)
+        if fut is not None and (fut.cancelled() or fut.exception() is not None):
+            return
+        self._apply(view, nxt)
+        if nxt.state in ts.PREPARING:  # decided: the markers go out (even after a timeout)
+            self._spawn(self._finish(p, view, nxt))
+
+    @staticmethod
+    def _apply(view: TxnView, nxt: ts.TxnState) -> None:
+        if nxt.state == ts.DEAD:
+            view.txns.pop(nxt.transactional_id, None)
+        else:
+            view.txns[nxt.transactional_id] = nxt
+
+    @staticmethod
+    def _settled(view: TxnView, tid: str) -> None:
+        """``tid`` has no change in flight: the requests waiting for it go on."""
+        view.busy.discard(tid)
+        event = view.waiters.pop(tid, None)
+        if event is not None:
+            event.set()
+
+    def _write_behind(self, p: int, view: TxnView, nxt: ts.TxnState) -> None:
+        """Append ``nxt`` (a Complete* state) and apply it at once, its
+        acknowledgement not waited for: whatever the id does next is
+        appended after it in the same log, so that write's acknowledgement
+        covers it; if it is lost with the leadership, the new coordinator
+        finds the Prepare* record and delivers the markers again (each
+        partition has them already)."""
+        fut = self.host.append_now(p, encode([nxt]))
+        self._apply(view, nxt)
+        self._settled(view, nxt.transactional_id)
+        if fut is not None:
+            fut.add_done_callback(partial(_log_lost, nxt.transactional_id))
 
     async def _fence(self, p: int, view: TxnView, cur: ts.TxnState) -> None:
         """Abort ``cur``'s open transaction with the epoch bumped."""
@@ -307,10 +334,10 @@ class TxnCoordinator:
             try:
                 if todo:
                     todo = await self.markers.send(todo)
-                if not todo and tid not in view.busy:  # busy: an earlier Complete* in flight
+                if not todo and tid not in view.busy:  # busy: an earlier change in flight
                     if view.txns.get(tid) != st:
-                        return  # that earlier write landed
-                    await self._write(p, view, ts.complete(st, _now_ms()))
+                        return  # the id moved on meanwhile
+                    self._write_behind(p, view, ts.complete(st, _now_ms()))
                     self.outcomes["committed" if st.commit else "aborted"] += 1
                     return
             except asyncio.CancelledError:
@@ -394,3 +421,20 @@ class TxnCoordinator:
             await coro
         except Exception as exc:  # noqa: BLE001 - the next tick tries again
             log.info("transaction timer: %s", exc)
+
+
+def _for_clients(exc: BaseException, topic: str, p: int) -> BaseException:
+    """A state write's failure as Kafka's clients expect it from a coordinator."""
+    if isinstance(exc, (NotLeaderError, FencedLeaderEpochError)):
+        return NotCoordinatorError(f"{topic}-{p}: {exc.message}")
+    if isinstance(exc, (NotEnoughReplicasError, NotEnoughReplicasAfterAppendError)):
+        return CoordinatorNotAvailableError(f"{topic}-{p}: {exc.message}")
+    return exc
+
+
+def _log_lost(tid: str, fut: asyncio.Future) -> None:
+    """A Complete* record written behind was not acknowledged (a new
+    coordinator completes the transaction again from its Prepare* record)."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.info("transactional id %r: its completion was not acknowledged: %s", tid,
+                 fut.exception())

@@ -349,12 +349,12 @@ class ClusterMetadata:
                                 marker.coordinator_epoch, r.epoch, sync=False)
         self.appended.notify(lg)
         end = info.last_offset + 1
-        local = self.commit.request(lg, end)
+        local = self.commit.request(lg, end, inline=False)  # no client's answer waits on it
         if local is not None:
             local.add_done_callback(consume_outcome)
         return Appended(lg, info, replicas.committed(r, end))
 
-    def when_acked(self, appended: Appended, acks: int, cb) -> bool:
+    def when_acked(self, appended: Appended, acks: int, cb, inline: bool = True) -> bool:
         fut = appended.pending
         if fut is None:
             return False

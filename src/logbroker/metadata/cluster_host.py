@@ -58,8 +58,13 @@ class ClusterHost:
                     pass
         return out
 
+    def append_now(self, p: int, data: bytes) -> "asyncio.Future | None":
+        """Append ``data`` to partition ``p`` now (NOT_LEADER_OR_FOLLOWER
+        raised here); a future done once the in-sync replicas have it."""
+        return self.meta.append(self.topic, p, data, -1).pending
+
     async def append(self, p: int, data: bytes) -> None:
-        fut = self.meta.append(self.topic, p, data, -1).pending
+        fut = self.append_now(p, data)
         if fut is not None:
             await fut
 

@@ -268,15 +268,16 @@ class LocalMetadata:
                                 marker.coordinator_epoch, 0, sync=False)
         return Appended(lg, info)
 
-    def when_acked(self, appended: Appended, acks: int, cb) -> bool:
+    def when_acked(self, appended: Appended, acks: int, cb, inline: bool = True) -> bool:
         """``cb(error | None)`` once the records are durable (acks=-1): True
         if it will be called, False when they already are. Other acks: the
-        fsync is requested and nobody waits (False)."""
+        fsync is requested and nobody waits (False). ``inline`` False: no
+        client's answer waits for it (``GroupCommit.request``)."""
         end = appended.info.last_offset + 1
         if acks != -1:
             self.commit.request_cb(appended.log, end, _ignore)  # durable soon, unwaited
             return False
-        return bool(self.commit.request_cb(appended.log, end, cb))
+        return bool(self.commit.request_cb(appended.log, end, cb, inline))
 
     def epoch_of(self, topic: str, partition: int) -> tuple:
         """A single node leads every partition in epoch 0 (Metadata says so)."""
@@ -416,10 +417,15 @@ class LocalHost:
     def led(self) -> dict[int, int]:
         return dict.fromkeys(range(self.partitions), 0) if self.exists else {}
 
-    async def append(self, p: int, data: bytes) -> None:
+    def append_now(self, p: int, data: bytes) -> "asyncio.Future | None":
+        """Append ``data`` to partition ``p`` now; a future done once it is
+        durable (None: it already is)."""
         lg = self.store.get_log(self.topic, p)
         info = lg.append(data, sync=False)
-        fut = self.commit.request(lg, info.last_offset + 1)
+        return self.commit.request(lg, info.last_offset + 1)
+
+    async def append(self, p: int, data: bytes) -> None:
+        fut = self.append_now(p, data)
         if fut is not None:
             await fut
 

@@ -115,7 +115,10 @@ class ProducerCore:
                 partition = self._rr(count) if key is None else partition_for_key(key, count)
         elif partition.__class__ is not int or not 0 <= partition < count:
             partition = self._check_partition(topic, partition, count)
-        return self.acc.append(topic, partition, value, key, headers, timestamp_ms)
+        handle = self.acc.append(topic, partition, value, key, headers, timestamp_ms)
+        if self.txn is not None and handle is not None:
+            self.txn.sending.note(self.sender, (topic, partition))
+        return handle
 
     def _check_partition(self, topic: str, partition, count: int) -> int:
         partition = validate.partition(partition)

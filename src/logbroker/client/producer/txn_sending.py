@@ -1,5 +1,6 @@
 """The sender's side of a transaction: no batch goes to a partition before
-the coordinator has it in the transaction (AddPartitionsToTxn).
+the coordinator has it in the transaction (AddPartitionsToTxn, started at
+the first record for it: ``note``).
 
 The sender (sender.py) asks ``may_send(tp)`` for each partition with
 batches ready; a partition not yet in the transaction is *wanted*, and
@@ -63,6 +64,19 @@ class TxnSending:
         if tp not in self._in_request:
             self.wanted[tp] = None
         return False
+
+    def note(self, sender, tp: tuple) -> None:
+        """A record was appended for ``tp`` (any thread): if the transaction
+        does not have it yet, its AddPartitionsToTxn starts now, as Kafka's
+        producer does at ``send()``, while the transaction's records are
+        still being appended, rather than when its first batch is ready."""
+        if tp in self.state.partitions or tp in self.wanted:
+            return
+        with sender._mutex:
+            if tp in self._in_request or self.state.state is not TxnState.IN_TRANSACTION:
+                return
+            self.wanted[tp] = None
+        sender._drain_on_loop()
 
     def start_adding(self, sender, in_loop: bool) -> bool:
         """Start one AddPartitionsToTxn for every wanted partition (sender's

@@ -1,0 +1,49 @@
+"""The broker's group commit (durability.py) on a real log: a lone fsync a
+client waits on runs on the loop thread (no thread hop), one that no answer
+waits on (a transaction's markers: ``inline=False``) goes to a worker
+thread, and both release their waiters only once the offsets are durable."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from logbroker.durability import DataNotifier, GroupCommit
+from tests.support.fixtures import batch
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """A real thread pool that counts the fsyncs handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.submitted = 0
+
+    def submit(self, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(*args, **kwargs)
+
+
+def test_only_fsyncs_an_answer_waits_on_run_on_the_loop(store_factory):
+    s = store_factory()
+    s.create_topic("t")
+    lg = s.get_log("t", 0)
+    executor = CountingExecutor()
+
+    async def run() -> list:
+        commit = GroupCommit(executor, DataNotifier())
+        seen = []
+        for inline in (True, False, True, False):
+            info = lg.append([batch([b"x"])], sync=False)
+            end = info.last_offset + 1
+            assert lg.recovery_point < end
+            before = executor.submitted
+            await commit.request(lg, end, inline=inline)
+            assert lg.recovery_point >= end
+            seen.append(executor.submitted - before)
+        return seen
+
+    try:
+        assert asyncio.run(run()) == [0, 1, 0, 1]
+    finally:
+        executor.shutdown()
