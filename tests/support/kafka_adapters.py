@@ -83,9 +83,11 @@ class KafkaPython:
             c.close()
 
     def group_read(self, bootstrap, topic, group, n) -> list:
+        # metadata_max_age_ms: a group leader that assigned before it had the new topic's
+        # metadata (nothing assigned) sees it within a second and rejoins
         c = self.k.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                  auto_offset_reset="earliest", enable_auto_commit=False,
-                                 **GROUP_FAST)
+                                 metadata_max_age_ms=1000, **GROUP_FAST)
         try:
             got = self._read(c, n)
             c.commit()
