@@ -192,7 +192,8 @@ def test_two_cli_consumers_of_one_group_split_the_partitions(gbroker):
     with Admin(b, **FAST) as admin:
         admin.create_topic("cli4", 4)
     env = dict(os.environ, LOGBROKER_BOOTSTRAP=b)
-    procs = [subprocess.Popen([LOGBROKER, "consume", "cli4", "--group", "g-cli", "--follow"],
+    procs = [subprocess.Popen([LOGBROKER, "consume", "cli4", "--group", "g-cli", "--follow",
+                               "--commit-interval-ms", "200"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
              for _ in range(2)]
     try:
@@ -226,3 +227,85 @@ def test_two_cli_consumers_of_one_group_split_the_partitions(gbroker):
     assert sorted(outs[0] + outs[1]) == sorted(f"{p}-{i}" for p in range(4) for i in range(10))
     cli_ok(run_cli("groups", "delete", "g-cli", bootstrap=b))  # empty once both left
     cli_error(run_cli("groups", "describe", "g-cli", bootstrap=b), "GROUP_ID_NOT_FOUND")
+
+
+def test_an_idle_cli_follower_commits_nothing_until_it_prints_more(gbroker):
+    """`consume --group --follow` commits what moved, at most every
+    --commit-interval-ms: idle, it writes nothing to the offsets topic (it
+    committed on every 0.5 s poll, changed or not: issue 32)."""
+    from tests.support.fixtures import LOGBROKER
+
+    b = gbroker.bootstrap
+    with Admin(b, **FAST) as admin:
+        admin.create_topic("idle1", 1)
+    produce(b, "idle1", 3, 1)
+    env = dict(os.environ, LOGBROKER_BOOTSTRAP=b)
+    proc = subprocess.Popen([LOGBROKER, "consume", "idle1", "--group", "g-idle", "--follow",
+                             "--commit-interval-ms", "100"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        with Admin(b, **FAST) as admin:
+            def committed(n: int):
+                try:
+                    d = admin.describe_groups(["g-idle"])["g-idle"]
+                except LogbrokerError:
+                    return None
+                return d if [p.committed for p in d.partitions] == [n] else None
+
+            wait_until(lambda: committed(3), 30, "the first three records committed")
+            before = offsets_written(admin)
+            watch_until = time.monotonic() + 1.5  # 15 commit intervals, 3 polls: a window, not a wait
+            while time.monotonic() < watch_until:
+                assert offsets_written(admin) == before, "an idle follower wrote offsets"
+                time.sleep(0.1)
+            produce(b, "idle1", 2, 1, start=3)
+            wait_until(lambda: committed(5), 30, "the two new records committed")
+            assert offsets_written(admin) > before
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert out.decode().split() == [f"0-{i}" for i in range(5)], err.decode()[-2000:]
+
+
+def offsets_written(admin) -> int:
+    """Records in the offsets topic (the sum of its partitions' ends)."""
+    from logbroker.limits import OFFSETS_TOPIC
+
+    parts = admin.describe_topics([OFFSETS_TOPIC])[OFFSETS_TOPIC].partitions
+    ends = admin.list_offsets([(OFFSETS_TOPIC, p.partition) for p in parts], "latest")
+    return sum(o.offset for o in ends.values())
+
+
+def test_an_idle_auto_committing_consumer_commits_only_what_moved(gbroker):
+    """Auto-commit every 100 ms: offsets that did not move are not written again."""
+    from logbroker import Consumer
+
+    b = gbroker.bootstrap
+    with Admin(b, **FAST) as admin:
+        admin.create_topic("idle2", 2)
+        produce(b, "idle2", 3, 2)
+        with Consumer(b, group="g-idle2", **dict(GROUP_FAST, auto_commit_interval_ms=100)) as c:
+            c.subscribe(["idle2"])
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < 6 and time.monotonic() < deadline:
+                got += c.poll(0.1)
+            assert len(got) == 6
+
+            def both_committed():
+                c.poll(0.05)  # auto-commit runs at the start of a poll
+                d = admin.describe_groups(["g-idle2"])["g-idle2"]
+                return [p.committed for p in d.partitions] == [3, 3] or None
+
+            wait_until(both_committed, 30, "both partitions auto-committed")
+            before = offsets_written(admin)
+            watch_until = time.monotonic() + 1.0  # 10 intervals of polling: a window, not a wait
+            while time.monotonic() < watch_until:
+                assert c.poll(0.05) == []
+            assert offsets_written(admin) == before, "an idle consumer wrote offsets again"
+            produce(b, "idle2", 1, 1, start=3)  # partition 0 moves, partition 1 does not
+            while not c.poll(0.1):
+                assert time.monotonic() < deadline
+            wait_until(lambda: (c.poll(0.05) or True) and offsets_written(admin) > before or None,
+                       30, "the moved partition committed")
+            assert offsets_written(admin) == before + 1  # one partition's offset, not both

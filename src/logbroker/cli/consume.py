@@ -9,7 +9,9 @@ otherwise; N = log end reads nothing, or waits with ``--follow``). Without
 ``--follow`` it stops at the high watermark each partition had when it
 started; with it, it waits for new records until interrupted or
 ``--max-messages``. With ``--group`` it commits the offsets after what it
-printed (when it stops, and after each poll with ``--follow``). An unknown
+printed when it stops and, with ``--follow``, at most every
+``--commit-interval-ms`` (5 s, Kafka's ``auto.commit.interval.ms``): only
+partitions that moved, so an idle follower writes nothing. An unknown
 topic is ``UNKNOWN_TOPIC_OR_PARTITION``.
 
 ``--group`` without ``--partition`` and ``--offset`` joins the group as a
@@ -79,7 +81,12 @@ def parse_offset(text: "str | None", now_ms: "int | None" = None):
               default="read_uncommitted", show_default=True,
               help="read_committed: only committed transactions' records, up to the last "
                    "stable offset.")
-def consume(topic, conn, offset, partition, group, max_messages, follow, fmt, isolation):
+@click.option("--commit-interval-ms", type=click.IntRange(min=1, max=86_400_000), default=5000,
+              show_default=True,
+              help="With --group --follow: commit what was printed at most this often, and "
+                   "only partitions that moved (an idle follower writes nothing).")
+def consume(topic, conn, offset, partition, group, max_messages, follow, fmt, isolation,
+            commit_interval_ms):
     """Print the records of TOPIC: values one per line, or JSON objects."""
     from .. import Admin, Consumer
 
@@ -115,7 +122,8 @@ def consume(topic, conn, offset, partition, group, max_messages, follow, fmt, is
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             printed = _loop(consumer, parts if not member else None, ends, follow, max_messages,
-                            fmt, group, done)
+                            fmt, group, done, Commits(consumer, done, commit_interval_ms / 1000,
+                                                      not member))
         finally:
             signal.signal(signal.SIGTERM, previous)
     click.echo(f"consumed {printed} record(s)", err=True)
@@ -153,6 +161,32 @@ def _commit_revoked(consumer, done: dict, partitions) -> None:
         consumer.commit(mine)
 
 
+class Commits:
+    """The printed offsets (``done``) a ``--group`` consumer commits: those
+    that moved since its last commit, at most every ``every_s`` while
+    following, and once more at the end; a member commits only partitions
+    it still owns (``fixed``: assigned ones, all of them)."""
+
+    def __init__(self, consumer, done: dict, every_s: float, fixed: bool) -> None:
+        self.consumer, self.done, self.every_s, self.fixed = consumer, done, every_s, fixed
+        self.committed: dict = {}
+        self.due = time.monotonic() + every_s
+
+    def maybe(self) -> None:
+        now = time.monotonic()
+        if now >= self.due:
+            self.due = now + self.every_s
+            self.now()
+
+    def now(self) -> None:
+        owned = None if self.fixed else self.consumer.assignment()
+        moved = {tp: off for tp, off in self.done.items()
+                 if self.committed.get(tp) != off and (owned is None or tp in owned)}
+        if moved:
+            self.consumer.commit(moved)
+            self.committed.update(moved)
+
+
 def _at_end(consumer, parts, ends: dict, joined_by: float) -> bool:
     """Without --follow: every partition read (``parts`` None: the member's
     assignment, once it has one; INVALID_REQUEST if it got none in time)."""
@@ -166,7 +200,7 @@ def _at_end(consumer, parts, ends: dict, joined_by: float) -> bool:
     return all(consumer.position(t, p) >= ends[(t, p)] for t, p in parts)
 
 
-def _loop(consumer, parts, ends, follow, max_messages, fmt, group, done) -> int:
+def _loop(consumer, parts, ends, follow, max_messages, fmt, group, done, commits) -> int:
     printed, out = 0, sys.stdout.buffer
     joined_by = time.monotonic() + JOIN_WAIT_S
     try:
@@ -186,15 +220,13 @@ def _loop(consumer, parts, ends, follow, max_messages, fmt, group, done) -> int:
                     return printed
             sys.stdout.flush()
             out.flush()
-            if follow and group and done:
-                consumer.commit({tp: off for tp, off in done.items()
-                                 if parts is not None or tp in consumer.assignment()})
+            if follow and group:
+                commits.maybe()
     except KeyboardInterrupt:
         pass
     finally:
         sys.stdout.flush()
         out.flush()
-        if group and done:
-            consumer.commit({tp: off for tp, off in done.items()
-                             if parts is not None or tp in consumer.assignment()})
+        if group:
+            commits.now()
     return printed

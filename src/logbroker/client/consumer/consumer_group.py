@@ -14,10 +14,12 @@ closing is logged.
 
 Auto-commit (``enable_auto_commit``, a subscribed member only, as Kafka):
 every ``auto_commit_interval_ms``, at the start of a ``poll``, the positions
-of the owned partitions (what earlier polls returned) are committed in the
-background (a failure is logged); and before partitions are revoked or the
-consumer closes, their positions are committed and waited for. An
-``assign()`` consumer never auto-commits.
+of the owned partitions (what earlier polls returned) that moved since this
+consumer last committed them are committed in the background (a failure is
+logged; an idle consumer writes nothing, where Kafka's commits them all
+again); and before partitions are revoked or the consumer closes, their
+positions are committed and waited for. An ``assign()`` consumer never
+auto-commits.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ConsumerGroup:
         self._schedule = schedule
         self._next_auto_commit = 0.0
         self._auto_task: "asyncio.Task | None" = None
+        self._committed: dict = {}  # (topic, partition) -> offset this consumer last committed
 
     @property
     def managed(self) -> bool:
@@ -101,6 +104,7 @@ class ConsumerGroup:
             if who.member_id and member is not None and member.generation == who.generation:
                 member.reset(member_id=isinstance(exc, UnknownMemberIdError))
             raise
+        self._committed.update(((t, p), off) for t, p, off, _ in entries)
 
     def _auto_commit(self, entries: tuple) -> None:
         if self._auto_task is None or self._auto_task.done():
@@ -177,7 +181,8 @@ class ConsumerGroup:
         now = time.monotonic()
         if self.settings.enable_auto_commit and now >= self._next_auto_commit:
             self._next_auto_commit = now + self.settings.auto_commit_interval_ms / 1000
-            entries = self.positions()
+            last = self._committed
+            entries = tuple(e for e in self.positions() if last.get((e[0], e[1])) != e[2])
             if entries:
                 self._schedule(self._auto_commit, entries)
 
@@ -203,11 +208,14 @@ class ConsumerGroup:
 
     def after(self, change: Change) -> None:
         """Last step: drops revoked or lost partitions (and their buffered
-        records), and gets the fetcher going."""
+        records, and what this consumer committed of them: another member
+        may commit them now), and gets the fetcher going."""
         if change.kind != ASSIGN:
             with self.buffer.lock:
                 kept = [tp for tp in self.buffer.states if tp not in change.partitions]
             self.buffer.assign(kept)
+            self._committed = {tp: off for tp, off in self._committed.items()
+                               if tp not in change.partitions}
         self._schedule(self.fetcher.poke, True)
 
     async def aclose(self) -> None:
