@@ -47,3 +47,30 @@ def test_only_fsyncs_an_answer_waits_on_run_on_the_loop(store_factory):
         assert asyncio.run(run()) == [0, 1, 0, 1]
     finally:
         executor.shutdown()
+
+
+def test_many_logs_in_one_turn_share_one_barrier(store_factory, tmp_path):
+    from logbroker.durability import SHARED_FROM
+    from logbroker.storage.shared_sync import SharedSync
+
+    s = store_factory()
+    n = SHARED_FROM + 2
+    s.create_topic("many", partitions=n)
+    logs = [s.get_log("many", p) for p in range(n)]
+    executor, shared = CountingExecutor(), SharedSync(str(tmp_path / "data"))
+
+    async def run() -> None:
+        commit = GroupCommit(executor, DataNotifier(), shared=shared)
+        waits = []
+        for lg in logs:  # one loop turn: every request joins the same kick
+            end = lg.append([batch([b"x", b"y"])], sync=False).last_offset + 1
+            waits.append(commit.request(lg, end))
+        await asyncio.gather(*waits)
+        commit.close()
+
+    try:
+        asyncio.run(run())
+        assert shared.syncs == 1 and executor.submitted == 1
+        assert all(lg.flushed_point.offset == lg.log_end_offset == 2 for lg in logs)
+    finally:
+        executor.shutdown()

@@ -22,11 +22,12 @@ PRODUCER = os.path.join(os.path.dirname(__file__), "..", "support", "children", 
 
 
 class ProducerProcess:
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, PRODUCER, bootstrap, topic, "300"],
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 1) -> None:
+        self.proc = subprocess.Popen([sys.executable, PRODUCER, bootstrap, topic, "300",
+                                      str(partitions)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.lines: queue.Queue = queue.Queue()
-        self.acked: dict[int, bytes] = {}
+        self.acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
         self.failed = 0
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -53,8 +54,9 @@ class ProducerProcess:
     def _take(self, line: str) -> None:
         kind, _, rest = line.partition(" ")
         if kind == "ack":
-            offset, value = rest.split()
-            assert self.acked.setdefault(int(offset), value.encode()) == value.encode(), line
+            partition, offset, value = rest.split()
+            key = (int(partition), int(offset))
+            assert self.acked.setdefault(key, value.encode()) == value.encode(), line
         elif kind == "fail":
             self.failed += 1
         self.last = kind
@@ -72,23 +74,29 @@ class ProducerProcess:
             self.proc.wait(timeout=30)
 
 
-def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
     out = []
+    tp = (topic, partition)
     with Admin(bootstrap=bootstrap) as admin:
-        end = admin.list_offsets([(topic, 0)], "latest")[(topic, 0)].offset
+        end = admin.list_offsets([tp], "latest")[tp].offset
     with Consumer(bootstrap=bootstrap) as consumer:
-        consumer.assign([(topic, 0)])
+        consumer.assign([tp])
         consumer.seek_to_beginning()
         deadline = time.monotonic() + 60
-        while consumer.position(topic, 0) < end and time.monotonic() < deadline:
+        while consumer.position(*tp) < end and time.monotonic() < deadline:
             out += [(r.offset, r.value) for r in consumer.poll(timeout=1.0)]
     return out
 
 
-def run(tmp_path, rounds: int, seed: int) -> None:
+def run(tmp_path, rounds: int, seed: int, partitions: int = 1) -> None:
+    """``partitions`` > 1: a topic of that many, written round-robin (most
+    group commits then touch many logs: one shared barrier, decision 103)."""
     rng = random.Random(seed)
     broker = BrokerProcess(tmp_path / "data").start()
-    producer = ProducerProcess(broker.bootstrap, "k9")
+    if partitions > 1:
+        with Admin(bootstrap=broker.bootstrap) as admin:
+            admin.create_topic("k9", partitions)
+    producer = ProducerProcess(broker.bootstrap, "k9", partitions)
     try:
         assert producer.wait_for(lambda: getattr(producer, "last", None) == "ready", 30)
         for _ in range(rounds):
@@ -99,17 +107,20 @@ def run(tmp_path, rounds: int, seed: int) -> None:
         target = len(producer.acked) + 50
         assert producer.wait_for(lambda: len(producer.acked) >= target, 60)
         producer.finish()
-        records = read_all(broker.bootstrap, "k9")
+        logs = [read_all(broker.bootstrap, "k9", p) for p in range(partitions)]
     finally:
         producer.kill()
         broker.kill()
-    offsets = [o for o, _ in records]
-    assert offsets == list(range(len(records))), "offsets are not contiguous from 0"
-    values = [v for _, v in records]
+    values = [v for records in logs for _, v in records]
     assert len(set(values)) == len(values), "a record is present twice"
-    for offset, value in producer.acked.items():
-        assert offset < len(records) and records[offset][1] == value, f"acked offset {offset} lost"
+    for p, records in enumerate(logs):
+        offsets = [o for o, _ in records]
+        assert offsets == list(range(len(records))), f"partition {p}: offsets not contiguous"
+    for (p, offset), value in producer.acked.items():
+        assert offset < len(logs[p]) and logs[p][offset][1] == value, \
+            f"acked offset {offset} of partition {p} lost"
     assert producer.failed == 0
+    records = values
     print(f"kill9: {rounds} rounds, {len(producer.acked)} acked, {len(records)} in the log")
 
 
@@ -117,6 +128,11 @@ def test_broker_kill9_keeps_every_acknowledged_record(tmp_path):
     # 10 kills at random moments (each round restarts the broker, ~0.5 s, and the producer floods
     # ~30,000 records a second, all read back at the end); the soak below kills it 200 times
     run(tmp_path, rounds=10, seed=11)
+
+
+def test_broker_kill9_across_many_partitions_keeps_every_acknowledged_record(tmp_path):
+    # 24 partitions written round-robin: group commits of many logs share one syncfs
+    run(tmp_path, rounds=4, seed=13, partitions=24)
 
 
 @pytest.mark.slow

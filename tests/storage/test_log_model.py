@@ -1,5 +1,6 @@
 """A hypothesis state machine: append / roll / truncate / retention / reopen /
-crash (with a torn unflushed tail) against an in-memory model of the log."""
+a shared barrier (syncfs, storage/shared_sync.py) / crash (with a torn
+unflushed tail) against an in-memory model of the log."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition,
 
 from tests.support.fixtures import crash, open_store, values_of
 from logbroker.records import build_batch
+from logbroker.storage.shared_sync import SharedSync
 
 SETTINGS = dict(segment_bytes=300, index_interval_bytes=64, file_delete_delay_ms=0)
 values_st = st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=6)
@@ -29,6 +31,7 @@ class LogMachine(RuleBasedStateMachine):
         self.start = 0
         self.next = 0
         self.ts = 1_000
+        self.shared = SharedSync(self.dir)
 
     @property
     def log(self):
@@ -36,6 +39,7 @@ class LogMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
+            self.shared.close()
             self.store.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -59,6 +63,12 @@ class LogMachine(RuleBasedStateMachine):
     @rule()
     def roll(self):
         self.log.roll()
+
+    @rule()
+    def shared_barrier(self):
+        """Everything appended so far made durable by one syncfs: a crash keeps it."""
+        [(lg, error)] = self.shared.flush([self.log])
+        assert error is None and lg.flushed_point.offset == lg.log_end_offset
 
     @rule(data=st.data())
     def truncate(self, data):

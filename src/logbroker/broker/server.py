@@ -30,6 +30,7 @@ from ..net.listener import Listener
 from ..protocol.codec import new_scratch
 from ..security.auth import BrokerAuth
 from ..security.quotas import Quotas
+from ..storage.shared_sync import SharedSync
 from ..storage.store import Store
 from . import malloc
 from .config import BrokerConfig
@@ -135,8 +136,9 @@ class Broker:
         or in cluster mode (``etcd``) the cluster's, after registering in
         etcd (advertising ``advertised_address`` or the bound address) and
         starting to replicate. The one place that picks the mode."""
+        shared = SharedSync(self.config.data_dir)
         if not clustered:
-            self.commit = GroupCommit(self.fsync_pool, self.notifier)
+            self.commit = GroupCommit(self.fsync_pool, self.notifier, shared=shared)
             return LocalMetadata(self.store, self.config, self.commit, self.port, self.executor)
         from ..cluster.node import ClusterNode
         from ..limits import parse_address
@@ -147,7 +149,7 @@ class Broker:
                       if self.config.advertised_address else (self.config.host, self.port))
         await node.start(host, port)
         self.commit = GroupCommit(self.fsync_pool, self.notifier,
-                                  on_durable=node.replicas.on_durable)
+                                  on_durable=node.replicas.on_durable, shared=shared)
         return ClusterMetadata(node, self.config, self.commit)
 
     def stop(self) -> None:
@@ -196,6 +198,8 @@ class Broker:
         await self.meta.close()
         self.executor.shutdown(wait=True)
         self.fsync_pool.shutdown(wait=True)
+        if getattr(self, "commit", None) is not None:
+            self.commit.close()
         self.inflation.close()
         if self.metrics is not None:
             self.metrics.close()

@@ -396,14 +396,35 @@ class Log:
 
     def _fsync(self) -> "int | None":
         """fsync the active segment outside the lock; the offset now durable."""
-        with self._lock:
-            point, seg = self._segs.flushed_point(), self._segs.active
+        target = self.flush_target()
         try:
-            seg.flush()
+            target[1].flush()
         except OSError as exc:
-            with self._lock:
-                raise self._fsync_failed(seg, exc) from None
+            return self._mark_durable(target, exc)
+        return self._mark_durable(target)
+
+    def flush_target(self) -> tuple:
+        """What an fsync of the active segment, or a barrier covering the
+        whole filesystem (storage/shared_sync.py), issued after this call
+        makes durable; hand it to ``flushed_by_barrier`` once that returns."""
         with self._lock:
+            return self._segs.flushed_point(), self._segs.active
+
+    def flushed_by_barrier(self, target: tuple, exc: "OSError | None" = None) -> None:
+        """A barrier issued after ``flush_target`` returned ``target``
+        succeeded (``exc`` None: the recovery point and, on a single node,
+        the HW advance) or failed (handled as this log's fsync failing:
+        raised, the log offline or its unflushed tail cut)."""
+        done = self._mark_durable(target, exc)
+        if done is not None:
+            self._flusher.synced(done)
+        self._check_online()
+
+    def _mark_durable(self, target: tuple, exc: "OSError | None" = None) -> "int | None":
+        point, seg = target
+        with self._lock:
+            if exc is not None:
+                raise self._fsync_failed(seg, exc) from None
             self._segs.mark_flushed(point)
             if self.auto_hw:
                 self._segs.advance_high_watermark(point.offset)

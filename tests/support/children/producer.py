@@ -1,9 +1,10 @@
 """A child process for the broker kill -9 test: produces continuously.
 
-Usage: producer.py BOOTSTRAP TOPIC MAX_SECONDS
-Prints "ack <offset> <value>" for every acknowledged record and "fail
-<value> <error>" for one whose delivery failed; stops (flushing) when stdin
-closes or after MAX_SECONDS. Bounded by count and time.
+Usage: producer.py BOOTSTRAP TOPIC MAX_SECONDS [PARTITIONS]
+Prints "ack <partition> <offset> <value>" for every acknowledged record and
+"fail <value> <error>" for one whose delivery failed; record i goes to
+partition i % PARTITIONS (default 1); stops (flushing) when stdin closes or
+after MAX_SECONDS. Bounded by count and time.
 """
 
 import sys
@@ -13,6 +14,7 @@ import time
 from logbroker import Producer
 
 bootstrap, topic, max_seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+partitions = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 stop = threading.Event()
 out_lock = threading.Lock()
 
@@ -27,7 +29,8 @@ def report(value: bytes):
         exc = handle.exception()
         with out_lock:
             if exc is None:
-                sys.stdout.write(f"ack {handle.result().offset} {value.decode()}\n")
+                meta = handle.result()
+                sys.stdout.write(f"ack {meta.partition} {meta.offset} {value.decode()}\n")
             else:
                 sys.stdout.write(f"fail {value.decode()} {type(exc).__name__}\n")
             sys.stdout.flush()
@@ -43,7 +46,7 @@ with Producer(bootstrap=bootstrap, acks="all", idempotent=True, linger_ms=1,
         if stop.is_set() or time.monotonic() > deadline:
             break
         value = b"v%07d" % i
-        producer.send(topic, value).add_done_callback(report(value))
+        producer.send(topic, value, partition=i % partitions).add_done_callback(report(value))
         if i % 200 == 199:
             time.sleep(0.002)  # a steady stream, not a flood of buffered records
     producer.flush()
