@@ -127,6 +127,11 @@ class GroupCommit:
         if not pending.running:
             self._start(lg, pending, inline)
 
+    @property
+    def shared(self):
+        """The SharedSync in use (None: each log is fsynced)."""
+        return self._shared
+
     def close(self) -> None:
         """After the last fsync (the broker's pool shut down)."""
         if self._shared_sync is not None:

@@ -51,3 +51,23 @@ def test_a_failed_barrier_fails_each_log_as_its_own_fsync(store_factory, tmp_pat
     with pytest.raises(PartitionOfflineError):
         broken.flushed_by_barrier(broken.flush_target(), OSError(errno.EIO, "I/O error"))
     assert broken.offline is not None
+
+
+def test_closing_a_store_of_many_logs_takes_one_barrier(tmp_path):
+    from tests.support.fixtures import open_store
+
+    store = open_store(tmp_path / "data", flush="lazy")
+    logs_with_data(store, 30)
+    shared = SharedSync(str(tmp_path / "data"))
+    try:
+        store.close(shared=shared)
+        assert shared.syncs == 1
+    finally:
+        shared.close()
+    again = open_store(tmp_path / "data", flush="lazy")
+    try:
+        assert again.was_clean
+        assert [values_of(again.get_log("s", p)) for p in (0, 29)] == [[b"a0", b"b0"],
+                                                                     [b"a29", b"b29"]]
+    finally:
+        again.close()

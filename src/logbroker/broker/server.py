@@ -198,12 +198,13 @@ class Broker:
         await self.meta.close()
         self.executor.shutdown(wait=True)
         self.fsync_pool.shutdown(wait=True)
-        if getattr(self, "commit", None) is not None:
-            self.commit.close()
         self.inflation.close()
         if self.metrics is not None:
             self.metrics.close()
-        self.store.close()
+        commit = getattr(self, "commit", None)
+        self.store.close(shared=None if commit is None else commit.shared)
+        if commit is not None:
+            commit.close()
         log.info("stopped cleanly")
 
     # -- background loops ------------------------------------------------------------------

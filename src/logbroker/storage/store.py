@@ -392,11 +392,19 @@ class Store:
                 stats["errors"] += 1
                 log.exception("checkpoint of %s failed", lg.name)
 
-    def close(self) -> None:
+    def close(self, shared=None) -> None:
         """Flush and checkpoint every log, then write the clean-shutdown
         marker. The checkpoints go ``CLOSE_SLICE`` logs to a transaction:
-        closing 20,000 partitions costs tens of LMDB commits, not 20,000."""
+        closing 20,000 partitions costs tens of LMDB commits, not 20,000.
+        ``shared`` (a SharedSync): one syncfs flushes every log it covers
+        first (20,000 lazy logs: one barrier, not 20,000 fsyncs)."""
         clean, flushed = True, []
+        if shared is not None:
+            online = [lg for lg in self.logs() if lg.offline is None and shared.covers(lg)]
+            for lg, exc in shared.flush(online) if len(online) > 1 else ():
+                if exc is not None:
+                    clean = False
+                    log.error("closing %s failed: %s", lg.name, exc)
         for lg in self.logs():
             try:
                 if lg.offline is None:
