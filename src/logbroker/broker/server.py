@@ -11,6 +11,7 @@ sweeps) log their errors and go on.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -72,7 +73,12 @@ class Broker:
         config = self.config
         fresh = _is_fresh(config.data_dir)
         clustered = config.etcd is not None
-        self.store = Store.open(config.data_dir, config.storage, auto_hw=not clustered)
+        gc.disable()  # loading builds long-lived state only: no collection would free any of it
+        try:
+            self.store = Store.open(config.data_dir, config.storage, auto_hw=not clustered)
+        finally:
+            gc.freeze()  # ... and out of the full collections while serving (decision 104)
+            gc.enable()
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
         # fsyncs of many partitions at once overlap (docs/architecture.md 58)
         self.fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS,
