@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -67,3 +68,24 @@ def test_file_cache_bounds_idle_descriptors_and_never_closes_one_in_use(tmp_path
     with pytest.raises(OSError):
         os.fstat(fd0)
     assert cache.open_count() <= 2
+
+
+def test_descriptors_unused_for_a_while_are_closed_and_one_in_use_is_kept(tmp_path):
+    files = FileCache(100)
+    paths = []
+    for i in range(4):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"x")
+        paths.append(str(path))
+    owners = [object() for _ in paths]
+    for owner, path in zip(owners, paths):
+        with files.fd(owner, path):
+            pass
+    assert files.close_idle(idle_s=3600) == 0 and files.open_count() == 4  # all recent
+    with files.fd(owners[0], paths[0]) as fd:  # in use: never closed under its user
+        assert files.close_idle(idle_s=0, now=time.monotonic() + 1) == 3
+        assert files.open_count() == 1 and os.read(fd, 1) == b"x"
+    assert files.close_idle(idle_s=0, now=time.monotonic() + 1) == 1
+    assert files.open_count() == 0
+    with files.fd(owners[1], paths[1]) as fd:  # reopened when used again
+        assert os.read(fd, 1) == b"x"

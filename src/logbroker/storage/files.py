@@ -1,7 +1,9 @@
 """A bounded cache of open segment file descriptors.
 
 Many partitions must not exhaust descriptors: at most ``max_open`` idle
-descriptors stay open, least recently used closed first. A descriptor in use
+descriptors stay open, least recently used closed first, and housekeeping
+closes those unused for ``IDLE_S`` (``close_idle``): an idle partition holds
+none, however large the budget. A descriptor in use
 (inside ``with cache.fd(segment)``) is never closed under its user, so a read
 that started before a segment was renamed or deleted completes (POSIX keeps an
 unlinked file readable through an open descriptor).
@@ -11,16 +13,20 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Iterator
 
 
+IDLE_S = 60.0  # a descriptor unused this long is closed by housekeeping
+
+
 class _Entry:
-    __slots__ = ("fd", "refs", "closing")
+    __slots__ = ("fd", "refs", "closing", "used")
 
     def __init__(self, fd: int) -> None:
-        self.fd, self.refs, self.closing = fd, 0, False
+        self.fd, self.refs, self.closing, self.used = fd, 0, False, 0.0
 
 
 class FileCache:
@@ -48,6 +54,7 @@ class FileCache:
         finally:
             with self._lock:
                 entry.refs -= 1
+                entry.used = time.monotonic()
                 if entry.closing and entry.refs == 0:
                     os.close(entry.fd)
                 self._evict()
@@ -70,6 +77,22 @@ class FileCache:
             owners = list(self._entries)
         for owner in owners:
             self.forget(owner)
+
+    def close_idle(self, idle_s: float = IDLE_S, now: "float | None" = None) -> int:
+        """Close the descriptors nobody used for ``idle_s`` seconds (and
+        nobody uses now); returns how many. Walks from the least recently
+        used and stops at the first recent one: O(closed)."""
+        cutoff = (time.monotonic() if now is None else now) - idle_s
+        closed = 0
+        with self._lock:
+            for owner in list(self._entries):
+                entry = self._entries[owner]
+                if entry.used > cutoff:
+                    break
+                if entry.refs == 0:
+                    os.close(self._entries.pop(owner).fd)
+                    closed += 1
+        return closed
 
     def _evict(self) -> None:
         """Close idle descriptors, least recently used first, down to

@@ -351,7 +351,8 @@ class Store:
     def tick(self, now: "int | None" = None) -> dict[str, int]:
         """One pass of housekeeping: age rolls, retention, compaction (at most
         ``compaction_bytes_per_tick`` read, storage/compaction.py), purge of
-        deleted files, periodic checkpoints. Never raises for one bad
+        deleted files, periodic checkpoints, descriptors idle for a minute
+        closed (storage/files.py). Never raises for one bad
         partition: its error is logged and the others go on. Returns counts
         for logging."""
         now = now_ms() if now is None else now
@@ -373,6 +374,7 @@ class Store:
             for i in range(0, len(kept), CLOSE_SLICE):
                 self._checkpoint_slice(kept[i:i + CLOSE_SLICE], stats)
             self._last_checkpoint = now
+        stats["closed_idle_files"] = self.files.close_idle()
         return stats
 
     def _checkpoint_slice(self, logs: list[Log], stats: dict) -> None:
