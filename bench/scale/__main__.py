@@ -27,13 +27,14 @@ import os
 import resource
 import statistics
 import sys
-import threading
 import time
 
 from bench.common import harness
 from bench.common.environment import environment
 from bench.common.procfs import cpu_seconds, status_kib
 from bench.common.procs import BrokerProcess
+from tests.support.bombs import Pinger
+from tests.support.fixtures import RawConn
 
 VALUE = b"v" * 100
 FLUSHES = ("fsync", "lazy")
@@ -82,37 +83,6 @@ def params_of(args: argparse.Namespace) -> Params:
     return dataclasses.replace(p, **{k: v for k, v in given.items() if v})
 
 
-class Pinger:
-    """Another client's Metadata round trips while something runs: the longest one."""
-
-    def __init__(self, port: int) -> None:
-        from tests.support.fixtures import RawConn
-
-        self.conn, self.worst, self.count = RawConn(port), 0.0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        from logbroker.protocol import messages as m
-
-        deadline = time.monotonic() + 600
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            t0 = time.perf_counter()
-            self.conn.call(m.Metadata(topics=()), 60)
-            self.worst = max(self.worst, time.perf_counter() - t0)
-            self.count += 1
-            self._stop.wait(0.005)
-
-    def __enter__(self) -> "Pinger":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(70)
-        self.conn.close()
-
-
 def _own_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -128,6 +98,7 @@ def _timed(fn, pid: int) -> "tuple[float, float, float]":
 def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
     """One fresh broker: create, produce, consume, idle figures, stop, restart."""
     from logbroker import Admin, Consumer, Producer
+    from logbroker.protocol import messages as m
 
     os.makedirs(workdir, exist_ok=True)
     data = os.path.join(workdir, f"p{partitions}-{flush}")
@@ -137,11 +108,16 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
     out: dict = {"partitions": partitions, "flush": flush}
     try:
         b, pid = broker.bootstrap, broker.pid
-        with Pinger(broker.port) as ping, Admin(b, request_timeout_ms=600_000) as admin:
-            t0 = time.perf_counter()
-            admin.create_topic("scale", partitions)
-            out["create_s"] = time.perf_counter() - t0
-        out["create_worst_rtt_ms"] = ping.worst * 1000
+        conn = RawConn(broker.port)  # another client's Metadata round trips meanwhile
+        try:
+            with Pinger(lambda: conn.call(m.Metadata(topics=()), 60)) as ping, \
+                    Admin(b, request_timeout_ms=600_000) as admin:
+                t0 = time.perf_counter()
+                admin.create_topic("scale", partitions)
+                out["create_s"] = time.perf_counter() - t0
+        finally:
+            conn.close()
+        out["create_worst_rtt_ms"] = max(ping.rtts, default=0.0) * 1000
         n, deadline = p.records, time.monotonic() + p.case_seconds
 
         def produce() -> None:

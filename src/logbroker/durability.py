@@ -81,7 +81,6 @@ class GroupCommit:
         ``shared``: a ``storage.shared_sync.SharedSync`` of the data dir (one
         barrier for ``SHARED_FROM`` or more logs in a turn), or None."""
         self._executor = executor
-        self._shared_sync = shared  # closed by ``close``
         self._shared = shared if shared is not None and shared.available else None
         self._notifier = notifier
         self._on_durable = on_durable
@@ -127,16 +126,6 @@ class GroupCommit:
         if not pending.running:
             self._start(lg, pending, inline)
 
-    @property
-    def shared(self):
-        """The SharedSync in use (None: each log is fsynced)."""
-        return self._shared
-
-    def close(self) -> None:
-        """After the last fsync (the broker's pool shut down)."""
-        if self._shared_sync is not None:
-            self._shared_sync.close()
-
     async def durable(self, lg: Log, end: int) -> None:
         fut = self.request(lg, end)
         if fut is not None:
@@ -176,8 +165,12 @@ class GroupCommit:
     def _start_shared(self, loop: asyncio.AbstractEventLoop, starting: list) -> list:
         """Hand the logs ``SharedSync`` covers to one worker and one barrier
         (when there are ``SHARED_FROM`` of them); the others, to fsync each."""
-        covers = self._shared.covers
-        batch = [(lg, pending) for lg, pending, _ in starting if covers(lg)]
+        covers, batch, rest = self._shared.covers, [], []
+        for s in starting:
+            if covers(s[0]):
+                batch.append(s[:2])
+            else:
+                rest.append(s)
         if len(batch) < SHARED_FROM:
             return starting
         self._offloaded += len(batch)
@@ -186,7 +179,7 @@ class GroupCommit:
         except RuntimeError as exc:  # the executor is shut down: the broker is stopping
             for lg, pending in batch:
                 self._offloaded_done(lg, pending, exc)
-        return [s for s in starting if not covers(s[0])]
+        return rest
 
     def _shared_in_thread(self, loop: asyncio.AbstractEventLoop, batch: list) -> None:
         """Worker thread: one barrier for every log of ``batch``, then each
@@ -196,10 +189,7 @@ class GroupCommit:
             errors = dict(self._shared.flush([lg for lg, _ in batch]))
         except Exception as exc:  # noqa: BLE001 - reported to every waiter of the batch
             errors = {lg: exc for lg, _ in batch}
-        took = time.perf_counter() - start
-        self.fsync_seconds = 0.8 * self.fsync_seconds + 0.2 * took
-        if self.stats is not None:
-            self.stats.fsync.observe(took)
+        self._observe(time.perf_counter() - start)
         for lg, pending in batch:
             self._finished.append((lg, pending, errors.get(lg)))
         self._hand_over(loop)
@@ -244,11 +234,14 @@ class GroupCommit:
         try:
             lg.flush()
         finally:
-            # moving average of fsync time; slow disks move work off the loop
-            took = time.perf_counter() - start
-            self.fsync_seconds = 0.8 * self.fsync_seconds + 0.2 * took
-            if self.stats is not None:
-                self.stats.fsync.observe(took)
+            self._observe(time.perf_counter() - start)
+
+    def _observe(self, took: float) -> None:
+        """One fsync's (or shared barrier's) time: the moving average (slow
+        disks move work off the loop) and the metrics."""
+        self.fsync_seconds = 0.8 * self.fsync_seconds + 0.2 * took
+        if self.stats is not None:
+            self.stats.fsync.observe(took)
 
     def _done(self, lg: Log, pending: _Pending, exc: "BaseException | None") -> None:
         pending.running = False

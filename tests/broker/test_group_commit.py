@@ -66,11 +66,11 @@ def test_many_logs_in_one_turn_share_one_barrier(store_factory, tmp_path):
             end = lg.append([batch([b"x", b"y"])], sync=False).last_offset + 1
             waits.append(commit.request(lg, end))
         await asyncio.gather(*waits)
-        commit.close()
 
     try:
         asyncio.run(run())
         assert shared.syncs == 1 and executor.submitted == 1
         assert all(lg.flushed_point.offset == lg.log_end_offset == 2 for lg in logs)
     finally:
+        shared.close()
         executor.shutdown()

@@ -79,6 +79,7 @@ class Broker:
         finally:
             gc.freeze()  # ... and out of the full collections while serving (decision 104)
             gc.enable()
+        self.shared = SharedSync(config.data_dir)  # one syncfs for many logs (decision 103)
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
         # fsyncs of many partitions at once overlap (docs/architecture.md 58)
         self.fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS,
@@ -142,9 +143,8 @@ class Broker:
         or in cluster mode (``etcd``) the cluster's, after registering in
         etcd (advertising ``advertised_address`` or the bound address) and
         starting to replicate. The one place that picks the mode."""
-        shared = SharedSync(self.config.data_dir)
         if not clustered:
-            self.commit = GroupCommit(self.fsync_pool, self.notifier, shared=shared)
+            self.commit = GroupCommit(self.fsync_pool, self.notifier, shared=self.shared)
             return LocalMetadata(self.store, self.config, self.commit, self.port, self.executor)
         from ..cluster.node import ClusterNode
         from ..limits import parse_address
@@ -155,7 +155,7 @@ class Broker:
                       if self.config.advertised_address else (self.config.host, self.port))
         await node.start(host, port)
         self.commit = GroupCommit(self.fsync_pool, self.notifier,
-                                  on_durable=node.replicas.on_durable, shared=shared)
+                                  on_durable=node.replicas.on_durable, shared=self.shared)
         return ClusterMetadata(node, self.config, self.commit)
 
     def stop(self) -> None:
@@ -207,10 +207,8 @@ class Broker:
         self.inflation.close()
         if self.metrics is not None:
             self.metrics.close()
-        commit = getattr(self, "commit", None)
-        self.store.close(shared=None if commit is None else commit.shared)
-        if commit is not None:
-            commit.close()
+        self.store.close(shared=self.shared)
+        self.shared.close()
         log.info("stopped cleanly")
 
     # -- background loops ------------------------------------------------------------------

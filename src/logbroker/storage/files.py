@@ -83,16 +83,16 @@ class FileCache:
         nobody uses now); returns how many. Walks from the least recently
         used and stops at the first recent one: O(closed)."""
         cutoff = (time.monotonic() if now is None else now) - idle_s
-        closed = 0
         with self._lock:
-            for owner in list(self._entries):
-                entry = self._entries[owner]
+            victims = []
+            for owner, entry in self._entries.items():
                 if entry.used > cutoff:
                     break
                 if entry.refs == 0:
-                    os.close(self._entries.pop(owner).fd)
-                    closed += 1
-        return closed
+                    victims.append(owner)
+            for owner in victims:
+                os.close(self._entries.pop(owner).fd)
+        return len(victims)
 
     def _evict(self) -> None:
         """Close idle descriptors, least recently used first, down to

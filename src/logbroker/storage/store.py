@@ -401,7 +401,7 @@ class Store:
         ``shared`` (a SharedSync): one syncfs flushes every log it covers
         first (20,000 lazy logs: one barrier, not 20,000 fsyncs)."""
         clean, flushed = True, []
-        if shared is not None:
+        if shared is not None and shared.available:
             online = [lg for lg in self.logs() if lg.offline is None and shared.covers(lg)]
             for lg, exc in shared.flush(online) if len(online) > 1 else ():
                 if exc is not None:
