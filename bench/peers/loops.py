@@ -1,6 +1,7 @@
 """The loops and data every peer client shares (clients.py, windows.py,
-scale.py): keys and values, deadlines, result shapes, Redis's pipelined
-XADDs, NATS's publish and ordered read, RabbitMQ's confirms. They import
+scale.py; the Redis ones also bench/scale/redis_case.py): keys and values,
+deadlines, result shapes, Redis's pipelined XADDs and its XREAD over many
+streams, NATS's publish and ordered read, RabbitMQ's confirms. They import
 nothing of bench/peers, so the modules that use them import no circle."""
 
 from __future__ import annotations
@@ -72,6 +73,36 @@ def redis_xadd_all(r, items, n: int, batch: int, dl: Deadline, lat: "list | None
             lat.extend(now - t for t in marks)
         dl.check()
     return done
+
+
+def redis_read_streams(r, names: list[str], want: int, count: int, group: int, dl: Deadline,
+                       fields: tuple = (b"k", b"v")) -> tuple[int, int]:
+    """Read every stream of ``names`` from its start: ``XREAD COUNT count
+    STREAMS`` over ``group`` unfinished streams at a time (one round trip
+    each, replies of up to ``group * count`` entries), until each gave
+    ``want`` entries or had nothing more after its position (a short one).
+    Returns (entries, bytes of each entry's ``fields``)."""
+    pos, counts = dict.fromkeys(names, b"0-0"), dict.fromkeys(names, 0)
+    got = nbytes = 0
+    for _ in range(len(names) * want + len(names)):
+        if not pos:
+            break
+        ask = dict(islice(pos.items(), group))
+        for stream, entries in r.xread(ask, count=count) or ():
+            stream = stream.decode()
+            for _eid, values in entries:
+                for f in fields:
+                    nbytes += len(values[f])
+            got += len(entries)
+            counts[stream] += len(entries)
+            pos[stream] = entries[-1][0]
+            del ask[stream]
+            if counts[stream] >= want:
+                del pos[stream]
+        for stream in ask:  # nothing after its position: it is short
+            del pos[stream]
+        dl.check()
+    return got, nbytes
 
 
 async def nats_publish_all(js, items, dl: Deadline, lat: "list | None" = None) -> int:

@@ -78,6 +78,7 @@ from bench.peers.loops import (
     make_values,
     nats_publish_all,
     nats_read_ordered,
+    redis_read_streams,
     redis_xadd_all,
 )
 
@@ -183,26 +184,9 @@ def redis_scale(spec: dict) -> dict:
             t0 = time.perf_counter()
             done = redis_xadd_all(r, items, total, batch, dl)
             return produced(spec, done, time.perf_counter() - t0, 0.0)
-        want, group = spec["records_per_topic"], spec.get("streams_per_read", 10)
-        pos, counts = dict.fromkeys(names, b"0-0"), dict.fromkeys(names, 0)
-        t0, got, nbytes = time.perf_counter(), 0, 0
-        for _ in range(total + len(names)):
-            if not pos:
-                break
-            ask = dict(islice(pos.items(), group))
-            for stream, entries in r.xread(ask, count=batch) or ():
-                stream = stream.decode()
-                for _eid, fields in entries:
-                    nbytes += len(fields[b"k"]) + len(fields[b"v"])
-                got += len(entries)
-                counts[stream] += len(entries)
-                pos[stream] = entries[-1][0]
-                del ask[stream]
-                if counts[stream] >= want:
-                    del pos[stream]
-            for stream in ask:  # nothing after its position: it is short
-                del pos[stream]
-            dl.check()
+        t0 = time.perf_counter()
+        got, nbytes = redis_read_streams(r, names, spec["records_per_topic"], batch,
+                                         spec.get("streams_per_read", 10), dl)
         return consumed(spec, got, nbytes, time.perf_counter() - t0)
     finally:
         r.close()

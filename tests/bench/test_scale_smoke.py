@@ -1,31 +1,81 @@
 """Smoke test of the partitions-at-scale bench (``python -m bench.scale
---quick --json``): 1 and 100 partitions, fsync and lazy, every figure."""
+--quick --json``): 1 and 100 partitions, fsync and lazy, every figure; the
+Redis column (``appendfsync always``, 1 and 100 streams) and the RF=3 row
+(12 partitions on etcd + 3 brokers), every figure a positive number and
+every server gone afterwards.
+
+The Redis part needs redis-server and the redis package (bench/peers/
+install-servers.sh), the RF=3 part etcd (tools/install-etcd.sh): without
+them that part is left out (``--no-redis``, ``--rf3 0``), unless
+LOGBROKER_PEERS_REQUIRED=1 or LOGBROKER_ETCD_REQUIRED=1 make it a failure."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.fixtures import gone
+
 pytestmark = pytest.mark.bench  # make test-bench (-m bench): not in the default suite
 
 ROOT = Path(__file__).resolve().parents[2]
+REDIS = bool(shutil.which("redis-server") and importlib.util.find_spec("redis")) \
+    or os.environ.get("LOGBROKER_PEERS_REQUIRED") == "1"
+ETCD = bool(shutil.which("etcd")) or os.environ.get("LOGBROKER_ETCD_REQUIRED") == "1"
+
+
+def medians(row: dict) -> dict:
+    return {k: v["median"] for k, v in row.items() if isinstance(v, dict)}
 
 
 def test_quick_scale_bench_emits_json(tmp_path: Path) -> None:
+    skip = ([] if REDIS else ["--no-redis"]) + ([] if ETCD else ["--rf3", "0"])
     proc = subprocess.run([sys.executable, "-m", "bench.scale", "--quick", "--json", "--dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+                           str(tmp_path), *skip], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)
-    rows = {(r["partitions"], r["flush"]): r for r in out["summary"]}
-    assert set(rows) == {(1, "fsync"), (1, "lazy"), (100, "fsync"), (100, "lazy")}
-    for row in rows.values():
-        med = {k: v["median"] for k, v in row.items() if isinstance(v, dict)}
+    rows = {(r["case"], r["partitions"], r["flush"]): r for r in out["summary"]}
+    brokers = {("broker", p, f) for p in (1, 100) for f in ("fsync", "lazy")}
+    redis = {("redis", 1, "always"), ("redis", 100, "always")} if REDIS else set()
+    rf3 = {("rf3", 12, "fsync")} if ETCD else set()
+    assert set(rows) == brokers | redis | rf3
+    for key in brokers:
+        med = medians(rows[key])
         assert med["produce_rec_s"] > 0 and med["consume_rec_s"] > 0
-        assert med["produce_broker_us"] > 0 and med["rss_mb"] > 0 and med["open_files"] > 0
+        assert med["produce_broker_us"] >= 0 and med["rss_mb"] > 0 and med["open_files"] > 0
         assert 0 < med["stop_s"] < 120 and 0 < med["restart_s"] < 300
         assert med["create_worst_rtt_ms"] > 0
+    # /proc counts CPU in 10 ms ticks: one quick case (5,000 records in ~15 ms) may show none
+    assert sum(medians(rows[key])["produce_broker_us"] for key in brokers) > 0
+    for key in redis:
+        med = medians(rows[key])
+        assert med["produce_rec_s"] > 0 and med["consume_rec_s"] > 0, key
+        assert med["produce_client_us"] > 0 and med["consume_client_us"] > 0, key
+        assert med["rss_mb"] > 0 and med["used_memory_mb"] > 0, key
+    for key in rf3:
+        med = medians(rows[key])
+        assert 0 < med["create_s"] <= med["isr_s"] and med["create_worst_rtt_ms"] > 0
+        assert med["produce_rec_s"] > 0 and med["consume_rec_s"] > 0
+        assert med["produce_broker_us"] > 0 and med["rss_mb"] > 0 and med["open_files"] > 0
+        assert 0 < med["stop_s"] < 60
+    (done,) = out["rounds"]
+    for case in done:
+        if case["case"] == "redis":
+            assert gone(case["pid"])
+        if case["case"] == "rf3":
+            assert sum(case["leaders"].values()) == 12 and len(case["leaders"]) == 3
+            assert set(case["exit_codes"].values()) == {0}, case["exit_codes"]  # clean exits
+            assert case["pids"] and all(gone(pid) for pid in case["pids"].values())
     assert "partitions" in proc.stderr  # progress lines
+    from bench.common.harness import tables_markdown
+    from bench.scale.__main__ import tables
+    md = tables_markdown(tables(out))  # as --render prints them
+    assert ("| Redis produce rec/s |" in md) == REDIS and ("| fsync, RF=3 |" in md) == ETCD

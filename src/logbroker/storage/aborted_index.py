@@ -31,6 +31,9 @@ COVERED = (1 << 64) - 1  # the key offset of the covered-offset row
 class AbortedIndex:
     """Not thread-safe: the Log calls it under its lock."""
 
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = ("_dropped_below", "_dropped_from", "meta", "pending", "pid", "stored")
+
     def __init__(self, meta: MetaStore, pid: int) -> None:
         self.meta, self.pid = meta, pid
         self.pending: list[AbortedTxn] = []  # by marker offset

@@ -28,6 +28,9 @@ from .txn_store import Transactions
 
 
 class Appender:
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = ("_roll", "config", "epochs", "index", "producers", "segments", "txns")
+
     def __init__(self, config: LogConfig, segments: Segments, index: PartitionIndex,
                  epochs: LeaderEpochs, roll: Callable[..., Segment],
                  txns: Transactions) -> None:

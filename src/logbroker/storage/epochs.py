@@ -20,6 +20,9 @@ from .metastore import MetaStore
 
 
 class LeaderEpochs:
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = ("_entries", "dirty")
+
     def __init__(self, entries: "list[tuple[int, int]] | None" = None, *, dirty: bool = False) -> None:
         self._entries = list(entries or [])
         self.dirty = dirty  # a change not yet in LMDB

@@ -30,6 +30,12 @@ def _ts_key(pid: int, ts: int) -> bytes:
 class PartitionIndex:
     """Offset and time index of partition ``pid``: LMDB rows plus pending ones."""
 
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = (
+        "_dropped_below", "_dropped_from", "_since", "interval", "last_time", "max_seen", "meta",
+        "pending", "pending_time", "pid"
+    )
+
     def __init__(self, meta: MetaStore, pid: int, interval: int = 4096) -> None:
         self.meta, self.pid, self.interval = meta, pid, interval
         self.max_seen = -1 << 63  # largest batch max timestamp seen (the time entries' value)

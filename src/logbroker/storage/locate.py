@@ -41,6 +41,9 @@ class SegmentDamage(CorruptRecordError):
 
 
 class Locator:
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = ("_after_rebuild", "index", "name", "segments")
+
     def __init__(self, name: str, segments: Segments, index: PartitionIndex,
                  after_rebuild: Callable[[], None]) -> None:
         self.name, self.segments, self.index = name, segments, index

@@ -49,6 +49,13 @@ def now_ms() -> int:
 class Log:
     """Append-only segmented log; use ``Log.open``."""
 
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = (
+        "_appender", "_epochs", "_flusher", "_follower", "_locator", "_lock", "_offline", "_segs",
+        "_txns", "auto_hw", "config", "directory", "files", "index", "meta", "partition", "pid",
+        "scanned_bytes", "topic", "__weakref__"
+    )
+
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
                  meta: MetaStore, loaded: LoadedLog, *, auto_hw: bool = True,
                  checkpoint: bool = True) -> None:

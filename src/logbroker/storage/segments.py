@@ -39,6 +39,12 @@ class RecoveryPoint:
 
 
 class Segments:
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = (
+        "_hw", "_list", "_log_end", "_log_start", "_new_infos", "_rp", "_trash", "cuts",
+        "directory", "files"
+    )
+
     def __init__(self, directory: str, files: FileCache, segments: list[Segment], *,
                  log_start: int, log_end: int, recovery_point: RecoveryPoint,
                  high_watermark: int, new_infos: "dict[int, ck.SegmentInfo] | None" = None) -> None:

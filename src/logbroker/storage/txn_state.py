@@ -52,6 +52,9 @@ class AbortedTxn:
 
 
 class TxnState:
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = ("open", "opened", "producers")
+
     def __init__(self) -> None:
         # producer -> (epoch, first offset), by first offset; an OrderedDict: its
         # first entry stays O(1) to reach however many were removed before it

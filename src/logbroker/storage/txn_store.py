@@ -46,6 +46,9 @@ class Transactions:
     """State + aborted index of one partition. Not thread-safe: the Log
     calls it under its lock."""
 
+    # one per partition (50,000 on a broker): slots, no instance dict
+    __slots__ = ("aborted", "meta", "pid", "state")
+
     def __init__(self, meta: MetaStore, pid: int, state: "TxnState | None" = None,
                  aborted: "AbortedIndex | None" = None) -> None:
         self.meta, self.pid = meta, pid

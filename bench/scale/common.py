@@ -1,0 +1,89 @@
+"""What the cases of ``python -m bench.scale`` share: the record, the CPU
+timing of a phase, our producer's and consumer's loops over one topic of P
+partitions, and the median (min-max) of a figure over rounds."""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+
+VALUE = b"v" * 100
+TOPIC = "scale"
+TOPIC_MAX = 10_000  # partitions of one topic at most (limits.MAX_PARTITIONS)
+
+
+def topic_partitions(partitions: int) -> list:
+    """The (topic, partition) pairs of a case: TOPIC's ``partitions``, or,
+    past TOPIC_MAX, topics ``scale-0``, ``scale-1``... of TOPIC_MAX each."""
+    if partitions <= TOPIC_MAX:
+        return [(TOPIC, q) for q in range(partitions)]
+    return [(f"{TOPIC}-{q // TOPIC_MAX}", q % TOPIC_MAX) for q in range(partitions)]
+
+
+def topics_of(partitions: int) -> list:
+    """(topic, partitions) to create for a case: one CreateTopics each."""
+    tps = topic_partitions(partitions)
+    return [(tps[i][0], min(TOPIC_MAX, partitions - i)) for i in range(0, partitions, TOPIC_MAX)]
+
+
+def own_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed(fn, pids) -> "tuple[float, float, float, object]":
+    """``fn()``'s wall seconds, this process's CPU seconds, the CPU seconds
+    of the server processes ``pids`` (summed) meanwhile, and what it returned."""
+    from bench.common.procfs import cpu_seconds
+
+    c0, s0, t0 = own_cpu(), sum(cpu_seconds(p) for p in pids), time.perf_counter()
+    value = fn()
+    wall = time.perf_counter() - t0
+    return wall, own_cpu() - c0, sum(cpu_seconds(p) for p in pids) - s0, value
+
+
+def produce(bootstrap: str, partitions: int, n: int, deadline: float, bound: float) -> list:
+    """``n`` records of VALUE round-robin over the case's ``partitions`` by our
+    sync Producer (acks=all, linger 5 ms), flushed; their handles (see
+    ``acked``). TimeoutError past ``deadline`` (monotonic)."""
+    from logbroker import Producer
+
+    handles, tps = [], topic_partitions(partitions)
+    with Producer(bootstrap, acks="all", linger_ms=5, request_timeout_ms=120_000) as producer:
+        send, keep = producer.send, handles.append
+        for i in range(n):
+            topic, q = tps[i % partitions]
+            keep(send(topic, VALUE, partition=q))
+            if i % 10_000 == 0 and time.monotonic() > deadline:
+                raise TimeoutError("producing took longer than the case's bound")
+        producer.flush(bound)
+    return handles
+
+
+def acked(handles: list) -> None:
+    """Raise unless every record was acknowledged (after the clock: a failed
+    batch ends the case at once, not at the consumer's bound)."""
+    failed = [exc for exc in (h.exception(0) for h in handles) if exc is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(handles)} records not acknowledged: "
+                           f"{failed[0]!r}")
+
+
+def consume(bootstrap: str, partitions: int, n: int, deadline: float) -> None:
+    """``n`` records back by one Consumer assigned every partition of TOPIC
+    of the case from the beginning; TimeoutError past ``deadline`` (monotonic)."""
+    from logbroker import Consumer
+
+    with Consumer(bootstrap, fetch_max_wait_ms=100) as consumer:
+        consumer.assign(topic_partitions(partitions))
+        consumer.seek_to_beginning()
+        got = 0
+        while got < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {got} of {n} within the case's bound")
+            got += len(consumer.poll(0.5))
+
+
+def spread(vals: list) -> dict:
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
