@@ -117,8 +117,8 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
     os.makedirs(workdir, exist_ok=True)
     data = os.path.join(workdir, f"p{partitions}-{flush}")
     extra = ("--flush", "lazy") if flush == "lazy" else ()
-    # past the default 20,000 partitions per broker (docs/security.md) the case raises it
-    config = {"max_partitions_per_broker": partitions} if partitions > 20_000 else None
+    # past the default 50,000 partitions per broker (docs/security.md) the case raises it
+    config = {"max_partitions_per_broker": partitions} if partitions > 50_000 else None
     broker = BrokerProcess(data, "--log-level", "warning", *extra, config=config,
                            die_with_parent=True, raise_on_hang=False).start()
     out: dict = {"case": "broker", "partitions": partitions, "flush": flush}

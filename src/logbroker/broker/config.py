@@ -34,7 +34,7 @@ TOML layout (every key optional)::
     max_inflated_bytes_per_request = 67108864       # compressed produce (docs/security.md)
     inflation_bytes_per_s_per_connection = 134217728
     max_partitions_per_request = 10000   # CreateTopics, in all (docs/security.md)
-    max_partitions_per_broker = 20000    # hosted here (replicas, in a cluster)
+    max_partitions_per_broker = 50000    # hosted here (replicas, in a cluster)
 
     [max_connections_per_ip_overrides]
     "10.0.0.7" = 4000
@@ -175,7 +175,7 @@ class BrokerConfig:
     auth_failures_per_s_per_user: int = 30  # per user name (its known addresses exempt); 0: none
     # -- partition limits (docs/security.md, "Partition limits"): metadata/budget.py -------
     max_partitions_per_request: int = 10_000  # partitions one CreateTopics asks for, in all
-    max_partitions_per_broker: int = 20_000  # partitions (replicas) one broker hosts
+    max_partitions_per_broker: int = 50_000  # partitions (replicas) one broker hosts
     # -- the Kafka protocol listener (docs/kafka.md): off unless ``kafka_port`` is set -------
     kafka_port: "int | None" = None  # on host:kafka_port (0 picks a free port)
     kafka_advertised: "str | None" = None  # "HOST:PORT" Metadata names; default host:bound port

@@ -5,7 +5,10 @@ with more partitions than open descriptors the segment cache reopens files
 round-robin (an ``open`` + ``close`` per append and per fsync). At start the
 broker raises its soft ``RLIMIT_NOFILE`` to the hard limit (as the Go
 runtime does; Kafka's docs ask operators for 100,000) and gives segment
-descriptors what connections and the rest do not need.
+descriptors what connections and the rest do not need, at most ``CEILING``
+(4,096): 50,000 partitions stay under 5,000 open files; past it a busy
+partition's append reopens its file (~10% more broker CPU per record at
+10,000 partitions fed round-robin, throughput within noise; decision 105).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import resource
 MAX_SOFT = 1 << 20  # never ask for more than this many descriptors
 RESERVE = 256  # LMDB, etcd and replication sockets, pipes, log files
 FLOOR = 512  # StorageConfig's default: never fewer segment descriptors than that
-CEILING = 65536  # nor more than this
+CEILING = 4096  # nor more than this: 50,000 partitions stay under 5,000 descriptors
 
 
 def raise_open_file_limit() -> int:

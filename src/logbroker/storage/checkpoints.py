@@ -16,7 +16,7 @@ batches it scans past the recovery point.
 from __future__ import annotations
 
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import msgpack
 
@@ -55,8 +55,13 @@ def load_checkpoint(meta: MetaStore, pid: int) -> "Checkpoint | None":
     return None if raw is None else Checkpoint(**msgpack.unpackb(raw))
 
 
+_CKPT_FIELDS = tuple(f.name for f in fields(Checkpoint))
+
+
 def store_checkpoint(txn, meta: MetaStore, pid: int, ckpt: Checkpoint) -> None:
-    txn.put(PID.pack(pid), msgpack.packb(asdict(ckpt)), db=meta.db("ckpt"))
+    # the fields by name, not dataclasses.asdict: its deep copy cost ~50 µs a partition
+    value = {name: getattr(ckpt, name) for name in _CKPT_FIELDS}
+    txn.put(PID.pack(pid), msgpack.packb(value), db=meta.db("ckpt"))
 
 
 def load_segment_infos(meta: MetaStore, pid: int) -> dict[int, SegmentInfo]:
@@ -66,7 +71,8 @@ def load_segment_infos(meta: MetaStore, pid: int) -> dict[int, SegmentInfo]:
 
 
 def store_segment_info(txn, meta: MetaStore, pid: int, base: int, info: SegmentInfo) -> None:
-    txn.put(PID_U64.pack(pid, base), msgpack.packb(list(asdict(info).values())), db=meta.db("segs"))
+    value = [info.size, info.next_offset, info.max_timestamp, info.created_ms]
+    txn.put(PID_U64.pack(pid, base), msgpack.packb(value), db=meta.db("segs"))
 
 
 def delete_segment_infos(txn, meta: MetaStore, pid: int, *, below: "int | None" = None,
