@@ -14,8 +14,10 @@ from logbroker.client.net.routing import Router
 from logbroker.client.producer.handles import ThreadSignal
 from logbroker.client.producer.sender import Sender
 from logbroker.client.settings import ProducerSettings
-from logbroker.errors import (BrokerUnavailableError, OutOfOrderSequenceError,
+from logbroker.errors import (BrokerUnavailableError, NotLeaderError, OutOfOrderSequenceError,
                               RecordTooLargeError, RequestTimedOutError)
+from logbroker.records.format import read_header
+from logbroker.storage.producer_state import ProducerStates
 
 
 def make_acc(**kw) -> tuple[Accumulator, list]:
@@ -225,6 +227,7 @@ def _in_flight(s: Sender, n: int) -> list:
     for _ in range(n):
         s.acc.append("t", 0, b"x" * 100, None, None, None)
         s.acc.seal_all()
+    s.acc.parts[("t", 0)].confirmed = True  # an earlier batch was acknowledged: n may go at once
     batches = []
     for _ in range(n):
         got = collect(s)
@@ -248,6 +251,53 @@ def test_retriable_failure_requeues_in_sequence_order_and_blocks_the_partition(s
     part.retry_at = 0.0
     resent = collect(s, 1.0)
     assert resent == [b1, b2, b3] and all(b.data is not None for b in resent)
+
+
+def test_a_partitions_first_batch_goes_alone_until_acknowledged(sender):
+    """bench.scale's RF=3 row: the leader of a new topic's partition answers
+    NOT_LEADER until it has opened its log, and takes the first batch of a
+    producer it does not know whatever its sequence. The partition's first
+    three batches left in three requests; the first was refused, the next two
+    were appended, and its retry could only be refused ("producer 1 sent
+    sequence 0, expected 100"): its records failed, and the log holds the
+    later ones without them. One batch of a partition is in flight until one
+    is acknowledged, so every record lands, in order."""
+    s = sender()
+    s.producer_id, s.producer_epoch = 1, 0
+    states, written = ProducerStates(), []  # the leader's producer state and log (sequences)
+
+    def answer(b, opened: bool) -> None:
+        if not opened:
+            s.delivery.failed(b, NotLeaderError("t-0: the leader is still opening its log"))
+            return
+        h = read_header(b.data)
+        try:
+            [dup] = states.check_all([h])
+        except OutOfOrderSequenceError as exc:
+            s.delivery.failed(b, exc)
+            return
+        if dup is None:
+            dup = len(written)
+            states.record(h.producer_id, h.producer_epoch, h.base_sequence, h.record_count, dup)
+            written.extend(range(h.base_sequence, h.base_sequence + h.record_count))
+        s.delivery.acked(b, dup)
+
+    requests, batches = [], []
+    for _ in range(3):  # sealed one after another: a request each while slots are free
+        handle = s.acc.append("t", 0, b"x" * 100, None, None, None)
+        batches.append(handle[0])
+        s.acc.seal_all()
+        requests.append(collect(s))
+    for i, req in enumerate(requests):  # answered in order; the log opens after the first
+        for b in req:
+            answer(b, opened=i > 0)
+    for _ in range(5):  # the retry of the first, then the rest together
+        for b in collect(s, float("inf")):
+            answer(b, opened=True)
+    assert [b.error for b in batches] == [None, None, None]
+    assert [b.base_offset for b in batches] == [0, 1, 2] and written == [0, 1, 2]
+    assert not s.delivery.reset_pending
+    assert [len(r) for r in requests] == [1, 0, 0]  # the later ones waited for the first ack
 
 
 def test_a_fatal_sequence_error_fails_the_batch_and_resets_the_producer(sender):

@@ -202,6 +202,7 @@ def test_after_a_leader_change_nothing_goes_to_the_new_leader_before_the_old_ans
     for _ in range(3):
         s.acc.append("t", 0, b"x" * 80, None, None, None)  # a batch each
     s.acc.seal_all()
+    s.acc.parts[("t", 0)].confirmed = True  # an earlier batch was acknowledged: all may go
     s._send_ready(0.0, in_loop=False)
     first = sent[:]
     assert [b for b, _, _ in first] == [0]  # the three batches in one request to broker 0

@@ -1,7 +1,7 @@
 """What an idle partition costs in the broker's heap (issue 32: 50,000
 partitions in <= 300 MB). Its objects have no instance dicts, its flusher
 shares a striped condition, its producer state is tuples; an empty
-partition held ~4.3 KB of Python objects before, ~2.5 KB now."""
+partition held ~4.3 KB of Python objects before, ~2.1 KB now."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from logbroker.storage.config import StorageConfig
 from logbroker.storage.store import Store
 
 PARTITIONS = 2000
-BYTES_EACH = 3200  # Python objects per empty partition, at most
+BYTES_EACH = 2800  # Python objects per empty partition, at most
 
 
 def test_an_empty_partition_holds_a_few_kilobytes_of_objects(tmp_path):

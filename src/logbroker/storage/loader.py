@@ -60,6 +60,9 @@ class _Offline(Exception):
     pass
 
 
+_START = RecoveryPoint(0, 0, 0)  # every new log's (frozen: shared)
+
+
 def fresh_log(directory: str, topic: str, partition: int, pid: int, *, config: LogConfig,
               meta: MetaStore, files: FileCache) -> LoadedLog:
     """A brand-new empty log whose ``directory`` does not exist yet: the
@@ -71,7 +74,7 @@ def fresh_log(directory: str, topic: str, partition: int, pid: int, *, config: L
     os.mkdir(directory)
     seg = Segment.create(directory, 0, files, sync=False)
     segs = Segments(directory, files, [seg], log_start=0, log_end=0,
-                    recovery_point=RecoveryPoint(0, 0, 0), high_watermark=0)
+                    recovery_point=_START, high_watermark=0)
     index = PartitionIndex(meta, pid, config.index_interval_bytes)
     index.max_seen = -1  # what recovery of an empty log sets
     index.restart_cadence()

@@ -52,8 +52,8 @@ class Log:
     # one per partition (50,000 on a broker): slots, no instance dict
     __slots__ = (
         "_appender", "_epochs", "_flusher", "_follower", "_locator", "_lock", "_offline", "_segs",
-        "_txns", "auto_hw", "config", "directory", "files", "index", "meta", "partition", "pid",
-        "scanned_bytes", "topic", "__weakref__"
+        "_txns", "auto_hw", "barrier_covered", "config", "directory", "files", "index", "meta",
+        "partition", "pid", "scanned_bytes", "topic", "__weakref__"
     )
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
@@ -67,6 +67,7 @@ class Log:
         self.files = self._segs.files
         self.auto_hw = auto_hw  # single node: HW follows durable end (fsync) or LEO (lazy)
         self._follower = False  # a follower never rolls by age (set_follower)
+        self.barrier_covered: "bool | None" = None  # shared_sync.SharedSync.covers' answer
         self._txns = loaded.txns
         self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked,
                                   self._txns)

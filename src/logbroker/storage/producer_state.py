@@ -11,20 +11,11 @@ batch of an append here under its lock before it writes any of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import InvalidProducerEpochError, InvalidRequestError, OutOfOrderSequenceError
 from ..records.format import BatchHeader
 
 KEEP = 5
 TAIL_SCAN_BYTES = 64 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    first_seq: int
-    last_seq: int
-    base_offset: int
 
 
 class ProducerStates:
@@ -34,9 +25,10 @@ class ProducerStates:
     __slots__ = ("_states", "loaded")
 
     def __init__(self) -> None:
-        # producer -> (epoch, its last batches: a tuple of at most KEEP, oldest first;
-        # a tuple, not a deque: a partition per producer holds one, ~80 B against ~620)
-        self._states: dict[int, tuple[int, tuple]] = {}
+        # producer -> (epoch, then its last batches oldest first, each three ints:
+        # first sequence, last sequence, base offset): one flat tuple, no object per
+        # batch (a broker of 50,000 partitions holds one per partition per producer)
+        self._states: dict[int, tuple] = {}
         self.loaded = False
 
     def load(self, headers) -> None:
@@ -54,7 +46,7 @@ class ProducerStates:
         must be appended. Each batch is checked against the state as the
         earlier batches of the same call leave it. Raises (nothing changed)
         for a stale epoch or a sequence gap in any of them."""
-        overlay: dict[int, tuple[int, tuple]] = {}
+        overlay: dict[int, tuple] = {}
         out: list["int | None"] = []
         for h in headers:
             pid = h.producer_id
@@ -67,16 +59,13 @@ class ProducerStates:
                 raise InvalidRequestError(f"producer {pid} sent the batch with sequence "
                                           f"{h.base_sequence} twice in one request")
             if dup is None:
-                kept = state[1] if state and state[0] == h.producer_epoch else ()
-                batch = _Batch(h.base_sequence, h.base_sequence + h.record_count - 1, -1)
-                overlay[pid] = (h.producer_epoch, _kept(kept, batch))
+                overlay[pid] = _kept(state, h.producer_epoch, h.base_sequence,
+                                     h.base_sequence + h.record_count - 1, -1)
             out.append(dup)
         return out
 
     def record(self, pid: int, epoch: int, seq: int, count: int, base_offset: int) -> None:
-        state = self._states.get(pid)
-        kept = state[1] if state is not None and state[0] == epoch else ()
-        self._states[pid] = (epoch, _kept(kept, _Batch(seq, seq + count - 1, base_offset)))
+        self._states[pid] = _kept(self._states.get(pid), epoch, seq, seq + count - 1, base_offset)
 
     def bump(self, pid: int, epoch: int) -> None:
         """A marker (or the transaction state) says ``pid`` is at ``epoch``:
@@ -84,7 +73,7 @@ class ProducerStates:
         batches of older epochs are fenced from now on."""
         state = self._states.get(pid)
         if state is None or state[0] < epoch:
-            self._states[pid] = (epoch, ())
+            self._states[pid] = (epoch,)
 
     def epoch_of(self, pid: int) -> int:
         """The epoch known for ``pid`` (-1 when none)."""
@@ -96,18 +85,21 @@ class ProducerStates:
         self.loaded = False
 
 
-def _kept(batches: tuple, batch: _Batch) -> tuple:
-    """``batches`` then ``batch``, the oldest dropped beyond ``KEEP``."""
-    return (batches + (batch,))[-KEEP:]
+def _kept(state: "tuple | None", epoch: int, first: int, last: int, base: int) -> tuple:
+    """The state after batch (``first``..``last`` at ``base``) of ``epoch``:
+    the batches kept when the epoch is the state's, the oldest dropped
+    beyond ``KEEP``."""
+    kept = state[1:] if state is not None and state[0] == epoch else ()
+    return (epoch, *(kept + (first, last, base))[-3 * KEEP:])
 
 
-def _check(state: "tuple[int, tuple] | None", header: BatchHeader) -> "int | None":
+def _check(state: "tuple | None", header: BatchHeader) -> "int | None":
     """The original base offset if ``header``'s batch duplicates one of
     ``state``'s, None if it may be appended; raises for a stale epoch or a gap."""
     if state is None:
         return None
     pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
-    known_epoch, batches = state
+    known_epoch = state[0]
     if epoch < known_epoch:
         raise InvalidProducerEpochError(f"producer {pid} epoch {epoch} is older than {known_epoch}")
     if epoch > known_epoch:
@@ -115,16 +107,16 @@ def _check(state: "tuple[int, tuple] | None", header: BatchHeader) -> "int | Non
             raise OutOfOrderSequenceError(f"producer {pid} new epoch {epoch} must start at "
                                           f"sequence 0, got {seq}")
         return None
-    if not batches:  # the epoch a marker set: the producer starts its sequences again
+    if len(state) == 1:  # the epoch a marker set: the producer starts its sequences again
         if seq != 0:
             raise OutOfOrderSequenceError(f"producer {pid} epoch {epoch} must start at "
                                           f"sequence 0, got {seq}")
         return None
     last_seq = seq + header.record_count - 1
-    for b in batches:
-        if b.first_seq == seq and b.last_seq == last_seq:
-            return b.base_offset
-    expected = batches[-1].last_seq + 1
+    for i in range(1, len(state), 3):
+        if state[i] == seq and state[i + 1] == last_seq:
+            return state[i + 2]
+    expected = state[-2] + 1
     if seq != expected:
         raise OutOfOrderSequenceError(f"producer {pid} sent sequence {seq}, expected {expected}")
     return None

@@ -28,7 +28,7 @@ from .files import FileCache
 from .segment import Segment
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecoveryPoint:
     """Every byte before ``position`` of segment ``segment`` is fsynced; the
     batch there (if any) starts at ``offset``."""
@@ -119,7 +119,9 @@ class Segments:
 
     def take_new_infos(self) -> dict[int, ck.SegmentInfo]:
         """Summaries of segments sealed since the last call (for the checkpoint)."""
-        infos, self._new_infos = self._new_infos, {}
+        infos = self._new_infos
+        if infos:  # an empty one stays: no new dict per partition per checkpoint
+            self._new_infos = {}
         return infos
 
     def restore_new_infos(self, infos: dict[int, ck.SegmentInfo]) -> None:
@@ -261,6 +263,8 @@ class Segments:
 
     def purge(self, now: int) -> int:
         """Remove ``.deleted`` files whose delay has passed; returns how many."""
+        if not self._trash:  # most partitions, every housekeeping pass: no new lists
+            return 0
         due = [s for t, s in self._trash if t <= now]
         self._trash = [(t, s) for t, s in self._trash if t > now]
         for seg in due:

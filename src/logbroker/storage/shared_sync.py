@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import weakref
 
 
 def _syncfs():
@@ -40,7 +39,6 @@ class SharedSync:
         self._syncfs = _syncfs()
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         self._dev = os.fstat(self._fd).st_dev
-        self._covered: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         self.syncs = 0  # barriers issued (the metrics' and the tests' count)
 
     @property
@@ -48,14 +46,15 @@ class SharedSync:
         return self._syncfs is not None
 
     def covers(self, lg) -> bool:
-        """Whether ``lg``'s files are on the data dir's filesystem (asked once per log)."""
-        ok = self._covered.get(lg)
+        """Whether ``lg``'s files are on the data dir's filesystem (asked once
+        per log: the answer is kept on the log, ``Log.barrier_covered``)."""
+        ok = lg.barrier_covered
         if ok is None:
             try:
                 ok = os.stat(lg.directory).st_dev == self._dev
             except OSError:
                 ok = False
-            self._covered[lg] = ok
+            lg.barrier_covered = ok
         return ok
 
     def flush(self, logs) -> list:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError,
                       TransactionCoordinatorFencedError)
@@ -51,16 +52,30 @@ class AbortedTxn:
     last_stable_offset: int
 
 
+_NONE = MappingProxyType({})  # the maps of a partition no transactional producer wrote to
+
+
 class TxnState:
+    """One partition's transactions. Until a transactional batch or marker
+    arrives its three maps are one shared read-only empty mapping (a broker
+    of 50,000 partitions, few of them transactional, holds no 256 B of empty
+    dicts each); every change goes through ``_own`` first."""
+
     # one per partition (50,000 on a broker): slots, no instance dict
     __slots__ = ("open", "opened", "producers")
 
     def __init__(self) -> None:
         # producer -> (epoch, first offset), by first offset; an OrderedDict: its
         # first entry stays O(1) to reach however many were removed before it
-        self.open: "OrderedDict[int, tuple[int, int]]" = OrderedDict()
-        self.producers: dict[int, tuple[int, int]] = {}  # producer -> (epoch, coordinator epoch)
-        self.opened: dict[int, int] = {}  # producer -> its open transaction's first timestamp
+        self.open: "OrderedDict[int, tuple[int, int]]" = _NONE
+        self.producers: dict[int, tuple[int, int]] = _NONE  # producer -> (epoch, coordinator epoch)
+        self.opened: dict[int, int] = _NONE  # producer -> its open transaction's first timestamp
+
+    def _own(self) -> "TxnState":
+        """Give this state maps of its own before changing them."""
+        if self.open is _NONE:
+            self.open, self.producers, self.opened = OrderedDict(), {}, {}
+        return self
 
     # -- queries -------------------------------------------------------------------
     def first_unstable(self) -> "int | None":
@@ -121,6 +136,7 @@ class TxnState:
         return None
 
     def on_transactional(self, pid: int, epoch: int, offset: int, timestamp: int = -1) -> None:
+        self._own()
         if pid not in self.open:
             self.open[pid] = (epoch, offset)
             self.opened[pid] = timestamp
@@ -130,6 +146,7 @@ class TxnState:
 
     def on_marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
                   offset: int) -> "AbortedTxn | None":
+        self._own()
         opened = self.open.pop(pid, None)
         self.opened.pop(pid, None)
         known = self.producers.get(pid, (-1, -1))
@@ -163,6 +180,7 @@ class TxnState:
     def from_snapshot(cls, snap: "dict | None") -> "TxnState":
         state = cls()
         if snap:
+            state._own()
             for pid, epoch, first in sorted(snap.get("open", ()), key=lambda row: row[2]):
                 state.open[pid] = (epoch, first)
             for pid, epoch, coord in snap.get("producers", ()):

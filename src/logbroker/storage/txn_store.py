@@ -203,7 +203,7 @@ def _seeded(snap: "dict | None", known: "TxnState | None" = None) -> TxnState:
     """A state for a replay from the log start: the producers' epochs of a
     snapshot and of ``known`` (the markers that set them may be gone),
     nothing open."""
-    state = TxnState()
+    state = TxnState()._own()
     if snap:
         state.producers.update(TxnState.from_snapshot(snap).producers)
     if known is not None:

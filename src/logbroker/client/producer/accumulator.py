@@ -45,9 +45,11 @@ class PartitionQueue:
     new leader gets nothing until they are back), the next sequence number,
     and ``blocked`` (an earlier batch failed while later ones were in
     flight: nothing more is sent until those come back, so retries keep
-    sequence order)."""
+    sequence order). ``confirmed``: a batch with the current producer id and
+    epoch was acknowledged here; until then an idempotent producer has one
+    batch of the partition in flight (sender.py ``_collect``)."""
 
-    __slots__ = ("queue", "inflight", "broker", "next_seq", "blocked", "retry_at")
+    __slots__ = ("queue", "inflight", "broker", "next_seq", "blocked", "retry_at", "confirmed")
 
     def __init__(self) -> None:
         self.queue: deque[ProducerBatch] = deque()
@@ -56,6 +58,7 @@ class PartitionQueue:
         self.next_seq = 0
         self.blocked = False
         self.retry_at = 0.0
+        self.confirmed = False
 
     def requeue(self, batch: ProducerBatch) -> None:
         """Put a failed batch back before every younger one (seal order)."""

@@ -84,7 +84,7 @@ class Delivery:
         return part
 
     def acked(self, b: ProducerBatch, base_offset: int) -> None:
-        self._part(b)
+        self._part(b).confirmed = True  # the leader checks this producer's sequences here now
         self.resolve(b, base_offset, None)
 
     def failed(self, b: ProducerBatch, exc: LogbrokerError) -> None:

@@ -25,6 +25,10 @@ after a metadata refresh, is retried with the same bytes, so the same
 producer id and sequence, to whichever broker leads then. One
 ``InitProducerId`` per producer (and one more after a sequence gap); each
 partition's batches get ``base_sequence`` = records previously sent to it.
+A partition has one batch in flight until one of its batches is
+acknowledged under the current producer id (``PartitionQueue.confirmed``):
+a leader takes an unknown producer's first batch whatever its sequence, so
+only from then on does it refuse a later batch that overtook a failed one.
 """
 
 from __future__ import annotations
@@ -252,10 +256,17 @@ class Sender:
         out, total = [], 0
         limit = self.settings.max_request_size
         per_part = self.settings.max_in_flight
+        idempotent = self.settings.idempotent
         for part in parts:
             if part.blocked:
                 continue
-            while part.queue and part.inflight < per_part:
+            # Until a batch of this producer id is acknowledged here, the leader
+            # may not know the producer and takes its first batch whatever its
+            # sequence: a later batch appended while an earlier one failed
+            # without being written (NOT_LEADER from a leader still opening its
+            # log) would leave a gap no retry can fill. So one at a time till then.
+            most = per_part if part.confirmed or not idempotent else 1
+            while part.queue and part.inflight < most:
                 batch = part.queue[0]
                 size = batch.size if batch.data is None else len(batch.data)
                 if out and total + size > limit:
@@ -392,7 +403,7 @@ class Sender:
             if self.delivery.reset_pending or not self._need_pid:
                 log.info("producer reset: new producer id %d", resp.producer_id)
                 for part in self.acc.parts.values():
-                    part.next_seq, part.blocked = 0, False
+                    part.next_seq, part.blocked, part.confirmed = 0, False, False
                     for b in part.queue:
                         b.data = None  # re-encoded with the new id and sequences
             self._need_pid = False

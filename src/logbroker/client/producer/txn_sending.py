@@ -129,7 +129,7 @@ def set_producer(sender, producer_id: int, producer_epoch: int) -> None:
     with sender._mutex:
         sender.producer_id, sender.producer_epoch = producer_id, producer_epoch
         for part in sender.acc.parts.values():
-            part.next_seq, part.blocked = 0, False
+            part.next_seq, part.blocked, part.confirmed = 0, False, False
             for b in part.queue:
                 b.data = None
         sender.delivery.renewed()
