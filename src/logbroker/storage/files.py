@@ -15,18 +15,26 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
-from typing import Iterator
 
 
 IDLE_S = 60.0  # a descriptor unused this long is closed by housekeeping
 
 
 class _Entry:
-    __slots__ = ("fd", "refs", "closing", "used")
+    """An open descriptor and its users; also the context manager ``fd``
+    returns (a class, not a generator: a fetch or produce of thousands of
+    partitions enters it two or three times per partition)."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd, self.refs, self.closing, self.used = fd, 0, False, 0.0
+    __slots__ = ("fd", "refs", "closing", "used", "cache")
+
+    def __init__(self, fd: int, cache: "FileCache") -> None:
+        self.fd, self.refs, self.closing, self.used, self.cache = fd, 0, False, 0.0, cache
+
+    def __enter__(self) -> int:
+        return self.fd
+
+    def __exit__(self, *exc) -> None:
+        self.cache._release(self)
 
 
 class FileCache:
@@ -38,26 +46,28 @@ class FileCache:
         self._lock = threading.Lock()
         self.opens = 0  # descriptors opened so far (tests, stats)
 
-    @contextmanager
-    def fd(self, owner, path: str, *, flags: int = os.O_RDWR) -> Iterator[int]:
-        """Yield an open descriptor of ``path`` for the duration of the block."""
+    def fd(self, owner, path: str, *, flags: int = os.O_RDWR) -> _Entry:
+        """For ``with``: an open descriptor of ``path`` for the duration of
+        the block (counted as in use from this call: call it only in the
+        ``with`` statement)."""
         with self._lock:
             entry = self._entries.get(owner)
             if entry is None or entry.closing:
-                entry = _Entry(os.open(path, flags | os.O_CLOEXEC))
+                entry = _Entry(os.open(path, flags | os.O_CLOEXEC), self)
                 self.opens += 1
                 self._entries[owner] = entry
-            self._entries.move_to_end(owner)
+            else:
+                self._entries.move_to_end(owner)
             entry.refs += 1
-        try:
-            yield entry.fd
-        finally:
-            with self._lock:
-                entry.refs -= 1
-                entry.used = time.monotonic()
-                if entry.closing and entry.refs == 0:
-                    os.close(entry.fd)
-                self._evict()
+        return entry
+
+    def _release(self, entry: _Entry) -> None:
+        with self._lock:
+            entry.refs -= 1
+            entry.used = time.monotonic()
+            if entry.closing and entry.refs == 0:
+                os.close(entry.fd)
+            self._evict()
 
     def forget(self, owner) -> None:
         """Close ``owner``'s descriptor now, or when its last user is done."""
