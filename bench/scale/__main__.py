@@ -8,11 +8,14 @@ assigned every partition reading them all back.
     python -m bench.scale --quick                  # 1 and 100 partitions, 5,000 records: a smoke test
     python -m bench.scale --no-redis --rf3 0       # our single broker only
 
-Per case: the topic's creation (one CreateTopics) and the longest Metadata
-round trip another client saw meanwhile; produce and consume records/s; the
+Per case: the topic's creation (one CreateTopics; past 10,000 partitions,
+one per topic of 10,000) and the longest Metadata round trip another client
+saw meanwhile; produce and consume records/s; the
 CPU each side spent per record (µs: this process while producing or
 consuming, the broker meanwhile), so the profile of where a record's time
-goes starts here; the broker's RSS and open files once idle; its clean stop
+goes starts here; the broker's RSS and open files once idle, and the CPU
+it spends alone for 10 s after (housekeeping, timers: "idle costs
+nothing"); its clean stop
 (SIGTERM to exit) and its restart to serving on the same data. ``fsync``
 is the default durability (fdatasync before every acknowledgement),
 ``lazy`` is ``logbroker serve --flush lazy``. Brokers are ``logbroker
@@ -39,7 +42,7 @@ import time
 
 from bench.common import harness
 from bench.common.environment import environment
-from bench.common.procfs import status_kib
+from bench.common.procfs import cpu_seconds, status_kib
 from bench.common.procs import BrokerProcess
 from bench.scale import cluster_case, redis_case
 from bench.scale.common import acked, consume, produce, spread, timed, topics_of
@@ -59,6 +62,7 @@ class Params:
     case_seconds: float = 300.0  # a phase stops early past this (bounded)
     redis: bool = True  # the Redis column: appendfsync always, one stream per partition
     rf3: int = 1000  # partitions of the RF=3 row on etcd + 3 brokers (0: none)
+    idle_s: float = 10.0  # the idle broker's CPU is measured this long (two housekeeping passes)
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
@@ -102,7 +106,8 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
 
 
 def params_of(args: argparse.Namespace) -> Params:
-    p = Params(partitions=(1, 100), records=5000, rf3=12) if args.quick else Params()
+    p = Params(partitions=(1, 100), records=5000, rf3=12, idle_s=1.0) if args.quick \
+        else Params()
     given = {"partitions": args.partitions, "flushes": args.flush, "records": args.records,
              "rounds": args.rounds}
     p = dataclasses.replace(p, redis=args.redis, **{k: v for k, v in given.items() if v})
@@ -148,6 +153,9 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
                    consume_broker_us=brk / n * 1e6)
         out["rss_mb"] = status_kib(pid, "VmRSS") / 1024
         out["open_files"] = len(os.listdir(f"/proc/{pid}/fd"))
+        c0, t0 = cpu_seconds(pid), time.perf_counter()
+        time.sleep(p.idle_s)  # nobody connected: what the broker does alone
+        out["idle_cpu_pct"] = (cpu_seconds(pid) - c0) / (time.perf_counter() - t0) * 100
         t0 = time.perf_counter()
         broker.stop(120)
         out["stop_s"] = time.perf_counter() - t0
@@ -155,7 +163,8 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
         broker.start(300)
         out["restart_s"] = time.perf_counter() - t0
         log(f"{partitions} partitions {flush}: consume {out['consume_rec_s']:,.0f} rec/s, "
-            f"RSS {out['rss_mb']:.0f} MB, {out['open_files']} files, stop {out['stop_s']:.2f} s, "
+            f"RSS {out['rss_mb']:.0f} MB, {out['open_files']} files, idle CPU "
+            f"{out['idle_cpu_pct']:.1f}%, stop {out['stop_s']:.2f} s, "
             f"restart {out['restart_s']:.2f} s")
     finally:
         broker.stop(120)
@@ -164,7 +173,7 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
 
 FIGURES = ("create_s", "create_worst_rtt_ms", "produce_rec_s", "produce_client_us",
            "produce_broker_us", "consume_rec_s", "consume_client_us", "consume_broker_us",
-           "rss_mb", "open_files", "stop_s", "restart_s")
+           "rss_mb", "open_files", "idle_cpu_pct", "stop_s", "restart_s")
 
 
 CASE_FIGURES = {"broker": FIGURES, "redis": redis_case.FIGURES, "rf3": cluster_case.FIGURES}
@@ -221,20 +230,22 @@ def tables(results: dict) -> list:
             continue
         flush = "fsync, RF=3" if kind == "rf3" else row["flush"]
         restart = f"{med['restart_s']:.2f}" if "restart_s" in med else "-"
+        idle = f"{med['idle_cpu_pct']:.1f}" if "idle_cpu_pct" in med else "-"
         rows.append((f"{row['partitions']:,}", flush, f"{med['create_s']:.2f}",
                      f"{med['create_worst_rtt_ms']:.0f}", f"{med['produce_rec_s']:,.0f}",
                      f"{med['produce_client_us']:.1f} / {med['produce_broker_us']:.1f}",
                      f"{med['consume_rec_s']:,.0f}",
                      f"{med['consume_client_us']:.1f} / {med['consume_broker_us']:.1f}",
-                     f"{med['rss_mb']:.0f}", f"{med['open_files']:,.0f}", f"{med['stop_s']:.2f}",
-                     restart))
+                     f"{med['rss_mb']:.0f}", f"{med['open_files']:,.0f}", idle,
+                     f"{med['stop_s']:.2f}", restart))
     rf3 = " (RF=3: etcd + 3 brokers; broker CPU of the three, RSS and files of the one " \
           "leading most partitions)" if any(r.get("case") == "rf3" for r in summary) else ""
     made = [harness.table(
         f"One broker, {params['records']:,} records of 100 B, medians of {params['rounds']}{rf3}",
         ("partitions", "flush", "create s", "worst RTT ms", "produce rec/s",
          "produce CPU us/rec client / broker", "consume rec/s",
-         "consume CPU us/rec client / broker", "RSS MB", "open files", "stop s", "restart s"),
+         "consume CPU us/rec client / broker", "RSS MB", "open files", "idle CPU %", "stop s",
+         "restart s"),
         rows)]
     redis = [r for r in summary if r.get("case") == "redis"]
     if redis:

@@ -136,6 +136,12 @@ class PartitionIndex:
         self._since = self.interval
         self._dropped_from = 0
 
+    @property
+    def dirty(self) -> bool:
+        """Rows or drops wait for the next checkpoint (``persist``)."""
+        return bool(self.pending or self.pending_time or self._dropped_from is not None
+                    or self._dropped_below is not None)
+
     def persist(self, txn) -> None:
         """Write pending entries and apply drops inside the caller's transaction."""
         oidx, tidx = self.meta.db("oidx"), self.meta.db("tidx")

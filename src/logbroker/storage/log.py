@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import threading
 import time
 
@@ -51,9 +52,9 @@ class Log:
 
     # one per partition (50,000 on a broker): slots, no instance dict
     __slots__ = (
-        "_appender", "_epochs", "_flusher", "_follower", "_locator", "_lock", "_offline", "_segs",
-        "_txns", "auto_hw", "barrier_covered", "config", "directory", "files", "index", "meta",
-        "partition", "pid", "scanned_bytes", "topic", "__weakref__"
+        "_appender", "_ckpt_sig", "_epochs", "_flusher", "_follower", "_locator", "_lock",
+        "_offline", "_on_dev", "_segs", "_txns", "auto_hw", "config", "directory", "files",
+        "index", "meta", "partition", "pid", "scanned_bytes", "topic", "__weakref__"
     )
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
@@ -67,7 +68,8 @@ class Log:
         self.files = self._segs.files
         self.auto_hw = auto_hw  # single node: HW follows durable end (fsync) or LEO (lazy)
         self._follower = False  # a follower never rolls by age (set_follower)
-        self.barrier_covered: "bool | None" = None  # shared_sync.SharedSync.covers' answer
+        self._on_dev: "bool | None" = None  # on_device's answer, once asked
+        self._ckpt_sig: "tuple | None" = None  # what the last checkpoint wrote (checkpoint_due)
         self._txns = loaded.txns
         self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked,
                                   self._txns)
@@ -638,8 +640,37 @@ class Log:
             self._checkpoint_locked(clean=clean)
 
     def _checkpoint_locked(self, clean: bool = False) -> None:
+        sig = self._signature()
         ck.write_checkpoint(self.meta, self.pid, self._segs, self.index, self._epochs, self._txns,
                             clean=clean)
+        self._ckpt_sig = sig
+
+    def _signature(self) -> tuple:
+        """What a checkpoint records of the log's offsets and files: equal
+        signatures, nothing pending (index rows, segment summaries, leader
+        epochs), and a checkpoint would write what the last one wrote."""
+        segs = self._segs
+        active = segs.active
+        return (segs.recovery_point, segs.log_start, segs.high_watermark, segs.log_end,
+                segs.first.base_offset, active.base_offset, active.size)
+
+    def on_device(self, dev: int) -> bool:
+        """Whether the log's directory is on device ``dev`` (the shared
+        barrier's filesystem: shared_sync.py); asked once, the answer kept
+        (a slot, not a map keyed by log: 50,000 partitions)."""
+        if self._on_dev is None:
+            try:
+                self._on_dev = os.stat(self.directory).st_dev == dev
+            except OSError:
+                self._on_dev = False
+        return self._on_dev
+
+    def checkpoint_due(self) -> bool:
+        """Whether the periodic checkpoint has anything new to write (an idle
+        partition's has not: 50,000 idle partitions cost no LMDB writes).
+        Read without the lock: a change racing it is seen at the next pass."""
+        return (self._ckpt_sig != self._signature() or self.index.dirty or self._epochs.dirty
+                or self._segs.has_new_infos)
 
     @staticmethod
     def checkpoint_many(logs: list, *, clean: bool = False) -> None:
@@ -651,8 +682,11 @@ class Log:
         with contextlib.ExitStack() as held:
             for one in logs:
                 held.enter_context(one._lock)
+            sigs = [one._signature() for one in logs]
             ck.write_checkpoints(logs[0].meta, [(one.pid, one._segs, one.index, one._epochs,
                                                  one._txns) for one in logs], clean=clean)
+            for one, sig in zip(logs, sigs):
+                one._ckpt_sig = sig
 
     def close(self) -> None:
         """Flush, write a clean checkpoint, release descriptors."""

@@ -24,6 +24,8 @@ def apply_retention(log: Log, now: int) -> list[Segment]:
     if not cfg.deletes:  # cleanup_policy = compact: compaction.py alone removes records
         return []
     segments = log.segments
+    if len(segments) < 2:  # only the active segment, which never goes: most partitions
+        return []
     total = sum(s.size for s in segments)
     end, stable = None, log.last_stable_offset
     for seg, nxt in zip(segments, segments[1:]):

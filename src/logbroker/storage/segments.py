@@ -117,6 +117,11 @@ class Segments:
                 break
         return chosen
 
+    @property
+    def has_new_infos(self) -> bool:
+        """Summaries of sealed segments wait for the next checkpoint."""
+        return bool(self._new_infos)
+
     def take_new_infos(self) -> dict[int, ck.SegmentInfo]:
         """Summaries of segments sealed since the last call (for the checkpoint)."""
         infos = self._new_infos

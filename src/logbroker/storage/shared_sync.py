@@ -47,15 +47,8 @@ class SharedSync:
 
     def covers(self, lg) -> bool:
         """Whether ``lg``'s files are on the data dir's filesystem (asked once
-        per log: the answer is kept on the log, ``Log.barrier_covered``)."""
-        ok = lg.barrier_covered
-        if ok is None:
-            try:
-                ok = os.stat(lg.directory).st_dev == self._dev
-            except OSError:
-                ok = False
-            lg.barrier_covered = ok
-        return ok
+        per log, kept by the log: ``Log.on_device``)."""
+        return lg.on_device(self._dev)
 
     def flush(self, logs) -> list:
         """Make everything written to ``logs`` so far durable with one

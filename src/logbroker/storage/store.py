@@ -370,7 +370,8 @@ class Store:
             except Exception:  # noqa: BLE001 - a background pass must go on
                 stats["errors"] += 1
                 log.exception("housekeeping of %s failed", lg.name)
-        if due:
+        if due:  # only the logs with something new: an idle one writes nothing
+            kept = [lg for lg in kept if lg.checkpoint_due()]
             for i in range(0, len(kept), CLOSE_SLICE):
                 self._checkpoint_slice(kept[i:i + CLOSE_SLICE], stats)
             self._last_checkpoint = now
