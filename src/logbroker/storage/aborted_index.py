@@ -41,6 +41,12 @@ class AbortedIndex:
         self._dropped_below: "int | None" = None  # LMDB rows with marker offset < this are void
         self.stored = True  # LMDB may hold rows (False: known to hold none; searches skip it)
 
+    @property
+    def dirty(self) -> bool:
+        """Rows or drops wait for the next checkpoint."""
+        return bool(self.pending) or self._dropped_from is not None \
+            or self._dropped_below is not None
+
     def add(self, txn: AbortedTxn) -> None:
         self.pending.append(txn)
 

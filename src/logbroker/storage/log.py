@@ -70,6 +70,8 @@ class Log:
         self._follower = False  # a follower never rolls by age (set_follower)
         self._on_dev: "bool | None" = None  # on_device's answer, once asked
         self._ckpt_sig: "tuple | None" = None  # what the last checkpoint wrote (checkpoint_due)
+        if loaded.unchanged:  # its stored checkpoint is what a new one would write
+            self._ckpt_sig = self._signature()
         self._txns = loaded.txns
         self._appender = Appender(config, self._segs, self.index, self._epochs, self._roll_locked,
                                   self._txns)
@@ -670,7 +672,7 @@ class Log:
         partition's has not: 50,000 idle partitions cost no LMDB writes).
         Read without the lock: a change racing it is seen at the next pass."""
         return (self._ckpt_sig != self._signature() or self.index.dirty or self._epochs.dirty
-                or self._segs.has_new_infos)
+                or self._segs.has_new_infos or self._txns.dirty)
 
     @staticmethod
     def checkpoint_many(logs: list, *, clean: bool = False) -> None:

@@ -111,8 +111,10 @@ class Store:
             found[topic] = max(found.get(topic, 0), partition + 1)
             self._open_log(known.get(topic) or TopicConfig(topic), partition, self.was_clean,
                            checkpoint=False)
-        opened = [lg for lg in self._logs.values() if lg.offline is None]
-        for i in range(0, len(opened), CLOSE_SLICE):  # their first checkpoints, a slice a commit
+        # their first checkpoints, a slice a commit; none for a log opened clean
+        # with nothing rebuilt (its stored checkpoint is what it would write)
+        opened = [lg for lg in self._logs.values() if lg.offline is None and lg.checkpoint_due()]
+        for i in range(0, len(opened), CLOSE_SLICE):
             Log.checkpoint_many(opened[i:i + CLOSE_SLICE])
         for topic, count in found.items():
             if topic not in known or known[topic].partitions < count:

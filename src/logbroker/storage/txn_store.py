@@ -55,6 +55,11 @@ class Transactions:
         self.state = TxnState() if state is None else state
         self.aborted = AbortedIndex(meta, pid) if aborted is None else aborted
 
+    @property
+    def dirty(self) -> bool:
+        """Aborted-index rows wait for the next checkpoint."""
+        return self.aborted.dirty
+
     # -- the write path ----------------------------------------------------------------
     def on_batch(self, header: fmt.BatchHeader, offset: int, data) -> None:
         """A batch with a transactional or control bit written at ``offset``."""
