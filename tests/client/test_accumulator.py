@@ -329,3 +329,24 @@ def test_settings_validation():
         ProducerSettings.make(max_in_flight=6)
     with pytest.raises(ValueError):
         ProducerSettings.make(linger_ms=-1)
+
+
+def test_the_sender_walks_only_partitions_with_batches_queued(sender):
+    """Issue 32: a producer that wrote to 2,000 partitions once and now
+    writes to one walks that one per drain, not all 2,000 (the
+    accumulator's ``queued``); a partition it found empty leaves it."""
+    s = sender()
+    s.producer_id, s.producer_epoch = 5, 0
+    for p in range(2000):
+        s.acc.append("t", p, b"x", None, None, None)
+    s.acc.seal_all()
+    assert len(s.acc.queued) == 2000
+    while collect(s):
+        for part in s.acc.parts.values():
+            part.inflight, part.confirmed = 0, True  # as if acknowledged
+    s._send_ready(0.0, False)  # the emptied ones are dropped (no leader known: nothing sent)
+    assert not s.acc.queued and len(s.acc.parts) == 2000
+    s.acc.append("t", 7, b"y", None, None, None)
+    s.acc.seal_all()
+    assert list(s.acc.queued) == [("t", 7)]
+

@@ -75,6 +75,10 @@ class Accumulator:
         self.lock = threading.Lock()
         self.open: dict[tuple[str, int], ProducerBatch] = {}
         self.parts: dict[tuple[str, int], PartitionQueue] = {}
+        # the partitions that may have batches queued (a superset: the sender drops
+        # the ones it finds empty, under ``lock``): its walk is O(partitions with
+        # something to send), not O(partitions ever written to)
+        self.queued: dict[tuple[str, int], PartitionQueue] = {}
         self.incomplete: dict[ProducerBatch, None] = {}  # sealed, not yet resolved
         self.buffered = 0  # bytes of sealed, unresolved batches
         self.idle = True  # set by the sender under the lock; cleared by append
@@ -178,6 +182,7 @@ class Accumulator:
         if part is None:
             part = self.parts[tp] = PartitionQueue()
         part.queue.append(batch)
+        self.queued[tp] = part
         self.incomplete[batch] = None
         self.buffered += batch.size
         return self.inflight < self._max_in_flight
@@ -197,13 +202,16 @@ class Accumulator:
         paid one append and one fsync per batch."""
         nxt = None
         with self.lock:
-            for tp, batch in list(self.open.items()):
+            due_now = []
+            for tp, batch in self.open.items():  # in creation order: the due ones first
                 due = batch.created + self._linger
-                if everything or due <= now:
-                    if can_send is None or can_send(tp):
-                        self._seal(batch)
-                elif nxt is None or due < nxt:
-                    nxt = due
+                if not everything and due > now:
+                    nxt = due  # and every later batch is due later still
+                    break
+                due_now.append((tp, batch))
+            for tp, batch in due_now:
+                if can_send is None or can_send(tp):
+                    self._seal(batch)
         return nxt
 
     def seal_all(self) -> list[ProducerBatch]:
@@ -217,6 +225,15 @@ class Accumulator:
         """Bookkeeping after ``batch.complete()`` (sender side)."""
         if self.incomplete.pop(batch, 1) is None:
             self.buffered -= batch.size
+
+    def forget_empty(self, emptied: list) -> None:
+        """Drop from ``queued`` the partitions of ``emptied`` ((tp, part))
+        whose queue is still empty (a batch sealed meanwhile keeps its own)."""
+        with self.lock:
+            queued = self.queued
+            for tp, part in emptied:
+                if not part.queue and queued.get(tp) is part:
+                    del queued[tp]
 
     def drop_all(self) -> list[ProducerBatch]:
         """Every batch not yet resolved, open ones included (for close/abort)."""

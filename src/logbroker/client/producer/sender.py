@@ -196,8 +196,12 @@ class Sender:
         txn = self.txn
         if txn is not None and (txn.settle(self) or self.delivery.reset_pending):
             return None, False  # nothing of it leaves any more; a gap waits for the abort
-        for tp, part in tuple(self.acc.parts.items()):
-            if part.blocked or not part.queue:
+        emptied = []
+        for tp, part in tuple(self.acc.queued.items()):
+            if not part.queue:
+                emptied.append((tp, part))
+                continue
+            if part.blocked:
                 continue
             if txn is not None and not txn.may_send(tp):
                 continue  # its AddPartitionsToTxn first (txn_sending.py)
@@ -213,6 +217,8 @@ class Sender:
                     routes[bid] = [part]
                 else:
                     group.append(part)
+        if emptied:
+            self.acc.forget_empty(emptied)
         if txn is not None and txn.wanted and not txn.adding:
             need_loop = not txn.start_adding(self, in_loop)  # on the loop only
         if (unrouted or cache.doubted) and self._refreshing is None:
