@@ -99,21 +99,15 @@ def store_epochs(txn, meta: MetaStore, pid: int, epochs: list[tuple[int, int]]) 
         txn.put(_EPOCH_KEY.pack(pid, epoch), _U64.pack(start), db=meta.db("epochs"))
 
 
-def write_checkpoint(meta: MetaStore, pid: int, segs, index, epochs, txns=None, *,
-                     clean: bool) -> None:
-    """Persist, in one LMDB transaction, a partition's checkpoint from its
+def write_checkpoints(meta: MetaStore, parts: list, *, clean: bool) -> None:
+    """Persist, in ONE LMDB transaction (one fsync of LMDB for all: the
+    creation of many partitions, a clean close), the checkpoints of
+    ``parts`` = [(pid, segs, index, epochs, txns)]: each from its
     ``Segments``, the pending index entries, new segment summaries, (if
     changed) the leader epochs and (``txns``, txn_store.Transactions) the
-    transaction snapshot and aborted index. ``clean`` only at a clean close.
-    On failure nothing is lost from memory: the summaries are put back for
-    the next try."""
-    write_checkpoints(meta, [(pid, segs, index, epochs, txns)], clean=clean)
-
-
-def write_checkpoints(meta: MetaStore, parts: list, *, clean: bool) -> None:
-    """``write_checkpoint`` of several partitions, ``parts`` = [(pid, segs,
-    index, epochs, txns)], in ONE transaction (one fsync of LMDB for all: the
-    creation of many partitions, a clean close); all or none is written."""
+    transaction snapshot and aborted index; all or none is written.
+    ``clean`` only at a clean close. On failure nothing is lost from
+    memory: the summaries are put back for the next try."""
     taken = [(part, part[1].take_new_infos()) for part in parts]
     try:
         with meta.write() as txn:

@@ -642,10 +642,7 @@ class Log:
             self._checkpoint_locked(clean=clean)
 
     def _checkpoint_locked(self, clean: bool = False) -> None:
-        sig = self._signature()
-        ck.write_checkpoint(self.meta, self.pid, self._segs, self.index, self._epochs, self._txns,
-                            clean=clean)
-        self._ckpt_sig = sig
+        Log.checkpoint_many([self], clean=clean)  # the lock is reentrant
 
     def _signature(self) -> tuple:
         """What a checkpoint records of the log's offsets and files: equal

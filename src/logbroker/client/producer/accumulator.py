@@ -226,6 +226,12 @@ class Accumulator:
         if self.incomplete.pop(batch, 1) is None:
             self.buffered -= batch.size
 
+    def requeue(self, batch: ProducerBatch, part: PartitionQueue) -> None:
+        """A failed batch back in its partition's queue (seal order), to be
+        sent again (sender side)."""
+        part.requeue(batch)
+        self.queued[(batch.topic, batch.partition)] = part
+
     def forget_empty(self, emptied: list) -> None:
         """Drop from ``queued`` the partitions of ``emptied`` ((tp, part))
         whose queue is still empty (a batch sealed meanwhile keeps its own)."""

@@ -99,8 +99,7 @@ class Delivery:
             if reroutes(exc):
                 self.router.invalidate([(b.topic, b.partition)])
             b.last_error = exc
-            part.requeue(b)
-            self.acc.queued[(b.topic, b.partition)] = part
+            self.acc.requeue(b, part)
             part.blocked = part.inflight > 0
             part.retry_at = now + self.retry.delay(b.attempts)
             return
