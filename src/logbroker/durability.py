@@ -37,15 +37,40 @@ FSYNC_THREADS = 16  # the broker's fsync pool: 1,000 partitions' fsyncs took 465
 
 
 class DataNotifier:
-    """Futures waiting for new data on any of a set of logs."""
+    """Futures waiting for new data on any of a set of logs, and the fetch
+    sessions watching partitions (api/fetch_session.py): ``notify(log)``
+    resolves the first and tells the second (``on_data(tp)``)."""
 
     def __init__(self) -> None:
         self._waiters: dict[Log, set[asyncio.Future]] = {}
+        self._watchers: dict[tuple[str, int], set] = {}  # (topic, partition) -> fetch sessions
+        self.watching = 0  # (partition, session) pairs watched (the sessions' budget)
 
     def notify(self, lg: Log) -> None:
         for fut in self._waiters.pop(lg, ()):
             if not fut.done():
                 fut.set_result(None)
+        if self._watchers:
+            tp = (lg.topic, lg.partition)
+            for session in self._watchers.get(tp, ()):
+                session.on_data(tp)
+
+    def watch(self, tp: tuple[str, int], session) -> None:
+        """Tell ``session`` (its ``on_data(tp)``) whenever ``tp``'s log gets new data."""
+        sessions = self._watchers.get(tp)
+        if sessions is None:
+            sessions = self._watchers[tp] = set()
+        if session not in sessions:
+            sessions.add(session)
+            self.watching += 1
+
+    def unwatch(self, tp: tuple[str, int], session) -> None:
+        sessions = self._watchers.get(tp)
+        if sessions is not None and session in sessions:
+            sessions.discard(session)
+            self.watching -= 1
+            if not sessions:
+                del self._watchers[tp]
 
     async def wait(self, logs: list[Log], timeout: float) -> None:
         """Return when any of ``logs`` got new data, or after ``timeout`` s."""

@@ -67,6 +67,15 @@ class OffsetOutOfRangeError(LogbrokerError):
 
 
 @register
+class InvalidFetchSessionEpochError(LogbrokerError):
+    """A Fetch named a fetch session epoch its connection's session is not
+    at (none open, another Fetch of it in flight, or an answer lost): open
+    a new session (epoch 0)."""
+
+    code, name, retriable = 71, "INVALID_FETCH_SESSION_EPOCH", True
+
+
+@register
 class CorruptRecordError(LogbrokerError):
     """Bytes that are not a valid record batch (bad length, magic, CRC, layout)."""
 

@@ -123,3 +123,20 @@ def test_read_fields_accepts_and_refuses_what_read_header_does(seed):
         assert fmt.read_fields(data, 0) == expected
     with pytest.raises(CorruptRecordError, match="needs 61 bytes"):
         fmt.read_fields(data[:60], 0)
+
+
+@pytest.mark.parametrize("keys", [[None] * 3, [b"k1", b"k2", b"k3"]])
+@pytest.mark.parametrize("values", [[None] * 3, [b"v" * 100] * 3, [b"a", b"bb", b""]])
+def test_keyless_and_valueless_batches_take_the_split_path(monkeypatch, keys, values):
+    """Absent columns (every entry null: keyless records, the common case)
+    are split like dense ones, without building ``decode_batch``'s objects."""
+    import logbroker.client.consumer.records as mod
+
+    def refuse(*_a, **_k):
+        raise AssertionError("decode_batch called")
+    monkeypatch.setattr(mod, "decode_batch", refuse)
+    raw = encode_batch([5, 6, 7], keys, values, {})
+    out = []
+    records_into(out, raw, 0, fmt.read_fields(raw, 0), "t", 2)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in out] == \
+        [(i, 5 + i, k, v) for i, (k, v) in enumerate(zip(keys, values))]

@@ -5,6 +5,7 @@ answer with slices of segment files, sent as they lie on disk."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from .. import limits
 from ..errors import InvalidRequestError, LogbrokerError
@@ -13,86 +14,125 @@ from ..protocol import messages as m
 from ..protocol.parts import AbortedTxn, FetchedPart, ReplicaFetchedPart, TxnPartState
 from ..records import format as fmt
 from .edge import check_partition_key
+from .fetch_session import session_for
 from .peer import check_replica
 
 
 async def fetch(svc, req: m.Fetch, session) -> m.FetchResponse:
     """Wait up to ``max_wait_ms`` until ``min_bytes`` are readable (or a
-    part fails); each part's answer carries its HW and log start."""
+    part fails); each part's answer carries its HW and log start. With a
+    ``session_epoch`` >= 0, through the connection's fetch session
+    (``session.fetch_session``, api/fetch_session.py)."""
+    if req.isolation not in (0, 1):
+        raise InvalidRequestError(f"isolation {req.isolation!r}: 0 (read uncommitted) or 1 "
+                                  "(read committed)")
+    fs = None if req.session_epoch < 0 else session_for(session, svc.notifier, req)
+    if fs is None:
+        return await _sessionless(svc, req)
+    fs.busy = True
+    try:
+        return await _in_session(svc, req, fs)
+    finally:
+        fs.busy = False
+
+
+async def _sessionless(svc, req: m.Fetch) -> m.FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
-    read, txn = (_read, ()) if req.isolation == 0 else (_read_committed, None)
     while True:
-        parts, payload, total, logs, failed = read(svc.meta, req)
+        parts, payload, total, logs, failed = _read(svc.meta, req.parts, req.max_bytes,
+                                                    req.isolation == 1)
         left = deadline - loop.time()
         if total >= req.min_bytes or left <= 0 or failed or not logs:
-            if total and svc.traffic is not None:
-                fetched = svc.traffic.fetched
-                for part in parts:
-                    if part.nbytes:
-                        fetched(part.topic, part.partition, part.nbytes)
-            if txn is None:  # READ_COMMITTED: the parts' TxnPartStates follow them
-                txn, parts = tuple(p for p in parts if p.__class__ is TxnPartState), \
-                    tuple(p for p in parts if p.__class__ is not TxnPartState)
+            parts, txn = _split(parts, req.isolation)
+            _count(svc, parts, total)
             return m.FetchResponse(parts=tuple(parts), payload=tuple(payload), txn=txn)
         await svc.notifier.wait(logs, left)
 
 
-def _read(meta, req: m.Fetch):
+async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
+    """A fetch through ``fs``: the request's parts and the session's ready
+    ones read (and, when due, those a sweep finds changed); the answer only
+    what changed unless the session was just opened."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+    full = req.session_epoch == 0
+    touched = dict.fromkeys((p[0], p[1]) for p in req.parts)
+    if not full:
+        touched.update(fs.ready)
+        now = time.monotonic()
+        if fs.sweep_due(now):
+            touched.update(dict.fromkeys(fs.sweep(svc.meta, req.isolation == 1, now)))
+    news = True
+    while True:
+        if news:
+            parts, payload, total, _, failed = _read(svc.meta, fs.specs(touched), req.max_bytes,
+                                                     req.isolation == 1)
+        left = deadline - loop.time()
+        if total >= req.min_bytes or left <= 0 or failed or not fs.parts:
+            parts, txn = _split(parts, req.isolation)
+            lso_of = None if req.isolation == 0 else \
+                {(t.topic, t.partition): t.last_stable_offset for t in txn}
+            parts, payload = fs.answered(parts, payload, lso_of, full)
+            if txn:
+                kept = {(p.topic, p.partition) for p in parts}
+                txn = tuple(t for t in txn if (t.topic, t.partition) in kept)
+            _count(svc, parts, total)
+            fs.epoch = req.session_epoch + 1
+            return m.FetchResponse(parts=tuple(parts), payload=tuple(payload), txn=txn,
+                                   session_epoch=req.session_epoch)
+        ready = fs.ready
+        for tp in touched:  # read, nothing to answer yet: wait for news of any
+            ready.pop(tp, None)
+        await fs.wait(left)
+        news = bool(ready)  # else the long poll ran out: what was read stands
+        touched.update(ready)
+
+
+def _split(parts: list, isolation: int) -> tuple:
+    """(the FetchedParts, the TxnPartStates among them: () unless READ_COMMITTED)."""
+    if isolation == 0:
+        return parts, ()
+    return [p for p in parts if p.__class__ is not TxnPartState], \
+        tuple(p for p in parts if p.__class__ is TxnPartState)
+
+
+def _count(svc, parts, total: int) -> None:
+    if total and svc.traffic is not None:
+        fetched = svc.traffic.fetched
+        for part in parts:
+            if part.nbytes:
+                fetched(part.topic, part.partition, part.nbytes)
+
+
+def _read(meta, specs, max_bytes: int, committed: bool):
+    """Read each ``(topic, partition, offset, max_bytes)`` of ``specs`` up
+    to its high watermark, or with ``committed`` (READ_COMMITTED) its last
+    stable offset, within ``max_bytes`` in all (at least one batch):
+    (FetchedParts, payloads, bytes, logs read, a part failed). With
+    ``committed`` each part's TxnPartState (the LSO, the aborted
+    transactions with records in what is returned) follows its FetchedPart
+    in the first list (``_split`` splits them)."""
     parts, payload, logs, total, failed = [], [], [], 0, False
-    budget = max(req.max_bytes, 1)
-    for topic, partition, offset, max_bytes in req.parts:  # FetchPart
+    budget = max(max_bytes, 1)
+    for topic, partition, offset, part_bytes in specs:  # FetchPart
         lg = None
         try:
             check_partition_key(topic, partition)
             lg = meta.log_for(topic, partition)
             limits.check_offset(offset)
-            limits.check_int(max_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
+            limits.check_int(part_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
             logs.append(lg)
+            limit = lg.last_stable_offset if committed else lg.high_watermark
             data = None
             if budget > 0 or total == 0:
-                data = lg.slice(offset, max(1, min(max_bytes, budget)), upto=lg.high_watermark)
+                data = lg.slice(offset, max(1, min(part_bytes, budget)), upto=limit)
             data = data or b""
             parts.append(FetchedPart(topic, partition, 0, "", lg.high_watermark,
                                      lg.log_start_offset, len(data)))
-            payload.append(data)
-            total += len(data)
-            budget -= len(data)
-        except LogbrokerError as exc:
-            failed = True
-            hw, start = (-1, -1) if lg is None else (lg.high_watermark, lg.log_start_offset)
-            parts.append(FetchedPart(topic, partition, *_err(exc), hw, start, 0))
-            payload.append(b"")
-    return parts, payload, total, logs, failed
-
-
-def _read_committed(meta, req: m.Fetch):
-    """``_read`` for isolation 1 (READ_COMMITTED): each part read up to its
-    last stable offset, its TxnPartState (the LSO, the aborted transactions
-    with records in what is returned) put after its FetchedPart in
-    ``parts`` (``fetch`` splits them). Isolation 0 never comes here."""
-    if req.isolation != 1:
-        raise InvalidRequestError(f"isolation {req.isolation!r}: 0 (read uncommitted) or 1 "
-                                  "(read committed)")
-    parts, payload, logs, total, failed = [], [], [], 0, False
-    budget = max(req.max_bytes, 1)
-    for topic, partition, offset, max_bytes in req.parts:  # FetchPart
-        lg = None
-        try:
-            check_partition_key(topic, partition)
-            lg = meta.log_for(topic, partition)
-            limits.check_offset(offset)
-            limits.check_int(max_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
-            logs.append(lg)
-            lso = lg.last_stable_offset
-            data = None
-            if budget > 0 or total == 0:
-                data = lg.slice(offset, max(1, min(max_bytes, budget)), upto=lso)
-            data = data or b""
-            parts.append(FetchedPart(topic, partition, 0, "", lg.high_watermark,
-                                     lg.log_start_offset, len(data)))
-            parts.append(TxnPartState(topic, partition, lso, aborted_in(
-                lg, offset, returned_end(lg, data, offset, lso), len(data)) if data else ()))
+            if committed:
+                parts.append(TxnPartState(topic, partition, limit, aborted_in(
+                    lg, offset, returned_end(lg, data, offset, limit), len(data)) if data else ()))
             payload.append(data)
             total += len(data)
             budget -= len(data)

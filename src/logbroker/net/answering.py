@@ -234,6 +234,9 @@ class AnsweringConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         self.registry.unregister(self)
         self.reader.discard()  # its buffers go now, not when a GC pass finds the connection
+        if self.session.fetch_session is not None:  # its partitions are watched no more
+            self.session.fetch_session.close()
+            self.session.fetch_session = None
         for answer in self.pending:
             if isinstance(answer.waiting, asyncio.Task):
                 answer.waiting.cancel()

@@ -184,13 +184,16 @@ class Fetch(Message):
     transactions of what is returned in the response's ``txn``)."""
 
     API, SCHEMA = 6, {"max_wait_ms": int, "min_bytes": int, "max_bytes": int,
-                      "parts": [FetchPart], "isolation": int}
-    LATER = frozenset({"isolation"})
+                      "parts": [FetchPart], "isolation": int, "session_epoch": int,
+                      "forget": [TopicPartition]}
+    LATER = frozenset({"isolation", "session_epoch", "forget"})
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 50 << 20
     parts: tuple = ()
     isolation: int = 0
+    session_epoch: int = -1  # -1: no fetch session; 0: open one; k >= 1: its next fetch (api/fetch_session.py)
+    forget: tuple = ()  # partitions leaving the session (session_epoch >= 1)
 
 
 @_register
@@ -208,14 +211,16 @@ class FetchResponse(Response):
     marker (Kafka's rule)."""
 
     API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [FetchedPart],
-                                   "throttle_ms": int, "txn": [TxnPartState]}, True
-    LATER = frozenset({"txn"})
+                                   "throttle_ms": int, "txn": [TxnPartState],
+                                   "session_epoch": int}, True
+    LATER = frozenset({"txn", "session_epoch"})
     error: int = 0
     message: str = ""
     parts: tuple = ()
     throttle_ms: int = 0
     payload: tuple = field(default=(), compare=False)
     txn: tuple = ()
+    session_epoch: int = -1  # the fetch session's epoch answered; -1: none (api/fetch_session.py)
 
 
 @_register

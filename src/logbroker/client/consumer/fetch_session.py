@@ -12,6 +12,10 @@ partitions that moved then belong to their new leader's session. An
 answer carrying a quota throttle delays the next Fetch to its broker that
 long (throttle.py).
 
+Each Fetch goes through the broker's fetch session (Kafka's incremental
+fetch: session_book.py): after the first, it names only the partitions that
+changed and is answered only about those.
+
 The session owns its task and whether a Fetch is in flight; everything else
 is its fetcher's (fetcher.py), which it reads (router, buffer, settings,
 throttles) and changes only through the fetcher's methods: ``claim`` /
@@ -24,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ...errors import BrokerUnavailableError, LogbrokerError, RequestTimedOutError
+from ...errors import (BrokerUnavailableError, InvalidFetchSessionEpochError, LogbrokerError,
+                       RequestTimedOutError)
 from ...protocol import messages as m
 
 
@@ -39,9 +44,11 @@ class FetchSession:
     def abandon(self) -> None:
         """Stop at once (a seek made the request in flight useless): cancel
         the task, close its connection (a long poll would delay the next
-        request on it), release its partitions (loop)."""
+        request on it; its fetch session ends with it), release its
+        partitions (loop)."""
         self.task.cancel()
         self.fetcher.router.drop(self.broker, "fetch")
+        self.fetcher.book(self.broker).reset()
         self.fetcher.forget(self)
 
     async def _run(self) -> None:
@@ -96,23 +103,35 @@ class FetchSession:
         return planned
 
     async def _fetch_once(self, planned: list) -> tuple[bool, bool]:
-        """One Fetch; returns (a partition moved, every partition failed)."""
+        """One Fetch, through the broker's fetch session (session_book.py);
+        returns (a partition moved, every partition failed)."""
         f, s = self.fetcher, self.fetcher.settings
+        book = f.book(self.broker)
         link = f.router.link(self.broker, "fetch")
         timeout = s.fetch_max_wait_ms / 1000 + f.router.options.request_timeout
+        sent = book.request(planned)
         self.in_flight = True
         try:
             resp = await link.call(
                 m.Fetch(max_wait_ms=s.fetch_max_wait_ms, min_bytes=s.fetch_min_bytes,
-                        max_bytes=s.fetch_max_bytes, parts=tuple(p for p, _ in planned),
-                        isolation=s.isolation),
+                        max_bytes=s.fetch_max_bytes, parts=sent.parts, isolation=s.isolation,
+                        session_epoch=sent.session_epoch, forget=sent.forget),
                 timeout, retry=False)
+        except InvalidFetchSessionEpochError:
+            book.reset()  # the broker holds no session of ours (a new connection): open one
+            return False, False
+        except BaseException:
+            book.reset()
+            raise
         finally:
             self.in_flight = False
             f.release(self)
         f.reached()
         f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
-        failed = f.buffer.absorb(resp.parts, [g for _, g in planned], resp.payload, resp.txn)
+        book.answered(sent, resp.session_epoch, resp.parts)
+        gens = sent.gens
+        failed = f.buffer.absorb(resp.parts, [gens.get((p[0], p[1]), -1) for p in resp.parts],
+                                 resp.payload, resp.txn)
         reroute = False
         for st, code, message in failed:
             reroute = f.part_failed(st, code, message) or reroute

@@ -42,6 +42,7 @@ from ..settings import ConsumerSettings
 from ..validate import SPECS
 from .fetch_buffer import FetchBuffer, PartitionState
 from .fetch_session import FetchSession
+from .session_book import SessionBook
 
 log = logging.getLogger("logbroker.client")
 _CONNECTION = (BrokerUnavailableError, RequestTimedOutError, TooManyConnectionsError)
@@ -58,6 +59,7 @@ class Fetcher:
         self.managed = False  # the group membership decides the assignment
         self._offsets: "Coordinators | None" = None  # committed offsets' route (use_coordinators)
         self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
+        self._books: dict[int, SessionBook] = {}  # broker id -> what its fetch session holds
         self._owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
@@ -71,6 +73,14 @@ class Fetcher:
     def use_coordinators(self, coordinators: Coordinators) -> None:
         """Ask ``coordinators`` for the group's committed offsets (the group side's)."""
         self._offsets = coordinators
+
+    def book(self, broker: int) -> SessionBook:
+        """Our side of ``broker``'s fetch session (session_book.py), kept
+        across fetch sessions' tasks (the broker keeps it on the connection)."""
+        book = self._books.get(broker)
+        if book is None:
+            book = self._books[broker] = SessionBook()
+        return book
 
     def backoff(self) -> Backoff:
         opts = self.router.options

@@ -11,8 +11,9 @@ gives the same records one by one; the tests check they agree.
 ``records_into`` is the consumer's path: the same records and the same
 checks for a batch whose header fields were already read and checked
 (``format.read_fields``), without the objects ``decode_batch`` builds. A
-batch with keys and values but no nulls and no headers (the common one) is
-decoded in a handful of C calls; a column whose entries all have one length
+batch without headers whose keys and values are each dense (no nulls) or
+absent (every entry null: keyless records, the common case) is decoded in a
+handful of C calls; a column whose entries all have one length
 is split by one cached ``struct`` unpack. Any other batch, and any batch
 whose layout does not check out, goes through ``decode_batch`` (which
 raises the precise error).
@@ -114,12 +115,16 @@ def batch_records(batch: RecordBatch, topic: str, partition: int,
 
 # -- the consumer's path --------------------------------------------------------------------------
 _I32 = struct.Struct("<i")
-_DENSE = fmt.COL_DENSE << fmt.KEY_MODE_SHIFT | fmt.COL_DENSE << fmt.VALUE_MODE_SHIFT
-_LAYOUT = 3 << fmt.KEY_MODE_SHIFT | 3 << fmt.VALUE_MODE_SHIFT | fmt.HAS_HEADERS
+_KEY_MODE = 3 << fmt.KEY_MODE_SHIFT
+_VALUE_MODE = 3 << fmt.VALUE_MODE_SHIFT
+# (key mode, value mode) bits of the batches the fast path splits: each column absent or dense
+_FAST = {k << fmt.KEY_MODE_SHIFT | v << fmt.VALUE_MODE_SHIFT
+         for k in (fmt.COL_ABSENT, fmt.COL_DENSE) for v in (fmt.COL_ABSENT, fmt.COL_DENSE)}
 _CACHE_MAX = 512  # cached structs per kind (cleared when full)
 _FIXED_MAX = 4096  # entries: longer batches are split by slicing (their fixed cost is small)
 _deltas: dict = {}
 _fixed: dict = {}
+_NONES = repeat(None)  # an absent column's entries (zip stops at the offsets' range)
 
 
 def _deltas_struct(n: int) -> struct.Struct:
@@ -179,15 +184,22 @@ def records_into(out: list, data: bytes, pos: int, fields: tuple, topic: str, pa
     if verify and fmt.compute_crc(data, pos, end - pos) != fields[fmt.F_CRC]:
         fmt.check_crc(data, pos, fmt.BatchHeader(*fields))  # raises with the message
     deltas = pos + fmt.HEADER_SIZE
-    if fields[fmt.F_ATTRIBUTES] & _LAYOUT == _DENSE and start_offset <= base \
+    attrs = fields[fmt.F_ATTRIBUTES]
+    modes = attrs & (_KEY_MODE | _VALUE_MODE)
+    if modes in _FAST and not attrs & fmt.HAS_HEADERS and start_offset <= base \
             and deltas + 4 * n <= end:
-        keys = _column(data, deltas + 4 * n, n, end)
-        values = keys and _column(data, keys[1], n, end)
-        if values and values[1] == end:
+        at, keys, values = deltas + 4 * n, _NONES, _NONES
+        if modes & _KEY_MODE:
+            keys = _column(data, at, n, end)
+            keys, at = keys or (None, -1)
+        if at >= 0 and modes & _VALUE_MODE:
+            values = _column(data, at, n, end)
+            values, at = values or (None, -1)
+        if at == end:
             first = fields[fmt.F_FIRST_TIMESTAMP]
             out += map(_make, zip(repeat(topic), repeat(partition), range(base, base + n),
                                   map(add, repeat(first), _deltas_struct(n).unpack_from(data, deltas)),
-                                  keys[0], values[0], repeat(())))
+                                  keys, values, repeat(())))
             return
     batch = decode_batch(memoryview(data)[pos:end], verify=False)  # raises the precise error
     out += batch_records(batch, topic, partition, start_offset)
