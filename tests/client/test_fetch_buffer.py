@@ -77,20 +77,47 @@ def test_bytes_without_any_whole_batch_are_an_error_not_a_busy_loop():
         buf.take(10)
 
 
+def planned(buf: FetchBuffer, size: int) -> list:
+    """What the fetcher asks for (fetcher.distribute): the fetchable states,
+    nothing while the buffer is full."""
+    return [] if buf.full else [((st.topic, st.partition, st.fetch_pos, size), st.gen)
+                                for st in buf.states.values() if st.fetchable]
+
+
+def test_every_change_a_fetch_depends_on_marks_the_state():
+    """The fetcher looks only at marked states: assignment, seeks, data
+    absorbed, a failure and a stall each mark theirs."""
+    buf = FetchBuffer(1 << 20)
+    buf.assign([TP, ("t", 3)])
+    assert {(st.topic, st.partition) for st in buf.take_changed()} == {TP, ("t", 3)}
+    assert buf.take_changed() == []
+    buf.seek(*TP, 0)
+    assert [st.fetch_pos for st in buf.take_changed()] == [0]
+    fetched(buf, batch_at(0, 2))
+    assert [st.fetch_pos for st in buf.take_changed()] == [2]
+    with buf.lock:
+        buf.failed(buf.states[("t", 3)], CorruptRecordError("x"))
+    assert [st.partition for st in buf.take_changed()] == [3]
+    assert buf.errors() is not None
+    gone = buf.states[TP]
+    buf.assign([("t", 3)])
+    assert buf.take_changed() == [gone]
+
+
 def test_prefetch_stops_planning_when_enough_is_buffered():
     buf = ready(prefetch=100)
-    assert buf.plan(4096) == [(("t", 2, 0, 4096), buf.states[TP].gen)]
+    assert planned(buf, 4096) == [(("t", 2, 0, 4096), buf.states[TP].gen)]
     fetched(buf, batch_at(0, 20))
-    assert buf.plan(4096) == []
+    assert planned(buf, 4096) == []
     buf.take(100)
-    assert buf.plan(4096)[0][0] == ("t", 2, 20, 4096)
+    assert planned(buf, 4096)[0][0] == ("t", 2, 20, 4096)
 
 
 def test_partitions_without_a_position_are_not_fetched():
     buf = FetchBuffer(1 << 20)
     buf.assign([TP, ("t", 3)])
     buf.seek("t", 3, 7)
-    assert [p for p, _ in buf.plan(10)] == [("t", 3, 7, 10)]
+    assert [p for p, _ in planned(buf, 10)] == [("t", 3, 7, 10)]
     with pytest.raises(ValueError):
         buf.seek("other", 0, 1)
     with pytest.raises(ValueError):
@@ -130,7 +157,7 @@ def test_a_bad_header_stalls_the_partition_and_names_the_offset():
     bad = bytearray(batch_at(2, 1))
     bad[16] = 99  # magic
     fetched(buf, batch_at(0, 2) + bytes(bad))
-    assert buf.states[TP].stalled and buf.plan(100) == []
+    assert buf.states[TP].stalled and planned(buf, 100) == []
     assert values(buf.take(10)) == [b"v0", b"v1"]
     with pytest.raises(CorruptRecordError, match=r"t\[2\] offset 2: unknown magic"):
         buf.take(10)

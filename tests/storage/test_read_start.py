@@ -68,3 +68,31 @@ def test_a_damaged_header_at_a_batch_start_takes_the_partition_offline(store_fac
     assert f"byte {second}: unknown magic 99" in str(err.value)
     assert f"next readable offset {log.segments[2].base_offset}" in str(err.value)
     s.close()
+
+
+def test_a_whole_segment_from_its_base_is_sliced_without_reading_a_header(store_factory,
+                                                                        monkeypatch):
+    """A consumer starting at the beginning of thousands of partitions: a
+    slice from a segment's base offset of a whole segment below the limit
+    that fits the bytes asked for reads nothing; any other slice still
+    finds its start in the file."""
+    from logbroker.storage.segment import Segment
+
+    s, log = _filled(store_factory)
+    expected = [(seg.base_offset, log.read(seg.base_offset, 1 << 20)) for seg in log.segments]
+    real_read = Segment.read
+    reads = []
+    monkeypatch.setattr(Segment, "read", lambda seg, pos, size: reads.append(pos) or
+                        real_read(seg, pos, size))
+    for base, data in expected:
+        piece = log.slice(base, 1 << 20)
+        assert (piece.position, piece.size) == (0, piece.segment.size)
+        assert real_read(piece.segment, piece.position, piece.size) == data
+    assert reads == []
+    first = log.segments[0]
+    assert log.slice(3, 1 << 20).position > 0 and reads  # not a segment's base: a header read
+    reads.clear()
+    assert log.slice(0, 10).size < first.size and reads  # does not fit: the first batch alone
+    reads.clear()
+    assert log.slice(0, 1 << 20, upto=4).size < first.size and reads
+    s.close()

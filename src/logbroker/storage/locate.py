@@ -158,7 +158,16 @@ class Locator:
         (``start_of_read``'s start and contract): up to ``max_bytes`` but
         never past the batch at the limit, and at least the first batch;
         None when there is nothing to send yet. May end inside a batch
-        (readers drop an incomplete trailing batch, as Kafka's do)."""
+        (readers drop an incomplete trailing batch, as Kafka's do). A read
+        from a segment's base offset of a whole segment below the limit
+        that fits ``max_bytes`` is the whole segment: no header is read (a
+        consumer starting at the beginning of thousands of partitions)."""
+        segs = self.segments
+        seg = segs.segment_for(offset)
+        if offset == seg.base_offset and seg.size and segs.log_start <= offset < segs.log_end \
+                and max_bytes >= seg.size and segs.segment_end(seg) <= \
+                (segs.log_end if upto is None else upto):
+            return seg, 0, seg.size
         start = self._start(offset, upto)
         if start is None:
             return None

@@ -38,10 +38,17 @@ from ...records.txn_filter import BatchFilter
 
 
 class PartitionState:
-    __slots__ = ("topic", "partition", "position", "fetch_pos", "gen", "reset", "error",
-                 "high_watermark", "log_start", "stalled", "last_stable_offset")
+    """One assigned partition's positions. Every change to what fetching it
+    needs (positions, generation, error, stall) goes through ``seek``,
+    ``fail`` or the buffer's methods, which mark it in ``changes`` (its
+    buffer's ``changed``): the fetcher looks only at marked states
+    (fetcher.py), so its work per fetch is O(partitions that changed)."""
 
-    def __init__(self, topic: str, partition: int) -> None:
+    __slots__ = ("topic", "partition", "position", "fetch_pos", "gen", "reset", "error",
+                 "high_watermark", "log_start", "stalled", "last_stable_offset", "changes")
+
+    def __init__(self, topic: str, partition: int, changes: "dict | None" = None) -> None:
+        self.changes = {} if changes is None else changes
         self.topic, self.partition = topic, partition
         self.position: "int | None" = None  # None: to be resolved (committed / reset policy)
         self.fetch_pos: "int | None" = None
@@ -57,6 +64,16 @@ class PartitionState:
         self.position = self.fetch_pos = offset
         self.gen += 1
         self.error, self.reset, self.stalled = None, None, False
+        self.changes[self] = None
+
+    def fail(self, exc: LogbrokerError) -> None:
+        """Stop fetching: ``poll`` raises ``exc`` until a seek."""
+        self.error = exc
+        self.changes[self] = None
+
+    @property
+    def fetchable(self) -> bool:
+        return self.fetch_pos is not None and self.error is None and not self.stalled
 
 
 class _Chunk:
@@ -77,20 +94,32 @@ class FetchBuffer:
         self.read_committed = read_committed
         self.lock = threading.Lock()
         self.states: dict[tuple[str, int], PartitionState] = {}
+        self.changed: dict[PartitionState, None] = {}  # states the fetcher has to look at again
         self.prefetch_bytes = prefetch_bytes
         self.buffered = 0
         self._chunks: deque[_Chunk] = deque()
         self._current: "tuple | None" = None  # (state, gen, records, index) being returned
         self._deferred: "tuple | None" = None  # (error, state, gen): raise at the next take
+        self._failing: "PartitionState | None" = None  # a state with an error, if any
 
     # -- assignment and positions (caller's thread) ---------------------------------------------
     def assign(self, tps) -> None:
         with self.lock:
-            old = self.states
-            self.states = {tp: old.get(tp) or PartitionState(*tp) for tp in tps}
+            old, changed = self.states, self.changed
+            self.states = {tp: old.get(tp) or PartitionState(*tp, changed) for tp in tps}
+            for tp, st in self.states.items():
+                if old.get(tp) is not st:
+                    changed[st] = None
             for tp, st in old.items():
                 if tp not in self.states:
                     st.gen += 1  # drop what is buffered or in flight for it
+                    changed[st] = None
+
+    def take_changed(self) -> list:
+        """The states changed since the last call (lock held by the caller)."""
+        out = list(self.changed)
+        self.changed.clear()
+        return out
 
     def state(self, topic: str, partition: int) -> PartitionState:
         st = self.states.get((topic, partition))
@@ -115,15 +144,10 @@ class FetchBuffer:
                 st.reset = policy
 
     # -- I/O side -----------------------------------------------------------------------------------
-    def plan(self, max_partition_bytes: int) -> list:
-        """Fetch parts ``(topic, partition, offset, max_bytes)`` and their
-        generations; nothing while ``prefetch_bytes`` are buffered."""
-        with self.lock:
-            if self.buffered >= self.prefetch_bytes:
-                return []
-            return [((st.topic, st.partition, st.fetch_pos, max_partition_bytes), st.gen)
-                    for st in self.states.values()
-                    if st.fetch_pos is not None and st.error is None and not st.stalled]
+    @property
+    def full(self) -> bool:
+        """``prefetch_bytes`` are buffered: fetch nothing more for now."""
+        return self.buffered >= self.prefetch_bytes
 
     def absorb(self, parts: list, gens: list, payloads, txn=()) -> list:
         """Buffer one fetch response's data; returns ``(state, error)`` for
@@ -161,6 +185,7 @@ class FetchBuffer:
         if batches:
             st.fetch_pos = offset
         st.stalled = error is not None
+        self.changed[st] = None
         self._chunks.append(_Chunk(st, st.gen, data, batches, error, nbytes, batch_filter))
         self.buffered += nbytes
 
@@ -288,11 +313,23 @@ class FetchBuffer:
         raise error
 
     def errors(self) -> "LogbrokerError | None":
-        """A partition error poll must raise (first one), if any."""
-        for st in self.states.values():
-            if st.error is not None:
-                return st.error
-        return None
+        """A partition error poll must raise (first one), if any: O(1)
+        while none is (each poll asks)."""
+        if self._failing is None:
+            return None
+        st = self._failing
+        if st.error is not None and self.states.get((st.topic, st.partition)) is st:
+            return st.error
+        with self.lock:  # that one was cleared (a seek) or unassigned: look for another
+            self._failing = next((st for st in self.states.values() if st.error is not None),
+                                 None)
+            return None if self._failing is None else self._failing.error
+
+    def failed(self, st: PartitionState, exc: LogbrokerError) -> None:
+        """``st`` stops fetching; poll raises ``exc`` (lock held by the caller)."""
+        st.fail(exc)
+        if self._failing is None:
+            self._failing = st
 
     def clear(self) -> None:
         with self.lock:

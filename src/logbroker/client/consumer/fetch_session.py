@@ -2,8 +2,8 @@
 
 A ``FetchSession`` is a task that keeps one long-poll Fetch in flight to
 its broker, over the broker's ``"fetch"`` link, for the assigned partitions
-the broker leads (by the router's metadata) and no other session has in a
-request. It buffers each answer and fetches again at once, and ends when it
+the broker leads (by the router's metadata: its book's, fetcher.distribute).
+It buffers each answer and fetches again at once, and ends when it
 has nothing to fetch (the prefetch buffer is full, or the broker leads
 nothing fetchable any more), waking the fetcher's main loop, which starts
 sessions again as needed. A lost connection or a routing error marks the
@@ -18,9 +18,10 @@ changed and is answered only about those.
 
 The session owns its task and whether a Fetch is in flight; everything else
 is its fetcher's (fetcher.py), which it reads (router, buffer, settings,
-throttles) and changes only through the fetcher's methods: ``claim`` /
-``release`` partitions, ``forget`` the session, report ``unreachable`` /
-``refused`` / ``reached``, ``part_failed``. It never imports the fetcher.
+throttles, the broker's book) and changes only through the fetcher's
+methods: ``distribute`` changes to the books, ``forget`` the session,
+report ``unreachable`` / ``refused`` / ``reached``, ``part_failed``. It
+never imports the fetcher.
 """
 
 from __future__ import annotations
@@ -44,8 +45,7 @@ class FetchSession:
     def abandon(self) -> None:
         """Stop at once (a seek made the request in flight useless): cancel
         the task, close its connection (a long poll would delay the next
-        request on it; its fetch session ends with it), release its
-        partitions (loop)."""
+        request on it; its fetch session ends with it) (loop)."""
         self.task.cancel()
         self.fetcher.router.drop(self.broker, "fetch")
         self.fetcher.book(self.broker).reset()
@@ -59,11 +59,11 @@ class FetchSession:
                 wait = f.throttles.left(self.broker, time.monotonic())
                 if wait:  # the last answer carried a quota throttle (throttle.py)
                     await asyncio.sleep(wait)
-                planned = self._plan()
-                if not planned:
-                    return
                 try:
-                    reroute, all_failed = await self._fetch_once(planned)
+                    outcome = await self._fetch_once()
+                    if outcome is None:
+                        return
+                    reroute, all_failed = outcome
                 except (BrokerUnavailableError, RequestTimedOutError) as exc:
                     # a leader lost: in a cluster another broker takes over; poll
                     # reports the failure only if no broker answers a refresh either
@@ -90,26 +90,21 @@ class FetchSession:
             f.forget(self)
             f.wake()  # the main loop spreads what is left to other sessions
 
-    def _plan(self) -> list:
-        """Fetch parts of the partitions this broker leads that no other
-        session has in flight (claimed for this one) and their generations."""
-        f = self.fetcher
-        leaders = f.router.cache.leaders
-        planned = []
-        for part, gen in f.buffer.plan(f.settings.max_partition_fetch_bytes):
-            tp = (part[0], part[1])
-            if leaders.get(tp) == self.broker and f.claim(tp, self):
-                planned.append((part, gen))
-        return planned
-
-    async def _fetch_once(self, planned: list) -> tuple[bool, bool]:
-        """One Fetch, through the broker's fetch session (session_book.py);
-        returns (a partition moved, every partition failed)."""
+    async def _fetch_once(self) -> "tuple[bool, bool] | None":
+        """One Fetch through the broker's fetch session (session_book.py) of
+        what the book wants; returns (a partition moved, every partition
+        failed), or None when there is nothing to fetch (the buffer is full
+        or the broker leads nothing fetchable)."""
         f, s = self.fetcher, self.fetcher.settings
+        if f.buffer.full:
+            return None
+        f.distribute()
         book = f.book(self.broker)
+        if not book.wanted:
+            return None
         link = f.router.link(self.broker, "fetch")
         timeout = s.fetch_max_wait_ms / 1000 + f.router.options.request_timeout
-        sent = book.request(planned)
+        sent = book.request()
         self.in_flight = True
         try:
             resp = await link.call(
@@ -125,18 +120,16 @@ class FetchSession:
             raise
         finally:
             self.in_flight = False
-            f.release(self)
         f.reached()
         f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
+        gens = [book.gen((p[0], p[1])) for p in resp.parts]
         book.answered(sent, resp.session_epoch, resp.parts)
-        gens = sent.gens
-        failed = f.buffer.absorb(resp.parts, [gens.get((p[0], p[1]), -1) for p in resp.parts],
-                                 resp.payload, resp.txn)
+        failed = f.buffer.absorb(resp.parts, gens, resp.payload, resp.txn)
         reroute = False
         for st, code, message in failed:
             reroute = f.part_failed(st, code, message) or reroute
         f.notify()
-        return reroute, bool(failed) and len(failed) == len(planned)
+        return reroute, bool(failed) and len(failed) == len(resp.parts)
 
     async def _refresh(self) -> bool:
         """Refresh the metadata; False if no broker answered (the next

@@ -60,7 +60,8 @@ class Fetcher:
         self._offsets: "Coordinators | None" = None  # committed offsets' route (use_coordinators)
         self.sessions: dict[int, FetchSession] = {}  # broker id -> its fetch session
         self._books: dict[int, SessionBook] = {}  # broker id -> what its fetch session holds
-        self._owner: dict[tuple[str, int], FetchSession] = {}  # partitions in a request
+        self._where: dict[tuple[str, int], int] = {}  # partition -> the broker whose book wants it
+        self._leaders_seen = -1  # the routing cache's version the books follow
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
         self.throttles = Throttles()  # brokers whose quota throttle runs (fetch_session.py)
@@ -138,39 +139,62 @@ class Fetcher:
             self.waiting = False
 
     async def _spread(self) -> "float | None":
-        """Start a session for each leader of a fetchable partition; returns
-        when to look again (some partition has no leader yet) or None."""
-        fetchable = [p for p, _ in self.buffer.plan(0) if (p[0], p[1]) not in self._owner]
-        if not fetchable:
-            return None
-        self.router.track({p[0] for p in fetchable})
-        groups, unrouted = self.router.cache.group_by_leader(fetchable)
-        if unrouted or self.router.cache.doubts(fetchable):
+        """Bring the books up to date (``distribute``) and start a session
+        for each broker that leads a fetchable partition; returns when to
+        look again (some partition has no leader yet) or None."""
+        unrouted = self.distribute()
+        cache = self.router.cache
+        if unrouted or cache.doubted:
+            self.router.track({tp[0] for tp in unrouted})
             await self.router.refresh(force=bool(unrouted), retry=False)
-            groups, unrouted = self.router.cache.group_by_leader(fetchable)
-        for broker in groups:
-            if broker not in self.sessions:
+            unrouted = self.distribute()
+        for broker, book in self._books.items():
+            if book.wanted and broker not in self.sessions:
                 self.sessions[broker] = FetchSession(self, broker)
         return self.router.options.reconnect_backoff_max if unrouted else None
 
+    def distribute(self) -> list:
+        """Tell each broker's book (session_book.py) what changed among the
+        partitions it should fetch: the states marked changed (fetch_buffer.py),
+        or every state when the leaders moved. A fetchable partition goes to
+        its leader's book; one moving between brokers is fetched again from
+        its position (a new generation: what the old leader still sends is
+        dropped, never read twice). Returns the fetchable partitions without
+        a leader. O(partitions changed); loop."""
+        cache, buffer = self.router.cache, self.buffer
+        leaders, size = cache.leaders, self.settings.max_partition_fetch_bytes
+        unrouted, where, books = [], self._where, self._books
+        with buffer.lock:
+            states = buffer.states
+            changed = buffer.take_changed()
+            if cache.version != self._leaders_seen:  # leaders moved: every partition again
+                self._leaders_seen = cache.version
+                changed = list(dict.fromkeys(changed + list(states.values())))
+                for tp in [tp for tp in where if tp not in states]:
+                    books[where.pop(tp)].unwant(tp)
+            for st in changed:
+                tp = (st.topic, st.partition)
+                fetchable = st.fetchable and states.get(tp) is st
+                leader = leaders.get(tp) if fetchable else None
+                was = where.get(tp)
+                if fetchable and leader is None:
+                    unrouted.append(tp)
+                if was is not None and was != leader:
+                    books[was].unwant(tp)
+                    del where[tp]
+                    if leader is not None:  # moved: drop what the old leader sends
+                        st.seek(st.position)
+                        buffer.changed.pop(st, None)
+                if leader is not None:
+                    self.book(leader).want(tp, (st.topic, st.partition, st.fetch_pos, size), st.gen)
+                    where[tp] = leader
+        return unrouted
+
     # -- what the fetch sessions report (fetch_session.py) -------------------------------------
-    def claim(self, tp: tuple[str, int], session: FetchSession) -> bool:
-        """``session`` puts ``tp`` in its request, unless another one has it in its own."""
-        if self._owner.get(tp, session) is not session:
-            return False
-        self._owner[tp] = session
-        return True
-
-    def release(self, session: FetchSession) -> None:
-        """The partitions ``session`` claimed are free again (its request ended)."""
-        for tp in [tp for tp, s in self._owner.items() if s is session]:
-            del self._owner[tp]
-
     def forget(self, session: FetchSession) -> None:
-        """``session`` ended (or was abandoned): release its partitions."""
+        """``session`` ended (or was abandoned)."""
         if self.sessions.get(session.broker) is session:
             del self.sessions[session.broker]
-        self.release(session)
 
     def unreachable(self, exc: LogbrokerError) -> None:
         """No broker answered: ``poll`` raises ``exc`` if no data arrives in time."""
@@ -201,7 +225,7 @@ class Fetcher:
                 st.seek(None)
                 st.reset = self.settings.auto_offset_reset
             elif not exc.retriable:
-                st.error = exc
+                self.buffer.failed(st, exc)
         if reroutes(exc):
             self.router.invalidate([(st.topic, st.partition)])
             return True
@@ -276,9 +300,9 @@ class Fetcher:
                 if st in offsets:
                     st.seek(offsets[st])
                 else:
-                    st.error = OffsetOutOfRangeError(
+                    self.buffer.failed(st, OffsetOutOfRangeError(
                         f"{st.topic}[{st.partition}]: no committed offset and "
-                        "auto_offset_reset='none'")
+                        "auto_offset_reset='none'"))
                     self.notify()
 
     async def list_offsets(self, specs: dict, retry: bool = True) -> dict:

@@ -1,8 +1,10 @@
 """Our side of one broker's fetch session (api/fetch_session.py has the
-broker's and the rules): which partitions the broker holds for us, at which
-offsets, and the epoch the next Fetch names. Sans-I/O: ``request`` turns
-the partitions a fetch wants into what the Fetch carries, ``answered``
-takes the answer's verdict.
+broker's and the rules): which partitions we want fetched from the broker,
+which it holds for us and at which offsets, and the epoch the next Fetch
+names. Sans-I/O: the fetcher says what it wants (``want`` / ``unwant``, as
+partitions change), ``request`` turns the changes into what the next Fetch
+carries, ``answered`` takes the answer's verdict. Every call is
+O(partitions it names), never O(partitions wanted), but the opening fetch.
 
 A partition is named in a request when the broker does not hold it at the
 offset, ``max_bytes`` and generation wanted, and again after any answer
@@ -22,47 +24,67 @@ NO_SESSIONS_S = 60.0  # after a broker answered an opening without a session: fu
 
 
 class Planned(NamedTuple):
-    """What one Fetch carries (``session_epoch``, ``parts``, ``forget``) and
-    the generation of every partition its answer may hold (``gens``)."""
+    """What one Fetch carries (``session_epoch``, ``parts``, ``forget``)."""
 
     session_epoch: int
     parts: tuple
     forget: tuple
-    gens: dict
 
 
 class SessionBook:
-    __slots__ = ("epoch", "held", "off_until")
+    __slots__ = ("epoch", "wanted", "held", "dirty", "off_until")
 
     def __init__(self) -> None:
         self.epoch = 0  # the next request's: 0 opens a session
-        self.held: dict[tuple[str, int], tuple] = {}  # tp -> (offset, max_bytes, gen) the broker holds
+        self.wanted: dict[tuple[str, int], tuple] = {}  # tp -> ((topic, partition, offset, max_bytes), gen)
+        self.held: dict[tuple[str, int], tuple] = {}  # the same, as the broker holds it
+        self.dirty: dict[tuple[str, int], None] = {}  # tps whose wanted and held may differ
         self.off_until = 0.0  # until then (monotonic) no session is asked for
 
-    def request(self, planned: list, now: "float | None" = None) -> Planned:
-        """The Fetch for ``planned`` ``[((topic, partition, offset, max_bytes), gen)]``."""
-        if (time.monotonic() if now is None else now) < self.off_until:
-            return Planned(-1, tuple(p for p, _ in planned), (),
-                           {(p[0], p[1]): g for p, g in planned})
-        held, parts = self.held, []
-        want = {}
-        for part, gen in planned:
-            tp = (part[0], part[1])
-            entry = (part[2], part[3], gen)
-            want[tp] = entry
-            if held.get(tp) != entry:
-                parts.append(part)
-        forget = () if self.epoch == 0 else tuple(tp for tp in held if tp not in want)
-        if self.epoch == 0:
-            parts = [p for p, _ in planned]
-        self.held = want
-        return Planned(self.epoch, tuple(parts), forget, {tp: e[2] for tp, e in want.items()})
+    # -- what the fetcher wants ------------------------------------------------------------------
+    def want(self, tp: tuple[str, int], part: tuple, gen: int) -> None:
+        """Fetch ``part`` (topic, partition, offset, max_bytes) of generation ``gen``."""
+        entry = (part, gen)
+        if self.wanted.get(tp) != entry:
+            self.wanted[tp] = entry
+            self.dirty[tp] = None
+
+    def unwant(self, tp: tuple[str, int]) -> None:
+        if self.wanted.pop(tp, None) is not None:
+            self.dirty[tp] = None
+
+    def gen(self, tp: tuple[str, int]) -> int:
+        """The generation of what an answer of the broker holds for ``tp`` (-1: nothing)."""
+        entry = self.held.get(tp)
+        return -1 if entry is None else entry[1]
+
+    # -- a fetch ----------------------------------------------------------------------------------
+    def request(self, now: "float | None" = None) -> Planned:
+        """The next Fetch: with a session, the partitions changed and gone since
+        the last one; without (``off_until``), every wanted partition."""
+        wanted, held = self.wanted, self.held
+        off = (time.monotonic() if now is None else now) < self.off_until
+        if self.epoch == 0 or off:  # opening (or no session): everything wanted
+            self.held, self.dirty = dict(wanted), {}
+            return Planned(-1 if off else 0, tuple(p for p, _ in wanted.values()), ())
+        parts, forget = [], []
+        for tp in self.dirty:
+            entry = wanted.get(tp)
+            if entry is None:
+                if held.pop(tp, None) is not None:
+                    forget.append(tp)
+            elif held.get(tp) != entry:
+                held[tp] = entry
+                parts.append(entry[0])
+        self.dirty = {}
+        return Planned(self.epoch, tuple(parts), tuple(forget))
 
     def answered(self, sent: Planned, session_epoch: int, parts, now: "float | None" = None) -> None:
         """The answer to ``sent`` came, naming ``session_epoch`` and ``parts``
         (FetchedPart): partitions it carried bytes or an error for are named
         again next time; an answer without a session ends ours."""
         if sent.session_epoch < 0:
+            self.reset()  # the next fetch again names every partition
             return
         if session_epoch != sent.session_epoch:  # a broker without sessions, a quota's answer
             if sent.session_epoch == 0:
@@ -70,12 +92,14 @@ class SessionBook:
             self.reset()
             return
         self.epoch = session_epoch + 1
-        held = self.held
+        held, dirty = self.held, self.dirty
         for part in parts:
             if part.nbytes or part.error:
-                held.pop((part.topic, part.partition), None)
+                tp = (part.topic, part.partition)
+                held.pop(tp, None)
+                dirty[tp] = None
 
     def reset(self) -> None:
         """The broker's session is gone (refused, a lost answer or connection): open a new one."""
         self.epoch = 0
-        self.held = {}
+        self.held, self.dirty = {}, {}
