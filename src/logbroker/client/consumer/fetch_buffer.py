@@ -36,6 +36,8 @@ from ...records.walker import scan_fields
 from .records import ConsumerRecord, records_into
 from ...records.txn_filter import BatchFilter
 
+_UNCOMMITTED = BatchFilter()  # read_uncommitted skips control batches only: one filter serves all
+
 
 class PartitionState:
     """One assigned partition's positions. Every change to what fetching it
@@ -170,8 +172,8 @@ class FetchBuffer:
                 if err:
                     failed.append((st, err, msg))
                 elif nbytes:
-                    aborted = (row[3] if row is not None else ()) if self.read_committed else None
-                    self._add(st, memoryview(data), nbytes, BatchFilter(aborted))
+                    self._add(st, memoryview(data), nbytes, BatchFilter(
+                        row[3] if row is not None else ()) if self.read_committed else _UNCOMMITTED)
         return failed
 
     def _add(self, st: PartitionState, data: memoryview, nbytes: int,
