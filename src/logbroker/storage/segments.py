@@ -95,8 +95,11 @@ class Segments:
 
     def segment_for(self, offset: int) -> Segment:
         """The segment whose range holds ``offset`` (the first one if below)."""
-        i = bisect.bisect_right([s.base_offset for s in self._list], offset) - 1
-        return self._list[max(i, 0)]
+        segs = self._list
+        if len(segs) == 1 or offset >= segs[-1].base_offset:  # most reads: the active one
+            return segs[-1] if offset >= segs[-1].base_offset else segs[0]
+        i = bisect.bisect_right(segs, offset, key=_base) - 1
+        return segs[max(i, 0)]
 
     def segment_end(self, seg: Segment) -> int:
         """The offset after ``seg``'s last batch."""
@@ -289,3 +292,7 @@ class Segments:
             os.rmdir(self.directory)
         except OSError as exc:
             raise StorageError(f"cannot remove {self.directory}: {exc}") from None
+
+
+def _base(seg) -> int:
+    return seg.base_offset
