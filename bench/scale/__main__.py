@@ -13,7 +13,9 @@ one per topic of 10,000) and the longest Metadata round trip another client
 saw meanwhile; produce and consume records/s; the
 CPU each side spent per record (µs: this process while producing or
 consuming, the broker meanwhile), so the profile of where a record's time
-goes starts here; the broker's RSS and open files once idle, and the CPU
+goes starts here; the CPU a consumer following every partition costs
+itself and the broker while nothing new arrives (% of a core over 5 s:
+fetch sessions); the broker's RSS and open files once idle, and the CPU
 it spends alone for 10 s after (housekeeping, timers: "idle costs
 nothing"); its clean stop
 (SIGTERM to exit) and its restart to serving on the same data. ``fsync``
@@ -45,7 +47,7 @@ from bench.common.environment import environment
 from bench.common.procfs import cpu_seconds, status_kib
 from bench.common.procs import BrokerProcess
 from bench.scale import cluster_case, redis_case
-from bench.scale.common import acked, consume, produce, spread, timed, topics_of
+from bench.scale.common import acked, consume, follow, produce, spread, timed, topics_of
 from tests.support.bombs import Pinger
 from tests.support.fixtures import RawConn
 
@@ -63,6 +65,7 @@ class Params:
     redis: bool = True  # the Redis column: appendfsync always, one stream per partition
     rf3: int = 1000  # partitions of the RF=3 row on etcd + 3 brokers (0: none)
     idle_s: float = 10.0  # the idle broker's CPU is measured this long (two housekeeping passes)
+    follow_s: float = 5.0  # a consumer following every partition, nothing new: CPU over this long
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
@@ -106,7 +109,7 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
 
 
 def params_of(args: argparse.Namespace) -> Params:
-    p = Params(partitions=(1, 100), records=5000, rf3=12, idle_s=1.0) if args.quick \
+    p = Params(partitions=(1, 100), records=5000, rf3=12, idle_s=1.0, follow_s=1.0) if args.quick \
         else Params()
     given = {"partitions": args.partitions, "flushes": args.flush, "records": args.records,
              "rounds": args.rounds}
@@ -151,6 +154,8 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
         wall, own, brk, _ = timed(lambda: consume(b, partitions, n, deadline), [pid])
         out.update(consume_rec_s=n / wall, consume_client_us=own / n * 1e6,
                    consume_broker_us=brk / n * 1e6)
+        out["follow_client_pct"], out["follow_broker_pct"] = follow(b, partitions, p.follow_s,
+                                                                    [pid])
         out["rss_mb"] = status_kib(pid, "VmRSS") / 1024
         out["open_files"] = len(os.listdir(f"/proc/{pid}/fd"))
         c0, t0 = cpu_seconds(pid), time.perf_counter()
@@ -173,7 +178,8 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
 
 FIGURES = ("create_s", "create_worst_rtt_ms", "produce_rec_s", "produce_client_us",
            "produce_broker_us", "consume_rec_s", "consume_client_us", "consume_broker_us",
-           "rss_mb", "open_files", "idle_cpu_pct", "stop_s", "restart_s")
+           "follow_client_pct", "follow_broker_pct", "rss_mb", "open_files", "idle_cpu_pct",
+           "stop_s", "restart_s")
 
 
 CASE_FIGURES = {"broker": FIGURES, "redis": redis_case.FIGURES, "rf3": cluster_case.FIGURES}
@@ -231,12 +237,14 @@ def tables(results: dict) -> list:
         flush = "fsync, RF=3" if kind == "rf3" else row["flush"]
         restart = f"{med['restart_s']:.2f}" if "restart_s" in med else "-"
         idle = f"{med['idle_cpu_pct']:.1f}" if "idle_cpu_pct" in med else "-"
+        follows = f"{med['follow_client_pct']:.1f} / {med['follow_broker_pct']:.1f}" \
+            if "follow_client_pct" in med else "-"
         rows.append((f"{row['partitions']:,}", flush, f"{med['create_s']:.2f}",
                      f"{med['create_worst_rtt_ms']:.0f}", f"{med['produce_rec_s']:,.0f}",
                      f"{med['produce_client_us']:.1f} / {med['produce_broker_us']:.1f}",
                      f"{med['consume_rec_s']:,.0f}",
                      f"{med['consume_client_us']:.1f} / {med['consume_broker_us']:.1f}",
-                     f"{med['rss_mb']:.0f}", f"{med['open_files']:,.0f}", idle,
+                     follows, f"{med['rss_mb']:.0f}", f"{med['open_files']:,.0f}", idle,
                      f"{med['stop_s']:.2f}", restart))
     rf3 = " (RF=3: etcd + 3 brokers; broker CPU of the three, RSS and files of the one " \
           "leading most partitions)" if any(r.get("case") == "rf3" for r in summary) else ""
@@ -244,8 +252,8 @@ def tables(results: dict) -> list:
         f"One broker, {params['records']:,} records of 100 B, medians of {params['rounds']}{rf3}",
         ("partitions", "flush", "create s", "worst RTT ms", "produce rec/s",
          "produce CPU us/rec client / broker", "consume rec/s",
-         "consume CPU us/rec client / broker", "RSS MB", "open files", "idle CPU %", "stop s",
-         "restart s"),
+         "consume CPU us/rec client / broker", "follow CPU % client / broker", "RSS MB",
+         "open files", "idle CPU %", "stop s", "restart s"),
         rows)]
     redis = [r for r in summary if r.get("case") == "redis"]
     if redis:

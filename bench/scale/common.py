@@ -85,5 +85,29 @@ def consume(bootstrap: str, partitions: int, n: int, deadline: float) -> None:
             got += len(consumer.poll(0.5))
 
 
+def follow(bootstrap: str, partitions: int, seconds: float, pids) -> "tuple[float, float]":
+    """CPU % of this process and of the server processes ``pids`` while one
+    Consumer assigned every partition of the case, caught up at their ends,
+    polls for ``seconds`` with nothing new arriving: what following idle
+    partitions costs (fetch sessions). Measured after a warm-up of polls
+    (positions resolved, the opening fetch answered): 1 s, plus 1 s per
+    10,000 partitions."""
+    from bench.common.procfs import cpu_seconds
+    from logbroker import Consumer
+
+    with Consumer(bootstrap) as consumer:
+        consumer.assign(topic_partitions(partitions))
+        consumer.seek_to_end()
+        warm = time.monotonic() + 1.0 + partitions / 10_000
+        while time.monotonic() < warm:
+            consumer.poll(0.2)
+        c0, s0, t0 = own_cpu(), sum(cpu_seconds(p) for p in pids), time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            consumer.poll(0.2)
+        wall = time.perf_counter() - t0
+        return ((own_cpu() - c0) / wall * 100,
+                (sum(cpu_seconds(p) for p in pids) - s0) / wall * 100)
+
+
 def spread(vals: list) -> dict:
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
