@@ -31,10 +31,11 @@ want of room) tells the client its session is gone.
 Cost: a session watches its partitions (``DataNotifier.watch``): one whose
 data moved (a new high watermark) becomes *ready*; a fetch reads the
 request's parts and the ready ones only, and a long poll waits for one to
-become ready. What no notification announces (leadership moving away, a
-topic deleted, retention moving the log start) is found by a sweep of the
-session's partitions at most every ``SWEEP_S`` (a log lookup and two
-comparisons per partition, no read).
+become ready; in a cluster a replica that stops leading notifies too
+(cluster/replicas.py), so its consumers learn NOT_LEADER at once. What no
+notification announces (a topic deleted, retention moving the log start) is
+found by a sweep of the session's partitions at most every ``SWEEP_S`` (a
+log lookup and two comparisons per partition, no read).
 
 Why on the connection, not in Kafka's broker-wide cache of session ids: a
 session ends with its connection (nothing to evict, no id to guess or

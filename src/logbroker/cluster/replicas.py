@@ -134,6 +134,7 @@ class ReplicaManager:
         if r is not None:
             self._followers.remove(key)
             r.fail_waiters(NotLeaderError(f"{r.log.name} is no longer hosted here"))
+            self._notify(r.log)
 
     def resign(self) -> None:
         """This broker is leaving: it leads and follows nothing any more."""
@@ -159,11 +160,13 @@ class ReplicaManager:
         r.log.set_follower(True)
         log.info("%s: follower of broker %d in epoch %d", r.log.name, st.leader, st.leader_epoch)
         self._followers.add(st.key, r.log, st.leader, st.leader_epoch)
+        self._notify(r.log)  # fetches waiting on it (and fetch sessions) learn NOT_LEADER now
 
     def _become_none(self, r: Replica, st: PartitionState, why: Exception) -> None:
         self._followers.remove(st.key)
         r.fail_waiters(why)
         r.role, r.epoch, r.followers = NONE, st.leader_epoch, {}
+        self._notify(r.log)
 
     # -- the leader's duties -------------------------------------------------------------
     def leader_for_produce(self, key: tuple[str, int], acks: int) -> Replica:
