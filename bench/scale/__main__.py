@@ -13,11 +13,11 @@ one per topic of 10,000) and the longest Metadata round trip another client
 saw meanwhile; produce and consume records/s; the
 CPU each side spent per record (µs: this process while producing or
 consuming, the broker meanwhile), so the profile of where a record's time
-goes starts here; the CPU a consumer following every partition costs
-itself and the broker while nothing new arrives (% of a core over 5 s:
-fetch sessions); the broker's RSS and open files once idle, and the CPU
+goes starts here; the broker's RSS and open files once idle, and the CPU
 it spends alone for 10 s after (housekeeping, timers: "idle costs
-nothing"); its clean stop
+nothing"); then the CPU a consumer following every partition costs itself
+and the broker while nothing new arrives (% of a core over 5 s: fetch
+sessions); its clean stop
 (SIGTERM to exit) and its restart to serving on the same data. ``fsync``
 is the default durability (fdatasync before every acknowledgement),
 ``lazy`` is ``logbroker serve --flush lazy``. Brokers are ``logbroker
@@ -154,13 +154,14 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
         wall, own, brk, _ = timed(lambda: consume(b, partitions, n, deadline), [pid])
         out.update(consume_rec_s=n / wall, consume_client_us=own / n * 1e6,
                    consume_broker_us=brk / n * 1e6)
-        out["follow_client_pct"], out["follow_broker_pct"] = follow(b, partitions, p.follow_s,
-                                                                    [pid])
         out["rss_mb"] = status_kib(pid, "VmRSS") / 1024
         out["open_files"] = len(os.listdir(f"/proc/{pid}/fd"))
         c0, t0 = cpu_seconds(pid), time.perf_counter()
         time.sleep(p.idle_s)  # nobody connected: what the broker does alone
         out["idle_cpu_pct"] = (cpu_seconds(pid) - c0) / (time.perf_counter() - t0) * 100
+        # after the idle window (its periodic checkpoint of every partition just written)
+        out["follow_client_pct"], out["follow_broker_pct"] = follow(b, partitions, p.follow_s,
+                                                                    [pid])
         t0 = time.perf_counter()
         broker.stop(120)
         out["stop_s"] = time.perf_counter() - t0
