@@ -34,8 +34,10 @@ request's parts and the ready ones only, and a long poll waits for one to
 become ready; in a cluster a replica that stops leading notifies too
 (cluster/replicas.py), so its consumers learn NOT_LEADER at once. What no
 notification announces (a topic deleted, retention moving the log start) is
-found by a sweep of the session's partitions at most every ``SWEEP_S`` (a
-log lookup and two comparisons per partition, no read).
+found by a sweep of the session's partitions, ``SWEEP_SLICE`` of them at
+most every ``SWEEP_S`` (a log lookup and two comparisons per partition, no
+read): within a second for up to 2,000 partitions, 25 s for 50,000, at
+~2,000 lookups a second whatever the session's size.
 
 Why on the connection, not in Kafka's broker-wide cache of session ids: a
 session ends with its connection (nothing to evict, no id to guess or
@@ -54,7 +56,8 @@ import time
 from ..errors import InvalidFetchSessionEpochError, LogbrokerError
 
 MAX_SESSION_PARTS = 200_000  # partitions in all the fetch sessions of a broker
-SWEEP_S = 1.0  # a session's partitions are all looked at this often at most
+SWEEP_S = 1.0  # a session sweeps at most this often...
+SWEEP_SLICE = 2_000  # ...this many of its partitions, going on where the last sweep stopped
 
 
 class _Part:
@@ -70,7 +73,8 @@ class _Part:
 class FetchSession:
     """The fetch session of one connection (module docstring). Loop only."""
 
-    __slots__ = ("notifier", "parts", "ready", "epoch", "busy", "swept", "_wake", "__weakref__")
+    __slots__ = ("notifier", "parts", "ready", "epoch", "busy", "swept", "_sweep", "_wake",
+                 "__weakref__")
 
     def __init__(self, notifier) -> None:
         self.notifier = notifier
@@ -79,6 +83,7 @@ class FetchSession:
         self.epoch = 0  # the epoch the next request must name
         self.busy = False  # one of its fetches is being answered
         self.swept = time.monotonic()
+        self._sweep: list = []  # the partitions the sweep has still to look at, last first
         self._wake: "asyncio.Future | None" = None
 
     # -- the notifier's side ----------------------------------------------------------------------
@@ -142,13 +147,20 @@ class FetchSession:
         return now - self.swept >= SWEEP_S
 
     def sweep(self, meta, committed: bool, now: float) -> list:
-        """The partitions whose log changed in a way no notification says
-        (high watermark, log start, LSO) or that now fail (leadership moved
-        away, topic deleted): looked up, not read."""
+        """Of the next ``SWEEP_SLICE`` partitions (a full round, then
+        another), those whose log changed in a way no notification says
+        (high watermark, log start, LSO) or that now fail (a topic
+        deleted): looked up, not read."""
         self.swept = now
-        out = []
-        log_for = meta.log_for
-        for tp, part in self.parts.items():
+        todo = self._sweep
+        if not todo:
+            todo = self._sweep = list(reversed(self.parts))
+        out, held, log_for = [], self.parts, meta.log_for
+        for _ in range(min(SWEEP_SLICE, len(todo))):
+            tp = todo.pop()
+            part = held.get(tp)
+            if part is None:  # forgotten meanwhile
+                continue
             try:
                 lg = log_for(tp[0], tp[1])
                 if lg.high_watermark != part.hw or lg.log_start_offset != part.start or \
@@ -199,6 +211,7 @@ class FetchSession:
             unwatch(tp, self)
         self.parts.clear()
         self.ready.clear()
+        self._sweep = []
 
 
 def session_for(conn, notifier, req) -> "FetchSession | None":
