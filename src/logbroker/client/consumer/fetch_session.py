@@ -98,7 +98,8 @@ class FetchSession:
         f, s = self.fetcher, self.fetcher.settings
         if f.buffer.full:
             return None
-        f.distribute()
+        if f.distribute():
+            f.wake()  # a partition lost its leader: the main loop refreshes the metadata
         book = f.book(self.broker)
         if not book.wanted:
             return None

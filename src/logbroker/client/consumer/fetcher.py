@@ -62,6 +62,7 @@ class Fetcher:
         self._books: dict[int, SessionBook] = {}  # broker id -> what its fetch session holds
         self._where: dict[tuple[str, int], int] = {}  # partition -> the broker whose book wants it
         self._leaders_seen = -1  # the routing cache's version the books follow
+        self._unrouted: dict[tuple[str, int], None] = {}  # fetchable, no leader known yet
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
         self.throttles = Throttles()  # brokers whose quota throttle runs (fetch_session.py)
@@ -160,10 +161,11 @@ class Fetcher:
         its leader's book; one moving between brokers is fetched again from
         its position (a new generation: what the old leader still sends is
         dropped, never read twice). Returns the fetchable partitions without
-        a leader. O(partitions changed); loop."""
+        a leader (kept until one is known: the main loop refreshes the
+        metadata for them). O(partitions changed); loop."""
         cache, buffer = self.router.cache, self.buffer
         leaders, size = cache.leaders, self.settings.max_partition_fetch_bytes
-        unrouted, where, books = [], self._where, self._books
+        unrouted, where, books = self._unrouted, self._where, self._books
         with buffer.lock:
             states = buffer.states
             changed = buffer.take_changed()
@@ -172,13 +174,17 @@ class Fetcher:
                 changed = list(dict.fromkeys(changed + list(states.values())))
                 for tp in [tp for tp in where if tp not in states]:
                     books[where.pop(tp)].unwant(tp)
+                for tp in [tp for tp in unrouted if tp not in states]:
+                    del unrouted[tp]
             for st in changed:
                 tp = (st.topic, st.partition)
                 fetchable = st.fetchable and states.get(tp) is st
                 leader = leaders.get(tp) if fetchable else None
                 was = where.get(tp)
                 if fetchable and leader is None:
-                    unrouted.append(tp)
+                    unrouted[tp] = None
+                else:
+                    unrouted.pop(tp, None)
                 if was is not None and was != leader:
                     books[was].unwant(tp)
                     del where[tp]
@@ -188,7 +194,7 @@ class Fetcher:
                 if leader is not None:
                     self.book(leader).want(tp, (st.topic, st.partition, st.fetch_pos, size), st.gen)
                     where[tp] = leader
-        return unrouted
+        return list(unrouted)
 
     # -- what the fetch sessions report (fetch_session.py) -------------------------------------
     def forget(self, session: FetchSession) -> None:
