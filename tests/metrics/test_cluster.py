@@ -40,7 +40,13 @@ def test_a_killed_follower_shows_as_under_replicated(metrics_cluster):
     assert value(s, "logbroker_leader_partitions") >= 1
     assert value(s, "logbroker_controller_changes_total") >= 1
     assert value(s, "logbroker_partition_high_watermark", topic="urp", partition=0) == 3
-    assert sum(value(scrape(u), "logbroker_controller_active") for u in urls.values()) == 1
+    # one controller at a time; an election (or a lease renewed late on a loaded machine)
+    # can leave a moment with none, so the count is awaited, never more than one
+    def controllers():
+        n = sum(value(scrape(u), "logbroker_controller_active") for u in urls.values())
+        assert n <= 1, f"{n} brokers report themselves controller"
+        return n == 1
+    wait_until(controllers, 15, "one broker reports itself the controller", interval=0.1)
     shrinks = value(s, "logbroker_isr_shrinks_total")
 
     follower = next(b for b in replicas if b != leader)

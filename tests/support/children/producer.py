@@ -47,7 +47,7 @@ with Producer(bootstrap=bootstrap, acks="all", idempotent=True, linger_ms=1,
             break
         value = b"v%07d" % i
         producer.send(topic, value, partition=i % partitions).add_done_callback(report(value))
-        if i % 200 == 199:
-            time.sleep(0.002)  # a steady stream, not a flood of buffered records
+        if i % 50 == 49:
+            time.sleep(0.002)  # a steady stream (<= 25,000 a second), not a flood of buffered records
     producer.flush()
 print("done", flush=True)
