@@ -28,6 +28,18 @@ class _ProxyConn:
         self.rst = False  # close with RST (SO_LINGER 0) instead of FIN
 
 
+def _close(conn: _ProxyConn) -> None:
+    """Close both sockets of ``conn`` (with RST if ``conn.rst``); idempotent."""
+    for s in (conn.client, conn.upstream):
+        if s is not None and s.fileno() != -1:
+            if conn.rst:
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
+            s.close()
+
+
 class _Reset(Exception):
     """A side of a proxied connection failed: reset the other side too."""
 
@@ -153,7 +165,14 @@ class TcpProxy:
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            client, _ = await loop.sock_accept(self._listener)
+            accepting = asyncio.ensure_future(loop.sock_accept(self._listener))
+            try:
+                client, _ = await asyncio.shield(accepting)
+            except asyncio.CancelledError:  # stopped listening: a socket accepted just now is closed
+                if accepting.done() and not accepting.cancelled() and accepting.exception() is None:
+                    accepting.result()[0].close()
+                accepting.cancel()
+                raise
             client.setblocking(False)
             self.accepted += 1
             conn = _ProxyConn(client)
@@ -181,14 +200,7 @@ class TcpProxy:
                 conn.rst = True
         finally:
             self._conns.discard(conn)
-            for s in (conn.client, conn.upstream):
-                if s is not None:
-                    if conn.rst:
-                        try:
-                            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                        except OSError:
-                            pass
-                    s.close()
+            _close(conn)
 
     async def _pump(self, src: socket.socket, dst: socket.socket, counter: str) -> None:
         loop = asyncio.get_running_loop()
@@ -248,6 +260,9 @@ class TcpProxy:
             conn.task.cancel()
             tasks.append(conn.task)
         await asyncio.gather(*tasks, return_exceptions=True)
+        for conn in list(self._conns):  # a task cancelled before it ran never reached its finally
+            self._conns.discard(conn)
+            _close(conn)
 
     async def _shutdown(self) -> None:
         await self._stop_listening()
