@@ -129,3 +129,36 @@ def test_creation_in_slices_is_invisible_until_finished_and_rolled_back_after_a_
         assert s.partition_count() == 600 and s.files.open_count() == 0
     finally:
         s.close()
+
+
+def test_an_untouched_log_is_not_checkpointed_again_at_open_or_close(tmp_path):
+    """A clean restart writes no checkpoint for a log it did not change, at
+    open nor at the next clean close (50,000 idle partitions restart and
+    stop without 50,000 rewrites); a log appended to is checkpointed at
+    close and reopens clean with what was written."""
+    s = open_store(tmp_path)
+    s.create_topic("idle", 20)
+    s.create_topic("busy", 1)
+    s.get_log("busy", 0).append([batch([b"a"])])
+    s.close()
+
+    def commits() -> int:
+        return s.meta.env.info()["last_txnid"]
+
+    s = open_store(tmp_path)
+    assert s.was_clean
+    opened = commits()
+    s.close()
+    s = open_store(tmp_path)
+    assert s.was_clean and commits() == opened, "a checkpoint was rewritten for unchanged logs"
+    assert values_of(s.get_log("busy", 0)) == [b"a"]
+    s.get_log("busy", 0).append([batch([b"b"])])
+    s.close()
+    s = open_store(tmp_path)
+    assert s.was_clean and commits() == opened + 1  # one transaction: the changed log's slice
+    assert values_of(s.get_log("busy", 0)) == [b"a", b"b"]
+    s.get_log("busy", 0).append([batch([b"c"])])
+    crash(s)
+    s = open_store(tmp_path)
+    assert not s.was_clean and values_of(s.get_log("busy", 0)) == [b"a", b"b", b"c"]
+    s.close()

@@ -398,8 +398,9 @@ class Store:
                 log.exception("checkpoint of %s failed", lg.name)
 
     def close(self, shared=None) -> None:
-        """Flush and checkpoint every log, then write the clean-shutdown
-        marker. The checkpoints go ``CLOSE_SLICE`` logs to a transaction:
+        """Flush and checkpoint every log (not one whose stored checkpoint is
+        clean and current: ``Log.needs_clean_checkpoint``), then write the
+        clean-shutdown marker. The checkpoints go ``CLOSE_SLICE`` logs to a transaction:
         closing 20,000 partitions costs tens of LMDB commits, not 20,000.
         ``shared`` (a SharedSync): one syncfs flushes every log it covers
         first (20,000 lazy logs: one barrier, not 20,000 fsyncs)."""
@@ -414,7 +415,8 @@ class Store:
             try:
                 if lg.offline is None:
                     lg.flush()
-                    flushed.append(lg)
+                    if lg.needs_clean_checkpoint():
+                        flushed.append(lg)
             except Exception:  # noqa: BLE001
                 clean = False
                 log.exception("closing %s failed", lg.name)

@@ -197,8 +197,8 @@ def load(meta: MetaStore, pid: int, segments, log_start: int, end: int,
                     "rebuilding it from the log", pid, covered, snap_offset)
         aborted.clear()  # the open ones come from the snapshot: its first records may be gone
         replay_segments(_seeded(snap), segments, first, snap_offset, aborted.add)
-    else:
-        aborted.truncate(snap_offset)
+    elif covered > snap_offset:  # rows past the snapshot: the log was cut back (none at or
+        aborted.truncate(snap_offset)  # past ``covered`` by persist's rule; a clean close's are equal)
     state = replay_segments(TxnState.from_snapshot(snap), segments, snap_offset, end,
                             aborted.add, index)
     return Transactions(meta, pid, state, aborted)
