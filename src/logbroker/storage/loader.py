@@ -115,12 +115,18 @@ class _Loader:
         self.unchanged = False  # _open_clean with a complete index
 
     def _list_segments(self) -> list[Segment]:
-        os.makedirs(self.directory, exist_ok=True)
-        self.swapped = recover_swaps(self.directory)  # an interrupted compaction swap, finished
+        try:
+            entries = os.listdir(self.directory)
+        except FileNotFoundError:  # lost (storage/creation.py): made again
+            os.makedirs(self.directory, exist_ok=True)
+            entries = []
+        self.swapped = recover_swaps(self.directory, entries)  # an interrupted compaction swap
         for start, end in self.swapped:  # the summaries of its range are void
             self.infos = {b: i for b, i in self.infos.items() if not start <= b < end}
+        if self.swapped:
+            entries = os.listdir(self.directory)
         bases = []
-        for entry in os.listdir(self.directory):
+        for entry in entries:
             if entry.endswith(DELETED_SUFFIX):
                 os.unlink(os.path.join(self.directory, entry))
                 if (gone := parse_segment_name(entry[:-len(DELETED_SUFFIX)])) is not None:

@@ -103,9 +103,11 @@ class Store:
         growth.roll_back(self)  # partitions a crash left half-added
         known = {t.name: t for t in self.topics.list()}
         found: dict[str, int] = {}
-        for entry in sorted(os.listdir(self.path)):
+        with os.scandir(self.path) as it:  # the entries' types without a stat each
+            dirs = sorted(e.name for e in it if e.is_dir())
+        for entry in dirs:
             parsed = parse_partition_dir(entry)
-            if parsed is None or not os.path.isdir(os.path.join(self.path, entry)):
+            if parsed is None:
                 continue
             topic, partition = parsed
             found[topic] = max(found.get(topic, 0), partition + 1)
@@ -122,13 +124,14 @@ class Store:
                 old = known.get(topic)
                 self.topics.put(TopicConfig(topic, count, old.overrides if old else {},
                                             old.topic_id if old else new_topic_id()))
-        for topic, partition in self._missing_dirs(known):
+        for topic, partition in self._missing_dirs(known, set(dirs)):
             self._open_log(topic, partition, clean=False)
 
-    def _missing_dirs(self, known: dict) -> list[tuple[TopicConfig, int]]:
+    def _missing_dirs(self, known: dict, dirs: set) -> list[tuple[TopicConfig, int]]:
         """Partitions LMDB records (``parts``) of a known topic whose directory
         is gone (a power cut after an unsynced creation: storage/creation.py):
-        (topic, partition) to open again. One that held flushed data loads
+        (topic, partition) to open again (``dirs``: the directories listed).
+        One that held flushed data loads
         offline (its checkpoint names the missing segment); an empty one
         comes back empty."""
         with self.meta.read() as txn:
@@ -138,7 +141,7 @@ class Store:
             parsed = parse_partition_dir(name)
             if parsed is None or parsed[0] not in known or parsed[1] >= known[parsed[0]].partitions:
                 continue
-            if not os.path.isdir(os.path.join(self.path, name)):
+            if name not in dirs:
                 log.warning("%s: its directory is missing; created again", name)
                 out.append((known[parsed[0]], parsed[1]))
         return out
