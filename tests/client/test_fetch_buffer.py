@@ -104,6 +104,27 @@ def test_every_change_a_fetch_depends_on_marks_the_state():
     assert buf.take_changed() == [gone]
 
 
+def test_the_states_without_a_position_are_found_without_walking_the_others():
+    """The fetch loop asks at every turn which states need a position: the
+    new ones, those seeked to None (a reset, OFFSET_OUT_OF_RANGE), not
+    failed ones; a state found with a position is not looked at again."""
+    buf = FetchBuffer(1 << 20)
+    buf.assign([("t", p) for p in range(1000)])
+    assert len(buf.without_position()) == 1000
+    for p in range(1000):
+        buf.seek("t", p, 5)
+    assert buf.without_position() == [] and buf.unresolved == {}  # none kept to walk again
+    buf.reset([("t", 7)], "earliest")
+    buf.seek("t", 9, None)
+    assert sorted(st.partition for st in buf.without_position()) == [7, 9]
+    with buf.lock:
+        buf.failed(buf.states[("t", 9)], CorruptRecordError("x"))
+    assert [st.partition for st in buf.without_position()] == [7]
+    buf.assign([("t", 9), ("t", 1000)])  # 7 unassigned: not resolved any more
+    assert [st.partition for st in buf.without_position()] == [1000]
+    assert set(buf.unresolved) == {buf.states[("t", 9)], buf.states[("t", 1000)]}
+
+
 def test_prefetch_stops_planning_when_enough_is_buffered():
     buf = ready(prefetch=100)
     assert planned(buf, 4096) == [(("t", 2, 0, 4096), buf.states[TP].gen)]

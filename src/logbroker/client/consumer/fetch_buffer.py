@@ -47,10 +47,15 @@ class PartitionState:
     (fetcher.py), so its work per fetch is O(partitions that changed)."""
 
     __slots__ = ("topic", "partition", "position", "fetch_pos", "gen", "reset", "error",
-                 "high_watermark", "log_start", "stalled", "last_stable_offset", "changes")
+                 "high_watermark", "log_start", "stalled", "last_stable_offset", "changes",
+                 "unresolved")
 
-    def __init__(self, topic: str, partition: int, changes: "dict | None" = None) -> None:
+    def __init__(self, topic: str, partition: int, changes: "dict | None" = None,
+                 unresolved: "dict | None" = None) -> None:
         self.changes = {} if changes is None else changes
+        # its buffer's states that may lack a position (the fetcher resolves those only)
+        self.unresolved = {} if unresolved is None else unresolved
+        self.unresolved[self] = None
         self.topic, self.partition = topic, partition
         self.position: "int | None" = None  # None: to be resolved (committed / reset policy)
         self.fetch_pos: "int | None" = None
@@ -67,6 +72,8 @@ class PartitionState:
         self.gen += 1
         self.error, self.reset, self.stalled = None, None, False
         self.changes[self] = None
+        if offset is None:
+            self.unresolved[self] = None
 
     def fail(self, exc: LogbrokerError) -> None:
         """Stop fetching: ``poll`` raises ``exc`` until a seek."""
@@ -97,6 +104,7 @@ class FetchBuffer:
         self.lock = threading.Lock()
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.changed: dict[PartitionState, None] = {}  # states the fetcher has to look at again
+        self.unresolved: dict[PartitionState, None] = {}  # states that may lack a position
         self.prefetch_bytes = prefetch_bytes
         self.buffered = 0
         self._chunks: deque[_Chunk] = deque()
@@ -108,7 +116,8 @@ class FetchBuffer:
     def assign(self, tps) -> None:
         with self.lock:
             old, changed = self.states, self.changed
-            self.states = {tp: old.get(tp) or PartitionState(*tp, changed) for tp in tps}
+            self.states = {tp: old.get(tp) or PartitionState(*tp, changed, self.unresolved)
+                           for tp in tps}
             for tp, st in self.states.items():
                 if old.get(tp) is not st:
                     changed[st] = None
@@ -116,6 +125,19 @@ class FetchBuffer:
                 if tp not in self.states:
                     st.gen += 1  # drop what is buffered or in flight for it
                     changed[st] = None
+
+    def without_position(self) -> list:
+        """The assigned states without a position and without an error, in
+        O(states that lost their position since they were last found with
+        one), not O(assigned): the fetch loop asks at every turn (lock held
+        by the caller)."""
+        unresolved, states, out = self.unresolved, self.states, []
+        for st in list(unresolved):
+            if st.position is not None or states.get((st.topic, st.partition)) is not st:
+                del unresolved[st]  # resolved, or no longer assigned
+            elif st.error is None:
+                out.append(st)
+        return out
 
     def take_changed(self) -> list:
         """The states changed since the last call (lock held by the caller)."""

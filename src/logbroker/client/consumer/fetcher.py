@@ -250,8 +250,8 @@ class Fetcher:
         ``retry`` after ``request_timeout`` (a caller that blocks)."""
         while True:
             with self.buffer.lock:
-                todo = [(st, st.gen) for st in (only or self.buffer.states.values())
-                        if st.position is None and st.error is None]
+                todo = [(st, st.gen) for st in only if st.position is None and st.error is None] \
+                    if only else [(st, st.gen) for st in self.buffer.without_position()]
             if not todo:
                 return
             resolving = self._resolving
