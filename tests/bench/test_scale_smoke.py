@@ -79,3 +79,22 @@ def test_quick_scale_bench_emits_json(tmp_path: Path) -> None:
     from bench.scale.__main__ import tables
     md = tables_markdown(tables(out))  # as --render prints them
     assert ("| Redis produce rec/s |" in md) == REDIS and ("| fsync, RF=3 |" in md) == ETCD
+
+
+def test_quick_phases_bench_times_each_phase_in_order(tmp_path: Path) -> None:
+    """``python -m bench.scale.phases --quick --json``: for 1 and 100
+    partitions every phase of a consumer's start is timed, in the order
+    they happen, and the brokers are gone."""
+    proc = subprocess.run([sys.executable, "-m", "bench.scale.phases", "--quick", "--json",
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    from bench.scale.phases import PHASES, tables
+    assert [c["partitions"] for c in out["cases"]] == [1, 100]
+    for case in out["cases"]:
+        times = [case[ph]["median"] for ph in PHASES]
+        assert 0 < times[0] and times == sorted(times), case  # positions, fetch, ..., all
+        assert gone(case["pid"])
+    from bench.common.harness import tables_markdown
+    assert "| 100 |" in tables_markdown(tables(out))
