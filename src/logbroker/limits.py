@@ -23,14 +23,23 @@ MAX_PARTITIONS = 10_000
 MAX_OFFSET = (1 << 63) - 1
 MIN_TIMESTAMP = 0  # ms since the epoch; -1 means "now" where an API allows it
 MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: what datetime can show
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,%d}$" % MAX_NAME_CHARS)
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,%d}\Z" % MAX_NAME_CHARS)
+
+
+_VALID_TOPICS: set = set()  # names found valid (a request names one per part: 10,000 parts)
+_VALID_MAX = 4096  # names kept at most (cleared when full: memory bounded whatever is sent)
 
 
 def check_topic_name(name: object) -> str:
     """Kafka's rule: 1-249 of ``[A-Za-z0-9._-]``, and not ``.`` or ``..``."""
+    if name.__class__ is str and name in _VALID_TOPICS:
+        return name
     if not isinstance(name, str) or not _TOPIC.match(name) or name in (".", ".."):
         raise InvalidTopicError(f"invalid topic name {name!r}: use 1-{MAX_NAME_CHARS} of "
                                 "[A-Za-z0-9._-]")
+    if len(_VALID_TOPICS) >= _VALID_MAX:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS.add(name)
     return name
 
 

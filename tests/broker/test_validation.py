@@ -53,6 +53,7 @@ CASES = [
     (produce(""), first("parts"), BAD_TOPIC, "invalid topic name ''"),
     (produce("x" * 300), first("parts"), BAD_TOPIC, "invalid topic name"),
     (produce("a/b"), first("parts"), BAD_TOPIC, "[A-Za-z0-9._-]"),
+    (produce("t\n"), first("parts"), BAD_TOPIC, "invalid topic name 't\\n'"),  # not "t" + end
     (produce(partition=-1), first("parts"), BAD_REQUEST, "partition -1"),
     (produce(partition=1 << 40), first("parts"), BAD_REQUEST, "partition"),
     (produce(partition=3), first("parts"), UnknownTopicOrPartitionError.code, "t-3"),
@@ -83,6 +84,7 @@ CASES = [
     (m.DescribeGroups(groups=(LONG,)), groups_entry, BAD_GROUP, "invalid group name"),
     (m.DeleteGroups(groups=("",)), first("groups"), BAD_GROUP, "invalid group name"),
     (m.CreateTopics(topics=(("", 1, {}),)), first("topics"), BAD_TOPIC, "invalid topic name"),
+    (m.CreateTopics(topics=(("n\n", 1, {}),)), first("topics"), BAD_TOPIC, "invalid topic name"),
     (m.CreateTopics(topics=(("n", 0, {}),)), first("topics"), BAD_CONFIG, "partitions must be"),
     (m.CreateTopics(topics=(("n", 1 << 40, {}),)), first("topics"), BAD_CONFIG, "partitions"),
     (m.CreateTopics(topics=(("n", 1, {"segment_bytes": True}),)), first("topics"), BAD_CONFIG,
@@ -144,3 +146,27 @@ def test_the_client_gets_the_code_and_message(broker):
         assert time.monotonic() - started < 3
         admin.create_topics([NewTopic("n", 1, {"segment_bytes": 4096})])
         assert admin.describe_topics(["n"])["n"].configs["segment_bytes"] == 4096
+
+
+def test_a_trailing_newline_makes_no_name_valid_and_valid_names_stay_valid():
+    """Names are checked whole: ``$`` would also match before a final
+    newline ("t\\n" passed as a topic, "bob\\n" as a user). A name found
+    valid once is remembered (a request names its topic once per part),
+    in a bounded set: 10,000 distinct names later the set holds at most
+    4,096 and every one is still judged the same."""
+    from logbroker import limits
+    from logbroker.protocol.auth_messages import check_user_name
+
+    for bad in ("t\n", "t\r\n", "\n", "t\nu"):
+        with pytest.raises(InvalidTopicError):
+            limits.check_topic_name(bad)
+    with pytest.raises(InvalidRequestError, match="invalid user name"):
+        check_user_name("bob\n")
+    assert check_user_name("bob") == "bob"
+    for i in range(10_000):
+        assert limits.check_topic_name(f"topic-{i}") == f"topic-{i}"
+        assert len(limits._VALID_TOPICS) <= limits._VALID_MAX
+    assert limits.check_topic_name("topic-3") == "topic-3"
+    for bad in ("topic-3\n", "..", "a/b", 3, None):
+        with pytest.raises(InvalidTopicError):
+            limits.check_topic_name(bad)

@@ -39,7 +39,7 @@ from ..limits import parse_address
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 SECURITY = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 MAX_LISTENERS = 16
-_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
 KEYS = ("name", "port", "host", "advertised", "security")
 
 

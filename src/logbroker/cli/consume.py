@@ -40,7 +40,7 @@ from .common import bootstrap_option, emit_json, record_json
 from ..errors import InvalidRequestError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from ..limits import check_group_name, check_offset, check_partition, check_timestamp, check_topic_name
 
-_AGE = re.compile(r"^-(\d{1,12})(s|m|h|d)$")
+_AGE = re.compile(r"^-(\d{1,12})(s|m|h|d)\Z")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 JOIN_WAIT_S = 30.0  # a one-shot member waits this long for its first assignment
 OFFSET_FORMS = "N, earliest, latest, @TIMESTAMP_MS or @-AGE (e.g. @-30s, @-15m, @-1h, @-2d)"

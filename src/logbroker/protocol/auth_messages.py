@@ -34,7 +34,7 @@ MECHANISMS = (MECHANISM, SCRAM_SHA_512, PLAIN)  # what a broker may offer (sasl_
 MAX_USER_CHARS = 249  # limits.MAX_NAME_CHARS: a user name is an LMDB key, as a topic's is
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's bounds for SCRAM iteration counts
 DEFAULT_ITERATIONS = 4096
-_USER = re.compile(r"^[A-Za-z0-9._@-]{1,%d}$" % MAX_USER_CHARS)
+_USER = re.compile(r"^[A-Za-z0-9._@-]{1,%d}\Z" % MAX_USER_CHARS)
 
 
 def check_user_name(name: object) -> str:
