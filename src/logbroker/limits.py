@@ -24,8 +24,6 @@ MAX_OFFSET = (1 << 63) - 1
 MIN_TIMESTAMP = 0  # ms since the epoch; -1 means "now" where an API allows it
 MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: what datetime can show
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,%d}\Z" % MAX_NAME_CHARS)
-
-
 _VALID_TOPICS: set = set()  # names found valid (a request names one per part: 10,000 parts)
 _VALID_MAX = 4096  # names kept at most (cleared when full: memory bounded whatever is sent)
 

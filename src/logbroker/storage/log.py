@@ -52,9 +52,9 @@ class Log:
 
     # one per partition (50,000 on a broker): slots, no instance dict
     __slots__ = (
-        "_appender", "_ckpt_clean", "_ckpt_sig", "_epochs", "_flusher", "_follower", "_locator", "_lock",
-        "_offline", "_on_dev", "_segs", "_txns", "auto_hw", "config", "directory", "files",
-        "index", "meta", "partition", "pid", "scanned_bytes", "topic", "__weakref__"
+        "_appender", "_ckpt_clean", "_ckpt_sig", "_epochs", "_flusher", "_follower", "_locator",
+        "_lock", "_offline", "_on_dev", "_segs", "_txns", "auto_hw", "config", "directory",
+        "files", "index", "meta", "partition", "pid", "scanned_bytes", "topic", "__weakref__"
     )
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,

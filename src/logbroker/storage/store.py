@@ -131,9 +131,8 @@ class Store:
         """Partitions LMDB records (``parts``) of a known topic whose directory
         is gone (a power cut after an unsynced creation: storage/creation.py):
         (topic, partition) to open again (``dirs``: the directories listed).
-        One that held flushed data loads
-        offline (its checkpoint names the missing segment); an empty one
-        comes back empty."""
+        One that held flushed data loads offline (its checkpoint names the
+        missing segment); an empty one comes back empty."""
         with self.meta.read() as txn:
             names = [k.decode() for k, _ in txn.cursor(db=self.meta.db("parts"))]
         out = []
@@ -403,8 +402,8 @@ class Store:
     def close(self, shared=None) -> None:
         """Flush and checkpoint every log (not one whose stored checkpoint is
         clean and current: ``Log.needs_clean_checkpoint``), then write the
-        clean-shutdown marker. The checkpoints go ``CLOSE_SLICE`` logs to a transaction:
-        closing 20,000 partitions costs tens of LMDB commits, not 20,000.
+        clean-shutdown marker. The checkpoints go ``CLOSE_SLICE`` logs to a
+        transaction: closing 20,000 partitions costs tens of LMDB commits.
         ``shared`` (a SharedSync): one syncfs flushes every log it covers
         first (20,000 lazy logs: one barrier, not 20,000 fsyncs)."""
         clean, flushed = True, []

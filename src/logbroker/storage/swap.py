@@ -124,15 +124,15 @@ def finish(swap: str, base: int, old: list[Segment]) -> None:
     pause_point("done")
 
 
-def recover_swaps(directory: str, entries: "list[str] | None" = None) -> list[tuple[int, int]]:
+def recover_swaps(directory: str, entries: list[str]) -> list[tuple[int, int]]:
     """At load, before the segments are listed: delete every ``.cleaned``
     file (step 1 never committed) and finish every ``.swap`` (step 2 did):
     the ``.log`` files of its range are removed and it becomes the segment
-    of its base. ``entries``: the directory's listing, if the caller has it.
+    of its base. ``entries``: the directory's listing (the loader's).
     Returns the ``(base, end)`` ranges finished, whose LMDB rows the loader
     must rebuild (the directory changed: list it again)."""
     done = []
-    for entry in sorted(os.listdir(directory) if entries is None else entries):
+    for entry in sorted(entries):
         parsed = parse_group_name(entry)
         if parsed is None:
             continue

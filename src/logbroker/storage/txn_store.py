@@ -197,8 +197,10 @@ def load(meta: MetaStore, pid: int, segments, log_start: int, end: int,
                     "rebuilding it from the log", pid, covered, snap_offset)
         aborted.clear()  # the open ones come from the snapshot: its first records may be gone
         replay_segments(_seeded(snap), segments, first, snap_offset, aborted.add)
-    elif covered > snap_offset:  # rows past the snapshot: the log was cut back (none at or
-        aborted.truncate(snap_offset)  # past ``covered`` by persist's rule; a clean close's are equal)
+    elif covered > snap_offset:
+        # rows past the snapshot: the log was cut back (persist writes none at or past
+        # ``covered``, and a clean close's snapshot is at ``covered``: nothing to drop)
+        aborted.truncate(snap_offset)
     state = replay_segments(TxnState.from_snapshot(snap), segments, snap_offset, end,
                             aborted.add, index)
     return Transactions(meta, pid, state, aborted)
