@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import struct
 import time
 
@@ -174,6 +175,26 @@ def test_sigterm_is_a_clean_shutdown(tmp_path):
     b.start()
     assert fetch_values(RawConn(b.port), "s") == [b"kept"]
     b.kill()
+
+
+def test_more_sigterms_while_it_stops_still_end_in_a_clean_exit(tmp_path):
+    """A supervisor may signal again while the broker stops: SIGTERM after
+    SIGTERM until it is gone (every 2 ms, through the loop's close and the
+    interpreter's exit) leaves exit status 0 and the clean-shutdown marker,
+    never death by the signal's default action."""
+    b = BrokerProcess(tmp_path / "d").start()
+    c = RawConn(b.port)
+    c.call(produce("s", build_batch([b"kept"])))
+    c.close()
+    proc, deadline = b.proc, time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(0.002)
+        except subprocess.TimeoutExpired:
+            pass
+    assert b.stop() == 0
+    assert os.path.exists(tmp_path / "d" / ".clean_shutdown")
 
 
 def test_shutdown_answers_requests_in_flight_then_closes(tmp_path):

@@ -80,6 +80,10 @@ def serve(data_dir, host, port, config_path, log_level, flush, broker_id, etcd,
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_run(config))
+    # stopped cleanly: a signal from now on is ignored, not the default action (Python's
+    # exit puts that back for signals it handles, and it would end the process by SIGTERM)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 async def _run(config: BrokerConfig) -> None:
@@ -87,8 +91,17 @@ async def _run(config: BrokerConfig) -> None:
 
     broker = Broker(config)
     loop = asyncio.get_running_loop()
+
+    def on_signal(signum, frame) -> None:
+        try:
+            loop.call_soon_threadsafe(broker.stop)
+        except RuntimeError:  # the loop is closed: stopped cleanly, the process is exiting
+            pass
+
+    # Python-level handlers, not the loop's: asyncio restores the default action when the
+    # loop closes, and a supervisor's second SIGTERM would then kill the exiting process
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, broker.stop)
+        signal.signal(sig, on_signal)
 
     def ready(b: Broker) -> None:
         # One line on stdout that scripts and tests wait for.
