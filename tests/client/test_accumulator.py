@@ -16,6 +16,7 @@ from logbroker.client.producer.sender import Sender
 from logbroker.client.settings import ProducerSettings
 from logbroker.errors import (BrokerUnavailableError, NotLeaderError, OutOfOrderSequenceError,
                               RecordTooLargeError, RequestTimedOutError)
+from logbroker.api.produce_fence import ProduceFences
 from logbroker.records.format import read_header
 from logbroker.storage.producer_state import ProducerStates
 
@@ -253,27 +254,30 @@ def test_retriable_failure_requeues_in_sequence_order_and_blocks_the_partition(s
     assert resent == [b1, b2, b3] and all(b.data is not None for b in resent)
 
 
-def test_a_partitions_first_batch_goes_alone_until_acknowledged(sender):
+def test_a_partitions_batches_pipeline_from_the_first_behind_the_leaders_fence(sender):
     """bench.scale's RF=3 row: the leader of a new topic's partition answers
     NOT_LEADER until it has opened its log, and takes the first batch of a
     producer it does not know whatever its sequence. The partition's first
-    three batches left in three requests; the first was refused, the next two
-    were appended, and its retry could only be refused ("producer 1 sent
-    sequence 0, expected 100"): its records failed, and the log holds the
-    later ones without them. One batch of a partition is in flight until one
-    is acknowledged, so every record lands, in order."""
+    three batches leave in three requests at once; the first is refused, and
+    the connection's fence (api/produce_fence.py) refuses the two that
+    followed it, though the log is open by then (without it they were
+    appended, and the first's retry could only be refused: "producer 1 sent
+    sequence 0, expected 100"). The retries go in order: every record lands,
+    in order, with no new producer id."""
     s = sender()
     s.producer_id, s.producer_epoch = 1, 0
     states, written = ProducerStates(), []  # the leader's producer state and log (sequences)
+    fences = ProduceFences()  # the leader's side of the one connection
 
     def answer(b, opened: bool) -> None:
-        if not opened:
-            s.delivery.failed(b, NotLeaderError("t-0: the leader is still opening its log"))
-            return
-        h = read_header(b.data)
         try:
+            fences.check("t", 0, b.data)
+            if not opened:
+                raise NotLeaderError("t-0: the leader is still opening its log")
+            h = read_header(b.data)
             [dup] = states.check_all([h])
-        except OutOfOrderSequenceError as exc:
+        except (NotLeaderError, OutOfOrderSequenceError) as exc:
+            fences.refused("t", 0, b.data, exc)
             s.delivery.failed(b, exc)
             return
         if dup is None:
@@ -288,16 +292,34 @@ def test_a_partitions_first_batch_goes_alone_until_acknowledged(sender):
         batches.append(handle[0])
         s.acc.seal_all()
         requests.append(collect(s))
+    assert [len(r) for r in requests] == [1, 1, 1]  # pipelined from the first
     for i, req in enumerate(requests):  # answered in order; the log opens after the first
         for b in req:
             answer(b, opened=i > 0)
-    for _ in range(5):  # the retry of the first, then the rest together
+    assert len(fences) == 1 and not any(b.done for b in batches)
+    for _ in range(5):  # the retries, in order
         for b in collect(s, float("inf")):
             answer(b, opened=True)
     assert [b.error for b in batches] == [None, None, None]
     assert [b.base_offset for b in batches] == [0, 1, 2] and written == [0, 1, 2]
-    assert not s.delivery.reset_pending
-    assert [len(r) for r in requests] == [1, 0, 0]  # the later ones waited for the first ack
+    assert not s.delivery.reset_pending and len(fences) == 0
+
+
+def test_a_transactional_partitions_first_batch_goes_alone_until_acknowledged(sender):
+    """A transaction's first batch on a partition is verified with its
+    coordinator before the leader appends it: one batch in flight until one
+    is acknowledged under the producer's id and epoch."""
+    s = sender()
+    s.producer_id, s.producer_epoch = 1, 0
+    s.txn = object()  # only its presence matters to _collect
+    requests = []
+    for _ in range(3):
+        s.acc.append("t", 0, b"x" * 100, None, None, None)
+        s.acc.seal_all()
+        requests.append(collect(s))
+    assert [len(r) for r in requests] == [1, 0, 0]
+    s.delivery.acked(requests[0][0], 0)
+    assert len(collect(s)) == 2
 
 
 def test_a_fatal_sequence_error_fails_the_batch_and_resets_the_producer(sender):

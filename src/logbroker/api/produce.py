@@ -24,6 +24,7 @@ from ..protocol.parts import ProducedPart
 from ..records import format as fmt
 from ..storage.incoming import part_buffers
 from .edge import check_partition_key
+from .produce_fence import ProduceFences
 
 
 
@@ -139,9 +140,12 @@ def produce(svc, req: m.Produce, session):
     traffic = svc.traffic  # metrics (None when off): bytes and records in, per part
     # ACLs enforced: a transactional batch needs a transactional id, whose WRITE the ACLs checked
     anonymous = req.transactional_id is None and session is not None and session.auth.enforcing
+    fences = None if session is None else session.produce_fences  # None: nothing refused yet
     for (topic, partition, _), data in zip(req.parts, req.payload):
         try:
             check_partition_key(topic, partition)
+            if fences is not None:
+                fences.check(topic, partition, data)
             if anonymous and transactional(data):
                 raise TransactionalIdAuthorizationFailedError(
                     f"{topic}-{partition}: a transactional batch needs the request's "
@@ -158,6 +162,10 @@ def produce(svc, req: m.Produce, session):
             appended = meta.append(topic, partition, data, req.acks)
         except LogbrokerError as exc:
             results.append(ProducedPart(topic, partition, *_err(exc), -1, -1))
+            if exc.retriable and session is not None:  # later batches wait for its retry
+                if fences is None:
+                    fences = session.produce_fences = ProduceFences()
+                fences.refused(topic, partition, data, exc)
             continue
         info = appended.info
         if traffic is not None and info.batches:  # retried duplicates are not counted again

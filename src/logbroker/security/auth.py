@@ -182,7 +182,7 @@ class Session:
 
     __slots__ = ("auth", "peer", "ip", "failed", "denied", "throttled", "loopback", "principal",
                  "gated", "state", "server", "user", "deadline", "refused", "broker", "tls",
-                 "mechanism", "fetch_session")
+                 "mechanism", "fetch_session", "produce_fences")
 
     def __init__(self, auth: BrokerAuth, peer: str, failed, denied=None, throttled=None) -> None:
         """``failed()``: called once per failed authentication, ``denied(cls)``
@@ -203,6 +203,7 @@ class Session:
         self.tls = False  # the connection is TLS (PLAIN is offered over TLS only)
         self.mechanism = ""  # the SASL mechanism chosen at the handshake
         self.fetch_session = None  # the connection's fetch session (api/fetch_session.py)
+        self.produce_fences = None  # its refused producers' fences (api/produce_fence.py)
 
     @property
     def acl_principal(self) -> str:

@@ -25,10 +25,12 @@ after a metadata refresh, is retried with the same bytes, so the same
 producer id and sequence, to whichever broker leads then. One
 ``InitProducerId`` per producer (and one more after a sequence gap); each
 partition's batches get ``base_sequence`` = records previously sent to it.
-A partition has one batch in flight until one of its batches is
-acknowledged under the current producer id (``PartitionQueue.confirmed``):
+A partition's batches pipeline from its first (up to ``max_in_flight``):
 a leader takes an unknown producer's first batch whatever its sequence, so
-only from then on does it refuse a later batch that overtook a failed one.
+it fences, per connection, the batches that follow one it refused before
+writing it (api/produce_fence.py, decision 110). A transactional producer
+keeps one batch of a partition in flight until one is acknowledged under
+its current id and epoch (``PartitionQueue.confirmed``).
 """
 
 from __future__ import annotations
@@ -262,16 +264,17 @@ class Sender:
         out, total = [], 0
         limit = self.settings.max_request_size
         per_part = self.settings.max_in_flight
-        idempotent = self.settings.idempotent
+        transactional = self.txn is not None
         for part in parts:
             if part.blocked:
                 continue
-            # Until a batch of this producer id is acknowledged here, the leader
-            # may not know the producer and takes its first batch whatever its
-            # sequence: a later batch appended while an earlier one failed
-            # without being written (NOT_LEADER from a leader still opening its
-            # log) would leave a gap no retry can fill. So one at a time till then.
-            most = per_part if part.confirmed or not idempotent else 1
+            # A leader takes an unknown producer's first batch whatever its
+            # sequence; the connection's fence (api/produce_fence.py) refuses the
+            # batches that follow one refused unwritten, so the partition's
+            # batches pipeline from the first. A transaction's first batch on a
+            # partition waits for its verification on the leader: one at a time
+            # there until one of this producer id and epoch is acknowledged.
+            most = per_part if part.confirmed or not transactional else 1
             while part.queue and part.inflight < most:
                 batch = part.queue[0]
                 size = batch.size if batch.data is None else len(batch.data)
