@@ -8,9 +8,11 @@ moment it is made.
     python -m bench.scale.phases                           # 1 and 1,000 partitions, 7 rounds
     python -m bench.scale.phases --partitions 1,1000,10000 --json
 
-Phases (ms, medians of the rounds, min-max): ``positions`` the answer of
-the ListOffsets resolving ``seek_to_beginning`` (the Metadata and
-connections before it included); ``first fetch`` the answer of the first
+Phases (ms, medians of the rounds, min-max): ``positions`` the moment the
+positions are known: the answer of a ListOffsets resolving
+``seek_to_beginning`` (the Metadata and connections before it included),
+or, when the first Fetch resolves them itself (decision 111), its answer
+absorbed; ``first fetch`` the answer of the first
 Fetch; ``absorbed`` its batches walked into the buffer; ``first
 records`` the first ``poll`` that returned records; ``all`` every record
 returned. Timed by wrapping the consumer's own methods for the run
@@ -53,8 +55,9 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
 def timed_phases(marks: dict):
     """Wrap the consumer's methods so their first calls are noted in
     ``marks`` (perf_counter): the end of ``Fetcher.list_offsets``
-    (positions), the start of ``FetchBuffer.absorb`` (the first Fetch
-    answered) and its end (absorbed); restored on exit."""
+    (positions; else the end of the first absorb), the start of
+    ``FetchBuffer.absorb`` (the first Fetch answered) and its end
+    (absorbed); restored on exit."""
     from logbroker.client.consumer.fetch_buffer import FetchBuffer
     from logbroker.client.consumer.fetcher import Fetcher
 
@@ -68,7 +71,9 @@ def timed_phases(marks: dict):
     def absorbed(*a, **k):
         marks.setdefault("first fetch", time.perf_counter())
         result = absorb(*a, **k)
-        marks.setdefault("absorbed", time.perf_counter())
+        now = time.perf_counter()
+        marks.setdefault("absorbed", now)
+        marks.setdefault("positions", now)  # known from the fetch itself: no ListOffsets ran
         return result
 
     Fetcher.list_offsets, FetchBuffer.absorb = listed, absorbed

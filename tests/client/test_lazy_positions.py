@@ -1,7 +1,9 @@
 """Positions resolve lazily (Kafka's rule): ``assign``, ``seek`` and
 ``seek_to_beginning`` / ``seek_to_end`` send nothing; the first ``poll``
-resolves every unknown position in one ListOffsets per leader, and no fetch
-is started only to be abandoned. Counted on the client: ``Router.sent`` (by
+resolves every unknown position: a committed offset, else a reset to either
+end in the first Fetch itself (at EARLIEST / LATEST: decision 111, no
+ListOffsets; ``position()`` asks ListOffsets when it needs one at once), and
+no fetch is started only to be abandoned. Counted on the client: ``Router.sent`` (by
 request type), ``Router.metadata_requests``, ``Fetcher.abandoned``."""
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def counts(c) -> tuple:
     return router.sent["ListOffsets"], router.metadata_requests, c._core.fetcher.abandoned
 
 
-def test_assign_then_seek_to_beginning_costs_one_list_offsets(broker):
+def test_assign_then_seek_to_beginning_costs_no_list_offsets(broker):
     fill(broker.bootstrap, TOPICS, 10)
     with Consumer(broker.bootstrap, **FAST) as c:  # auto_offset_reset "latest"
         c.assign([(t, 0) for t in TOPICS])
@@ -37,7 +39,7 @@ def test_assign_then_seek_to_beginning_costs_one_list_offsets(broker):
         got = consume(c, 50)
         assert sorted((r.topic, r.offset) for r in got) == \
             [(t, i) for t in TOPICS for i in range(10)]
-        assert counts(c) == (1, 1, 0)  # one Metadata, one ListOffsets, no fetch abandoned
+        assert counts(c) == (0, 1, 0)  # one Metadata, no ListOffsets, no fetch abandoned
 
 
 def test_assign_then_poll_resolves_by_policy(broker):
@@ -45,7 +47,7 @@ def test_assign_then_poll_resolves_by_policy(broker):
     with Consumer(broker.bootstrap, auto_offset_reset="earliest", **FAST) as c:
         c.assign([(t, 0) for t in TOPICS[:2]])
         assert len(consume(c, 6)) == 6
-        assert counts(c) == (1, 1, 0)
+        assert counts(c) == (0, 1, 0)
     with Consumer(broker.bootstrap, **FAST) as c:  # latest: only what comes later
         c.assign([(TOPICS[0], 0)])
         assert c.poll(0.3) == []
@@ -104,4 +106,4 @@ def test_group_consumer_starts_at_committed_unless_reset(broker):
         got = consume(c, 8)
         assert sorted((r.topic, r.offset) for r in got) == \
             [(TOPICS[0], o) for o in range(6)] + [(TOPICS[1], o) for o in (4, 5)]
-        assert c.position(*tps[1]) == 6 and counts(c)[0] == 1
+        assert c.position(*tps[1]) == 6 and counts(c)[0] == 0

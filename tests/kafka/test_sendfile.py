@@ -354,3 +354,26 @@ def test_records_are_bounded_and_go_with_their_segments(tmp_path):
         assert len(kinds) == 1  # the active segment's only
     finally:
         s.close()
+
+
+def test_a_negative_fetch_offset_is_out_of_range_as_kafka_answers(kbroker):
+    """Kafka answers a fetch at a negative offset OFFSET_OUT_OF_RANGE; our own
+    Fetch reads -2 / -1 as the log's ends (decision 111), which a Kafka
+    client must never get instead. The other partitions of the request are
+    read as usual."""
+    _, bootstrap, _, _ = kbroker
+    raw = Kafka(bootstrap)
+    try:
+        assert raw.produce("kneg", kbatch([b"a", b"b"])) == 0
+        raw.cid += 1
+        raw.sock.sendall(raw.send(1, 11, raw.cid, {
+            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
+                {"topic": "kneg", "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                    for offset in (-2, 0, -1)]}]}))
+        parts = raw.recv(1, 11)[1].responses[0].partitions
+        assert [p.error_code for p in parts] == [1, 0, 1]  # OFFSET_OUT_OF_RANGE, read, again
+        assert not parts[0].records and not parts[2].records and parts[1].records
+        assert parts[1].high_watermark == 2
+    finally:
+        raw.close()

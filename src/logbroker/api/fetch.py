@@ -11,7 +11,8 @@ from .. import limits
 from ..errors import InvalidRequestError, LogbrokerError
 from ..errors import code_and_message as _err
 from ..protocol import messages as m
-from ..protocol.parts import AbortedTxn, FetchedPart, ReplicaFetchedPart, TxnPartState
+from ..protocol.parts import (AbortedTxn, FetchedPart, FetchResolved, ReplicaFetchedPart,
+                              TxnPartState)
 from ..records import format as fmt
 from .edge import check_partition_key
 from .fetch_session import session_for
@@ -39,15 +40,21 @@ async def fetch(svc, req: m.Fetch, session) -> m.FetchResponse:
 async def _sessionless(svc, req: m.Fetch) -> m.FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+    resolved = {}  # a part asked at EARLIEST / LATEST: answered at once, saying where it read
     while True:
         parts, payload, total, logs, failed = _read(svc.meta, req.parts, req.max_bytes,
-                                                    req.isolation == 1)
+                                                    req.isolation == 1, resolved)
         left = deadline - loop.time()
-        if total >= req.min_bytes or left <= 0 or failed or not logs:
+        if total >= req.min_bytes or left <= 0 or failed or not logs or resolved:
             parts, txn = _split(parts, req.isolation)
             _count(svc, parts, total)
-            return m.FetchResponse(parts=tuple(parts), payload=tuple(payload), txn=txn)
+            return m.FetchResponse(parts=tuple(parts), payload=tuple(payload), txn=txn,
+                                   resolved=_resolved_rows(resolved))
         await svc.notifier.wait(logs, left)
+
+
+def _resolved_rows(resolved: dict) -> tuple:
+    return tuple(FetchResolved(t, p, offset) for (t, p), offset in resolved.items())
 
 
 async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
@@ -63,13 +70,15 @@ async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
         now = time.monotonic()
         if fs.sweep_due(now):
             touched.update(dict.fromkeys(fs.sweep(svc.meta, req.isolation == 1, now)))
-    news = True
+    news, resolved = True, {}
     while True:
         if news:
             parts, payload, total, _, failed = _read(svc.meta, fs.specs(touched), req.max_bytes,
-                                                     req.isolation == 1)
+                                                     req.isolation == 1, resolved)
+            if resolved:
+                fs.pin(resolved)
         left = deadline - loop.time()
-        if total >= req.min_bytes or left <= 0 or failed or not fs.parts:
+        if total >= req.min_bytes or left <= 0 or failed or not fs.parts or resolved:
             parts, txn = _split(parts, req.isolation)
             lso_of = None if req.isolation == 0 else \
                 {(t.topic, t.partition): t.last_stable_offset for t in txn}
@@ -80,7 +89,8 @@ async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
             _count(svc, parts, total)
             fs.epoch = req.session_epoch + 1
             return m.FetchResponse(parts=tuple(parts), payload=tuple(payload), txn=txn,
-                                   session_epoch=req.session_epoch)
+                                   session_epoch=req.session_epoch,
+                                   resolved=_resolved_rows(resolved))
         ready = fs.ready
         for tp in touched:  # read, nothing to answer yet: wait for news of any
             ready.pop(tp, None)
@@ -105,14 +115,16 @@ def _count(svc, parts, total: int) -> None:
                 fetched(part.topic, part.partition, part.nbytes)
 
 
-def _read(meta, specs, max_bytes: int, committed: bool):
+def _read(meta, specs, max_bytes: int, committed: bool, resolved: "dict | None" = None):
     """Read each ``(topic, partition, offset, max_bytes)`` of ``specs`` up
     to its high watermark, or with ``committed`` (READ_COMMITTED) its last
     stable offset, within ``max_bytes`` in all (at least one batch):
     (FetchedParts, payloads, bytes, logs read, a part failed). With
     ``committed`` each part's TxnPartState (the LSO, the aborted
     transactions with records in what is returned) follows its FetchedPart
-    in the first list (``_split`` splits them)."""
+    in the first list (``_split`` splits them). An offset EARLIEST or
+    LATEST is read from where it resolves (``resolved_offset``), noted in
+    ``resolved`` ((topic, partition) -> offset)."""
     parts, payload, logs, total, failed = [], [], [], 0, False
     budget = max(max_bytes, 1)
     for topic, partition, offset, part_bytes in specs:  # FetchPart
@@ -120,10 +132,14 @@ def _read(meta, specs, max_bytes: int, committed: bool):
         try:
             check_partition_key(topic, partition)
             lg = meta.log_for(topic, partition)
-            limits.check_offset(offset)
             limits.check_int(part_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
-            logs.append(lg)
             limit = lg.last_stable_offset if committed else lg.high_watermark
+            if offset.__class__ is int and offset < 0 and resolved is not None:
+                offset = resolved_offset(lg, offset, limit)  # EARLIEST / LATEST: from there
+                if offset >= 0:
+                    resolved[(topic, partition)] = offset
+            limits.check_offset(offset)
+            logs.append(lg)
             data = None
             if budget > 0 or total == 0:
                 data = lg.slice(offset, max(1, min(part_bytes, budget)), upto=limit)
@@ -142,6 +158,17 @@ def _read(meta, specs, max_bytes: int, committed: bool):
             parts.append(FetchedPart(topic, partition, *_err(exc), hw, start, 0))
             payload.append(b"")
     return parts, payload, total, logs, failed
+
+
+def resolved_offset(lg, offset: int, limit: int) -> int:
+    """Where a fetch at ``offset`` reads: EARLIEST (-2) the log start,
+    LATEST (-1) ``limit`` (the HW, or the LSO read committed): what
+    ListOffsets would answer at this moment, so a consumer starting at
+    either end needs no ListOffsets first (docs/protocol.md §5.3). Any
+    other offset as it is."""
+    if offset == limits.EARLIEST:
+        return lg.log_start_offset
+    return limit if offset == limits.LATEST else offset
 
 
 def returned_end(lg, data, offset: int, limit: int) -> int:

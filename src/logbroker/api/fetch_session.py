@@ -24,7 +24,9 @@ a fetch costs O(partitions that changed).
   new session.
 
 A partition answered with an error leaves the session (its client names it
-again when it fetches it next). An answer whose ``session_epoch`` is -1 (a
+again when it fetches it next). A part named at EARLIEST (-2) or LATEST
+(-1) is held, from its first read on, at the offset that resolved to
+(api/fetch.py ``resolved_offset``; ``pin``), and the answer says so. An answer whose ``session_epoch`` is -1 (a
 broker without sessions, a quota's empty answer, or no session opened for
 want of room) tells the client its session is gone.
 
@@ -169,6 +171,16 @@ class FetchSession:
             except LogbrokerError:
                 out.append(tp)
         return out
+
+    def pin(self, resolved: dict) -> None:
+        """Hold the parts a read resolved (``(topic, partition) -> offset``)
+        at those offsets: a long poll's next reads, and the next fetches,
+        continue from there."""
+        held = self.parts
+        for tp, offset in resolved.items():
+            part = held.get(tp)
+            if part is not None:
+                part.offset = offset
 
     def specs(self, tps) -> list:
         """``(topic, partition, offset, max_bytes)`` of the held ``tps``."""

@@ -13,7 +13,7 @@ import time
 from functools import partial
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidRequestError,
-                      LogbrokerError, ProducerFencedError)
+                      LogbrokerError, OffsetOutOfRangeError, ProducerFencedError)
 from ..protocol import messages as m
 from ..protocol.parts import EpochQuery, FetchPart, OffsetQuery, ProducePart
 from ..records.compression import READ_LIMIT
@@ -118,8 +118,12 @@ def fetch(site: KafkaSite, header, body) -> Plan:
     if body.isolation_level not in (0, 1):
         return Plan(None, lambda _r: _fetch_answer(
             [(t, p, _ISOLATION[0], -1, -1, b"") for t, p, _o, _b in parts], {}, False))
+    # a negative fetch offset is OFFSET_OUT_OF_RANGE to Kafka; ours reads -2 / -1
+    # as the log's ends (api/fetch.py), so those parts never reach it
+    negative = [i for i, part in enumerate(parts) if part.offset < 0]
+    read = tuple(part for part in parts if part.offset >= 0) if negative else parts
     req = m.Fetch(max_wait_ms=body.max_wait_ms, min_bytes=body.min_bytes,
-                  max_bytes=body.max_bytes, parts=parts, isolation=1 if committed else 0)
+                  max_bytes=body.max_bytes, parts=read, isolation=1 if committed else 0)
 
     def answer(resp: m.FetchResponse) -> dict:
         if resp.error:
@@ -127,6 +131,9 @@ def fetch(site: KafkaSite, header, body) -> Plan:
         else:
             rows = [(t, p, error, hw, start, data) for (t, p, error, _msg, hw, start, _n), data
                     in zip(resp.parts, resp.payload)]
+            for i in negative:
+                rows.insert(i, (parts[i].topic, parts[i].partition, OffsetOutOfRangeError.code,
+                                -1, -1, b""))
         txn = {(t, p): (lso, aborted) for t, p, lso, aborted in resp.txn} if committed \
             else _stable_offsets(site.meta, rows)
         out = _fetch_answer(rows, txn, committed)

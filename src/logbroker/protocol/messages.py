@@ -24,7 +24,7 @@ PROTOCOL_VERSION = 1
 CLOSE_CONNECTION = object()
 
 from .message_base import REQUESTS, RESPONSES, RESP as _RESP, Message, Response, register as _register  # noqa: F401
-from .parts import TxnPartState
+from .parts import FetchResolved, TxnPartState
 from .parts import (BrokerAddress, CommittedPart, FetchedPart, FetchPart, GroupDescription,
                     GroupResult, NewTopic, OffsetCommit, OffsetFound, OffsetQuery, PartitionLeaders,
                     PartitionResult, ProducedPart, ProducePart, TopicCount, TopicDescription,
@@ -208,12 +208,14 @@ class FetchResponse(Response):
     (producer_id, first_offset) of every aborted transaction with records
     in the returned range; a reader drops a transactional batch of
     ``producer_id`` at or after ``first_offset`` until that producer's abort
-    marker (Kafka's rule)."""
+    marker (Kafka's rule).
+    resolved: (topic, partition, offset) of each part asked at EARLIEST or
+    LATEST and read: the offset it was read from (the consumer's position)."""
 
     API, SCHEMA, HAS_PAYLOAD = 6, {**_RESP, "parts": [FetchedPart],
                                    "throttle_ms": int, "txn": [TxnPartState],
-                                   "session_epoch": int}, True
-    LATER = frozenset({"txn", "session_epoch"})
+                                   "session_epoch": int, "resolved": [FetchResolved]}, True
+    LATER = frozenset({"txn", "session_epoch", "resolved"})
     error: int = 0
     message: str = ""
     parts: tuple = ()
@@ -221,6 +223,7 @@ class FetchResponse(Response):
     payload: tuple = field(default=(), compare=False)
     txn: tuple = ()
     session_epoch: int = -1  # the fetch session's epoch answered; -1: none (api/fetch_session.py)
+    resolved: tuple = ()  # FetchResolved: parts asked at EARLIEST / LATEST (api/fetch.py)
 
 
 @_register

@@ -360,6 +360,14 @@ class AbortedTxn(NamedTuple):
 
 
 @part
+class FetchResolved(NamedTuple):
+    """Where a Fetch part asked at EARLIEST (-2) or LATEST (-1) was read from."""
+    topic: str
+    partition: int
+    offset: int
+
+
+@part
 class TxnPartState(NamedTuple):
     """A READ_COMMITTED fetch's view of one partition: the last stable
     offset and the aborted transactions with records in the returned range."""

@@ -9,7 +9,10 @@ Positions: ``position`` is the next offset ``poll()`` returns (what
 ``commit()`` commits); ``fetch_pos`` the next offset to fetch (ahead of
 ``position`` by what is buffered). ``seek`` sets both and bumps the
 partition's generation ``gen``, which discards buffered and in-flight data
-fetched for the old position.
+fetched for the old position. A partition reset to either end (``earliest``
+/ ``latest``, no committed offset) is fetched at EARLIEST / LATEST with no
+position yet (``fetch_from_end``): the answer's log start, or high
+watermark (last stable offset read committed), becomes its position.
 
 Corruption contract: a batch whose CRC (checked in ``take``) or header
 (checked in ``absorb``) is bad raises ``CorruptRecordError`` naming topic,
@@ -75,6 +78,23 @@ class PartitionState:
         if offset is None:
             self.unresolved[self] = None
 
+    def refetch(self) -> None:
+        """Drop what is buffered or in flight and fetch again from the
+        position (awaiting a fetch: from the same end, its reset kept)."""
+        if self.position is not None:
+            self.seek(self.position)
+        else:
+            self.gen += 1
+            self.changes[self] = None
+
+    def fetch_from_end(self, spec: int) -> None:
+        """Resolve the position by fetching at ``spec`` (EARLIEST or LATEST):
+        the broker reads from where that resolves and the answer's log start
+        or high watermark (LSO read committed) becomes the position
+        (``FetchBuffer.absorb``), with no ListOffsets before it."""
+        self.fetch_pos = spec
+        self.changes[self] = None
+
     def fail(self, exc: LogbrokerError) -> None:
         """Stop fetching: ``poll`` raises ``exc`` until a seek."""
         self.error = exc
@@ -135,7 +155,7 @@ class FetchBuffer:
         for st in list(unresolved):
             if st.position is not None or states.get((st.topic, st.partition)) is not st:
                 del unresolved[st]  # resolved, or no longer assigned
-            elif st.error is None:
+            elif st.error is None and st.fetch_pos is None:  # (else a fetch resolves it)
                 out.append(st)
         return out
 
@@ -173,14 +193,23 @@ class FetchBuffer:
         """``prefetch_bytes`` are buffered: fetch nothing more for now."""
         return self.buffered >= self.prefetch_bytes
 
-    def absorb(self, parts: list, gens: list, payloads, txn=()) -> list:
+    def absorb(self, parts: list, gens: list, payloads, txn=(), resolved=(),
+               resolved_gens=()) -> list:
         """Buffer one fetch response's data; returns ``(state, error)`` for
         parts that failed (for the fetch loop to handle). ``txn``: the
         answer's ``(topic, partition, last_stable_offset, aborted)`` rows
-        (read_committed)."""
+        (read_committed); ``resolved``: its ``(topic, partition, offset)``
+        rows for parts fetched at EARLIEST / LATEST (``fetch_from_end``),
+        of generations ``resolved_gens``: the position from there on."""
         failed = []
         txn_of = {(row[0], row[1]): row for row in txn} if txn else {}
         with self.lock:
+            for (topic, partition, offset), gen in zip(resolved, resolved_gens):
+                st = self.states.get((topic, partition))
+                if st is not None and st.gen == gen and st.position is None:
+                    st.position = st.fetch_pos = offset
+                    st.reset = None
+                    self.changed[st] = None  # fetched from ``offset`` on
             for (topic, partition, err, msg, hw, log_start, nbytes), gen, data in zip(
                     parts, gens, payloads):
                 st = self.states.get((topic, partition))

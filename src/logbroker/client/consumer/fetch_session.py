@@ -124,8 +124,10 @@ class FetchSession:
         f.reached()
         f.throttles.seen(self.broker, resp.throttle_ms, time.monotonic())
         gens = [book.gen((p[0], p[1])) for p in resp.parts]
+        resolved_gens = [book.gen((r[0], r[1])) for r in resp.resolved]
         book.answered(sent, resp.session_epoch, resp.parts)
-        failed = f.buffer.absorb(resp.parts, gens, resp.payload, resp.txn)
+        failed = f.buffer.absorb(resp.parts, gens, resp.payload, resp.txn, resp.resolved,
+                                 resolved_gens)
         reroute = False
         for st, code, message in failed:
             reroute = f.part_failed(st, code, message) or reroute

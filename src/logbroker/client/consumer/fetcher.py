@@ -189,7 +189,7 @@ class Fetcher:
                     books[was].unwant(tp)
                     del where[tp]
                     if leader is not None:  # moved: drop what the old leader sends
-                        st.seek(st.position)
+                        st.refetch()
                         buffer.changed.pop(st, None)
                 if leader is not None:
                     self.book(leader).want(tp, (st.topic, st.partition, st.fetch_pos, size), st.gen)
@@ -264,7 +264,7 @@ class Fetcher:
                 for st, gen in mine:
                     resolving[st] = (gen, done)
                 try:
-                    await self._resolve(mine, retry)
+                    await self._resolve(mine, retry, by_fetch=not only)
                 finally:
                     for st, _ in mine:
                         if resolving.get(st, (0, None))[1] is done:
@@ -274,9 +274,12 @@ class Fetcher:
                 return
             await asyncio.wait(theirs)  # then whatever they left unresolved is ours
 
-    async def _resolve(self, todo: list, retry: bool) -> None:
+    async def _resolve(self, todo: list, retry: bool, by_fetch: bool = False) -> None:
         """Resolve ``[(state, gen)]`` (see ``resolve_positions``); a state
-        seeked meanwhile (another gen) keeps its new position."""
+        seeked meanwhile (another gen) keeps its new position. ``by_fetch``
+        (the fetch loop's own resolving): a reset to either end is left to
+        the first fetch (``PartitionState.fetch_from_end``), no ListOffsets;
+        a caller that needs the position now (``position()``) asks ListOffsets."""
         committed = {}
         if self.settings.group is not None:
             wanted = [st for st, _ in todo if st.reset is None]
@@ -292,6 +295,9 @@ class Fetcher:
                 missing.append(st)
         policy_missing = [st for st in missing if (st.reset or self.settings.auto_offset_reset)
                           != "none"]
+        by_end = set()
+        if by_fetch:
+            by_end, policy_missing = set(policy_missing), []
         if policy_missing:
             spec = {st: SPECS[st.reset or self.settings.auto_offset_reset] for st in policy_missing}
             found = await self.list_offsets({(st.topic, st.partition): spec[st]
@@ -305,6 +311,8 @@ class Fetcher:
                     continue
                 if st in offsets:
                     st.seek(offsets[st])
+                elif st in by_end:
+                    st.fetch_from_end(SPECS[st.reset or self.settings.auto_offset_reset])
                 else:
                     self.buffer.failed(st, OffsetOutOfRangeError(
                         f"{st.topic}[{st.partition}]: no committed offset and "
