@@ -155,6 +155,15 @@ class ReadPositions:
                 c[3] += offset - before
             last[key] = offset
 
+    def resolved(self, rows) -> None:
+        """A Fetch answer's ``resolved`` rows ((topic, partition, offset):
+        parts asked at EARLIEST / LATEST, read from ``offset``): the
+        client's next Fetch moves on from there."""
+        known, last = self.traffic.parts, self.last
+        for topic, partition, offset in rows:
+            if (topic, partition) in known:
+                last[(topic, partition)] = offset
+
 
 class CommitStats:
     """GroupCommit's: the time of each fsync (any thread) and how many

@@ -354,6 +354,9 @@ class AnsweringConnection(asyncio.BufferedProtocol):
                 self.inflight_bytes -= a.size
                 if a.throttle:
                     a.response = self._throttled(a.response, a.throttle)
+                if self.reads is not None and a.response.__class__ is m.FetchResponse \
+                        and a.response.resolved:
+                    self.reads.resolved(a.response.resolved)  # where its next Fetch counts from
                 if debug:
                     log_refusals(self.log, self, a.response)
                 buffers = self._encode(a)
