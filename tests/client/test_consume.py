@@ -10,7 +10,7 @@ import pytest
 
 from logbroker import Admin, Consumer, Producer
 from logbroker.errors import OffsetOutOfRangeError
-from tests.support.fixtures import FAST, consume
+from tests.support.fixtures import FAST, consume, wait_until
 
 SHARE_BROKER = True  # one broker for the module (conftest's broker): every test has topics of its own
 
@@ -144,3 +144,33 @@ def test_highwater_and_closed_consumer(broker):
 
     with pytest.raises(ClientClosedError):
         c.poll(0)
+
+
+def test_a_full_prefetch_buffer_stops_fetching_until_a_poll_frees_room(broker):
+    """The fetch loop starts no session while the prefetch buffer is full: it
+    used to start one that ended at once, again and again, a busy loop on
+    the I/O thread that held the GIL from the polling thread (one partition
+    of 1,000,000 records read ~8x slower). A poll that frees room starts
+    fetching again, and every record arrives."""
+    values = [b"%06d" % i + b"x" * 1000 for i in range(3000)]  # ~3 MB
+    with Admin(broker.bootstrap, **FAST) as a:
+        a.create_topic("full", partitions=1)
+    with Producer(broker.bootstrap, **FAST) as p:
+        for v in values:
+            p.send("full", v)
+        p.flush()
+    with Consumer(broker.bootstrap, prefetch_bytes=256 << 10, max_partition_fetch_bytes=128 << 10,
+                  max_poll_records=10, **FAST) as c:
+        c.assign([("full", 0)])
+        c.seek_to_beginning()
+        got = c.poll(5.0)  # starts the fetch loop
+        fetcher, buffer = c._core.fetcher, c._core.buffer
+        wait_until(lambda: buffer.full, 10, "the prefetch buffer full")
+        started = fetcher.sessions_started
+        time.sleep(0.3)  # an observation window, not a wait for a condition
+        assert fetcher.sessions_started - started <= 1  # at most the one ending on the full buffer
+        while len(got) < len(values):
+            batch = c.poll(5.0)
+            assert batch, f"stalled after {len(got)} records"
+            got += batch
+        assert [r.value for r in got] == values

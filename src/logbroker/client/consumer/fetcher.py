@@ -65,6 +65,7 @@ class Fetcher:
         self._unrouted: dict[tuple[str, int], None] = {}  # fetchable, no leader known yet
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
+        self.sessions_started = 0  # FetchSessions started (one per broker while there is room)
         self.throttles = Throttles()  # brokers whose quota throttle runs (fetch_session.py)
         self._topics_seen: dict[str, int] = {}
         self._next_metadata = 0.0
@@ -149,9 +150,12 @@ class Fetcher:
             self.router.track({tp[0] for tp in unrouted})
             await self.router.refresh(force=bool(unrouted), retry=False)
             unrouted = self.distribute()
+        if self.buffer.full:  # a session would end at once: a poll that frees space wakes us
+            return self.router.options.reconnect_backoff_max if unrouted else None
         for broker, book in self._books.items():
             if book.wanted and broker not in self.sessions:
                 self.sessions[broker] = FetchSession(self, broker)
+                self.sessions_started += 1
         return self.router.options.reconnect_backoff_max if unrouted else None
 
     def distribute(self) -> list:
