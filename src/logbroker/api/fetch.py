@@ -115,7 +115,7 @@ def _count(svc, parts, total: int) -> None:
                 fetched(part.topic, part.partition, part.nbytes)
 
 
-def _read(meta, specs, max_bytes: int, committed: bool, resolved: "dict | None" = None):
+def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict):
     """Read each ``(topic, partition, offset, max_bytes)`` of ``specs`` up
     to its high watermark, or with ``committed`` (READ_COMMITTED) its last
     stable offset, within ``max_bytes`` in all (at least one batch):
@@ -134,7 +134,7 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: "dict | None" 
             lg = meta.log_for(topic, partition)
             limits.check_int(part_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
             limit = lg.last_stable_offset if committed else lg.high_watermark
-            if offset.__class__ is int and offset < 0 and resolved is not None:
+            if offset.__class__ is int and offset < 0:
                 offset = resolved_offset(lg, offset, limit)  # EARLIEST / LATEST: from there
                 if offset >= 0:
                     resolved[(topic, partition)] = offset

@@ -26,9 +26,10 @@ a fetch costs O(partitions that changed).
 A partition answered with an error leaves the session (its client names it
 again when it fetches it next). A part named at EARLIEST (-2) or LATEST
 (-1) is held, from its first read on, at the offset that resolved to
-(api/fetch.py ``resolved_offset``; ``pin``), and the answer says so. An answer whose ``session_epoch`` is -1 (a
-broker without sessions, a quota's empty answer, or no session opened for
-want of room) tells the client its session is gone.
+(api/fetch.py ``resolved_offset``; ``pin``), and the answer says so. An
+answer whose ``session_epoch`` is -1 (a broker without sessions, a quota's
+empty answer, or no session opened for want of room) tells the client its
+session is gone.
 
 Cost: a session watches its partitions (``DataNotifier.watch``): one whose
 data moved (a new high watermark) becomes *ready*; a fetch reads the

@@ -18,20 +18,20 @@ the sequence that follows the refused batches: a batch of that producer
 starting exactly there is refused with the same error (and the fence moves
 past it); any other batch of that producer there (the retry of ``s``, a
 new epoch) lifts the fence and is handled as usual. Other producers'
-batches pass. The client
-resends a partition's failed batches in order once all have come back
-(client/producer/delivery.py), so the retry lifts the fence.
+batches pass. The client resends a partition's failed batches in order
+once all have come back (client/producer/delivery.py), so the retry lifts
+the fence.
 
 Cost: nothing on the hot path (``session.produce_fences`` stays None until
 a refusal); once a connection has fences, each part's batch headers are
-read (a struct unpack each). Bounded: ``MAX_FENCES`` per
+read (``records.walker.scan_fields``). Bounded: ``MAX_FENCES`` per
 connection, the oldest dropped first.
 """
 
 from __future__ import annotations
 
-from ..errors import LogbrokerError
-from ..records import format as fmt
+from ..errors import CorruptRecordError, LogbrokerError
+from ..records.walker import scan_fields
 from ..storage.incoming import part_buffers
 
 MAX_FENCES = 1024  # fenced partitions one connection keeps
@@ -87,18 +87,17 @@ class ProduceFences:
 
 def _sequences(data) -> "tuple[int, int, int, int] | None":
     """(producer id, epoch, first sequence, the sequence after the last
-    batch) of a produce part's batches, read from their headers (no check:
-    what is malformed was refused for itself); None when there is no
-    header to read."""
-    first = None
-    after = 0
-    for buf in part_buffers(data):
-        n, pos = len(buf), 0
-        while n - pos >= fmt.HEADER_SIZE:
-            fields = fmt.HEADER.unpack_from(buf, pos)
-            pid, epoch, seq, count = fields[_PRODUCER]
-            if first is None:
-                first = (pid, epoch, seq)
-            after = (seq + count) & _SEQ_MASK
-            pos += fields[1] + fmt.LOG_OVERHEAD
+    batch) of a produce part's whole batches, read from their headers; None
+    when there is none or a header is malformed (storage refuses that part
+    for itself)."""
+    first, after = None, 0
+    try:
+        for buf in part_buffers(data):
+            for _, fields in scan_fields(buf):
+                pid, epoch, seq, count = fields[_PRODUCER]
+                if first is None:
+                    first = (pid, epoch, seq)
+                after = (seq + count) & _SEQ_MASK
+    except CorruptRecordError:
+        return None
     return None if first is None else (*first, after)

@@ -11,8 +11,8 @@ Positions: ``position`` is the next offset ``poll()`` returns (what
 partition's generation ``gen``, which discards buffered and in-flight data
 fetched for the old position. A partition reset to either end (``earliest``
 / ``latest``, no committed offset) is fetched at EARLIEST / LATEST with no
-position yet (``fetch_from_end``): the answer's log start, or high
-watermark (last stable offset read committed), becomes its position.
+position yet (``fetch_from_end``): the offset the answer says it read from
+(``FetchResponse.resolved``) becomes its position.
 
 Corruption contract: a batch whose CRC (checked in ``take``) or header
 (checked in ``absorb``) is bad raises ``CorruptRecordError`` naming topic,
@@ -89,8 +89,8 @@ class PartitionState:
 
     def fetch_from_end(self, spec: int) -> None:
         """Resolve the position by fetching at ``spec`` (EARLIEST or LATEST):
-        the broker reads from where that resolves and the answer's log start
-        or high watermark (LSO read committed) becomes the position
+        the broker reads from the log start or the HW (LSO read committed)
+        and the offset its answer names becomes the position
         (``FetchBuffer.absorb``), with no ListOffsets before it."""
         self.fetch_pos = spec
         self.changes[self] = None
