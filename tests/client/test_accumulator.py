@@ -224,6 +224,35 @@ def test_request_size_limit_splits_requests(sender):
     assert len(first) == 2 and len(second) == 2
 
 
+def test_a_flush_of_many_partitions_leaves_as_requests_of_about_a_mib(sender):
+    """Decision 112: the default max_request_size (16 MiB) bounds one batch;
+    a request carries REQUEST_BYTES of batches at most, so 8 partitions'
+    batches of ~300 KB leave as 3 requests (the first ones reach the broker
+    while the rest are encoded), each batch in exactly one."""
+    from logbroker.client.producer.sender import REQUEST_BYTES
+
+    s = sender(linger_ms=5, batch_size=4 << 20)  # one batch a partition
+    for p in range(8):
+        for _ in range(3):
+            s.acc.append("t", p, b"x" * 100_000, None, None, None)
+    s.acc.seal_all()
+    requests = []
+    while got := collect(s):
+        requests.append(got)
+    assert [len(r) for r in requests] == [3, 3, 2]
+    assert all(sum(len(b.data) for b in r) <= REQUEST_BYTES for r in requests)
+    assert sorted(b.partition for r in requests for b in r) == list(range(8))
+
+
+def test_one_batch_larger_than_request_bytes_still_leaves_alone(sender):
+    s = sender(batch_size=4 << 20, max_in_flight=1)  # no early seal: one batch of ~3 MB
+    for _ in range(30):
+        s.acc.append("t", 0, b"x" * 100_000, None, None, None)
+    s.acc.seal_all()
+    first = collect(s)
+    assert len(first) == 1 and len(first[0].data) > 3_000_000
+
+
 def _in_flight(s: Sender, n: int) -> list:
     for _ in range(n):
         s.acc.append("t", 0, b"x" * 100, None, None, None)

@@ -11,7 +11,10 @@ Routing (design.md §7): each partition's batches go to its leader (the
 router's metadata cache, routing.py). The ready batches of the partitions
 one broker leads go in one Produce request to it, up to ``max_in_flight``
 requests in flight per broker; a request carries one batch per part,
-several parts (in sequence order) per partition. A partition without a
+several parts (in sequence order) per partition, about ``REQUEST_BYTES``
+of batches at most (decision 112: a flush of many partitions leaves as a
+pipeline of such requests, so the broker appends the first ones while the
+rest are encoded). A partition without a
 known leader waits for a metadata refresh, a leader without a connection
 for one; neither holds up other brokers' partitions. A partition never has
 batches in flight to two brokers: after a leader change nothing goes to the
@@ -57,6 +60,14 @@ from .delivery import Delivery
 
 log = logging.getLogger("logbroker.client")
 _SEQ_MASK = 0x7FFFFFFF
+# A request carries up to this many bytes of batches (at least one batch;
+# ``max_request_size`` still bounds what one may carry): Kafka's default
+# max.request.size. A flush of 1,000 partitions' batches (~9 MB) left as one
+# request: the broker started appending once all of it was encoded and sent,
+# and answered after one barrier over 1,000 files; as ~1 MB requests,
+# pipelined, the broker appends the first while the rest are encoded, and
+# each barrier covers ~100 files (decision 112).
+REQUEST_BYTES = 1 << 20
 
 
 class Sender:
@@ -259,10 +270,11 @@ class Sender:
     def _collect(self, parts, broker: int) -> list:
         """The batches of one request to ``broker`` from ``parts`` (the
         partitions it leads): each partition's in sequence order, at most
-        ``max_in_flight`` of it in flight, up to ``max_request_size``;
-        a batch is encoded the first time it is sent."""
+        ``max_in_flight`` of it in flight, up to ``REQUEST_BYTES``
+        (``max_request_size`` if smaller; one batch however large); a batch
+        is encoded the first time it is sent."""
         out, total = [], 0
-        limit = self.settings.max_request_size
+        limit = min(self.settings.max_request_size, REQUEST_BYTES)
         per_part = self.settings.max_in_flight
         transactional = self.txn is not None
         for part in parts:
