@@ -14,7 +14,7 @@ from logbroker.api.inflation import Budget, Credit, WarningGate
 from logbroker.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from logbroker.kafka.record_batch import KafkaRecord, build_batch
 from logbroker.records import format as fmt
-from logbroker.storage.incoming import inspect, inspection_bytes, parse_batches
+from logbroker.storage.incoming import inspect, inspection_bytes, kafka_sections, parse_batches
 
 
 def zeros(n: int, codec: int, key: "bytes | None" = b"k") -> bytes:
@@ -81,6 +81,18 @@ def test_which_parts_are_inspected_and_their_size():
     big_plain = build_batch([KafkaRecord(0, 0, b"k", bytes(100 << 10))])
     assert inspection_bytes(big_plain, True) > 100 << 10 and inspection_bytes(big_plain, False) == 0
     assert inspection_bytes(b"garbage", False) == 0  # the loop's check reports it
+
+
+def test_only_a_part_holding_a_kafka_batch_is_looked_at_further():
+    """``kafka_sections`` spares the common part (our batches only) the
+    settings lookup and the header decode of ``inspection_bytes``."""
+    from logbroker.records import build_batch as ours
+
+    mine, zipped = ours([b"a", b"b"]), zeros(10, ZSTD)
+    assert not kafka_sections(mine) and not kafka_sections(memoryview(mine + mine))
+    assert kafka_sections(mine + zipped) and kafka_sections(zipped + mine)
+    assert not kafka_sections(b"") and not kafka_sections(b"garbage")
+    assert kafka_sections([mine])  # another form of a part: the full inspection decides
 
 
 def test_a_connection_credit_makes_it_wait_once_in_debt():

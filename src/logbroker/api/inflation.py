@@ -55,7 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import RecordTooLargeError, UnknownTopicOrPartitionError
 from ..security.quotas import principal_of
-from ..storage.incoming import Convert, inspect, inspection_bytes
+from ..storage.incoming import Convert, inspect, inspection_bytes, kafka_sections
 
 log = logging.getLogger("logbroker.broker")
 LOG_EVERY_S = 10.0  # at most one budget warning per this many seconds
@@ -151,6 +151,8 @@ class Inflation:
         header walk per part; nothing copied)."""
         found, size, threaded = None, 0, False
         for i, ((topic, partition, _), data) in enumerate(zip(msg.parts, msg.payload)):
+            if not kafka_sections(data):
+                continue  # our batches only (the common part): no settings looked up
             cfg = self._config(topic, partition)
             n = inspection_bytes(data, cfg.compacts)
             if n:

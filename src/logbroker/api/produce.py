@@ -80,7 +80,9 @@ class ProduceAnswer:
             if self.response is not None:
                 return
             error, message = (0, "") if exc is None else _err(exc)
-            self.results[index] = self.results[index]._replace(error=error, message=message)
+            topic, partition, _, _, base, start = self.results[index]
+            # built, not ``_replace``d: 1,000 parts a request, ~1.5 us each saved
+            self.results[index] = ProducedPart(topic, partition, error, message, base, start)
             self.waiting -= 1
             if not self.waiting:
                 self._finish()

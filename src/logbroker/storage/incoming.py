@@ -66,6 +66,21 @@ def part_buffers(data) -> list:
     return list(data)
 
 
+def kafka_sections(data) -> bool:
+    """Whether the part ``data`` may hold a Kafka batch (magic 2), the only
+    kind ``inspection_bytes`` can count: a walk of the batches' lengths and
+    magic bytes (no header decoded), True for anything but one bytes-like
+    buffer. What is malformed answers either way: the loop's check reports it."""
+    if not isinstance(data, (bytes, memoryview, bytearray)):
+        return True
+    n, pos, kafka = len(data), 0, fmt.KAFKA_MAGIC
+    while pos + fmt.HEADER_SIZE <= n:
+        if data[pos + fmt.STAMP_SIZE] == kafka:
+            return True
+        pos += int.from_bytes(data[pos + 8:pos + 12], "big") + fmt.LOG_OVERHEAD
+    return False
+
+
 def inspection_bytes(data, require_keys: bool) -> int:
     """The bytes of records in the part ``data`` too costly for the loop,
     0 when there are none: compressed Kafka sections, and (``require_keys``)
