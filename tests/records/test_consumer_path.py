@@ -5,7 +5,6 @@ bytes (pure, no broker)."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import pytest
@@ -114,7 +113,7 @@ def test_read_fields_accepts_and_refuses_what_read_header_does(seed):
         pos = rnd.randrange(fmt.HEADER_SIZE)
         data[pos] = rnd.choice([0, 1, 3, 0xFF, data[pos] ^ (1 << rnd.randrange(8))])
     try:
-        expected = dataclasses.astuple(read_header(data, 0))
+        expected = tuple(read_header(data, 0))
     except CorruptRecordError as exc:
         with pytest.raises(CorruptRecordError) as info:
             fmt.read_fields(data, 0)

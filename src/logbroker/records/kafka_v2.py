@@ -139,8 +139,8 @@ def decode_kafka(batch, header: fmt.BatchHeader, *, verify: bool = True,
                        log_append_time=bool(header.attributes & fmt.LOG_APPEND_TIME))
     mv = memoryview(raw).cast("B")
     columns = decode_ours(mv, 0, len(mv), fmt.read_header(mv, 0), verify=False)
-    return dataclasses.replace(columns, header=dataclasses.replace(
-        header, first_timestamp=columns.header.first_timestamp))
+    return dataclasses.replace(columns, header=header._replace(
+        first_timestamp=columns.header.first_timestamp))
 
 
 def kafka_records(batch, header: fmt.BatchHeader, *, verify: bool = True,
