@@ -72,3 +72,34 @@ def test_a_reader_slower_than_the_socket_gets_the_same_bytes(broker):
     assert _values(first.message) == expected
     assert isinstance(slow.recv().message, m.HandshakeResponse)
     assert conn.call(m.Handshake()).error == 0  # the broker serves others meanwhile and after
+
+
+class _Transport:
+    def __init__(self, sock) -> None:
+        self.sock = sock
+
+    def get_extra_info(self, name):
+        return self.sock if name == "socket" else None
+
+
+def test_an_answer_of_many_slices_is_corked_then_uncorked():
+    """net/sendfile.cork: set on a TCP socket while its slices go, cleared
+    after (else the next answer waits up to 200 ms); nothing on a socket it
+    does not apply to, or one already closed."""
+    from logbroker.net.sendfile import cork
+
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    try:
+        t = _Transport(peer)
+        assert cork(t, True) and peer.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 1
+        assert cork(t, False) and peer.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK) == 0
+        a, b = socket.socketpair()
+        assert not cork(_Transport(a), True) and not cork(_Transport(None), True)
+        a.close(), b.close()
+        peer.close()
+        assert not cork(t, False)
+    finally:
+        for s in (client, peer, server):
+            s.close()

@@ -40,7 +40,7 @@ from ..storage.results import FileSlice
 from ..security.auth import Session
 from ..security.quotas import principal_of
 from .refusals import log_refusals
-from .sendfile import read_slices, sendfile
+from .sendfile import cork, read_slices, sendfile
 
 MAX_PENDING = 64  # requests unanswered before reading pauses
 
@@ -389,12 +389,18 @@ class AnsweringConnection(asyncio.BufferedProtocol):
             self._pump()
 
     async def _write(self, buffers: list) -> None:
+        corked = False
         try:
+            if sum(1 for buf in buffers if buf.__class__ is FileSlice) > 1:
+                corked = cork(self.transport, True)  # segments filled across the slices
             for buf in buffers:
                 if isinstance(buf, FileSlice):
                     await sendfile(self.transport, buf)
                 else:
                     self.transport.write(buf)
+            if corked:  # sent now, not after the cork's 200 ms
+                corked = False
+                cork(self.transport, False)
             if self.can_write is not None:
                 await self.can_write
         except (OSError, RuntimeError) as exc:  # the peer left mid-response (e.g. in a sendfile)
@@ -408,6 +414,8 @@ class AnsweringConnection(asyncio.BufferedProtocol):
             return
         finally:
             self.writer = None
+            if corked:
+                cork(self.transport, False)
         self._ready(None)
 
     def _set_idle(self) -> None:
