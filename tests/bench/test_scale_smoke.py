@@ -93,8 +93,32 @@ def test_quick_phases_bench_times_each_phase_in_order(tmp_path: Path) -> None:
     from bench.scale.phases import PHASES, tables
     assert [c["partitions"] for c in out["cases"]] == [1, 100]
     for case in out["cases"]:
-        times = [case[ph]["median"] for ph in PHASES]
-        assert 0 < times[0] and times == sorted(times), case  # positions, fetch, ..., all
+        times = [case[ph]["median"] for ph in PHASES[1:]]
+        assert 0 < times[0] and times == sorted(times), case  # first fetch, ..., all
+        # positions: a ListOffsets answer before the first fetch, or (decision 111) that
+        # fetch's answer absorbed
+        assert 0 < case["positions"]["median"] <= case["absorbed"]["median"], case
         assert gone(case["pid"])
+    from bench.common.harness import tables_markdown
+    assert "| 100 |" in tables_markdown(tables(out))
+
+
+def test_quick_parts_bench_times_each_request_kind(tmp_path: Path) -> None:
+    """``python -m bench.scale.parts --quick --json``: for 1 and 100
+    partitions, the produce (first and later) and the first fetch are
+    timed, a request of 100 parts takes longer than one of 1, and the
+    brokers are gone."""
+    proc = subprocess.run([sys.executable, "-m", "bench.scale.parts", "--quick", "--json",
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    from bench.scale.parts import tables
+    one, hundred = out["cases"]
+    assert (one["partitions"], hundred["partitions"]) == (1, 100)
+    for kind in ("first_produce", "produce", "fetch"):
+        assert 0 < one[kind]["ms"] < hundred[kind]["ms"], kind
+        assert hundred[kind]["us_per_part"] == hundred[kind]["ms"] * 1000 / 100
+    assert gone(one["pid"]) and gone(hundred["pid"])
     from bench.common.harness import tables_markdown
     assert "| 100 |" in tables_markdown(tables(out))
