@@ -111,3 +111,18 @@ def follow(bootstrap: str, partitions: int, seconds: float, pids) -> "tuple[floa
 
 def spread(vals: list) -> dict:
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+
+
+def per_count(args, workdir: str, run_case) -> dict:
+    """A bench's results over ``args.counts`` partition counts: one row per
+    count from ``run_case(workdir, partitions, args, log)``, with the
+    environment and the parameters (partitions, records, rounds)."""
+    from bench.common import harness
+    from bench.common.environment import environment
+
+    log = harness.progress_log()
+    cases = [run_case(workdir, p, args, log) for p in args.counts]
+    return {"environment": environment(workdir), "params": {"partitions": args.counts,
+                                                    "records": args.records,
+                                                    "rounds": args.rounds},
+            "quick": args.quick, "cases": cases}

@@ -29,10 +29,9 @@ import statistics
 import time
 
 from bench.common import harness
-from bench.common.environment import environment
 from bench.common.procfs import cpu_seconds
 from bench.common.procs import BrokerProcess
-from bench.scale.common import VALUE
+from bench.scale.common import VALUE, per_count
 from tests.support.fixtures import RawConn
 
 TOPIC = "parts"
@@ -129,12 +128,7 @@ def run_case(workdir: str, partitions: int, args, log) -> dict:
 
 
 def run(args: argparse.Namespace, workdir: str, err) -> dict:
-    log = harness.progress_log()
-    cases = [run_case(workdir, p, args, log) for p in args.counts]
-    return {"environment": environment(workdir), "params": {"partitions": args.counts,
-                                                    "records": args.records,
-                                                    "rounds": args.rounds},
-            "quick": args.quick, "cases": cases}
+    return per_count(args, workdir, run_case)
 
 
 def tables(results: dict) -> list:

@@ -29,9 +29,8 @@ import os
 import time
 
 from bench.common import harness
-from bench.common.environment import environment
 from bench.common.procs import BrokerProcess
-from bench.scale.common import TOPIC, acked, produce, spread, topic_partitions
+from bench.scale.common import TOPIC, acked, per_count, produce, spread, topic_partitions
 
 PHASES = ("positions", "first fetch", "absorbed", "first records", "all")
 
@@ -127,14 +126,9 @@ def run_case(workdir: str, partitions: int, args, log) -> dict:
 
 
 def run(args: argparse.Namespace, workdir: str, err) -> dict:
-    log = harness.progress_log()
     from logbroker.client.consumer import sync  # noqa: F401 - imported before the clocks start
 
-    cases = [run_case(workdir, p, args, log) for p in args.counts]
-    return {"environment": environment(workdir), "params": {"partitions": args.counts,
-                                                    "records": args.records,
-                                                    "rounds": args.rounds},
-            "quick": args.quick, "cases": cases}
+    return per_count(args, workdir, run_case)
 
 
 def tables(results: dict) -> list:
