@@ -4,8 +4,8 @@ one raw connection (no client library in the timing: the request is
 encoded before the clock starts), ``rounds`` Produce requests of P parts
 (one batch of ``records`` records of 100 B each, an idempotent producer,
 acks=all: appended, one barrier, answered), then ``rounds`` first Fetches
-of P parts at EARLIEST (a fetch session's opening: every partition's
-records in one answer).
+of P parts at EARLIEST (a fetch session's opening), each part's
+``max_bytes`` one such batch: one batch of every partition in one answer.
 
     python -m bench.scale.parts                             # 1, 1,000 and 10,000 partitions
     python -m bench.scale.parts --partitions 1,1000 --json
@@ -75,10 +75,10 @@ def produce_rounds(conn: RawConn, partitions: int, args, pid: int) -> list:
         if failed:
             raise RuntimeError(f"{len(failed)} parts refused, first {failed[0]}")
         out.append((wall, cpu))
-    return out
+    return out, len(batches[0])
 
 
-def fetch_rounds(port: int, partitions: int, args, pid: int) -> list:
+def fetch_rounds(port: int, partitions: int, batch_bytes: int, args, pid: int) -> list:
     from logbroker.protocol import messages as m
 
     out = []
@@ -86,7 +86,7 @@ def fetch_rounds(port: int, partitions: int, args, pid: int) -> list:
         conn = RawConn(port)  # a new connection: a new session, answered in full
         try:
             request = m.Fetch(max_wait_ms=0, max_bytes=1 << 30, session_epoch=0,
-                              parts=tuple((TOPIC, q, -2, 8 << 20) for q in range(partitions)))
+                              parts=tuple((TOPIC, q, -2, batch_bytes) for q in range(partitions)))
             wall, cpu, answer = _timed(conn, request, pid)
         finally:
             conn.close()
@@ -114,10 +114,10 @@ def run_case(workdir: str, partitions: int, args, log) -> dict:
             admin.create_topic(TOPIC, partitions)
         conn = RawConn(broker.port)
         try:
-            produced = produce_rounds(conn, partitions, args, pid)
+            produced, batch_bytes = produce_rounds(conn, partitions, args, pid)
         finally:
             conn.close()
-        fetched = fetch_rounds(broker.port, partitions, args, pid)
+        fetched = fetch_rounds(broker.port, partitions, batch_bytes, args, pid)
     finally:
         broker.stop()
     row = {"partitions": partitions, "pid": pid, "first_produce": _figures(produced[:1], partitions),
