@@ -182,7 +182,7 @@ class _Json:
     def event(self, ev) -> None:
         if isinstance(ev, BatchInfo):
             obj = {"type": "batch", "file": ev.file, "position": ev.position,
-                   **asdict(ev.header), "last_offset": ev.header.last_offset,
+                   **ev.header._asdict(), "last_offset": ev.header.last_offset,
                    "size": ev.header.size, "crc_ok": ev.crc_ok,
                    "transactional": ev.transactional, "control": _control(ev)}
         elif isinstance(ev, RecordInfo):
