@@ -126,3 +126,29 @@ def per_count(args, workdir: str, run_case) -> dict:
                                                     "records": args.records,
                                                     "rounds": args.rounds},
             "quick": args.quick, "cases": cases}
+
+
+def parse_counts(argv, name: str, doc: str, quick: tuple, *, partitions: str,
+                 records: "tuple[int, str]", rounds: "tuple[int, str]", min_rounds: int = 1):
+    """The command line of a bench over partition counts (``--partitions``
+    of one topic each, at most TOPIC_MAX; ``--records``; ``--rounds``):
+    ``records`` and ``rounds`` are (default, help), ``quick`` the
+    (partitions, records, rounds) of ``--quick``; ``args.counts`` the
+    counts as ints."""
+    from bench.common import harness
+
+    quick_text = f"{quick[0].replace(',', ' and ')} partitions, {quick[1]:,} records, " \
+        f"{quick[2]} rounds"
+    ap = harness.parser(name, doc, quick_text)
+    ap.add_argument("--partitions", default=partitions, help=f"comma-separated partition counts "
+                    f"(default {partitions}; at most {TOPIC_MAX:,}: one topic)")
+    ap.add_argument("--records", type=int, default=records[0], help=records[1])
+    ap.add_argument("--rounds", type=int, default=rounds[0], help=rounds[1])
+    args = harness.parse(ap, argv)
+    if args.quick:
+        args.partitions, args.records, args.rounds = quick
+    args.counts = [int(x) for x in args.partitions.split(",")]
+    if any(not 1 <= c <= TOPIC_MAX for c in args.counts) or args.records < 1 \
+            or args.rounds < min_rounds:
+        ap.error(f"partitions 1-{TOPIC_MAX:,} each, records >= 1, rounds >= {min_rounds}")
+    return args

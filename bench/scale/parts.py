@@ -31,25 +31,16 @@ import time
 from bench.common import harness
 from bench.common.procfs import cpu_seconds
 from bench.common.procs import BrokerProcess
-from bench.scale.common import VALUE, per_count
+from bench.scale.common import VALUE, parse_counts, per_count
 from tests.support.fixtures import RawConn
 
 TOPIC = "parts"
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
-    ap = harness.parser("scale.parts", __doc__, "1 and 100 partitions, 3 rounds")
-    ap.add_argument("--partitions", default="1,1000,10000", help="comma-separated partition "
-                    "counts (default 1,1000,10000; at most 10,000: one topic)")
-    ap.add_argument("--records", type=int, default=10, help="records per batch (default 10)")
-    ap.add_argument("--rounds", type=int, default=7, help="requests of each kind (default 7)")
-    args = harness.parse(ap, argv)
-    if args.quick:
-        args.partitions, args.rounds = "1,100", 3
-    args.counts = [int(x) for x in args.partitions.split(",")]
-    if any(not 1 <= c <= 10_000 for c in args.counts) or args.records < 1 or args.rounds < 2:
-        ap.error("partitions 1-10,000 each, records >= 1, rounds >= 2")
-    return args
+    return parse_counts(argv, "scale.parts", __doc__, ("1,100", 10, 3), partitions="1,1000,10000",
+                        records=(10, "records per batch (default 10)"),
+                        rounds=(7, "requests of each kind (default 7)"), min_rounds=2)
 
 
 def _timed(conn: RawConn, request, pid: int) -> tuple:

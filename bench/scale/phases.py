@@ -30,24 +30,16 @@ import time
 
 from bench.common import harness
 from bench.common.procs import BrokerProcess
-from bench.scale.common import TOPIC, acked, per_count, produce, spread, topic_partitions
+from bench.scale.common import (TOPIC, acked, parse_counts, per_count, produce, spread,
+                                topic_partitions)
 
 PHASES = ("positions", "first fetch", "absorbed", "first records", "all")
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
-    ap = harness.parser("scale.phases", __doc__, "1 and 100 partitions, 5,000 records, 2 rounds")
-    ap.add_argument("--partitions", default="1,1000", help="comma-separated partition counts "
-                    "(default 1,1000; at most 10,000: one topic)")
-    ap.add_argument("--records", type=int, default=100_000, help="records per case (default 100,000)")
-    ap.add_argument("--rounds", type=int, default=7, help="consumers timed per case (default 7)")
-    args = harness.parse(ap, argv)
-    if args.quick:
-        args.partitions, args.records, args.rounds = "1,100", 5_000, 2
-    args.counts = [int(x) for x in args.partitions.split(",")]
-    if any(not 1 <= c <= 10_000 for c in args.counts) or args.records < 1 or args.rounds < 1:
-        ap.error("partitions 1-10,000 each, records and rounds >= 1")
-    return args
+    return parse_counts(argv, "scale.phases", __doc__, ("1,100", 5_000, 2), partitions="1,1000",
+                        records=(100_000, "records per case (default 100,000)"),
+                        rounds=(7, "consumers timed per case (default 7)"))
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from ..errors import code_and_message as _err
 from ..protocol import messages as m
 from ..protocol.parts import ProducedPart
 from ..records import format as fmt
+from ..records.walker import header_positions
 from ..storage.incoming import part_buffers
 from .edge import check_partition_key
 from .produce_fence import ProduceFences
@@ -210,14 +211,12 @@ def transactional(data) -> bool:
 
 
 def _transactional_bytes(data) -> bool:
-    n, pos = len(data), 0
-    while pos + fmt.HEADER_SIZE <= n:
+    for pos in header_positions(data):
         # the magic follows the stamp; the attributes open the CRC's bytes
         bit = fmt.TRANSACTIONAL if data[pos + fmt.STAMP_SIZE] == fmt.MAGIC \
             else fmt.KAFKA_TRANSACTIONAL
         if (data[pos + fmt.CRC_START] << 8 | data[pos + fmt.CRC_START + 1]) & bit:
             return True
-        pos += int.from_bytes(data[pos + 8:pos + 12], "big") + fmt.LOG_OVERHEAD
     return False
 
 

@@ -49,6 +49,7 @@ from ..errors import (InvalidProducerEpochError, InvalidRequestError, InvalidTxn
 from ..protocol import messages as m
 from ..protocol.parts import PartitionResult, ProducedPart
 from ..records import format as fmt
+from ..records.walker import header_positions
 from ..storage.incoming import part_buffers
 from ..cluster.peer_calls import PeerCalls
 from .markers import check_broker
@@ -75,8 +76,7 @@ def producer_of(part) -> "tuple[int, int] | None":
 
 
 def _producer_in(data, found: "tuple[int, int] | None") -> "tuple[int, int] | None":
-    n, pos = len(data), 0
-    while pos + fmt.HEADER_SIZE <= n:
+    for pos in header_positions(data):
         magic = data[pos + fmt.STAMP_SIZE]
         attrs = data[pos + fmt.CRC_START] << 8 | data[pos + fmt.CRC_START + 1]
         if magic in (fmt.MAGIC, fmt.KAFKA_MAGIC):
@@ -88,7 +88,6 @@ def _producer_in(data, found: "tuple[int, int] | None") -> "tuple[int, int] | No
                     raise InvalidTxnStateError("transactional batches of two producers (or "
                                                "epochs) in one part")
                 found = got
-        pos += int.from_bytes(data[pos + 8:pos + 12], "big") + fmt.LOG_OVERHEAD
     return found
 
 

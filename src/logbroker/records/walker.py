@@ -30,6 +30,17 @@ SEARCH_INFLATE_BYTES = 1 << 20  # a compressed Kafka batch the search by time de
 SEARCH_RECORDS = 10_000  # records of a Kafka batch the search by time decodes at most
 
 
+def header_positions(buf) -> Iterator[int]:
+    """The byte position of each batch header that fits whole in ``buf``,
+    stepping by the batch length fields alone (nothing checked, no header
+    decoded): for the produce path's quick looks at a part's magic and
+    attribute bytes, where what is not a whole batch is storage's to refuse."""
+    n, pos = len(buf), 0
+    while pos + fmt.HEADER_SIZE <= n:
+        yield pos
+        pos += int.from_bytes(buf[pos + 8:pos + 12], "big") + fmt.LOG_OVERHEAD
+
+
 def scan_fields(buf, start: int = 0, end: "int | None" = None) -> Iterator[tuple[int, tuple]]:
     """``(position, header fields)`` (``format.read_fields``: checked, no
     object) of each whole batch in ``buf[start:end]``; no CRC check."""

@@ -13,7 +13,7 @@ from ..records.compact import has_null_key
 from ..records.compression import READ_LIMIT
 from ..records.inflate import inflate
 from ..records.kafka_v2 import check_batch, check_transactional
-from ..records.walker import scan_fields, split_batches
+from ..records.walker import header_positions, scan_fields, split_batches
 from .epochs import LeaderEpochs
 
 Parsed = list[tuple[memoryview, fmt.BatchHeader]]
@@ -73,12 +73,7 @@ def kafka_sections(data) -> bool:
     buffer. What is malformed answers either way: the loop's check reports it."""
     if not isinstance(data, (bytes, memoryview, bytearray)):
         return True
-    n, pos, kafka = len(data), 0, fmt.KAFKA_MAGIC
-    while pos + fmt.HEADER_SIZE <= n:
-        if data[pos + fmt.STAMP_SIZE] == kafka:
-            return True
-        pos += int.from_bytes(data[pos + 8:pos + 12], "big") + fmt.LOG_OVERHEAD
-    return False
+    return any(data[pos + fmt.STAMP_SIZE] == fmt.KAFKA_MAGIC for pos in header_positions(data))
 
 
 def inspection_bytes(data, require_keys: bool) -> int:
