@@ -135,3 +135,48 @@ def test_an_opening_fetch_answers_like_one_without_a_session(broker, isolation):
     assert plain.session_epoch == -1 and opened.session_epoch == 0
     assert opened.parts == plain.parts and opened.txn == plain.txn
     assert [bytes(p) for p in opened.payload] == [bytes(p) for p in plain.payload]
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+def test_a_session_fetch_stops_where_its_bytes_are_spent_and_the_rest_follow(broker, isolation):
+    """The opening fetch of 6 partitions with room for about two answers the
+    partitions it reached only; each later fetch, naming nothing, goes on
+    with the ones not reached, first in line: every partition's records
+    come exactly once, in the order asked."""
+    admin, conn = RawConn(broker.port), RawConn(broker.port)
+    topic = f"fs-budget-{isolation}"
+    _topic(admin, topic, 6)
+    for q in range(6):
+        _produce(admin, topic, q, [b"%d" % q * 200])
+    one = len(build_batch([b"0" * 200]))
+    fetch = dict(max_wait_ms=0, max_bytes=2 * one, isolation=isolation)
+    opened = conn.call(m.Fetch(session_epoch=0, parts=tuple((topic, q, 0, 1 << 20)
+                                                            for q in range(6)), **fetch))
+    assert _names(opened) == [(topic, 0), (topic, 1)]
+    got = [(p.partition, bytes(d)) for p, d in zip(opened.parts, opened.payload)]
+    epoch = 1
+    while len(got) < 6 and epoch < 10:
+        # the client names the partitions it got bytes for at their next offsets
+        named = tuple((topic, p.partition, 1, 1 << 20) for p in opened.parts)
+        opened = conn.call(m.Fetch(session_epoch=epoch, parts=named, **fetch))
+        got += [(p.partition, bytes(d)) for p, d in zip(opened.parts, opened.payload) if p.nbytes]
+        epoch += 1
+    assert [q for q, _ in got] == list(range(6))
+    assert all(b"%d" % q * 200 in data for q, data in got)
+    quiet = conn.call(m.Fetch(session_epoch=epoch, **{**fetch, "max_wait_ms": 100}))
+    assert quiet.parts == ()  # all read: nothing more to say
+
+
+def test_a_session_fetch_answers_once_its_max_bytes_are_there(broker):
+    """min_bytes above max_bytes: the answer comes once max_bytes are read
+    (all it may hold), not after the long poll."""
+    admin, conn = RawConn(broker.port), RawConn(broker.port)
+    _topic(admin, "fs-full", 3)
+    for q in range(3):
+        _produce(admin, "fs-full", q, [b"z" * 500])
+    t0 = time.monotonic()
+    resp = conn.call(m.Fetch(max_wait_ms=20_000, min_bytes=1 << 20, max_bytes=600,
+                             session_epoch=0,
+                             parts=tuple(("fs-full", q, 0, 1 << 20) for q in range(3))), 30)
+    assert time.monotonic() - t0 < 10  # not the 20 s long poll
+    assert _names(resp) == [("fs-full", 0), ("fs-full", 1)] and resp.parts[0].nbytes > 0

@@ -42,8 +42,8 @@ async def _sessionless(svc, req: m.Fetch) -> m.FetchResponse:
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
     resolved = {}  # a part asked at EARLIEST / LATEST: answered at once, saying where it read
     while True:
-        parts, payload, total, logs, failed = _read(svc.meta, req.parts, req.max_bytes,
-                                                    req.isolation == 1, resolved)
+        parts, payload, total, logs, failed, _ = _read(svc.meta, req.parts, req.max_bytes,
+                                                       req.isolation == 1, resolved)
         left = deadline - loop.time()
         if total >= req.min_bytes or left <= 0 or failed or not logs or resolved:
             parts, txn = _split(parts, req.isolation)
@@ -59,30 +59,37 @@ def _resolved_rows(resolved: dict) -> tuple:
 
 async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
     """A fetch through ``fs``: the request's parts and the session's ready
-    ones read (and, when due, those a sweep finds changed); the answer only
-    what changed unless the session was just opened."""
+    ones read (and, when due, those a sweep finds changed), in that order,
+    until ``max_bytes`` are spent (``_read``'s ``stop``: the parts not
+    reached stay ready, first in line for the next fetch); the answer only
+    what changed unless the session was just opened, and then every part
+    reached. O(parts reached), however many are ready."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
     full = req.session_epoch == 0
-    touched = dict.fromkeys((p[0], p[1]) for p in req.parts)
+    touched = dict.fromkeys((p[0], p[1]) for p in req.parts)  # read on every pass
     if not full:
-        touched.update(fs.ready)
         now = time.monotonic()
         if fs.sweep_due(now):
             touched.update(dict.fromkeys(fs.sweep(svc.meta, req.isolation == 1, now)))
-    news, resolved = True, {}
+    news, resolved, reached = True, {}, {}
     while True:
         if news:
-            parts, payload, total, _, failed = _read(svc.meta, fs.specs(touched), req.max_bytes,
-                                                     req.isolation == 1, resolved)
+            parts, payload, total, _, failed, _ = _read(
+                svc.meta, fs.reading(touched), req.max_bytes, req.isolation == 1, resolved,
+                stop=True)
+            reached = dict.fromkeys((p.topic, p.partition) for p in parts)
             if resolved:
                 fs.pin(resolved)
         left = deadline - loop.time()
-        if total >= req.min_bytes or left <= 0 or failed or not fs.parts or resolved:
+        # answered once min_bytes are there, or max_bytes (all the answer may hold)
+        if total >= min(req.min_bytes, max(req.max_bytes, 1)) or left <= 0 or failed \
+                or not fs.parts or resolved:
             parts, txn = _split(parts, req.isolation)
             lso_of = None if req.isolation == 0 else \
                 {(t.topic, t.partition): t.last_stable_offset for t in txn}
             parts, payload = fs.answered(parts, payload, lso_of, full)
+            fs.later(tp for tp in touched if tp not in reached)
             if txn:
                 kept = {(p.topic, p.partition) for p in parts}
                 txn = tuple(t for t in txn if (t.topic, t.partition) in kept)
@@ -91,12 +98,16 @@ async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
             return m.FetchResponse(parts=tuple(parts), payload=tuple(payload), txn=txn,
                                    session_epoch=req.session_epoch,
                                    resolved=_resolved_rows(resolved))
+        # every part reached (the budget is not spent), nothing to answer yet:
+        # wait for news of any; what was read is read again on every later
+        # pass (a full answer holds them all; a change read without bytes is
+        # still answered)
         ready = fs.ready
-        for tp in touched:  # read, nothing to answer yet: wait for news of any
+        for tp in reached:
             ready.pop(tp, None)
+        touched.update(reached)
         await fs.wait(left)
         news = bool(ready)  # else the long poll ran out: what was read stands
-        touched.update(ready)
 
 
 def _split(parts: list, isolation: int) -> tuple:
@@ -115,19 +126,26 @@ def _count(svc, parts, total: int) -> None:
                 fetched(part.topic, part.partition, part.nbytes)
 
 
-def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict):
+def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict, stop: bool = False):
     """Read each ``(topic, partition, offset, max_bytes)`` of ``specs`` up
     to its high watermark, or with ``committed`` (READ_COMMITTED) its last
     stable offset, within ``max_bytes`` in all (at least one batch):
-    (FetchedParts, payloads, bytes, logs read, a part failed). With
+    (FetchedParts, payloads, bytes, logs read, a part failed, how many
+    of ``specs`` it reached). With ``stop`` (a session's fetch) the walk ends once ``max_bytes`` are
+    spent: the parts it did not reach are not answered (the session keeps
+    them ready), so a fetch costs O(parts it returns), not O(parts ready).
+    Without, every part is answered, past the budget empty (Kafka's). With
     ``committed`` each part's TxnPartState (the LSO, the aborted
     transactions with records in what is returned) follows its FetchedPart
     in the first list (``_split`` splits them). An offset EARLIEST or
     LATEST is read from where it resolves (``resolved_offset``), noted in
     ``resolved`` ((topic, partition) -> offset)."""
-    parts, payload, logs, total, failed = [], [], [], 0, False
+    parts, payload, logs, total, failed, reached = [], [], [], 0, False, 0
     budget = max(max_bytes, 1)
     for topic, partition, offset, part_bytes in specs:  # FetchPart
+        if stop and budget <= 0:
+            break
+        reached += 1
         lg = None
         try:
             check_partition_key(topic, partition)
@@ -157,7 +175,7 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict):
             hw, start = (-1, -1) if lg is None else (lg.high_watermark, lg.log_start_offset)
             parts.append(FetchedPart(topic, partition, *_err(exc), hw, start, 0))
             payload.append(b"")
-    return parts, payload, total, logs, failed
+    return parts, payload, total, logs, failed, reached
 
 
 def resolved_offset(lg, offset: int, limit: int) -> int:

@@ -13,7 +13,8 @@ a fetch costs O(partitions that changed).
 - **-1**: no session: every part asked and answered (older clients, tools,
   the Kafka listener's translation).
 - **0**: open the connection's session with the request's parts (replacing
-  any it had), answered like -1; the answer's ``session_epoch`` is 0.
+  any it had), answered like -1 but for the budget (below); the answer's
+  ``session_epoch`` is 0.
 - **k >= 1**: the session's next fetch, k one more than the last answered:
   ``parts`` holds only the partitions added or whose ``offset`` or
   ``max_bytes`` changed, ``forget`` the partitions leaving; the answer holds
@@ -22,6 +23,14 @@ a fetch costs O(partitions that changed).
   Any other epoch (no session, one of its fetches in flight, a lost answer)
   is refused as a whole with INVALID_FETCH_SESSION_EPOCH: the client opens a
   new session.
+
+A session's fetch reads the parts named, then the ready ones in the order
+they became ready, until its ``max_bytes`` are spent (api/fetch.py): the
+parts it did not reach are not answered, not even by the opening fetch,
+and stay ready, first in line for the next fetch. So a fetch costs
+O(parts it returns): a consumer asking ~1 MiB a fetch of 10,000 ready
+partitions starts on its records after ~1 MiB was read, not all of them,
+and each fetch after it goes on where the last stopped.
 
 A partition answered with an error leaves the session (its client names it
 again when it fetches it next). A part named at EARLIEST (-2) or LATEST
@@ -183,10 +192,30 @@ class FetchSession:
             if part is not None:
                 part.offset = offset
 
-    def specs(self, tps) -> list:
-        """``(topic, partition, offset, max_bytes)`` of the held ``tps``."""
+    def reading(self, first):
+        """``(topic, partition, offset, max_bytes)`` (FetchPart) of the held
+        partitions of ``first`` (an ordered set), then of the ready ones not
+        among them, in the order they became ready; lazily: a reader that
+        stops early (its bytes spent) costs only what it took. The ready
+        set must not change while this is read."""
         held = self.parts
-        return [(tp[0], tp[1], held[tp].offset, held[tp].max_bytes) for tp in tps if tp in held]
+        for tp in first:
+            part = held.get(tp)
+            if part is not None:
+                yield tp[0], tp[1], part.offset, part.max_bytes
+        for tp in self.ready:
+            if tp not in first:
+                part = held.get(tp)
+                if part is not None:
+                    yield tp[0], tp[1], part.offset, part.max_bytes
+
+    def later(self, tps) -> None:
+        """The held partitions of ``tps`` a fetch did not reach (its bytes
+        ran out first) become ready: the next fetch reads them."""
+        ready, held = self.ready, self.parts
+        for tp in tps:
+            if tp in held:
+                ready[tp] = None
 
     def answered(self, parts: list, payload: list, lso_of: "dict | None", full: bool) -> tuple:
         """What to answer of a read of the session's partitions: every part
