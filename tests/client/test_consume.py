@@ -174,3 +174,35 @@ def test_a_full_prefetch_buffer_stops_fetching_until_a_poll_frees_room(broker):
             assert batch, f"stalled after {len(got)} records"
             got += batch
         assert [r.value for r in got] == values
+
+
+def test_a_consumer_asks_about_one_mebibyte_a_fetch_and_gets_every_record(broker):
+    """By default a Fetch asks ``fetch_max_bytes`` = 1 MiB (decision 114):
+    the first answer over 6 partitions of ~400 KB each holds about 1 MiB,
+    not all 2.4 MB, so decoding starts while the broker reads the rest;
+    the later fetches bring every record, each exactly once, in order."""
+    values = [b"%06d" % i + b"y" * 1000 for i in range(400)]
+    with Admin(broker.bootstrap, **FAST) as a:
+        a.create_topic("mib", partitions=6)
+    with Producer(broker.bootstrap, batch_size=32 << 10, **FAST) as p:
+        for q in range(6):
+            for v in values:
+                p.send("mib", v, partition=q)
+        p.flush()
+    sizes = []
+    with Consumer(broker.bootstrap, **FAST) as c:
+        buffer = c._core.buffer
+        absorb = buffer.absorb
+
+        def observed(parts, gens, payload, *rest):  # sees each answer's bytes, changes nothing
+            sizes.append(sum(len(d) for d in payload))
+            return absorb(parts, gens, payload, *rest)
+        buffer.absorb = observed
+        c.assign([("mib", q) for q in range(6)])
+        c.seek_to_beginning()
+        got = consume(c, 6 * 400)
+    assert {q: [r.value for r in got if r.partition == q] for q in range(6)} == \
+        {q: values for q in range(6)}
+    assert len(got) == 6 * 400
+    assert sizes and max(sizes) <= (1 << 20) + (40 << 10)  # 1 MiB, and the batch that passed it
+    assert len([s for s in sizes if s]) >= 3  # 2.4 MB came in several answers

@@ -110,7 +110,7 @@ class ConsumerSettings(TlsSettings):
     auto_offset_reset: str = "latest"
     fetch_max_wait_ms: int = 500
     fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 16 << 20
+    fetch_max_bytes: int = 1 << 20  # per Fetch: its answer is decoded while the next is read (decision 114)
     max_partition_fetch_bytes: int = 8 << 20
     max_poll_records: int = 10_000
     prefetch_bytes: int = 32 << 20

@@ -21,7 +21,7 @@ class Consumer(ConsumerShell, SyncShell):
     """Reads records by offset (sync API; use from one thread at a time).
 
     ``Consumer(bootstrap="127.0.0.1:9555", group=None, auto_offset_reset="latest",
-    fetch_max_wait_ms=500, fetch_max_bytes=16 MiB, max_partition_fetch_bytes=8 MiB,
+    fetch_max_wait_ms=500, fetch_max_bytes=1 MiB, max_partition_fetch_bytes=8 MiB,
     max_poll_records=10000, prefetch_bytes=32 MiB, check_crcs=True,
     consumer_timeout_ms=None, request_timeout_ms=30000, connect_timeout_ms=5000)``
 
