@@ -38,7 +38,7 @@ _PREFIX = struct.Struct(">II")
 NEED_DATA = None  # next_frame() result when no whole frame is buffered
 MAX_HEADER = 16 << 20
 SPARES = 2  # a trusted reader's long-frame buffers kept for reuse ...
-SPARE_MAX_BYTES = 16 << 20  # ... each at most this long (a Consumer's default fetch_max_bytes)
+SPARE_MAX_BYTES = 16 << 20  # ... each at most this long (a Consumer's fetch_max_bytes raised to 16 MiB)
 SCRATCH_BYTES = 256 << 10  # receive buffer; longer frames are mostly received in place
 
 
