@@ -56,3 +56,17 @@ def test_random_bodies_agree(cls, data):
         else:
             body.pop(name, None)
     assert fast(cls, body) == slow(cls, body)
+
+
+@pytest.mark.parametrize("replicas", [[1, 2], (3,), [], [1, "2"], [1, True], [1, 1 << 70], [None],
+                                      "12", None, {1: 2}, [1.0]])
+def test_lists_of_ints_inside_a_part_agree(replicas):
+    """A part's list-of-int fields (replicas, ISRs) are checked inline in
+    its generated checker: the same verdict and values as ``check``."""
+    row = ["t", 0, 1, 0, replicas, [1]]
+    body = {**valid_body(m.MetadataResponse), "partitions": [row]}
+    got = fast(m.MetadataResponse, body)
+    assert got == slow(m.MetadataResponse, body)
+    if got is not None:
+        assert got["partitions"][0].replicas == tuple(replicas)
+        assert type(got["partitions"][0].replicas) is tuple

@@ -31,6 +31,7 @@ import msgpack
 from ..errors import (FrameTooLargeError, InvalidRequestError, LogbrokerError,
                       UnsupportedVersionError)
 from .messages import PROTOCOL_VERSION, REQUESTS, RESPONSES, Message
+from . import gc_pause
 from .schema import Mismatch, check, compile_fields
 
 _U32 = struct.Struct(">I")
@@ -40,6 +41,7 @@ MAX_HEADER = 16 << 20
 SPARES = 2  # a trusted reader's long-frame buffers kept for reuse ...
 SPARE_MAX_BYTES = 16 << 20  # ... each at most this long (a Consumer's fetch_max_bytes raised to 16 MiB)
 SCRATCH_BYTES = 256 << 10  # receive buffer; longer frames are mostly received in place
+BULK_HEADER = 16 << 10  # a header this long (~500 parts or more) is decoded with the GC paused
 
 
 class DecodeError(InvalidRequestError):
@@ -317,6 +319,16 @@ def decode(frame) -> Envelope:
     hlen = _U32.unpack_from(view, 0)[0]
     if hlen > min(len(view) - 4, MAX_HEADER):
         raise DecodeError(f"header length {hlen} exceeds the frame")
+    if hlen < BULK_HEADER:
+        return _decode(view, hlen)
+    gc_pause.pause()  # thousands of parts: no collection while they are built
+    try:
+        return _decode(view, hlen)
+    finally:
+        gc_pause.resume()
+
+
+def _decode(view: memoryview, hlen: int) -> Envelope:
     try:
         header = msgpack.unpackb(view[4:4 + hlen], raw=False, strict_map_key=True)
     except Exception as exc:  # noqa: BLE001 - msgpack raises many types

@@ -172,18 +172,23 @@ def compile_spec(spec: Any):
 
 def _named(spec, specs: tuple, items: list):
     """The checker of part class ``spec`` as one generated function: its
-    int, bool, str and bytes fields checked inline, the others by their
-    compiled checkers (``items``). The same results as a loop calling a
-    checker per field, ~3x faster: a Fetch, Produce, ListOffsets or Metadata
-    of thousands of partitions has a part per partition."""
+    int, bool, str and bytes fields, and lists of ints (replicas, ISRs),
+    checked inline, the others by their compiled checkers (``items``). The
+    same results as a loop calling a checker per field, ~3x faster: a
+    Fetch, Produce, ListOffsets or Metadata of thousands of partitions has a
+    part per partition."""
     n = len(specs)
     names = [f"a{i}" for i in range(n)]
     env = {"spec": spec, "Mismatch": Mismatch, "new": tuple.__new__, "MIN": MIN_INT,
            "MAX": MAX_INT}
-    conds, outs = [], []
+    conds, outs, int_lists = [], [], []
     for i, (field_spec, fn) in enumerate(zip(specs, items)):
         a = names[i]
-        if field_spec is int:
+        if isinstance(field_spec, list) and field_spec[0] is int:  # replicas, ISRs: checked inline
+            conds.append(f"{a}.__class__ is not list and {a}.__class__ is not tuple")
+            int_lists.append(a)
+            outs.append(f"tuple({a})")
+        elif field_spec is int:
             conds.append(f"{a}.__class__ is not int or not MIN <= {a} <= MAX")
             outs.append(a)
         elif field_spec is bool:
@@ -203,6 +208,9 @@ def _named(spec, specs: tuple, items: list):
              f"    {', '.join(names)}, = v"]
     if conds:
         lines += [f"    if {' or '.join(f'({c})' for c in conds)}:", "        raise Mismatch"]
+    for a in int_lists:
+        lines += [f"    for x in {a}:", "        if x.__class__ is not int or not MIN <= x <= MAX:",
+                  "            raise Mismatch"]
     lines.append(f"    return new(spec, ({', '.join(outs)},))")
     exec("\n".join(lines), env)  # noqa: S102 - generated from the part's own field specs
     return env["named"]

@@ -29,11 +29,11 @@ would wait on.
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections import deque
 
 from ...errors import CorruptRecordError, LogbrokerError
+from ...protocol import gc_pause
 from ...records import format as fmt
 from ...records.walker import scan_fields
 from .records import ConsumerRecord, records_into
@@ -134,17 +134,21 @@ class FetchBuffer:
 
     # -- assignment and positions (caller's thread) ---------------------------------------------
     def assign(self, tps) -> None:
-        with self.lock:
-            old, changed = self.states, self.changed
-            self.states = {tp: old.get(tp) or PartitionState(*tp, changed, self.unresolved)
-                           for tp in tps}
-            for tp, st in self.states.items():
-                if old.get(tp) is not st:
-                    changed[st] = None
-            for tp, st in old.items():
-                if tp not in self.states:
-                    st.gen += 1  # drop what is buffered or in flight for it
-                    changed[st] = None
+        gc_pause.pause()  # 10,000 new states hold no cycle: no collection meanwhile
+        try:
+            with self.lock:
+                old, changed = self.states, self.changed
+                self.states = {tp: old.get(tp) or PartitionState(*tp, changed, self.unresolved)
+                               for tp in tps}
+                for tp, st in self.states.items():
+                    if old.get(tp) is not st:
+                        changed[st] = None
+                for tp, st in old.items():
+                    if tp not in self.states:
+                        st.gen += 1  # drop what is buffered or in flight for it
+                        changed[st] = None
+        finally:
+            gc_pause.resume()
 
     def without_position(self) -> list:
         """The assigned states without a position and without an error, in
@@ -247,23 +251,18 @@ class FetchBuffer:
         """Up to ``max_records`` buffered records in order, advancing
         positions; raises ``CorruptRecordError`` as the module says.
 
-        The cyclic GC is paused while the records are built (and left as the
-        caller had it): they are thousands of tracked tuples that hold no
-        cycle, and the collector's gen-1 and gen-2 passes over them cost ~25
-        ms of decoding 100,000 records. CPython's ``subprocess`` used the
-        same pattern; another thread that disables the GC at the same
-        moment may find it enabled again."""
+        The cyclic GC is paused while the records are built (protocol/gc_pause.py):
+        they are thousands of tracked tuples that hold no cycle, and the
+        collector's gen-1 and gen-2 passes over them cost ~25 ms of decoding
+        100,000 records."""
         deferred, self._deferred = self._deferred, None
         if deferred is not None and deferred[1].gen == deferred[2]:
             raise deferred[0]
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
+        gc_pause.pause()
         try:
             return self._take(max_records, check_crcs)
         finally:
-            if paused:
-                gc.enable()
+            gc_pause.resume()
 
     def _take(self, max_records: int, check_crcs: bool) -> list:
         out: list = []

@@ -29,6 +29,7 @@ import time
 
 from ...errors import (BrokerUnavailableError, LogbrokerError, OffsetOutOfRangeError,
                        RequestTimedOutError, TooManyConnectionsError)
+from ...protocol import gc_pause
 from ..group import offsets as group_offsets
 from ..group.coordinator import Coordinators
 from ..group.topic_filter import TopicFilter
@@ -166,7 +167,16 @@ class Fetcher:
         its position (a new generation: what the old leader still sends is
         dropped, never read twice). Returns the fetchable partitions without
         a leader (kept until one is known: the main loop refreshes the
-        metadata for them). O(partitions changed); loop."""
+        metadata for them). O(partitions changed); loop. The cyclic GC is
+        paused meanwhile (protocol/gc_pause.py): an assignment's first call
+        makes tuples for every partition."""
+        gc_pause.pause()
+        try:
+            return self._distribute()
+        finally:
+            gc_pause.resume()
+
+    def _distribute(self) -> list:
         cache, buffer = self.router.cache, self.buffer
         leaders, size = cache.leaders, self.settings.max_partition_fetch_bytes
         unrouted, where, books = self._unrouted, self._where, self._books

@@ -31,6 +31,7 @@ from ...errors import (BrokerUnavailableError, ClusterUnavailableError, FencedLe
                        LeaderNotAvailableError, NotEnoughReplicasAfterAppendError,
                        NotEnoughReplicasError, NotLeaderError, UnknownLeaderEpochError,
                        UnknownTopicOrPartitionError)
+from ...protocol import gc_pause
 
 # Errors after which the client refreshes its metadata and sends again
 # (to the new leader): they say the request went to the wrong broker, at
@@ -136,7 +137,15 @@ class MetadataCache:
     def update(self, resp) -> bool:
         """Apply a MetadataResponse; returns True if brokers or leaders changed.
         Topics answered with UNKNOWN_TOPIC_OR_PARTITION are dropped; a topic
-        with another error keeps what was known of it."""
+        with another error keeps what was known of it. The cyclic GC is
+        paused meanwhile (protocol/gc_pause.py): a row per partition."""
+        gc_pause.pause()
+        try:
+            return self._update(resp)
+        finally:
+            gc_pause.resume()
+
+    def _update(self, resp) -> bool:
         brokers = {bid: (host, port) for bid, host, port in resp.brokers}
         fresh: dict[str, list] = {}
         for p in resp.partitions:
