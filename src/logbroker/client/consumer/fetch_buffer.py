@@ -134,7 +134,7 @@ class FetchBuffer:
 
     # -- assignment and positions (caller's thread) ---------------------------------------------
     def assign(self, tps) -> None:
-        gc_pause.pause()  # 10,000 new states hold no cycle: no collection meanwhile
+        gc_pause.pause()  # 10,000 long-lived states: no collection meanwhile would free any
         try:
             with self.lock:
                 old, changed = self.states, self.changed
