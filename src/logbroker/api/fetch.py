@@ -42,8 +42,8 @@ async def _sessionless(svc, req: m.Fetch) -> m.FetchResponse:
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
     resolved = {}  # a part asked at EARLIEST / LATEST: answered at once, saying where it read
     while True:
-        parts, payload, total, logs, failed, _ = _read(svc.meta, req.parts, req.max_bytes,
-                                                       req.isolation == 1, resolved)
+        parts, payload, total, logs, failed = _read(svc.meta, req.parts, req.max_bytes,
+                                                    req.isolation == 1, resolved)
         left = deadline - loop.time()
         if total >= req.min_bytes or left <= 0 or failed or not logs or resolved:
             parts, txn = _split(parts, req.isolation)
@@ -75,7 +75,7 @@ async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
     news, resolved, reached = True, {}, {}
     while True:
         if news:
-            parts, payload, total, _, failed, _ = _read(
+            parts, payload, total, _, failed = _read(
                 svc.meta, fs.reading(touched), req.max_bytes, req.isolation == 1, resolved,
                 stop=True)
             reached = dict.fromkeys((p.topic, p.partition) for p in parts)
@@ -130,8 +130,8 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict, stop: bo
     """Read each ``(topic, partition, offset, max_bytes)`` of ``specs`` up
     to its high watermark, or with ``committed`` (READ_COMMITTED) its last
     stable offset, within ``max_bytes`` in all (at least one batch):
-    (FetchedParts, payloads, bytes, logs read, a part failed, how many
-    of ``specs`` it reached). With ``stop`` (a session's fetch) the walk ends once ``max_bytes`` are
+    (FetchedParts, payloads, bytes, logs read, a part failed). With
+    ``stop`` (a session's fetch) the walk ends once ``max_bytes`` are
     spent: the parts it did not reach are not answered (the session keeps
     them ready), so a fetch costs O(parts it returns), not O(parts ready).
     Without, every part is answered, past the budget empty (Kafka's). With
@@ -140,12 +140,11 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict, stop: bo
     in the first list (``_split`` splits them). An offset EARLIEST or
     LATEST is read from where it resolves (``resolved_offset``), noted in
     ``resolved`` ((topic, partition) -> offset)."""
-    parts, payload, logs, total, failed, reached = [], [], [], 0, False, 0
+    parts, payload, logs, total, failed = [], [], [], 0, False
     budget = max(max_bytes, 1)
     for topic, partition, offset, part_bytes in specs:  # FetchPart
         if stop and budget <= 0:
             break
-        reached += 1
         lg = None
         try:
             check_partition_key(topic, partition)
@@ -175,7 +174,7 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict, stop: bo
             hw, start = (-1, -1) if lg is None else (lg.high_watermark, lg.log_start_offset)
             parts.append(FetchedPart(topic, partition, *_err(exc), hw, start, 0))
             payload.append(b"")
-    return parts, payload, total, logs, failed, reached
+    return parts, payload, total, logs, failed
 
 
 def resolved_offset(lg, offset: int, limit: int) -> int:
