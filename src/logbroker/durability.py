@@ -9,7 +9,9 @@ One fsync per log runs at a time, right after the loop turn that asked for
 it (so that turn's appends share it): on the loop itself when it is the
 only one, fsyncs take under 2 ms and a client's answer waits on it, else
 in worker threads; ``SHARED_FROM`` or more logs in one turn share one
-``syncfs`` of the data dir's filesystem (storage/shared_sync.py). Every
+``syncfs`` of the data dir's filesystem (storage/shared_sync.py), and a
+turn that queues ``EARLY_FROM`` starts their barrier without waiting for
+its end (the rest of the turn's logs get the next one). Every
 producer whose append it covers is released by it, so producers arriving
 during an fsync share the next one. When an fsync completes (or, for a lazy
 log, right after an append) the high watermark moved: ``DataNotifier``
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 INLINE_FSYNC_BELOW = 0.002  # s: a lone fsync this quick (on average) runs on the loop thread
 SHARED_FROM = 8  # logs in one turn's group commit from which one syncfs serves them all:
 # 8 files' fdatasyncs took 0.63 ms on 16 threads here, one syncfs 0.32 ms; 1,000: 62 vs 5.5 ms
+EARLY_FROM = 256  # logs queued in one turn from which their barrier starts in that turn: a
+# Produce of 1,000 parts answered in ~80 instead of ~100 ms here (decision 116)
 FSYNC_THREADS = 16  # the broker's fsync pool: 1,000 partitions' fsyncs took 465 ms on one
 # thread, 191 ms on 4 and 138 ms on 16 here (ext4 folds concurrent ones into one commit)
 
@@ -158,11 +162,16 @@ class GroupCommit:
 
     def _start(self, lg: Log, pending: _Pending, inline: bool = True) -> None:
         """Queue one fsync of ``lg``; they start after this loop turn's
-        appends, which share them (``_kick``)."""
+        appends, which share them (``_kick``), or, once ``EARLY_FROM`` are
+        queued (with a shared barrier), at once: a Produce of many parts
+        syncs its first parts' files while it appends the rest, and only
+        the last ones' barrier follows the turn."""
         pending.running = True
         self._starting.append((lg, pending, inline))
         if len(self._starting) == 1:
             asyncio.get_running_loop().call_soon(self._kick)
+        elif len(self._starting) >= EARLY_FROM and self._shared is not None:
+            self._kick()  # the turn goes on appending while these logs' barrier runs
 
     def _kick(self) -> None:
         """Start the fsyncs queued this turn. A lone one, while no other runs

@@ -75,3 +75,38 @@ def test_many_logs_in_one_turn_share_one_barrier(store_factory, tmp_path):
     finally:
         shared.close()
         executor.shutdown()
+
+
+def test_a_turn_of_many_logs_starts_their_barrier_before_it_ends(store_factory, tmp_path):
+    """Decision 116: once ``EARLY_FROM`` logs are queued in one turn, their
+    barrier is handed to a worker at once (the turn appends on meanwhile);
+    the turn's later logs get a second barrier after it. Every waiter is
+    released only once its offsets are durable."""
+    from logbroker.durability import EARLY_FROM, SHARED_FROM
+    from logbroker.storage.shared_sync import SharedSync
+
+    s = store_factory()
+    n = EARLY_FROM + SHARED_FROM + 2  # the rest share a barrier too
+    s.create_topic("many", partitions=n)
+    logs = [s.get_log("many", p) for p in range(n)]
+    executor, shared = CountingExecutor(), SharedSync(str(tmp_path / "data"))
+    submitted_at = []
+
+    async def run() -> None:
+        commit = GroupCommit(executor, DataNotifier(), shared=shared)
+        waits = []
+        for lg in logs:  # one loop turn
+            end = lg.append([batch([b"x", b"y"])], sync=False).last_offset + 1
+            waits.append(commit.request(lg, end))
+            submitted_at.append(executor.submitted)
+        await asyncio.gather(*waits)
+
+    try:
+        asyncio.run(run())
+        assert submitted_at[EARLY_FROM - 2] == 0 and submitted_at[EARLY_FROM - 1] == 1
+        assert submitted_at[-1] == 1  # the rest wait for the turn's end
+        assert shared.syncs == 2 and executor.submitted == 2
+        assert all(lg.flushed_point.offset == lg.log_end_offset == 2 for lg in logs)
+    finally:
+        shared.close()
+        executor.shutdown()
