@@ -70,6 +70,42 @@ def test_file_cache_bounds_idle_descriptors_and_never_closes_one_in_use(tmp_path
     assert cache.open_count() <= 2
 
 
+
+def test_a_full_cache_keeps_its_recent_descriptors_and_opens_a_newcomer_for_one_use(tmp_path):
+    """Decision 117: six files used round-robin through three slots. The
+    first three keep theirs (found open on every later pass) and the others
+    are opened for one use each; plain LRU (a slot given up however
+    recent: ``admit_idle_s=0``) opened every file on every pass."""
+    paths = []
+    for i in range(6):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"x")
+        paths.append(str(path))
+    owners = [object() for _ in paths]
+    for admit, opens in ((3600.0, 6 + 3 + 3), (0.0, 18)):
+        files = FileCache(3, admit_idle_s=admit)
+        for _ in range(3):
+            for owner, path in zip(owners, paths):
+                with files.fd(owner, path) as fd:
+                    assert os.pread(fd, 1, 0) == b"x"
+        assert files.opens == opens and files.open_count() == 3
+        files.close_all()
+    files = FileCache(3, admit_idle_s=3600.0)
+    for owner, path in zip(owners[:3], paths):
+        with files.fd(owner, path):
+            pass
+    with files.fd(owners[3], paths[3]) as fd:  # opened for this use only
+        assert os.pread(fd, 1, 0) == b"x"
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    files.admit_idle_s = 0.0  # the slots' holders went quiet: the next newcomer takes one
+    with files.fd(owners[4], paths[4]):
+        pass
+    with files.fd(owners[4], paths[4]):
+        pass
+    assert files.opens == 5 and files.open_count() == 3
+
+
 def test_descriptors_unused_for_a_while_are_closed_and_one_in_use_is_kept(tmp_path):
     files = FileCache(100)
     paths = []

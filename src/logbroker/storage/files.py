@@ -1,12 +1,18 @@
 """A bounded cache of open segment file descriptors.
 
 Many partitions must not exhaust descriptors: at most ``max_open`` idle
-descriptors stay open, least recently used closed first, and housekeeping
-closes those unused for ``IDLE_S`` (``close_idle``): an idle partition holds
-none, however large the budget. A descriptor in use
-(inside ``with cache.fd(segment)``) is never closed under its user, so a read
-that started before a segment was renamed or deleted completes (POSIX keeps an
-unlinked file readable through an open descriptor).
+descriptors stay open, and housekeeping closes those unused for ``IDLE_S``
+(``close_idle``): an idle partition holds none, however large the budget.
+When every slot is taken, a newcomer gets the least recently used one only
+if that was unused for ``admit_idle_s`` (10 s); else its descriptor is
+opened for the one use and closed after. Plain LRU would evict on every
+miss: a broker writing 10,000 partitions round-robin through 4,096 slots
+reopened every file at every append (no hit at all, the worst case of
+LRU under a cycle); now the 4,096 that hold a slot keep it while they are
+written, and 41% of the appends find their file open (decision 117). A
+descriptor in use (inside ``with cache.fd(segment)``) is never closed under
+its user, so a read that started before a segment was renamed or deleted
+completes (POSIX keeps an unlinked file readable through an open descriptor).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections import OrderedDict
 
 
 IDLE_S = 60.0  # a descriptor unused this long is closed by housekeeping
+ADMIT_IDLE_S = 10.0  # a full cache gives a slot up only to a newcomer once unused this long
 
 
 class _Entry:
@@ -40,8 +47,9 @@ class _Entry:
 class FileCache:
     """Descriptors keyed by an owner object (a Segment) that knows its path."""
 
-    def __init__(self, max_open: int = 512) -> None:
+    def __init__(self, max_open: int = 512, admit_idle_s: float = ADMIT_IDLE_S) -> None:
         self.max_open = max_open
+        self.admit_idle_s = admit_idle_s
         self._entries: "OrderedDict[object, _Entry]" = OrderedDict()
         self._lock = threading.Lock()
         self.opens = 0  # descriptors opened so far (tests, stats)
@@ -55,11 +63,24 @@ class FileCache:
             if entry is None or entry.closing:
                 entry = _Entry(os.open(path, flags | os.O_CLOEXEC), self)
                 self.opens += 1
-                self._entries[owner] = entry
+                if len(self._entries) < self.max_open or self._make_room():
+                    self._entries[owner] = entry
+                else:  # every slot recently used: this one is closed after the block
+                    entry.closing = True
             else:
                 self._entries.move_to_end(owner)
             entry.refs += 1
         return entry
+
+    def _make_room(self) -> bool:
+        """Close the least recently used descriptor if nobody used it for
+        ``admit_idle_s`` (lock held); whether a slot is free now."""
+        for owner, entry in self._entries.items():
+            if entry.refs or time.monotonic() - entry.used < self.admit_idle_s:
+                return False
+            os.close(self._entries.pop(owner).fd)
+            return True
+        return True
 
     def _release(self, entry: _Entry) -> None:
         with self._lock:
