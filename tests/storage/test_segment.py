@@ -71,17 +71,22 @@ def test_file_cache_bounds_idle_descriptors_and_never_closes_one_in_use(tmp_path
 
 
 
+def _small_files(tmp_path, n: int) -> tuple[list, list[str]]:
+    """``n`` one-byte files and an owner object for each."""
+    paths = []
+    for i in range(n):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"x")
+        paths.append(str(path))
+    return [object() for _ in paths], paths
+
+
 def test_a_full_cache_keeps_its_recent_descriptors_and_opens_a_newcomer_for_one_use(tmp_path):
     """Decision 117: six files used round-robin through three slots. The
     first three keep theirs (found open on every later pass) and the others
     are opened for one use each; plain LRU (a slot given up however
     recent: ``admit_idle_s=0``) opened every file on every pass."""
-    paths = []
-    for i in range(6):
-        path = tmp_path / f"f{i}"
-        path.write_bytes(b"x")
-        paths.append(str(path))
-    owners = [object() for _ in paths]
+    owners, paths = _small_files(tmp_path, 6)
     for admit, opens in ((3600.0, 6 + 3 + 3), (0.0, 18)):
         files = FileCache(3, admit_idle_s=admit)
         for _ in range(3):
@@ -108,12 +113,7 @@ def test_a_full_cache_keeps_its_recent_descriptors_and_opens_a_newcomer_for_one_
 
 def test_descriptors_unused_for_a_while_are_closed_and_one_in_use_is_kept(tmp_path):
     files = FileCache(100)
-    paths = []
-    for i in range(4):
-        path = tmp_path / f"f{i}"
-        path.write_bytes(b"x")
-        paths.append(str(path))
-    owners = [object() for _ in paths]
+    owners, paths = _small_files(tmp_path, 4)
     for owner, path in zip(owners, paths):
         with files.fd(owner, path):
             pass
