@@ -100,27 +100,6 @@ def test_linger_seals_only_expired_batches_and_reports_the_next_deadline():
 
 
 
-def test_a_due_batch_keeps_filling_while_an_earlier_one_of_its_partition_waits():
-    """Linger expired twice before the first batch could leave (the
-    producer id, a connection or a leader still on its way): the second
-    batch stays open and takes what comes, as Kafka's accumulator appends
-    to its last batch until the sender takes it; one tiny batch per linger
-    per partition would have the broker append each on its own."""
-    acc, _ = make_acc(linger_ms=5)
-    for tp in ("a", "b"):
-        acc.append(tp, 0, b"v", None, None, None)
-    t0 = acc.open[("a", 0)].created
-    acc.seal_due(t0 + 0.01)
-    assert not acc.open and len(acc.parts[("a", 0)].queue) == 1
-    for _ in range(3):
-        acc.append("a", 0, b"v", None, None, None)
-    acc.parts[("b", 0)].queue.popleft()  # b's first batch went out
-    acc.append("b", 0, b"v", None, None, None)
-    acc.seal_due(t0 + 1.0)
-    assert [len(b) for b in acc.parts[("a", 0)].queue] == [1] and len(acc.open[("a", 0)]) == 3
-    assert ("b", 0) not in acc.open and [len(b) for b in acc.parts[("b", 0)].queue] == [1]
-
-
 def test_a_due_batch_keeps_filling_while_its_leader_has_a_request_in_flight(sender):
     """Linger expired but a request to the leader in flight: the batch
     stays open and takes the records that come meanwhile (one batch, not

@@ -199,11 +199,7 @@ class Accumulator:
         it. Sealed at once, it would leave as one small batch per request
         while later records started more small batches behind it: 1,000
         partitions fed round-robin made ~5 records per batch, and the broker
-        paid one append and one fsync per batch. Likewise a due batch whose
-        partition still has a sealed one waiting (no producer id yet, a
-        leader or a connection on its way, a full request) stays open: as
-        Kafka's accumulator appends to its last batch until the sender takes
-        it, not one more small batch per linger."""
+        paid one append and one fsync per batch."""
         nxt = None
         with self.lock:
             due_now = []
@@ -213,11 +209,7 @@ class Accumulator:
                     nxt = due  # and every later batch is due later still
                     break
                 due_now.append((tp, batch))
-            parts = self.parts
             for tp, batch in due_now:
-                part = parts.get(tp)
-                if part is not None and part.queue:
-                    continue  # a sealed batch of it still waits: this one keeps filling
                 if can_send is None or can_send(tp):
                     self._seal(batch)
         return nxt
