@@ -70,7 +70,6 @@ def test_file_cache_bounds_idle_descriptors_and_never_closes_one_in_use(tmp_path
     assert cache.open_count() <= 2
 
 
-
 def _small_files(tmp_path, n: int) -> tuple[list, list[str]]:
     """``n`` one-byte files and an owner object for each."""
     paths = []

@@ -73,13 +73,13 @@ class FileCache:
         return entry
 
     def _make_room(self) -> bool:
-        """Close the least recently used descriptor if nobody used it for
-        ``admit_idle_s`` (lock held); whether a slot is free now."""
-        for owner, entry in self._entries.items():
-            if entry.refs or time.monotonic() - entry.used < self.admit_idle_s:
-                return False
-            os.close(self._entries.pop(owner).fd)
-            return True
+        """The cache full (lock held): close the least recently used
+        descriptor if nobody used it for ``admit_idle_s``; whether a slot
+        is free now."""
+        owner, entry = next(iter(self._entries.items()))
+        if entry.refs or time.monotonic() - entry.used < self.admit_idle_s:
+            return False
+        os.close(self._entries.pop(owner).fd)
         return True
 
     def _release(self, entry: _Entry) -> None:
