@@ -47,7 +47,7 @@ from bench.common.environment import environment
 from bench.common.procfs import cpu_seconds, status_kib
 from bench.common.procs import BrokerProcess
 from bench.scale import cluster_case, redis_case
-from bench.scale.common import acked, consume, follow, produce, spread, timed, topics_of
+from bench.scale.common import consume, follow, spread, timed, timed_produce, topics_of
 from tests.support.bombs import Pinger
 from tests.support.fixtures import RawConn
 
@@ -144,9 +144,7 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
             conn.close()
         out["create_worst_rtt_ms"] = max(ping.rtts, default=0.0) * 1000
         n, deadline = p.records, time.monotonic() + p.case_seconds
-        wall, own, brk, handles = timed(lambda: produce(b, partitions, n, deadline, p.case_seconds),
-                                        [pid])
-        acked(handles)
+        wall, own, brk = timed_produce(b, partitions, n, deadline, p.case_seconds, [pid])
         out.update(produce_rec_s=n / wall, produce_client_us=own / n * 1e6,
                    produce_broker_us=brk / n * 1e6)
         log(f"{partitions} partitions {flush}: create {out['create_s']:.2f} s, "

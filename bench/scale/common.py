@@ -70,6 +70,20 @@ def acked(handles: list) -> None:
                            f"{failed[0]!r}")
 
 
+def timed_produce(bootstrap: str, partitions: int, n: int, deadline: float, bound: float,
+                  pids) -> "tuple[float, float, float]":
+    """``produce`` timed as ``timed`` times it (wall, own CPU, the servers'
+    CPU), its records then checked acknowledged (``acked``). The handles are
+    dropped before returning: an application reading the records back holds
+    none, and kept they are 100,000 objects every full collection of the
+    cyclic GC walks in the phase that follows (~95 ms of a consumer's at
+    10,000 partitions)."""
+    wall, own, servers, handles = timed(lambda: produce(bootstrap, partitions, n, deadline, bound),
+                                        pids)
+    acked(handles)
+    return wall, own, servers
+
+
 def consume(bootstrap: str, partitions: int, n: int, deadline: float) -> None:
     """``n`` records back by one Consumer assigned every partition of TOPIC
     of the case from the beginning; TimeoutError past ``deadline`` (monotonic)."""

@@ -41,7 +41,7 @@ MAX_HEADER = 16 << 20
 SPARES = 2  # a trusted reader's long-frame buffers kept for reuse ...
 SPARE_MAX_BYTES = 16 << 20  # ... each at most this long (a Consumer's fetch_max_bytes raised to 16 MiB)
 SCRATCH_BYTES = 256 << 10  # receive buffer; longer frames are mostly received in place
-BULK_HEADER = 16 << 10  # a header this long (~500 parts or more) is decoded with the GC paused
+BULK_HEADER = 2 << 10  # a header this long (~120 parts or more) is decoded with the GC paused
 
 
 class DecodeError(InvalidRequestError):
