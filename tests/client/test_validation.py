@@ -14,7 +14,8 @@ from logbroker import Admin, Consumer, Producer, aio
 from logbroker.errors import (InvalidConfigError, InvalidGroupError, InvalidRequestError,
                               InvalidTopicError, RecordTooLargeError,
                               UnknownTopicOrPartitionError)
-from logbroker.limits import MAX_TIMESTAMP
+from logbroker.client import validate
+from logbroker.limits import MAX_PARTITIONS, MAX_TIMESTAMP
 from tests.support.fixtures import FAST, BrokerProcess, consume, wait_until
 
 T0 = 1_700_000_000_000
@@ -88,6 +89,19 @@ def test_timestamps_years_apart_are_stored_and_read_back(bootstrap):
         records = consume(c, len(stamps))
     assert [(r.value, r.timestamp) for r in records] == [(b"%d" % i, ts)
                                                           for i, ts in enumerate(stamps)]
+
+
+@pytest.mark.parametrize("bad, error", [
+    (("c", -1), InvalidRequestError), (("c", MAX_PARTITIONS), InvalidRequestError),
+    (("c", True), TypeError), (("c", 1.0), TypeError), (("c", "1"), TypeError),
+    (("c", 1, 2), TypeError), (("bad name!", 1), InvalidTopicError)])
+def test_every_pair_of_an_assignment_is_checked_after_its_topic_was(bad, error):
+    """A topic's name is checked once a call: the pairs after the first of
+    it are still refused for a bad partition, and nothing else passes."""
+    with pytest.raises(error):
+        validate.topic_partitions([("c", 0), ("c", 1), bad])
+    assert validate.topic_partitions([("c", 0), ["c", 1], ("d", 2), ("c", 3)]) == \
+        [("c", 0), ("c", 1), ("d", 2), ("c", 3)]
 
 
 def test_consumer_refuses_bad_arguments_and_goes_on(bootstrap):

@@ -39,6 +39,7 @@ from ...records.walker import scan_fields
 from .records import ConsumerRecord, records_into
 from ...records.txn_filter import BatchFilter
 
+_BASE, _LAST_DELTA = fmt.F_BASE_OFFSET, fmt.F_LAST_OFFSET_DELTA  # read_fields indexes
 _UNCOMMITTED = BatchFilter()  # read_uncommitted skips control batches only: one filter serves all
 
 
@@ -334,30 +335,30 @@ class FetchBuffer:
         or None). A batch to skip that follows records is left for the next
         call, so the position moves past it only once they are taken."""
         st, batches, out = chunk.state, chunk.batches, []
-        if chunk.bytes is None:
-            chunk.bytes = bytes(chunk.data)  # one copy; the records are slices of it
         data = chunk.bytes
+        if data is None:
+            data = chunk.bytes = bytes(chunk.data)  # one copy; the records are slices of it
         skip, passed = chunk.filter.skip_fields, None
-        while chunk.next < len(batches) and len(out) < want:
-            pos, fields = batches[chunk.next]
-            base = fields[fmt.F_BASE_OFFSET]
-            next_offset = base + fields[fmt.F_LAST_OFFSET_DELTA] + 1
-            if skip(fields):
-                if out:
-                    break
-                chunk.next += 1
-                if next_offset > start:
-                    passed = next_offset
-                continue
-            chunk.next += 1
-            if next_offset <= start:
-                continue  # records before the position (a seek inside a batch)
-            try:
-                records_into(out, data, pos, fields, st.topic, st.partition, start, check_crcs)
-            except CorruptRecordError as exc:
-                chunk.next = len(batches)
-                return out, _corrupt(st, max(base, start), exc, next_offset), passed
-        return out, chunk.error if chunk.next >= len(batches) else None, passed
+        topic, partition, n, i = st.topic, st.partition, len(batches), chunk.next
+        try:
+            while i < n and len(out) < want:
+                pos, fields = batches[i]
+                next_offset = fields[_BASE] + fields[_LAST_DELTA] + 1
+                if skip(fields):
+                    if out:
+                        break
+                    i += 1
+                    if next_offset > start:
+                        passed = next_offset
+                    continue
+                i += 1
+                if next_offset > start:  # else records before the position (a seek inside a batch)
+                    records_into(out, data, pos, fields, topic, partition, start, check_crcs)
+        except CorruptRecordError as exc:
+            chunk.next = n
+            return out, _corrupt(st, max(fields[_BASE], start), exc, next_offset), passed
+        chunk.next = i
+        return out, chunk.error if i >= n else None, passed
 
     def _raise_at(self, st: PartitionState, error: CorruptRecordError) -> None:
         """Refetch from the position next time (lock held), then raise."""
