@@ -77,8 +77,10 @@ def producer_of(part) -> "tuple[int, int] | None":
 
 def _producer_in(data, found: "tuple[int, int] | None") -> "tuple[int, int] | None":
     for pos in header_positions(data):
-        magic = data[pos + fmt.STAMP_SIZE]
         attrs = data[pos + fmt.CRC_START] << 8 | data[pos + fmt.CRC_START + 1]
+        if not attrs & fmt.TXN_BITS:
+            continue  # no transactional or control bit of either magic: the common batch
+        magic = data[pos + fmt.STAMP_SIZE]
         if magic in (fmt.MAGIC, fmt.KAFKA_MAGIC):
             transactional, control = fmt.txn_flags(magic, attrs)
             if transactional and not control:

@@ -26,6 +26,8 @@ from .segment import Segment
 from .segments import Segments
 from .txn_store import Transactions
 
+_stamp, _STAMP_SIZE = fmt.stamp, fmt.STAMP_SIZE
+
 
 class Appender:
     # one per partition (50,000 on a broker): slots, no instance dict
@@ -65,18 +67,22 @@ class Appender:
 
     def write(self, parsed: Parsed, dups: list, epoch: int, now: int) -> AppendInfo:
         """Stamp and write the batches that are not duplicates, at the log end."""
-        total = sum(h.size for (_, h), dup in zip(parsed, dups) if dup is None)
+        total = 0
+        for (mv, _), dup in zip(parsed, dups):
+            if dup is None:
+                total += len(mv)  # mv: the whole batch
         seg = self._active_for(total, now) if total else self.segments.active
         offset, pos, iov, written, offsets, max_ts = self.segments.log_end, seg.size, [], [], [], -1
         for (mv, h), dup in zip(parsed, dups):
             if dup is not None:
                 offsets.append((dup, dup + h.record_count - 1))
                 continue
-            iov += (fmt.stamp(mv, offset, epoch), mv[fmt.STAMP_SIZE:])
+            iov += (_stamp(mv, offset, epoch), mv[_STAMP_SIZE:])
             written.append((h, offset, pos, mv))
             offsets.append((offset, offset + h.record_count - 1))
-            max_ts = max(max_ts, h.max_timestamp)
-            offset, pos = offset + h.record_count, pos + h.size
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+            offset, pos = offset + h.record_count, pos + len(mv)
         if written:
             self.segments.append(iov, total, offset, max_ts, now)
             self._wrote(written, seg)

@@ -37,11 +37,12 @@ class LeaderEpochs:
         """The newest epoch, -1 when none was written."""
         return self._entries[-1][0] if self._entries else -1
 
-    def check(self, epoch: int, name: str) -> None:
-        """Refuse an append in an epoch older than the newest one."""
-        if epoch < self.latest:
-            raise InvalidRequestError(f"{name}: leader epoch {epoch} is older than the log's "
-                                      f"{self.latest}")
+    def check(self, epoch: int, log) -> None:
+        """Refuse an append in an epoch older than the newest one (the error
+        names ``log``: its name is built only then, not on every append)."""
+        if self._entries and epoch < self._entries[-1][0]:
+            raise InvalidRequestError(f"{log.name}: leader epoch {epoch} is older than the "
+                                      f"log's {self.latest}")
 
     def check_replicated(self, epoch: int, log_end: int, name: str) -> None:
         """Refuse a follower's batch of ``epoch`` at ``log_end`` if a newer

@@ -88,7 +88,8 @@ class FileCache:
             entry.used = time.monotonic()
             if entry.closing and entry.refs == 0:
                 os.close(entry.fd)
-            self._evict()
+            if len(self._entries) > self.max_open:
+                self._evict()
 
     def forget(self, owner) -> None:
         """Close ``owner``'s descriptor now, or when its last user is done."""

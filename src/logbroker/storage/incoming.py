@@ -7,6 +7,8 @@ and raises, changing nothing; the Log writes only once everything passed.
 
 from __future__ import annotations
 
+from crc32c import crc32c
+
 from ..errors import InvalidRecordError, InvalidRequestError, LogbrokerError, RecordTooLargeError
 from ..records import format as fmt
 from ..records.compact import has_null_key
@@ -148,17 +150,21 @@ def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
     return parsed
 
 
+_CRC_START = fmt.CRC_START
+
+
 def _check_all(parsed: Parsed, max_batch_bytes: "int | None", require_keys: bool, budget,
                check_records: bool = True) -> None:
     """``parse_batches``' checks of each batch; a compressed Kafka section
     is inflated into a mapping when a ``budget`` is given (``inspect``)."""
     limit = READ_LIMIT if max_batch_bytes is None else \
         min(READ_LIMIT, DECOMPRESSION_FACTOR * max_batch_bytes)
-    for mv, header in parsed:
-        if max_batch_bytes is not None and header.size > max_batch_bytes:
-            raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max_batch_bytes "
+    for mv, header in parsed:  # mv: the whole batch
+        if max_batch_bytes is not None and len(mv) > max_batch_bytes:
+            raise RecordTooLargeError(f"batch of {len(mv)} bytes exceeds max_batch_bytes "
                                       f"{max_batch_bytes}")
-        fmt.check_crc(mv, 0, header)
+        if crc32c(mv[_CRC_START:]) != header.crc:
+            fmt.check_crc(mv, 0, header)  # raises, saying where
         if header.magic == fmt.KAFKA_MAGIC:
             codec = header.attributes & fmt.COMPRESSION_MASK
             if not check_records:

@@ -309,7 +309,7 @@ class Log:
                                require_keys=self.config.compacts)
         with self._lock:
             self._check_online()
-            self._epochs.check(leader_epoch, self.name)
+            self._epochs.check(leader_epoch, self)
             dups = self._appender.duplicates(parsed)
             info = self._written(self._appender.write, parsed, dups, leader_epoch,
                                  now_ms() if now is None else now)
@@ -372,7 +372,7 @@ class Log:
                                             coordinator_epoch, now))
         with self._lock:
             self._check_online()
-            self._epochs.check(leader_epoch, self.name)
+            self._epochs.check(leader_epoch, self)
             self._appender.load_producers()
             self._txns.state.check_marker(producer_id, producer_epoch, coordinator_epoch,
                                           self._appender.producers.epoch_of(producer_id))

@@ -48,7 +48,8 @@ class ProducerStates:
         for a stale epoch or a sequence gap in any of them."""
         overlay: dict[int, tuple] = {}
         out: list["int | None"] = []
-        for h in headers:
+        last = len(headers) - 1
+        for i, h in enumerate(headers):
             pid = h.producer_id
             if pid < 0:
                 out.append(None)
@@ -58,7 +59,7 @@ class ProducerStates:
             if dup is not None and dup < 0:
                 raise InvalidRequestError(f"producer {pid} sent the batch with sequence "
                                           f"{h.base_sequence} twice in one request")
-            if dup is None:
+            if dup is None and i < last:  # what the call's later batches are checked against
                 overlay[pid] = _kept(state, h.producer_epoch, h.base_sequence,
                                      h.base_sequence + h.record_count - 1, -1)
             out.append(dup)

@@ -93,7 +93,10 @@ class Segment:
         """Append ``buffers`` (bytes-like, ``nbytes`` in all) at ``size``."""
         with self.files.fd(self, self.path) as fd:
             pos, end = self.size, self.size + nbytes
-            bufs = list(buffers)
+            if len(buffers) <= _IOV_MAX and os.pwritev(fd, buffers, pos) == nbytes:
+                self.size = end  # the common case: one call wrote it all
+                return
+            bufs = list(buffers)  # else again from the start: the same bytes at the same place
             while bufs:
                 chunk = bufs[:_IOV_MAX]
                 written = os.pwritev(fd, chunk, pos)
