@@ -12,8 +12,9 @@ Per case: the topic's creation (one CreateTopics; past 10,000 partitions,
 one per topic of 10,000) and the longest Metadata round trip another client
 saw meanwhile; produce and consume records/s; the
 CPU each side spent per record (µs: this process while producing or
-consuming, the broker meanwhile), so the profile of where a record's time
-goes starts here; the broker's RSS and open files once idle, and the CPU
+consuming, in brackets its calling thread's, where ``send()`` and
+``poll()`` run, the rest its client's I/O thread's; the broker
+meanwhile), so the profile of where a record's time goes starts here; the broker's RSS and open files once idle, and the CPU
 it spends alone for 10 s after (housekeeping, timers: "idle costs
 nothing"); then the CPU a consumer following every partition costs itself
 and the broker while nothing new arrives (% of a core over 5 s: fetch
@@ -47,7 +48,7 @@ from bench.common.environment import environment
 from bench.common.procfs import cpu_seconds, status_kib
 from bench.common.procs import BrokerProcess
 from bench.scale import cluster_case, redis_case
-from bench.scale.common import consume, follow, spread, timed, timed_produce, topics_of
+from bench.scale.common import consume, follow, spread, timed_calls, timed_produce, topics_of
 from tests.support.bombs import Pinger
 from tests.support.fixtures import RawConn
 
@@ -144,14 +145,14 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
             conn.close()
         out["create_worst_rtt_ms"] = max(ping.rtts, default=0.0) * 1000
         n, deadline = p.records, time.monotonic() + p.case_seconds
-        wall, own, brk = timed_produce(b, partitions, n, deadline, p.case_seconds, [pid])
+        wall, own, caller, brk = timed_produce(b, partitions, n, deadline, p.case_seconds, [pid])
         out.update(produce_rec_s=n / wall, produce_client_us=own / n * 1e6,
-                   produce_broker_us=brk / n * 1e6)
+                   produce_caller_us=caller / n * 1e6, produce_broker_us=brk / n * 1e6)
         log(f"{partitions} partitions {flush}: create {out['create_s']:.2f} s, "
             f"produce {out['produce_rec_s']:,.0f} rec/s")
-        wall, own, brk, _ = timed(lambda: consume(b, partitions, n, deadline), [pid])
+        wall, own, caller, brk, _ = timed_calls(lambda: consume(b, partitions, n, deadline), [pid])
         out.update(consume_rec_s=n / wall, consume_client_us=own / n * 1e6,
-                   consume_broker_us=brk / n * 1e6)
+                   consume_caller_us=caller / n * 1e6, consume_broker_us=brk / n * 1e6)
         out["rss_mb"] = status_kib(pid, "VmRSS") / 1024
         out["open_files"] = len(os.listdir(f"/proc/{pid}/fd"))
         c0, t0 = cpu_seconds(pid), time.perf_counter()
@@ -176,7 +177,8 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
 
 
 FIGURES = ("create_s", "create_worst_rtt_ms", "produce_rec_s", "produce_client_us",
-           "produce_broker_us", "consume_rec_s", "consume_client_us", "consume_broker_us",
+           "produce_caller_us", "produce_broker_us", "consume_rec_s", "consume_client_us",
+           "consume_caller_us", "consume_broker_us",
            "follow_client_pct", "follow_broker_pct", "rss_mb", "open_files", "idle_cpu_pct",
            "stop_s", "restart_s")
 
@@ -240,9 +242,7 @@ def tables(results: dict) -> list:
             if "follow_client_pct" in med else "-"
         rows.append((f"{row['partitions']:,}", flush, f"{med['create_s']:.2f}",
                      f"{med['create_worst_rtt_ms']:.0f}", f"{med['produce_rec_s']:,.0f}",
-                     f"{med['produce_client_us']:.1f} / {med['produce_broker_us']:.1f}",
-                     f"{med['consume_rec_s']:,.0f}",
-                     f"{med['consume_client_us']:.1f} / {med['consume_broker_us']:.1f}",
+                     _cpu(med, "produce"), f"{med['consume_rec_s']:,.0f}", _cpu(med, "consume"),
                      follows, f"{med['rss_mb']:.0f}", f"{med['open_files']:,.0f}", idle,
                      f"{med['stop_s']:.2f}", restart))
     rf3 = " (RF=3: etcd + 3 brokers; broker CPU of the three, RSS and files of the one " \
@@ -250,14 +250,23 @@ def tables(results: dict) -> list:
     made = [harness.table(
         f"One broker, {params['records']:,} records of 100 B, medians of {params['rounds']}{rf3}",
         ("partitions", "flush", "create s", "worst RTT ms", "produce rec/s",
-         "produce CPU us/rec client / broker", "consume rec/s",
-         "consume CPU us/rec client / broker", "follow CPU % client / broker", "RSS MB",
+         "produce CPU us/rec client (caller) / broker", "consume rec/s",
+         "consume CPU us/rec client (caller) / broker", "follow CPU % client / broker", "RSS MB",
          "open files", "idle CPU %", "stop s", "restart s"),
         rows)]
     redis = [r for r in summary if r.get("case") == "redis"]
     if redis:
         made.append(redis_table(summary, redis, params))
     return made
+
+
+def _cpu(med: dict, phase: str) -> str:
+    """A phase's CPU per record: the client's (its calling thread's in
+    brackets: the rest is its I/O thread's; runs before it have none) / the
+    broker's."""
+    caller = med.get(f"{phase}_caller_us")
+    client = f"{med[f'{phase}_client_us']:.1f}" + ("" if caller is None else f" ({caller:.1f})")
+    return f"{client} / {med[f'{phase}_broker_us']:.1f}"
 
 
 def redis_table(summary: list, redis: list, params: dict):

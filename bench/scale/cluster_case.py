@@ -72,7 +72,7 @@ def run_rf3_case(workdir: str, partitions: int, records: int, bound: float, log)
         out["leaders"] = {str(i): leaders.get(i, 0) for i in setup.brokers}
         log(f"{partitions} partitions RF=3 on 3 brokers: create {out['create_s']:.2f} s, "
             f"all in sync after {out['isr_s']:.2f} s, leaders per broker {out['leaders']}")
-        wall, own, brk = timed_produce(b, partitions, records, deadline, bound, pids)
+        wall, own, _, brk = timed_produce(b, partitions, records, deadline, bound, pids)
         out.update(produce_rec_s=records / wall, produce_client_us=own / records * 1e6,
                    produce_broker_us=brk / records * 1e6)
         wall, own, brk, _ = timed(lambda: consume(b, partitions, records, deadline), pids)

@@ -53,6 +53,9 @@ def test_quick_scale_bench_emits_json(tmp_path: Path) -> None:
         assert med["produce_broker_us"] >= 0 and med["rss_mb"] > 0 and med["open_files"] > 0
         assert 0 < med["stop_s"] < 120 and 0 < med["restart_s"] < 300
         assert med["create_worst_rtt_ms"] > 0
+        # the calling thread's CPU is part of the process's (its I/O thread does the rest)
+        for phase in ("produce", "consume"):
+            assert 0 < med[f"{phase}_caller_us"] <= med[f"{phase}_client_us"] * 1.01, (key, phase)
     # /proc counts CPU in 10 ms ticks: one quick case (5,000 records in ~15 ms) may show none
     assert sum(medians(rows[key])["produce_broker_us"] for key in brokers) > 0
     for key in redis:
