@@ -14,7 +14,8 @@ saw meanwhile; produce and consume records/s; the
 CPU each side spent per record (µs: this process while producing or
 consuming, in brackets its calling thread's, where ``send()`` and
 ``poll()`` run, the rest its client's I/O thread's; the broker
-meanwhile), so the profile of where a record's time goes starts here; the broker's RSS and open files once idle, and the CPU
+meanwhile), so the profile of where a record's time goes starts here;
+the broker's RSS and open files once idle, and the CPU
 it spends alone for 10 s after (housekeeping, timers: "idle costs
 nothing"); then the CPU a consumer following every partition costs itself
 and the broker while nothing new arrives (% of a core over 5 s: fetch

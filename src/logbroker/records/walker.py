@@ -68,15 +68,11 @@ def split_batches(buf) -> list[tuple[memoryview, fmt.BatchHeader]]:
     """``buf`` as a list of ``(batch view, header)``; raises CorruptRecordError
     unless it is a whole, non-empty number of batches (no CRC check)."""
     mv = memoryview(buf).cast("B")
-    out, end, n = [], 0, len(mv)
-    while n - end >= fmt.HEADER_SIZE:  # scan_batches' walk, inline: every produced part takes it
-        header = fmt.BatchHeader._make(fmt.read_fields(mv, end))
-        size = header.batch_length + fmt.LOG_OVERHEAD
-        if n - end < size:
-            break
-        out.append((mv[end:end + size], header))
-        end += size
-    if not out or end != n:
+    out, end = [], 0
+    for pos, fields in scan_fields(mv):  # no scan_batches around it: every produced part walks
+        end = pos + fields[fmt.F_BATCH_LENGTH] + fmt.LOG_OVERHEAD
+        out.append((mv[pos:end], fmt.BatchHeader._make(fields)))
+    if not out or end != len(mv):
         raise CorruptRecordError(f"{len(mv)} bytes are not a whole number of record batches "
                                  f"(whole batches end at byte {end})", position=end)
     return out

@@ -26,8 +26,6 @@ from .segment import Segment
 from .segments import Segments
 from .txn_store import Transactions
 
-_stamp, _STAMP_SIZE = fmt.stamp, fmt.STAMP_SIZE
-
 
 class Appender:
     # one per partition (50,000 on a broker): slots, no instance dict
@@ -77,7 +75,7 @@ class Appender:
             if dup is not None:
                 offsets.append((dup, dup + h.record_count - 1))
                 continue
-            iov += (_stamp(mv, offset, epoch), mv[_STAMP_SIZE:])
+            iov += (fmt.stamp(mv, offset, epoch), mv[fmt.STAMP_SIZE:])
             written.append((h, offset, pos, mv))
             offsets.append((offset, offset + h.record_count - 1))
             if h.max_timestamp > max_ts:

@@ -40,7 +40,7 @@ class LeaderEpochs:
     def check(self, epoch: int, log) -> None:
         """Refuse an append in an epoch older than the newest one (the error
         names ``log``: its name is built only then, not on every append)."""
-        if self._entries and epoch < self._entries[-1][0]:
+        if epoch < self.latest:
             raise InvalidRequestError(f"{log.name}: leader epoch {epoch} is older than the "
                                       f"log's {self.latest}")
 

@@ -88,8 +88,7 @@ class FileCache:
             entry.used = time.monotonic()
             if entry.closing and entry.refs == 0:
                 os.close(entry.fd)
-            if len(self._entries) > self.max_open:
-                self._evict()
+            self._evict()
 
     def forget(self, owner) -> None:
         """Close ``owner``'s descriptor now, or when its last user is done."""

@@ -150,9 +150,6 @@ def parse_batches(batches, *, max_batch_bytes: "int | None" = None,
     return parsed
 
 
-_CRC_START = fmt.CRC_START
-
-
 def _check_all(parsed: Parsed, max_batch_bytes: "int | None", require_keys: bool, budget,
                check_records: bool = True) -> None:
     """``parse_batches``' checks of each batch; a compressed Kafka section
@@ -163,7 +160,7 @@ def _check_all(parsed: Parsed, max_batch_bytes: "int | None", require_keys: bool
         if max_batch_bytes is not None and len(mv) > max_batch_bytes:
             raise RecordTooLargeError(f"batch of {len(mv)} bytes exceeds max_batch_bytes "
                                       f"{max_batch_bytes}")
-        if crc32c(mv[_CRC_START:]) != header.crc:
+        if crc32c(mv[fmt.CRC_START:]) != header.crc:
             fmt.check_crc(mv, 0, header)  # raises, saying where
         if header.magic == fmt.KAFKA_MAGIC:
             codec = header.attributes & fmt.COMPRESSION_MASK

@@ -92,18 +92,13 @@ class Segment:
     def write(self, buffers: Sequence, nbytes: int) -> None:
         """Append ``buffers`` (bytes-like, ``nbytes`` in all) at ``size``."""
         with self.files.fd(self, self.path) as fd:
-            pos, end = self.size, self.size + nbytes
-            if len(buffers) <= _IOV_MAX and os.pwritev(fd, buffers, pos) == nbytes:
-                self.size = end  # the common case: one call wrote it all
-                return
-            bufs = list(buffers)  # else again from the start: the same bytes at the same place
-            while bufs:
-                chunk = bufs[:_IOV_MAX]
+            pos, end, bufs = self.size, self.size + nbytes, buffers
+            while pos < end:  # one pwritev in the common case, no copy of the list
+                chunk = bufs if len(bufs) <= _IOV_MAX else bufs[:_IOV_MAX]
                 written = os.pwritev(fd, chunk, pos)
                 pos += written
-                rest = bufs[_IOV_MAX:]
-                bufs = rest if pos == end and not rest else _advance(chunk, written) + rest
-            assert pos == end
+                if pos < end:
+                    bufs = _advance(list(chunk), written) + list(bufs[len(chunk):])
         self.size = end
 
     def read(self, position: int, size: int) -> bytes:

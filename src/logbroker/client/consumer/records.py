@@ -116,9 +116,9 @@ def batch_records(batch: RecordBatch, topic: str, partition: int,
 
 
 # -- the consumer's path --------------------------------------------------------------------------
-# A batch of a 10,000-partition fetch holds ~5 records: the fixed cost of a
-# batch (~4 us before these constants and caches were inlined) was most of
-# its cost. Header fields by index (format.read_fields), as plain ints.
+# A batch of a 10,000-partition fetch holds ~5 records, so a batch's fixed
+# cost is most of its cost: header fields by index (format.read_fields) and
+# the format's sizes are module constants here.
 _I32 = struct.Struct("<i")
 _KEY_MODE = 3 << fmt.KEY_MODE_SHIFT
 _VALUE_MODE = 3 << fmt.VALUE_MODE_SHIFT
@@ -166,9 +166,9 @@ def _column(data: bytes, pos: int, n: int, end: int):
         return None
     first, last = _I32.unpack_from(data, pos + 4)[0], _I32.unpack_from(data, start - 4)[0]
     if n <= _FIXED_MAX and last == n * first and 0 <= first and start + last <= end:
-        layout = _fixed.get((n, first)) or _fixed_layout(n, first)
-        if data.startswith(layout[0], pos):  # every entry ``first`` bytes: one unpack splits them
-            return layout[1].unpack_from(data, start), start + last
+        offsets, split = _fixed_layout(n, first)
+        if data.startswith(offsets, pos):  # every entry ``first`` bytes: one unpack splits them
+            return split.unpack_from(data, start), start + last
     offs = array("i")
     offs.frombytes(data[pos:start])
     if not _LITTLE:  # pragma: no cover - big-endian hosts only
@@ -206,10 +206,9 @@ def records_into(out: list, data: bytes, pos: int, fields: tuple, topic: str, pa
             values = _column(data, at, n, end)
             values, at = values or (None, -1)
         if at == end:
-            split = _deltas.get(n) or _deltas_struct(n)
             first = fields[_FIRST_TS]
             out += map(_make, zip(repeat(topic), repeat(partition), range(base, base + n),
-                                  map(add, repeat(first), split.unpack_from(data, deltas)),
+                                  map(add, repeat(first), _deltas_struct(n).unpack_from(data, deltas)),
                                   keys, values, _EMPTY))
             return
     batch = decode_batch(memoryview(data)[pos:end], verify=False)  # raises the precise error
