@@ -4,7 +4,6 @@ memory, wake-ups, sequence numbers, retry order and error handling."""
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 
 import pytest
 
@@ -111,14 +110,39 @@ def test_a_due_batch_keeps_filling_while_its_leader_has_a_request_in_flight(send
     acc.append("b", 0, b"v", None, None, None)
     later = acc.open[("a", 0)].created + 1.0
     s._inflight.update({0: 1, 1: 0})  # broker 0 (a's leader) has a slot free but is busy
-    assert acc.seal_due(later, False, partial(s._leader_below, 1)) is None  # no timer for a held batch
+    assert acc.seal_due(later, False, s._seal_budget(True)) is None  # no timer for a held batch
     assert ("a", 0) in acc.open and ("b", 0) not in acc.open
     for _ in range(9):
         acc.append("a", 0, b"v", None, None, None)
     assert len(acc.open[("a", 0)]) == 10 and not acc.parts.get(("a", 0))
     s._inflight[0] = 0  # the response came back
-    acc.seal_due(later, False, partial(s._leader_below, 1))
+    acc.seal_due(later, False, s._seal_budget(True))
     assert not acc.open and [len(b) for b in acc.parts[("a", 0)].queue] == [10]
+
+
+@pytest.mark.parametrize("linger_ms", [0, 5])
+def test_due_batches_are_sealed_only_as_far_as_the_free_requests_carry_them(sender, linger_ms):
+    """Due batches beyond what the leader's free request slots take now
+    stay open and keep filling (Kafka's accumulator appends to a ready
+    batch until the sender drains it): sealed, they would wait queued while
+    their partitions' next records started second batches."""
+    size = make_acc()[0].append("x", 0, b"v" * 1000, None, None, None)[0].size
+    s = sender(linger_ms=linger_ms, max_in_flight=2, max_request_size=2 * size + 10)
+    acc = s.acc
+    tps = [("t", q) for q in range(6)]
+    s.router.cache.leaders.update({tp: 0 for tp in tps})
+    for tp in tps:  # two requests of two batches each: four go now
+        acc.append(*tp, b"v" * 1000, None, None, None)
+    s._inflight[0] = 0
+    later = acc.open[tps[-1]].created + 1.0
+    acc.seal_due(later, linger_ms == 0, s._seal_budget(linger_ms > 0))
+    sealed = [tp for tp in tps if acc.parts.get(tp) and acc.parts[tp].queue]
+    assert sealed == tps[:4] and list(acc.open) == tps[4:]  # the oldest first
+    acc.append(*tps[5], b"v", None, None, None)
+    assert len(acc.open[tps[5]]) == 2  # still filling
+    s._inflight[0] = 1  # a slot busy: lingering, nothing more is sealed; else one request's worth
+    acc.seal_due(later, linger_ms == 0, s._seal_budget(linger_ms > 0))
+    assert list(acc.open) == (tps[5:] if linger_ms == 0 else tps[4:])
 
 
 def test_waiting_on_a_sealed_batch_seals_its_partitions_open_one():

@@ -188,12 +188,13 @@ class Accumulator:
         return self.inflight < self._max_in_flight
 
     def seal_due(self, now: float, everything: bool = False,
-                 can_send: "Callable[[tuple[str, int]], bool] | None" = None) -> "float | None":
+                 can_send: "Callable[[tuple[str, int], int], bool] | None" = None) -> "float | None":
         """Seal open batches whose linger expired (all with ``everything``);
         returns the earliest linger deadline still open, or None.
 
-        ``can_send(tp)`` False (the sender keeps such batches while the
-        partition's leader has a request in flight): a due batch stays open
+        ``can_send(tp, size)`` False (the sender keeps such batches while
+        the partition's leader has a request in flight, or once the requests
+        it can send now are full): a due batch stays open
         and keeps filling until the response (which drains again), as
         Kafka's accumulator appends to a ready batch until the sender takes
         it. Sealed at once, it would leave as one small batch per request
@@ -210,7 +211,7 @@ class Accumulator:
                     break
                 due_now.append((tp, batch))
             for tp, batch in due_now:
-                if can_send is None or can_send(tp):
+                if can_send is None or can_send(tp, batch.size):
                     self._seal(batch)
         return nxt
 
