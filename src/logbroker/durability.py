@@ -150,7 +150,9 @@ class GroupCommit:
         return lg.recovery_point < end
 
     def _enqueue(self, lg: Log, end: int, waiter, inline: bool = True) -> None:
-        pending = self._pending.setdefault(lg, _Pending())
+        pending = self._pending.get(lg)
+        if pending is None:
+            pending = self._pending[lg] = _Pending()
         pending.waiters.append((end, waiter))
         if not pending.running:
             self._start(lg, pending, inline)

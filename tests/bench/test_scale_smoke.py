@@ -35,13 +35,18 @@ def medians(row: dict) -> dict:
     return {k: v["median"] for k, v in row.items() if isinstance(v, dict)}
 
 
+def quick(module: str, tmp_path: Path, *extra: str, timeout: float = 300) -> dict:
+    """``python -m MODULE --quick --json --dir TMP EXTRA...``'s JSON (exit 0 asserted)."""
+    proc = subprocess.run([sys.executable, "-m", module, "--quick", "--json", "--dir",
+                           str(tmp_path), *extra], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
 def test_quick_scale_bench_emits_json(tmp_path: Path) -> None:
     skip = ([] if REDIS else ["--no-redis"]) + ([] if ETCD else ["--rf3", "0"])
-    proc = subprocess.run([sys.executable, "-m", "bench.scale", "--quick", "--json", "--dir",
-                           str(tmp_path), *skip], capture_output=True, text=True, timeout=600,
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout)
+    out = quick("bench.scale", tmp_path, *skip, timeout=600)
     rows = {(r["case"], r["partitions"], r["flush"]): r for r in out["summary"]}
     brokers = {("broker", p, f) for p in (1, 100) for f in ("fsync", "lazy")}
     redis = {("redis", 1, "always"), ("redis", 100, "always")} if REDIS else set()
@@ -88,11 +93,7 @@ def test_quick_phases_bench_times_each_phase_in_order(tmp_path: Path) -> None:
     """``python -m bench.scale.phases --quick --json``: for 1 and 100
     partitions every phase of a consumer's start is timed, in the order
     they happen, and the brokers are gone."""
-    proc = subprocess.run([sys.executable, "-m", "bench.scale.phases", "--quick", "--json",
-                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout)
+    out = quick("bench.scale.phases", tmp_path)
     from bench.scale.phases import PHASES, tables
     assert [c["partitions"] for c in out["cases"]] == [1, 100]
     for case in out["cases"]:
@@ -111,11 +112,7 @@ def test_quick_parts_bench_times_each_request_kind(tmp_path: Path) -> None:
     partitions, the produce (first and later) and the first fetch are
     timed, a request of 100 parts takes longer than one of 1, and the
     brokers are gone."""
-    proc = subprocess.run([sys.executable, "-m", "bench.scale.parts", "--quick", "--json",
-                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout)
+    out = quick("bench.scale.parts", tmp_path)
     from bench.scale.parts import tables
     one, hundred = out["cases"]
     assert (one["partitions"], hundred["partitions"]) == (1, 100)
@@ -123,5 +120,23 @@ def test_quick_parts_bench_times_each_request_kind(tmp_path: Path) -> None:
         assert 0 < one[kind]["ms"] < hundred[kind]["ms"], kind
         assert hundred[kind]["us_per_part"] == hundred[kind]["ms"] * 1000 / 100
     assert gone(one["pid"]) and gone(hundred["pid"])
+    from bench.common.harness import tables_markdown
+    assert "| 100 |" in tables_markdown(tables(out))
+
+
+def test_quick_barrier_bench_times_each_way_to_durability(tmp_path: Path) -> None:
+    """``python -m bench.scale.barrier --quick --json``: for 1 and 100
+    files, a syncfs, an fdatasync a file and a journal append are each
+    timed, fsyncing 100 files takes longer than one, and the work dir is
+    left empty."""
+    out = quick("bench.scale.barrier", tmp_path)
+    from bench.scale.barrier import tables
+    one, hundred = out["cases"]
+    assert (one["partitions"], hundred["partitions"]) == (1, 100)
+    for kind in ("syncfs", "fdatasync", "journal"):
+        assert one[kind]["ms"] > 0 and hundred[kind]["ms"] > 0, kind
+        assert hundred[kind]["us_per_file"] == pytest.approx(hundred[kind]["ms"] * 1000 / 100)
+    assert one["fdatasync"]["ms"] < hundred["fdatasync"]["ms"]
+    assert not any(tmp_path.iterdir())
     from bench.common.harness import tables_markdown
     assert "| 100 |" in tables_markdown(tables(out))

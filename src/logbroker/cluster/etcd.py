@@ -34,6 +34,9 @@ def parse_etcd_url(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+CONNECT_WAIT_S = 3.0  # aetcd's wait for a connection another call is making (its default)
+
+
 async def _close(client) -> None:
     try:
         await asyncio.wait_for(client.close(), 2.0)
@@ -93,13 +96,19 @@ class Etcd:
                                        timeout=timeout, options=options)
         self._client = self._new_client()
         self._retired: set = set()  # clients replaced after a refused token, closing
+        # a call's bound, whatever aetcd and gRPC do: its (re)connection (authenticating
+        # included, or waiting up to CONNECT_WAIT_S for another call's), then the call
+        self._bound = 2 * timeout + CONNECT_WAIT_S
 
     async def _call(self, coro):
         client = self._client
         try:
-            return await coro
+            return await asyncio.wait_for(coro, self._bound)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:  # ours, or aetcd's wait for another call's connection
+            raise ClusterUnavailableError(f"etcd at {self.url}: no answer within "
+                                          f"{self._bound:.0f} s") from None
         except self._aetcd.exceptions.UnauthenticatedError as exc:
             # etcd forgot our token (it restarted, or the token expired): the next call
             # goes through a new client, which authenticates again; the old one is closed

@@ -48,7 +48,7 @@ class Appender:
         give it the epochs the transaction state knows (markers' bumps)."""
         if self.producers.loaded:
             return
-        self.producers.load(h for seg in self.segments.tail(TAIL_SCAN_BYTES)
+        self.producers.load(h for seg in self.segments.tail(TAIL_SCAN_BYTES) if seg.size
                             for _, h in seg.scan(0, seg.size, verify=False))
         for pid, (epoch, _) in self.txns.state.producers.items():
             self.producers.bump(pid, epoch)

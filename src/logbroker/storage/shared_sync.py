@@ -25,7 +25,8 @@ import ctypes
 import os
 
 
-def _syncfs():
+def load_syncfs():
+    """libc's ``syncfs(fd)`` (errno kept), or None where there is none."""
     try:
         fn = ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):
@@ -36,7 +37,7 @@ def _syncfs():
 
 class SharedSync:
     def __init__(self, directory: str) -> None:
-        self._syncfs = _syncfs()
+        self._syncfs = load_syncfs()
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         self._dev = os.fstat(self._fd).st_dev
         self.syncs = 0  # barriers issued (the metrics' and the tests' count)
