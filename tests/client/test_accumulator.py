@@ -145,6 +145,47 @@ def test_due_batches_are_sealed_only_as_far_as_the_free_requests_carry_them(send
     assert list(acc.open) == (tps[5:] if linger_ms == 0 else tps[4:])
 
 
+def test_the_walk_of_due_batches_stops_once_every_broker_is_busy(sender):
+    """A lingering producer's due batches are not walked one by one while
+    every live broker has a request of ours in flight (nothing could be
+    sealed): the walk stops at the first; with one broker idle its
+    partitions' batches are still found behind the busy one's."""
+    s = sender(linger_ms=5, max_in_flight=2)
+    acc = s.acc
+    s.router.cache.brokers.update({0: ("127.0.0.1", 1), 1: ("127.0.0.1", 2)})
+    tps = [("a", q) for q in range(50)] + [("b", 0)]
+    s.router.cache.leaders.update({tp: 0 for tp in tps})
+    s.router.cache.leaders[("b", 0)] = 1
+    for tp in tps:
+        acc.append(*tp, b"v", None, None, None)
+    later = acc.open[tps[-1]].created + 1.0
+    asked = []
+
+    def counting(budget):
+        def can(tp, size):
+            asked.append(tp)
+            return budget(tp, size)
+        return can
+
+    s._inflight.update({0: 1, 1: 0})
+    acc.seal_due(later, False, counting(s._seal_budget(True)))
+    assert ("b", 0) not in acc.open and len(acc.open) == 50  # broker 1's batch found and sealed
+    s._inflight.update({0: 1, 1: 1})
+    acc.append("b", 0, b"v", None, None, None)  # the newest open batch: after a's 50
+    asked.clear()
+    acc.seal_due(later + 1.0, False, counting(s._seal_budget(True)))
+    assert len(asked) == 51 and len(acc.open) == 51  # broker 1 busy too: nothing sealed
+    one = sender(linger_ms=5, max_in_flight=2)  # one broker, busy: the walk stops at once
+    one.router.cache.brokers[0] = ("127.0.0.1", 1)
+    one.router.cache.leaders.update({tp: 0 for tp in tps[:50]})
+    for tp in tps[:50]:
+        one.acc.append(*tp, b"v", None, None, None)
+    one._inflight[0] = 1
+    asked.clear()
+    assert one.acc.seal_due(later + 1.0, False, counting(one._seal_budget(True))) is None
+    assert len(asked) == 1 and len(one.acc.open) == 50
+
+
 def test_waiting_on_a_sealed_batch_seals_its_partitions_open_one():
     """A caller that waits for a record of a batch already sent has stopped
     appending: the partition's open batch (the window's last records) is

@@ -188,13 +188,15 @@ class Accumulator:
         return self.inflight < self._max_in_flight
 
     def seal_due(self, now: float, everything: bool = False,
-                 can_send: "Callable[[tuple[str, int], int], bool] | None" = None) -> "float | None":
+                 can_send: "Callable[[tuple[str, int], int], bool | None] | None" = None
+                 ) -> "float | None":
         """Seal open batches whose linger expired (all with ``everything``);
         returns the earliest linger deadline still open, or None.
 
         ``can_send(tp, size)`` False (the sender keeps such batches while
         the partition's leader has a request in flight, or once the requests
-        it can send now are full): a due batch stays open
+        it can send now are full; None: nor any later one, the walk stops
+        and no timer is due): a due batch stays open
         and keeps filling until the response (which drains again), as
         Kafka's accumulator appends to a ready batch until the sender takes
         it. Sealed at once, it would leave as one small batch per request
@@ -203,16 +205,19 @@ class Accumulator:
         paid one append and one fsync per batch."""
         nxt = None
         with self.lock:
-            due_now = []
+            chosen = []
             for tp, batch in self.open.items():  # in creation order: the due ones first
                 due = batch.created + self._linger
                 if not everything and due > now:
                     nxt = due  # and every later batch is due later still
                     break
-                due_now.append((tp, batch))
-            for tp, batch in due_now:
-                if can_send is None or can_send(tp, batch.size):
-                    self._seal(batch)
+                ok = True if can_send is None else can_send(tp, batch.size)
+                if ok:
+                    chosen.append(batch)
+                elif ok is None:  # nothing more can go now: a response drains again
+                    break
+            for batch in chosen:
+                self._seal(batch)
         return nxt
 
     def seal_all(self) -> list[ProducerBatch]:

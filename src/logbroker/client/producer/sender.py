@@ -180,22 +180,28 @@ class Sender:
             acc.idle = True
         return False
 
-    def _seal_budget(self, lingering: bool) -> "Callable[[tuple[str, int], int], bool]":
+    def _seal_budget(self, lingering: bool) -> "Callable[[tuple[str, int], int], bool | None]":
         """``can_seal(tp, size)`` for ``Accumulator.seal_due``: whether a due
-        batch of ``size`` bytes is sealed now. Per leader, only what its free
-        request slots carry now (``REQUEST_BYTES`` each; with ``lingering``,
-        only when nothing of ours is in flight to it) is sealed; the other
-        due batches stay open and keep filling until a response drains
-        again, as Kafka's accumulator appends to a ready batch until the
-        sender takes it. Sealing every due batch at once left most of them
-        queued behind the requests in flight while their partitions' next
-        records started new batches: 10,000 partitions fed round-robin made
-        ~2 batches a partition, and the broker appends per batch."""
+        batch of ``size`` bytes is sealed now (True), left open (False), or
+        nothing more can be this pass (None: every live broker's budget is
+        spent, so the walk stops: O(1), not O(open batches), while a
+        lingering producer's requests are in flight). Per leader, only what
+        its free request slots carry now (``REQUEST_BYTES`` each; with
+        ``lingering``, only when nothing of ours is in flight to it) is
+        sealed; the other due batches stay open and keep filling until a
+        response drains again, as Kafka's accumulator appends to a ready
+        batch until the sender takes it. Sealing every due batch at once
+        left most of them queued behind the requests in flight while their
+        partitions' next records started new batches: 10,000 partitions fed
+        round-robin made ~2 batches a partition, and the broker appends per
+        batch."""
         leaders, inflight, left = self.router.cache.leaders, self._inflight, {}
+        live = len(self.router.cache.brokers)
         slots = self.settings.max_in_flight
         request = min(self.settings.max_request_size, REQUEST_BYTES)
+        spent: set = set()
 
-        def can_seal(tp: "tuple[str, int]", size: int) -> bool:
+        def can_seal(tp: "tuple[str, int]", size: int) -> "bool | None":
             bid = leaders.get(tp)
             if bid is None:
                 return True  # sealed: it waits for a route (a refresh) either way
@@ -203,12 +209,16 @@ class Sender:
             if budget is None:  # the leader's first due batch: sealed however large
                 busy = inflight.get(bid, 0)
                 if busy >= slots or lingering and busy:
-                    left[bid] = -1
-                    return False
+                    left[bid] = 0
+                    spent.add(bid)
+                    return None if live and len(spent) >= live else False
                 budget = (slots - busy) * request
             elif size > budget:
-                return False
-            left[bid] = budget - size
+                return None if live and bid in spent and len(spent) >= live else False
+            budget -= size
+            left[bid] = budget
+            if budget <= 0:
+                spent.add(bid)
             return True
         return can_seal
 
