@@ -34,8 +34,10 @@ def test_a_killed_follower_shows_as_under_replicated(metrics_cluster):
     leader, _, replicas, _ = c.state("urp")
     code, message, _ = c.produce(leader, "urp", 0, [b"a", b"b", b"c"])
     assert code == 0, message
-    s = scrape(urls[leader])
-    assert value(s, "logbroker_under_replicated_partitions") == 0
+    # a follower that fell behind on a loaded machine may be out of the ISR a moment
+    s = wait_until(lambda: (lambda s: s if value(s, "logbroker_under_replicated_partitions")
+                            == 0 else None)(scrape(urls[leader])), 15,
+                   "every replica of the new topic in sync")
     assert value(s, "logbroker_scrape_errors_total") == 0
     assert value(s, "logbroker_leader_partitions") >= 1
     assert value(s, "logbroker_controller_changes_total") >= 1
