@@ -111,16 +111,21 @@ class Etcd:
                                           f"{self._bound:.0f} s") from None
         except self._aetcd.exceptions.UnauthenticatedError as exc:
             # etcd forgot our token (it restarted, or the token expired): the next call
-            # goes through a new client, which authenticates again; the old one is closed
-            # aside (once: calls that failed with the old token leave the new one alone)
-            if client is self._client:
-                self._client = self._new_client()
-                task = asyncio.get_running_loop().create_task(_close(client))
-                self._retired.add(task)
-                task.add_done_callback(self._retired.discard)
+            # goes through a new client, which authenticates again
+            self._renew(client)
             raise ClusterUnavailableError(f"etcd at {self.url}: authentication: {exc}") from None
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd at {self.url}: {type(exc).__name__}: {exc}") from None
+
+    def _renew(self, client) -> None:
+        """Later calls go through a new client (a new channel, watcher and
+        token); ``client`` is closed aside. Once: calls that failed through
+        the old client leave the new one alone."""
+        if client is self._client:
+            self._client = self._new_client()
+            task = asyncio.get_running_loop().create_task(_close(client))
+            self._retired.add(task)
+            task.add_done_callback(self._retired.discard)
 
     async def close(self) -> None:
         await _close(self._client)
@@ -157,14 +162,18 @@ class Etcd:
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[Event]:
         """Events under ``prefix`` from ``start_revision`` on, in order; the
         iterator raises ClusterUnavailableError when the stream breaks."""
-        w = await self._call(self._client.watch_prefix(prefix.encode(),
-                                                        start_revision=start_revision))
+        client = self._client
+        w = await self._call(client.watch_prefix(prefix.encode(), start_revision=start_revision))
         try:
             async for ev in w:
                 deleted = ev.kind == "DELETE"
                 yield Event(ev.kv.key.decode(), None if deleted else ev.kv.value, ev.kv.mod_revision,
                             ev.kv.create_revision)
         except self._aetcd.exceptions.ClientError as exc:
+            # a broken stream leaves aetcd's watcher of that client unable to deliver
+            # the next watch's events (an etcd restart: a topic created after it never
+            # reached the view): the next watch, and every call, use a new client
+            self._renew(client)
             raise ClusterUnavailableError(f"etcd watch: {type(exc).__name__}: {exc}") from None
         finally:
             try:  # bounded: on a dead stream aetcd's cancel may wait for ever
