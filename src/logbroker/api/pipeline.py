@@ -39,6 +39,7 @@ request gets its error code, a bug UNKNOWN (logged).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -183,6 +184,13 @@ class Pipeline:
                 out = await out
         except Exception as exc:  # noqa: BLE001 - answered, never raised (_refusal)
             out, failed = self._refusal(msg, session, exc), True
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():
+                raise  # the connection is going away, or the broker is stopping
+            # something the handler awaited was cancelled under it: answered as a bug,
+            # never a silent stall of this connection's answers (they leave in order)
+            out, failed = self._refusal(msg, session, RuntimeError(
+                f"a step of {type(msg).__name__}'s handling was cancelled")), True
         if stats is not None:
             stats.observe(msg.__class__, time.perf_counter() - start)
             if failed:

@@ -105,7 +105,14 @@ class Etcd:
         try:
             return await asyncio.wait_for(coro, self._bound)
         except asyncio.CancelledError:
-            raise
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # our caller is cancelled
+            # the call was cancelled under us: its client was closed (``_renew``, after a
+            # broken watch) while it ran; a caller must see an etcd failure, not a
+            # cancellation (a request handler cancelled so is never answered)
+            raise ClusterUnavailableError(f"etcd at {self.url}: the call was cut off (its "
+                                          "connection was renewed)") from None
         except TimeoutError:  # ours, or aetcd's wait for another call's connection
             raise ClusterUnavailableError(f"etcd at {self.url}: no answer within "
                                           f"{self._bound:.0f} s") from None

@@ -20,19 +20,23 @@ import time
 
 from ..cluster.placement import assign
 from ..cluster.state import PartitionState, TopicState, partition_value, topic_value
-from ..errors import TopicAlreadyExistsError
+from ..errors import ClusterUnavailableError, TopicAlreadyExistsError
 from ..storage.topic_ids import new_topic_id
 
 log = logging.getLogger("logbroker.broker")
 
 SETTLE_S = 2.0  # another broker's creation writes its topic key ms after its partitions
+WAIT_S = 5.0  # a request waits this long for the creation (it goes on): its several etcd
+# calls through a cut link could outlast a client's request timeout (10 s for ours)
 TXN_OPS = 100  # etcd's default limit is 128 operations per transaction
 
 
 class InternalTopics:
     """``ensure(spec)``: returns once ``spec``'s topic exists in this
     broker's view (or its creation failed: the caller answers
-    COORDINATOR_NOT_AVAILABLE and the next request tries again)."""
+    COORDINATOR_NOT_AVAILABLE and the next request tries again), or raises
+    CLUSTER_UNAVAILABLE after ``WAIT_S`` (the creation goes on: a later
+    request finds it done or waits on it again)."""
 
     def __init__(self, meta) -> None:
         self.meta = meta  # ClusterMetadata
@@ -46,7 +50,11 @@ class InternalTopics:
             task = asyncio.get_running_loop().create_task(self._create(spec))
             self._tasks[spec.name] = task
             task.add_done_callback(lambda t, name=spec.name: self._done(name, t))
-        await asyncio.shield(task)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), WAIT_S)
+        except TimeoutError:
+            raise ClusterUnavailableError(f"creating {spec.name} in etcd: not done within "
+                                          f"{WAIT_S:.0f} s (it goes on)") from None
 
     def _done(self, name: str, task: asyncio.Task) -> None:
         if self._tasks.get(name) is task:
