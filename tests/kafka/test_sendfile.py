@@ -81,7 +81,8 @@ class Kafka(Raw):
 
     def produce(self, topic: str, records: bytes) -> int:
         self.cid += 1
-        self.sock.sendall(self.send(0, 8, self.cid, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        # acks -1: answered once durable, so readable (acks 1 is answered before the fsync)
+        self.sock.sendall(self.send(0, 8, self.cid, {"acks": -1, "timeout_ms": 5000, "topic_data": [
             {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}))
         part = self.recv(0, 8)[1].responses[0].partition_responses[0]
         assert part.error_code == 0, part
