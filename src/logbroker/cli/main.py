@@ -17,6 +17,7 @@ Client commands keep the clients' log records off stderr (cli/common.py).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import NoReturn
@@ -34,8 +35,27 @@ def fail(name: str, message: str, code: int = 1) -> "NoReturn":
     sys.exit(code)
 
 
+# The commands, each in its module cli/<name>.py (a click command or group of that name),
+# imported only when it runs or --help lists it: `logbroker produce` does not load the
+# broker, inspect's reports or the storage engine (importing every command took ~0.9 s
+# more than one command's, `python -X importtime`)
+COMMANDS = ("serve", "produce", "consume", "topics", "groups", "cluster", "users", "acls",
+            "inspect", "transactions")
+
+
 class _Group(click.Group):
-    """Turns every failure into one line on stderr (module docstring)."""
+    """Turns every failure into one line on stderr (module docstring), and
+    loads each command when it is needed (``COMMANDS``)."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx, cmd_name: str):
+        cmd = self.commands.get(cmd_name)
+        if cmd is None and cmd_name in COMMANDS:
+            cmd = getattr(importlib.import_module(f"{__package__}.{cmd_name}"), cmd_name)
+            self.add_command(cmd)
+        return cmd
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -58,7 +78,7 @@ class _Group(click.Group):
         """``logbroker CMD [SUB]`` named by the leading ``args`` (for the hint)."""
         words, group = ["logbroker"], self
         for arg in sys.argv[1:] if args is None else args:
-            cmd = group.commands.get(arg) if isinstance(group, click.Group) else None
+            cmd = group.get_command(None, arg) if isinstance(group, click.Group) else None
             if cmd is None:
                 break
             words.append(arg)
@@ -89,25 +109,3 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="logbroker")
 def main() -> None:
     """logbroker: a durable, log-structured message broker."""
-
-
-def _register_commands() -> None:
-    from .acls import acls
-    from .cluster import cluster
-    from .consume import consume
-    from .groups import groups
-    from .inspect import inspect
-    from .produce import produce
-    from .serve import serve
-    from .topics import topics
-    from .transactions import transactions
-    from .users import users
-
-    for command in (serve, produce, consume, topics, groups, cluster, users, acls, inspect,
-                    transactions):
-        main.add_command(command)
-
-
-_register_commands()
-
-
