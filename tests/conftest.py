@@ -13,6 +13,27 @@ from tests.support.fixtures import (OPEN, BrokerProcess, Cluster, EtcdProcess, S
 
 kafka_python_sockets.track()
 
+# Files with Spark tests outside tests/spark/ (tests/structure checks the list is whole)
+SPARK_FILES = ("tests/security/test_tls.py", "tests/kafka/test_cross.py",
+               "tests/kafka/test_decode.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with every file that has Spark tests in one unit
+    of work: a worker starts its own SparkSession (a JVM, ~15-20 s of CPU
+    here, then its first queries' warm-up) for its first Spark test, and
+    with those files spread over both workers both paid it."""
+    if getattr(config.option, "dist", "no") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneSparkWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "spark" if path.startswith("tests/spark/") or path in SPARK_FILES else path
+
+    return OneSparkWorker(config, log)
+
 
 @pytest.fixture
 def store_factory(tmp_path):
