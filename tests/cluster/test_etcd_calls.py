@@ -43,3 +43,27 @@ def test_a_call_cut_off_by_a_renewal_is_an_etcd_failure(etcd, tcp_proxy):
     assert "cut off" in failed.message, failed
     assert took < 3.0  # at once, not the call's 5 s deadline
     assert item is not None and item.value == b"v"
+
+
+def test_a_watch_cut_off_by_a_renewal_is_an_etcd_failure(etcd):
+    async def go():
+        e = Etcd(etcd.url, timeout=5.0)
+        try:
+            await e.put("/w/a", b"1")
+            events = e.watch("/w/", 1).__aiter__()
+            first = await events.__anext__()  # the stream is up (from revision 1)
+            nxt = asyncio.get_running_loop().create_task(events.__anext__())
+            await asyncio.sleep(0)  # one turn: waiting on the stream of the old client
+            e._renew(e._client)
+            try:
+                await asyncio.wait_for(nxt, 5)
+            except ClusterUnavailableError as exc:
+                return first, exc
+            finally:
+                await events.aclose()
+        finally:
+            await e.close()
+
+    first, failed = asyncio.run(go())
+    assert (first.key, first.value) == ("/w/a", b"1")
+    assert "the watch was cut off" in failed.message, failed  # not a quiet end

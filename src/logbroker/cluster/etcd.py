@@ -73,6 +73,13 @@ class Event:
     created: int = 0
 
 
+def _caller_cancelled() -> bool:
+    """Whether the running task is being cancelled (else a CancelledError
+    it met came from below it: a gRPC call of a closed client)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 class Etcd:
     def __init__(self, url: str, *, timeout: float = 5.0, access=None) -> None:
         """``access``: an ``EtcdAccess`` (etcd_access.py): TLS, client
@@ -105,14 +112,9 @@ class Etcd:
         try:
             return await asyncio.wait_for(coro, self._bound)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is None or task.cancelling():
-                raise  # our caller is cancelled
-            # the call was cancelled under us: its client was closed (``_renew``, after a
-            # broken watch) while it ran; a caller must see an etcd failure, not a
-            # cancellation (a request handler cancelled so is never answered)
-            raise ClusterUnavailableError(f"etcd at {self.url}: the call was cut off (its "
-                                          "connection was renewed)") from None
+            if _caller_cancelled():
+                raise
+            raise self._cut_off("the call") from None
         except TimeoutError:  # ours, or aetcd's wait for another call's connection
             raise ClusterUnavailableError(f"etcd at {self.url}: no answer within "
                                           f"{self._bound:.0f} s") from None
@@ -123,6 +125,14 @@ class Etcd:
             raise ClusterUnavailableError(f"etcd at {self.url}: authentication: {exc}") from None
         except self._aetcd.exceptions.ClientError as exc:
             raise ClusterUnavailableError(f"etcd at {self.url}: {type(exc).__name__}: {exc}") from None
+
+    def _cut_off(self, what: str) -> ClusterUnavailableError:
+        """The error of a call or watch cancelled under its caller: its client
+        was closed (``_renew``, after a broken watch or a refused token) while
+        it ran. A caller must see an etcd failure, not a cancellation: a
+        request handler taking it for its own was never answered (decision 119)."""
+        return ClusterUnavailableError(f"etcd at {self.url}: {what} was cut off (its client "
+                                       "was renewed)")
 
     def _renew(self, client) -> None:
         """Later calls go through a new client (a new channel, watcher and
@@ -161,6 +171,10 @@ class Etcd:
         except rpc.AioRpcError as exc:
             raise ClusterUnavailableError(f"etcd at {self.url}: {exc.code().name}: "
                                           f"{exc.details()}") from None
+        except asyncio.CancelledError:
+            if _caller_cancelled():
+                raise
+            raise self._cut_off("the call") from None
         if not got.kvs:
             return None
         kv = got.kvs[0]
@@ -168,7 +182,8 @@ class Etcd:
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[Event]:
         """Events under ``prefix`` from ``start_revision`` on, in order; the
-        iterator raises ClusterUnavailableError when the stream breaks."""
+        iterator raises ClusterUnavailableError when the stream breaks or
+        ends (its client renewed), never ends of its own."""
         client = self._client
         w = await self._call(client.watch_prefix(prefix.encode(), start_revision=start_revision))
         try:
@@ -176,6 +191,12 @@ class Etcd:
                 deleted = ev.kind == "DELETE"
                 yield Event(ev.kv.key.decode(), None if deleted else ev.kv.value, ev.kv.mod_revision,
                             ev.kv.create_revision)
+            # a watch has no end of its own: its client was closed under it (``_renew``)
+            raise self._cut_off("the watch")
+        except asyncio.CancelledError:
+            if _caller_cancelled():
+                raise
+            raise self._cut_off("the watch") from None
         except self._aetcd.exceptions.ClientError as exc:
             # a broken stream leaves aetcd's watcher of that client unable to deliver
             # the next watch's events (an etcd restart: a topic created after it never
