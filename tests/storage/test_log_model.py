@@ -1,6 +1,8 @@
 """A hypothesis state machine: append / roll / truncate / retention / reopen /
-a shared barrier (syncfs, storage/shared_sync.py) / crash (with a torn
-unflushed tail) against an in-memory model of the log."""
+a shared barrier (syncfs, storage/shared_sync.py) / a journal write
+(storage/journal.py) and its checkpoint / crash (with the tail the files
+did not sync torn anywhere: a power cut) against an in-memory model of the
+log: what the journal acknowledged survives any tear."""
 
 from __future__ import annotations
 
@@ -70,6 +72,16 @@ class LogMachine(RuleBasedStateMachine):
         [(lg, error)] = self.shared.flush([self.log])
         assert error is None and lg.flushed_point.offset == lg.log_end_offset
 
+    @rule()
+    def journal_write(self):
+        """The journal makes everything appended so far durable (not the files)."""
+        [(lg, error)] = self.store.journal.flush([self.log])
+        assert error is None and lg.recovery_point == lg.log_end_offset
+
+    @rule()
+    def journal_checkpoint(self):
+        self.store.journal.checkpoint()
+
     @rule(data=st.data())
     def truncate(self, data):
         target = data.draw(st.integers(max(0, self.start - 2), self.next + 2))
@@ -103,7 +115,7 @@ class LogMachine(RuleBasedStateMachine):
     def crash_and_tear(self, data):
         """Kill the process; optionally tear the unflushed part of the tail."""
         log = self.log
-        rp = log.flushed_point
+        rp, durable = log.flushed_point, log.recovery_point  # files / files or journal
         seg, flushed_pos = log.active, (rp.position if rp.segment == log.active.base_offset else 0)
         path, size = seg.path, seg.size
         batches = [(pos, h) for pos, h in seg.scan(0, size, verify=False)]
@@ -113,8 +125,9 @@ class LogMachine(RuleBasedStateMachine):
             with open(path, "r+b") as fh:
                 fh.truncate(cut)
             lost = [h.base_offset for pos, h in batches if pos + h.size > cut]
-            if lost:  # a log start past the surviving data restarts the log there
-                self.next = max(lost[0], self.start)
+            if lost:  # a log start past the surviving data restarts the log there;
+                # the journal's replay gives back everything below its durable end
+                self.next = max(lost[0], self.start, durable)
                 self.records = [r for r in self.records if r[0] < self.next]
         self.store = open_store(self.dir, **SETTINGS)
         assert self.log.offline is None, self.log.offline

@@ -37,6 +37,8 @@ def crash(store: Store) -> None:
     """Abandon ``store`` as a killed process would: nothing flushed or
     checkpointed, the clean marker not written (the page cache survives, as
     it does when only the process dies)."""
+    if store.journal is not None:
+        store.journal.abandon()
     store.files.close_all()
     store.meta.close()
     os.close(store._lock_fd)

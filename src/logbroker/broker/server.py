@@ -80,6 +80,8 @@ class Broker:
             gc.freeze()  # ... and out of the full collections while serving (decision 104)
             gc.enable()
         self.shared = SharedSync(config.data_dir)  # one syncfs for many logs (decision 103)
+        # a turn's group commit of many logs: the journal (decision 120), else the syncfs
+        self.barrier = self.store.journal or self.shared
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="logbroker-io")
         # fsyncs of many partitions at once overlap (docs/architecture.md 58)
         self.fsync_pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS,
@@ -144,7 +146,7 @@ class Broker:
         etcd (advertising ``advertised_address`` or the bound address) and
         starting to replicate. The one place that picks the mode."""
         if not clustered:
-            self.commit = GroupCommit(self.fsync_pool, self.notifier, shared=self.shared)
+            self.commit = GroupCommit(self.fsync_pool, self.notifier, shared=self.barrier)
             return LocalMetadata(self.store, self.config, self.commit, self.port, self.executor)
         from ..cluster.node import ClusterNode
         from ..limits import parse_address
@@ -155,7 +157,7 @@ class Broker:
                       if self.config.advertised_address else (self.config.host, self.port))
         await node.start(host, port)
         self.commit = GroupCommit(self.fsync_pool, self.notifier,
-                                  on_durable=node.replicas.on_durable, shared=self.shared)
+                                  on_durable=node.replicas.on_durable, shared=self.barrier)
         return ClusterMetadata(node, self.config, self.commit)
 
     def stop(self) -> None:

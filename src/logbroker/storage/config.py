@@ -130,6 +130,9 @@ class StorageConfig:
     - ``compaction_map_bytes``: memory bound of the compactor's key map (key
       bytes plus a fixed per-key cost); a log with more keys is compacted a
       prefix of its dirty section per pass.
+    - ``journal``: a group commit of many fsync logs writes their appends
+      to one write-ahead journal with one fdatasync (storage/journal.py);
+      False: one syncfs of the filesystem instead (decision 103).
     """
 
     log: LogConfig = field(default_factory=LogConfig)
@@ -139,6 +142,7 @@ class StorageConfig:
     checkpoint_interval_ms: int = 10_000
     compaction_bytes_per_tick: int = 64 << 20
     compaction_map_bytes: int = 32 << 20
+    journal: bool = True
 
     def __post_init__(self) -> None:
         _positive(self, "map_size", minimum=1 << 20)

@@ -74,11 +74,12 @@ def make_logs(store, topic: TopicConfig, partitions: list) -> list[Log]:
             pid, new = ids[name]
             if new and not os.path.exists(directory):
                 lg = Log.fresh(directory, topic.name, p, pid, config=config, meta=store.meta,
-                               files=store.files, auto_hw=store.auto_hw)
+                               files=store.files, auto_hw=store.auto_hw, journal=store.journal)
                 fresh.append(lg)
             else:
                 lg = Log.open(directory, topic.name, p, config=config, meta=store.meta,
-                              files=store.files, clean=False, auto_hw=store.auto_hw)
+                              files=store.files, clean=False, auto_hw=store.auto_hw,
+                              journal=store.journal)
             made.append(lg)
         if fresh:
             fsync_dir(store.path)  # the new directories' entries, one fsync for the slice

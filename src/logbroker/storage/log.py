@@ -54,14 +54,17 @@ class Log:
     __slots__ = (
         "_appender", "_ckpt_clean", "_ckpt_sig", "_epochs", "_flusher", "_follower", "_locator",
         "_lock", "_offline", "_on_dev", "_segs", "_txns", "auto_hw", "config", "directory",
-        "files", "index", "meta", "partition", "pid", "scanned_bytes", "topic", "__weakref__"
+        "files", "index", "journal", "meta", "partition", "pid", "scanned_bytes", "topic",
+        "__weakref__"
     )
 
     def __init__(self, topic: str, partition: int, directory: str, config: LogConfig,
                  meta: MetaStore, loaded: LoadedLog, *, auto_hw: bool = True,
-                 checkpoint: bool = True) -> None:
+                 checkpoint: bool = True, journal=None) -> None:
         """``checkpoint=False``: the caller writes the first checkpoint
-        (``checkpoint_many``: a slice of new partitions, one transaction)."""
+        (``checkpoint_many``: a slice of new partitions, one transaction).
+        ``journal``: the data dir's (storage/journal.py), or None: an fsync
+        log then holds its appends for it until they are durable."""
         self.topic, self.partition, self.directory = topic, partition, directory
         self.config, self.meta, self.pid = config, meta, loaded.pid
         self.index, self._segs, self._epochs = loaded.index, loaded.segments, loaded.epochs
@@ -81,6 +84,8 @@ class Log:
         self._offline: "PartitionOfflineError | None" = None
         self._locator = Locator(self.name, self._segs, self.index, self._checkpoint_locked)
         self.scanned_bytes = loaded.scanned_bytes
+        self.journal = journal
+        self._segs.capture(journal is not None and config.flush == FLUSH_FSYNC)
         if loaded.offline is not None:
             self._fail(loaded.offline.removeprefix(f"{self.name}: "))
         elif checkpoint:
@@ -90,7 +95,7 @@ class Log:
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, *, config: LogConfig,
              meta: MetaStore, files: FileCache, clean: bool, auto_hw: bool = True,
-             checkpoint: bool = True) -> "Log":
+             checkpoint: bool = True, journal=None) -> "Log":
         """Load (creating if needed) the log in ``directory``; never raises for
         damaged data: a damaged log comes back with ``offline`` set.
         ``checkpoint=False``: the caller writes the first checkpoint of an
@@ -98,17 +103,17 @@ class Log:
         loaded = load_log(directory, topic, partition, config=config, meta=meta, files=files,
                           clean=clean, auto_hw=auto_hw)
         return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
-                   checkpoint=checkpoint)
+                   checkpoint=checkpoint, journal=journal)
 
     @classmethod
     def fresh(cls, directory: str, topic: str, partition: int, pid: int, *, config: LogConfig,
-              meta: MetaStore, files: FileCache, auto_hw: bool = True) -> "Log":
+              meta: MetaStore, files: FileCache, auto_hw: bool = True, journal=None) -> "Log":
         """A brand-new empty log (loader.fresh_log: ``directory`` must not
         exist, ``pid`` newly allocated), without its first checkpoint: the
         caller writes it (``checkpoint_many``)."""
         loaded = fresh_log(directory, topic, partition, pid, config=config, meta=meta, files=files)
         return cls(topic, partition, directory, config, meta, loaded, auto_hw=auto_hw,
-                   checkpoint=False)
+                   checkpoint=False, journal=journal)
 
     def reconfigure(self, config: LogConfig) -> None:
         """Apply a topic's altered settings live: the next append, roll,
@@ -117,6 +122,7 @@ class Log:
         with self._lock:
             self.config = self._appender.config = config
             self.index.interval = config.index_interval_bytes
+            self._segs.capture(self.journal is not None and config.flush == FLUSH_FSYNC)
 
     # -- state -----------------------------------------------------------------
     @property
@@ -138,7 +144,9 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._segs.recovery_point.offset
+        """Offsets below it are durable: fsynced, or in the journal (the
+        stored recovery point, ``flushed_point``, counts the files only)."""
+        return self._segs.durable_end
 
     @property
     def flushed_point(self) -> RecoveryPoint:
@@ -433,6 +441,30 @@ class Log:
             self._flusher.synced(done)
         self._check_online()
 
+    @property
+    def generation(self) -> int:
+        """Cuts of this log since it was opened (the journal's entries of an
+        older generation are void). Read without the lock."""
+        return self._segs.cuts
+
+    def journal_take(self) -> tuple:
+        """``(generation, held)``: the appends held past the durable end,
+        handed to the journal (``Segments.take_journal``; None: a file sync
+        must cover them)."""
+        with self._lock:
+            return self._segs.cuts, self._segs.take_journal()
+
+    def journaled(self, generation: int, end: int) -> None:
+        """The journal made offsets below ``end`` durable (taken in
+        ``generation``: after a cut nothing moves); on a single node the HW
+        follows."""
+        with self._lock:
+            if generation != self._segs.cuts or self._offline is not None:
+                return
+            self._segs.mark_journaled(end)
+            if self.auto_hw:
+                self._segs.advance_high_watermark(self._segs.durable_end)
+
     def _mark_durable(self, target: tuple, exc: "OSError | None" = None) -> "int | None":
         point, seg = target
         with self._lock:
@@ -451,6 +483,8 @@ class Log:
         if exc.errno not in _DISK_FULL:
             return self._fail(f"fsync of {seg.path} failed: {exc}")
         rp = self._segs.recovery_point
+        if self._segs.journaled > rp.offset:  # acknowledged through the journal: kept
+            rp = RecoveryPoint(self._segs.journaled, rp.segment, rp.position)
         try:
             self._truncate_locked(rp.offset)
         except Exception as cut:  # noqa: BLE001 - nothing else is safe then
@@ -572,6 +606,12 @@ class Log:
         segs = self._segs
         rewind_clean_point(self.meta, self.pid, segs.log_end)
         self._flusher.cut(segs.log_end)
+        if self.journal is not None:
+            try:
+                self.journal.cut(self)
+            except OSError as exc:
+                raise self._fail(f"recording the cut at {segs.log_end} in the journal "
+                                 f"failed: {exc}") from None
         if emptied or segs.log_end <= segs.log_start:
             self._txns.reset()
         else:

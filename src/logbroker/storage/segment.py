@@ -92,14 +92,8 @@ class Segment:
     def write(self, buffers: Sequence, nbytes: int) -> None:
         """Append ``buffers`` (bytes-like, ``nbytes`` in all) at ``size``."""
         with self.files.fd(self, self.path) as fd:
-            pos, end, bufs = self.size, self.size + nbytes, buffers
-            while pos < end:  # one pwritev in the common case, no copy of the list
-                chunk = bufs if len(bufs) <= _IOV_MAX else bufs[:_IOV_MAX]
-                written = os.pwritev(fd, chunk, pos)
-                pos += written
-                if pos < end:
-                    bufs = _advance(list(chunk), written) + list(bufs[len(chunk):])
-        self.size = end
+            pwritev_all(fd, buffers, self.size, self.size + nbytes)
+        self.size += nbytes
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``position`` (fewer only at end of file)."""
@@ -168,6 +162,19 @@ class Segment:
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"{self.path} at byte {exc.position}: {exc.message}",
                                      position=exc.position) from None
+
+
+def pwritev_all(fd: int, buffers: Sequence, pos: int, end: int) -> None:
+    """Write ``buffers`` (``end - pos`` bytes) at ``pos``: one ``pwritev`` in
+    the common case (no copy of the list), more past ``IOV_MAX`` buffers or
+    after a short write. Raises OSError (what was written stays written)."""
+    bufs = buffers
+    while pos < end:
+        chunk = bufs if len(bufs) <= _IOV_MAX else bufs[:_IOV_MAX]
+        written = os.pwritev(fd, chunk, pos)
+        pos += written
+        if pos < end:
+            bufs = _advance(list(chunk), written) + list(bufs[len(chunk):])
 
 
 def _advance(chunk: list, written: int) -> list:

@@ -10,6 +10,11 @@ the invariants:
 - log start <= log end; the first segment's base <= log start;
 - recovery point <= log end; it names the segment and byte position up to
   which every byte was fsynced;
+- journaled <= log end: offsets below it are durable in the broker's
+  journal (storage/journal.py) though maybe not yet in the files; the
+  appends past the durable end (the larger of the two) are held, as
+  written, for the journal (``capture``, ``take_journal``), up to
+  ``JOURNAL_HOLD_BYTES``;
 - log start <= high watermark <= log end.
 
 Not thread-safe: the Log calls it under its lock.
@@ -27,6 +32,9 @@ from . import checkpoints as ck
 from .files import FileCache
 from .segment import Segment
 
+JOURNAL_HOLD_BYTES = 1 << 20  # appends held for the journal per log; past it the log's
+# next group commit syncs its file instead (a log nobody commits: acks=0 on an fsync topic)
+
 
 @dataclass(frozen=True, slots=True)
 class RecoveryPoint:
@@ -41,8 +49,8 @@ class RecoveryPoint:
 class Segments:
     # one per partition (50,000 on a broker): slots, no instance dict
     __slots__ = (
-        "_hw", "_list", "_log_end", "_log_start", "_new_infos", "_rp", "_trash", "cuts",
-        "directory", "files"
+        "_hw", "_jbytes", "_jchunks", "_jgap", "_list", "_log_end", "_log_start", "_new_infos",
+        "_rp", "_trash", "cuts", "directory", "files", "journaled"
     )
 
     def __init__(self, directory: str, files: FileCache, segments: list[Segment], *,
@@ -57,6 +65,10 @@ class Segments:
         self._new_infos: dict[int, ck.SegmentInfo] = dict(new_infos or {})
         self._trash: list[tuple[int, Segment]] = []
         self.cuts = 0  # truncations and resets so far (the compactor checks none came between)
+        self.journaled = 0
+        self._jchunks: "list | None" = None  # (base, end, buffers) of appends held for the journal
+        self._jbytes = 0
+        self._jgap = 0  # offsets below it were appended but not held (over JOURNAL_HOLD_BYTES)
 
     # -- state ------------------------------------------------------------------------
     @property
@@ -151,7 +163,62 @@ class Segments:
         if seg.created_ms < 0:
             seg.created_ms = now
         seg.max_timestamp = max(seg.max_timestamp, max_timestamp)
+        if self._jchunks is not None:
+            self._hold(buffers, nbytes, next_offset)
         self._log_end = next_offset
+
+    # -- the journal's share ------------------------------------------------------------
+    def capture(self, on: bool) -> None:
+        """Hold each append's buffers for the journal from now on (or stop)."""
+        if on and self._jchunks is None:
+            self._jchunks, self._jgap = [], self._log_end
+        elif not on:
+            self._jchunks, self._jbytes = None, 0
+
+    @property
+    def durable_end(self) -> int:
+        """Offsets below it are durable: fsynced or in the journal."""
+        return self._rp.offset if self._rp.offset > self.journaled else self.journaled
+
+    def _hold(self, buffers: Sequence, nbytes: int, next_offset: int) -> None:
+        self._jchunks.append((self._log_end, next_offset, buffers, nbytes))
+        self._jbytes += nbytes
+        if self._jbytes > JOURNAL_HOLD_BYTES:  # let go: a file sync covers these
+            self._jchunks, self._jbytes, self._jgap = [], 0, next_offset
+
+    def take_journal(self) -> "list | None":
+        """The held appends past the durable end, handed over (no longer
+        held): ``[(base offset, end offset, buffers, bytes)]`` in offset order;
+        None when some offsets past the durable end are not held (the log
+        was not capturing, or let go): only a file sync can cover them."""
+        held = self._jchunks
+        if held is None or self._jgap > self.durable_end:
+            return None
+        self._jchunks, self._jbytes = [], 0
+        durable = self.durable_end
+        return [c for c in held if c[1] > durable]
+
+    def mark_journaled(self, offset: int) -> None:
+        """Everything below ``offset`` is in the journal (never moves back)."""
+        if self.journaled < offset <= self._log_end:
+            self.journaled = offset
+
+    def _synced_to(self, offset: int) -> None:
+        """The files are durable below ``offset``: appends held below it go."""
+        held = self._jchunks
+        if held and held[0][1] <= offset:
+            i = 1
+            while i < len(held) and held[i][1] <= offset:
+                i += 1
+            self._jbytes -= sum(c[3] for c in held[:i])
+            del held[:i]
+
+    def _forget_journal(self) -> None:
+        """A cut: what was held or journaled past the new end is void (the
+        journal skips the old generation's entries: storage/journal.py)."""
+        if self._jchunks is not None:
+            self._jchunks, self._jbytes, self._jgap = [], 0, self._log_end
+        self.journaled = min(self.journaled, self._log_end)
 
     def roll(self, base: "int | None" = None) -> Segment:
         """Seal the active segment (fsynced first) and start a new one at
@@ -169,12 +236,14 @@ class Segments:
                                                           old.created_ms)
         self._log_end = base
         self._rp = RecoveryPoint(base, base, 0)
+        self._synced_to(base)
         return new
 
     def mark_flushed(self, point: RecoveryPoint) -> None:
         """Everything before ``point`` is now fsynced (never moves back)."""
         if point.offset > self._rp.offset and point.offset <= self._log_end:
             self._rp = point
+            self._synced_to(point.offset)
 
     def flushed_point(self) -> RecoveryPoint:
         """The recovery point an fsync of the active segment, now, would give."""
@@ -209,6 +278,7 @@ class Segments:
         self._log_end = new_end
         self._hw = min(self._hw, self._log_end)
         self._rp = self.flushed_point()
+        self._forget_journal()
         self.cuts += 1
 
     def reset(self, offset: int, deadline: int) -> None:
@@ -225,6 +295,7 @@ class Segments:
         self._log_start = self._log_end = offset
         self._rp = RecoveryPoint(offset, offset, 0)
         self._hw = offset
+        self._forget_journal()
         self.cuts += 1
 
     def delete_head(self, offset: int, deadline: int) -> list[Segment]:

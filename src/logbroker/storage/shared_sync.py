@@ -56,10 +56,10 @@ class SharedSync:
         barrier (blocking: a worker thread's job); ``[(log, error | None)]``."""
         targets = [(lg, lg.flush_target()) for lg in logs]
         exc = None
-        if self._syncfs(self._fd) != 0:
-            err = ctypes.get_errno()
-            exc = OSError(err, f"syncfs: {os.strerror(err)}")
-        self.syncs += 1
+        try:
+            self.sync()
+        except OSError as failed:
+            exc = failed
         out = []
         for lg, target in targets:
             try:
@@ -68,6 +68,13 @@ class SharedSync:
             except Exception as failed:  # noqa: BLE001 - each log's own outcome
                 out.append((lg, failed))
         return out
+
+    def sync(self) -> None:
+        """One ``syncfs`` of the filesystem (blocking); raises OSError."""
+        self.syncs += 1
+        if self._syncfs(self._fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs: {os.strerror(err)}")
 
     def close(self) -> None:
         if self._fd >= 0:

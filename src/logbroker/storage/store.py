@@ -4,6 +4,7 @@
     <data>/<topic>-<partition>/    one directory of segments per partition
     <data>/.clean_shutdown         present only between a clean close and the next open
     <data>/.lock                   flock held by the process that has the store open
+    <data>/journal/                the write-ahead journal's files (storage/journal.py)
 
 ``Store.open`` removes the marker before anything is written, so any crash
 afterwards is seen as unclean by the next open.
@@ -29,6 +30,7 @@ from ..errors import (StorageError, TopicAlreadyExistsError,
                       UnknownTopicOrPartitionError)
 from .files import FileCache
 from .groups import GroupStore
+from .journal import DIRNAME as JOURNAL_DIR, Journal
 from .log import Log, now_ms
 from .metastore import FILENAME, MetaStore
 from .compaction import Compactor
@@ -72,6 +74,12 @@ class Store:
         self._lock = threading.RLock()
         self._last_checkpoint = now_ms()
         self.compactor = Compactor(config.compaction_bytes_per_tick, config.compaction_map_bytes)
+        self.journal: "Journal | None" = None
+        if config.journal or os.path.isdir(os.path.join(path, JOURNAL_DIR)):
+            self.journal = Journal(path)  # files of a run with it on replay even when off now
+            if not self.journal.available:  # no syncfs (not Linux): the files sync each log
+                self.journal.abandon()
+                self.journal = None
 
     @classmethod
     def open(cls, path: str, config: "StorageConfig | None" = None, *,
@@ -96,7 +104,37 @@ class Store:
             fsync_dir(path)
         store = cls(path, config, meta, lock_fd, clean, auto_hw=auto_hw)
         store._open_logs()
+        store._recover_journal()
         return store
+
+    def _recover_journal(self) -> None:
+        """Replay the journal's files onto the logs just opened, make what
+        grew durable in their files, delete the files; then run the journal
+        (or, turned off, drop it)."""
+        journal = self.journal
+        if journal is None:
+            return
+        done = journal.replay({lg.pid: lg for lg in self._logs.values()})
+        if done.files:
+            grown = [lg for lg in done.logs if lg.offline is None]
+            for lg in grown:
+                if self.auto_hw:
+                    lg.set_high_watermark(lg.log_end_offset)
+            for lg, exc in journal.settle(grown):
+                if exc is not None:
+                    raise StorageError(f"{lg.name}: making the journal's records durable "
+                                       f"failed: {exc}")
+            for i in range(0, len(grown), CLOSE_SLICE):
+                Log.checkpoint_many(grown[i:i + CLOSE_SLICE])
+            journal.discard()
+            log.warning("journal replayed: %d file(s), %d entries, %d batches appended again to "
+                        "%d log(s), %d entries skipped, %d torn tail(s)", done.files, done.entries,
+                        done.appended, len(grown), done.skipped, done.torn)
+        if self.config.journal:
+            journal.start()
+        else:
+            journal.close()
+            self.journal = None
 
     def _open_logs(self) -> None:
         creation.roll_back(self)  # topics a crash left half-created
@@ -320,7 +358,8 @@ class Store:
                   checkpoint: bool = True) -> Log:
         lg = Log.open(os.path.join(self.path, f"{topic.name}-{partition}"), topic.name, partition,
                       config=topic.log_config(self.config.log), meta=self.meta, files=self.files,
-                      clean=clean, auto_hw=self.auto_hw, checkpoint=checkpoint)
+                      clean=clean, auto_hw=self.auto_hw, checkpoint=checkpoint,
+                      journal=self.journal if self.config.journal else None)
         self._logs[(topic.name, partition)] = lg
         return lg
 
@@ -422,6 +461,12 @@ class Store:
             except Exception:  # noqa: BLE001
                 clean = False
                 log.exception("closing %s failed", lg.name)
+        if self.journal is not None:  # every log is flushed: its files go
+            try:
+                self.journal.close()
+            except Exception:  # noqa: BLE001 - kept: the next open replays them harmlessly
+                clean = False
+                log.exception("retiring the journal failed")
         for i in range(0, len(flushed), CLOSE_SLICE):
             try:
                 Log.checkpoint_many(flushed[i:i + CLOSE_SLICE], clean=True)
