@@ -224,3 +224,23 @@ def test_an_idle_journal_writes_nothing(tmp_path):
         assert journal.checkpoint() == 0 and os.listdir(journal.directory) == []
     finally:
         journal.close()
+
+
+def test_a_log_restarted_inside_a_batch_gets_that_batch_back(tmp_path):
+    """Its start was moved inside a journaled batch, then the power cut
+    took the batch: recovery restarts the log empty at its start, and the
+    replay puts the batch back whole below it (the start stays)."""
+    store = open_store(tmp_path)
+    store.create_topic("j")
+    lg = store.get_log("j", 0)
+    lg.append([batch([b"first", b"second"])], sync=False)
+    store.journal.flush([lg])
+    lg.delete_before(1)
+    power_cut(store)
+    store = open_store(tmp_path)
+    try:
+        lg = store.get_log("j", 0)
+        assert (lg.log_start_offset, lg.log_end_offset) == (1, 2)
+        assert values_of(lg, 1) == [b"second"]
+    finally:
+        store.close()

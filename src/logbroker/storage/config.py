@@ -133,6 +133,10 @@ class StorageConfig:
     - ``journal``: a group commit of many fsync logs writes their appends
       to one write-ahead journal with one fdatasync (storage/journal.py);
       False: one syncfs of the filesystem instead (decision 103).
+    - ``journal_checkpoint_ms``: how often, while entries come, a checkpoint
+      makes the segment files durable (one syncfs) and deletes the journal's
+      files written before it (also once a file passes 64 MiB); a crash
+      replays at most this much.
     """
 
     log: LogConfig = field(default_factory=LogConfig)
@@ -143,6 +147,7 @@ class StorageConfig:
     compaction_bytes_per_tick: int = 64 << 20
     compaction_map_bytes: int = 32 << 20
     journal: bool = True
+    journal_checkpoint_ms: int = 2_000
 
     def __post_init__(self) -> None:
         _positive(self, "map_size", minimum=1 << 20)
@@ -150,6 +155,7 @@ class StorageConfig:
         _positive(self, "compaction_map_bytes", minimum=4096)
         _positive(self, "max_open_files", minimum=4)
         _positive(self, "checkpoint_interval_ms", minimum=1)
+        _positive(self, "journal_checkpoint_ms", minimum=1)
 
 
 def _positive(obj: object, name: str, minimum: int) -> None:

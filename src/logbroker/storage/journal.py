@@ -81,7 +81,7 @@ class Journal:
         self._found = self._existing()
         self._seq = self._found[-1][0] if self._found else 0
         self._fd, self._pos, self._born = -1, 0, 0.0
-        self._files: dict[int, dict] = {}  # file number -> {pid: log} of files not yet retired
+        self._files: dict[int, dict] = {}  # file number -> {pid: (log, name CRC)}, not yet retired
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: "threading.Thread | None" = None
@@ -132,19 +132,21 @@ class Journal:
         (log, generation, end) each made durable."""
         marks, iov, nbytes = [], [], 0
         with self._lock:
+            owners = self._files.get(self._seq, {}) if self._fd >= 0 else {}
             for lg, generation, held in taken:
                 if not held or generation != lg.generation:  # nothing, or cut since
                     continue
-                ncrc = jf.name_crc(lg.name)
+                known = owners.get(lg.pid)  # its name's CRC, once a file
+                ncrc = known[1] if known is not None else jf.name_crc(lg.name)
                 for base, end, buffers, n in held:
                     head = jf.data_head(lg.pid, ncrc, generation, base, end, buffers, n)
                     iov.append(head)
                     iov += buffers
                     nbytes += len(head) + n
-                marks.append((lg, generation, held[-1][1]))
+                marks.append((lg, generation, held[-1][1], ncrc))
             if iov:
-                self._append(iov, nbytes, [lg for lg, _, _ in marks])
-        return marks
+                self._append(iov, nbytes, [(lg, ncrc) for lg, _, _, ncrc in marks])
+        return [m[:3] for m in marks]
 
     def _append(self, iov: list, nbytes: int, logs: list) -> None:
         """Write ``iov`` at the end of the current file (opened if none) and
@@ -153,8 +155,8 @@ class Journal:
         if self._fd < 0:
             self._open_next()
         owners = self._files[self._seq]
-        for lg in logs:
-            owners[lg.pid] = lg
+        for lg, ncrc in logs:
+            owners[lg.pid] = (lg, ncrc)
         try:
             pwritev_all(self._fd, iov, self._pos, self._pos + nbytes)
             os.fdatasync(self._fd)
@@ -173,6 +175,7 @@ class Journal:
         fsync_dir(self.directory)  # its entry is durable before anything in it counts
         self._pos, self._born = 0, time.monotonic()
         self._files[self._seq] = {}
+        self._wake.set()  # the checkpoint thread times this file
 
     def _close_file(self) -> None:
         if self._fd >= 0:
@@ -187,8 +190,9 @@ class Journal:
         with self._lock:
             if not any(lg.pid in owners for owners in self._files.values()):
                 return
-            entry = jf.cut_entry(lg.pid, jf.name_crc(lg.name), lg.generation)
-            self._append([entry], len(entry), [lg])
+            ncrc = jf.name_crc(lg.name)
+            entry = jf.cut_entry(lg.pid, ncrc, lg.generation)
+            self._append([entry], len(entry), [(lg, ncrc)])
 
     # -- checkpoints --------------------------------------------------------------------
     def checkpoint_due(self) -> bool:
@@ -205,7 +209,7 @@ class Journal:
                 retiring = dict(self._files)
             if not retiring:
                 return 0
-            logs = {pid: lg for owners in retiring.values() for pid, lg in owners.items()}
+            logs = {pid: lg for owners in retiring.values() for pid, (lg, _) in owners.items()}
             targets = [(lg, lg.flush_target()) for lg in logs.values() if lg.offline is None]
             self._barrier.sync()  # raises OSError: the files stay, the next one tries again
             for lg, target in targets:
@@ -236,8 +240,12 @@ class Journal:
             self._thread.start()
 
     def _run(self) -> None:
+        """Sleep until the open file's checkpoint is due (no file open: until
+        one is; an idle journal never wakes), or a file grew past its size."""
         while not self._stop.is_set():
-            self._wake.wait(min(self._checkpoint_s, 0.5))
+            born = self._born if self._fd >= 0 else None
+            self._wake.wait(None if born is None
+                            else max(0.0, born + self._checkpoint_s - time.monotonic()))
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -326,11 +334,15 @@ class Journal:
 def _extend(lg, e: jf.Entry) -> int:
     """Append ``e``'s batches from ``lg``'s end on; the batches appended
     (0: the entry does not continue the log there: skipped, logged)."""
-    start, at = lg.log_end_offset, None
+    start, at, restart = lg.log_end_offset, None, None
     try:
         for pos, h in scan_batches(e.payload, verify=False):
             if h.base_offset >= start:
                 at = pos if h.base_offset == start else None
+                break
+            if h.next_offset > start and start == lg.log_start_offset:
+                # recovery restarted the log empty at its start, inside this batch
+                at, restart = pos, h.base_offset
                 break
     except CorruptRecordError:  # the CRC held, so written so: append_replicated says why
         at = 0 if e.base == start else None
@@ -339,7 +351,11 @@ def _extend(lg, e: jf.Entry) -> int:
                     e.base, e.end)
         return 0
     try:
+        if restart is not None:  # the batch goes back whole, the log start stays
+            lg.reset_to(restart)
         info = lg.append_replicated(e.payload[at:], sync=False)
+        if restart is not None:
+            lg.delete_before(start)
     except Exception as exc:  # noqa: BLE001 - a damaged entry must not stop the others
         log.warning("journal: replaying [%d, %d) onto %s failed: %s", e.base, e.end, lg.name, exc)
         return 0

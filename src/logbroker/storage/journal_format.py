@@ -27,6 +27,7 @@ import crc32c
 
 HEAD = struct.Struct(">II")  # length of body + payload, crc32c of body + payload
 BODY = struct.Struct(">BxxxQIIqq")  # kind, partition id, name CRC, generation, base, end
+ENTRY = struct.Struct(">IIBxxxQIIqq")  # HEAD then BODY, packed at once
 DATA, CUT = 1, 2
 MAX_ENTRY = 1 << 31  # an entry's length field is a u32; a length past this is damage
 
@@ -51,11 +52,10 @@ def data_head(pid: int, ncrc: int, generation: int, base: int, end: int,
               buffers: Sequence, nbytes: int) -> bytes:
     """The header of a DATA entry whose payload is ``buffers`` (``nbytes``);
     the caller writes it, then the buffers unchanged (no copy of them)."""
-    body = BODY.pack(DATA, pid, ncrc, generation, base, end)
-    crc = crc32c.crc32c(body)
+    crc = crc32c.crc32c(BODY.pack(DATA, pid, ncrc, generation, base, end))
     for buf in buffers:
         crc = crc32c.crc32c(buf, crc)
-    return HEAD.pack(len(body) + nbytes, crc) + body
+    return ENTRY.pack(BODY.size + nbytes, crc, DATA, pid, ncrc, generation, base, end)
 
 
 def cut_entry(pid: int, ncrc: int, generation: int) -> bytes:

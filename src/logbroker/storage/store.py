@@ -76,7 +76,8 @@ class Store:
         self.compactor = Compactor(config.compaction_bytes_per_tick, config.compaction_map_bytes)
         self.journal: "Journal | None" = None
         if config.journal or os.path.isdir(os.path.join(path, JOURNAL_DIR)):
-            self.journal = Journal(path)  # files of a run with it on replay even when off now
+            # files of a run with it on replay even when it is off now
+            self.journal = Journal(path, checkpoint_s=config.journal_checkpoint_ms / 1000)
             if not self.journal.available:  # no syncfs (not Linux): the files sync each log
                 self.journal.abandon()
                 self.journal = None
