@@ -160,7 +160,7 @@ class BrokerProcess:
     [--config DIR.toml]``: ``port`` 0 (a free one) until it is ready, then the
     ``host`` and ``port`` it listens on, kept for a restart on the same data dir. Its stderr
     goes to ``DIR.log``; stdout is a pipe for the ready line. ``config``: a
-    dict written as ``DIR.toml``. ``raise_on_hang``: ``stop`` raises when
+    dict written as ``DIR.toml`` (a dict value: a table, e.g. ``{"storage": {...}}``). ``raise_on_hang``: ``stop`` raises when
     the broker needed a SIGKILL (a test fails on a shutdown that hangs)."""
 
     def __init__(self, data_dir, *extra: str, config: "dict | None" = None,
@@ -174,10 +174,15 @@ class BrokerProcess:
         self.config_path = None
         if config:
             self.config_path = self.data_dir + ".toml"
+            tables = {k: v for k, v in config.items() if isinstance(v, dict)}
             with open(self.config_path, "w") as fh:
-                for key, value in config.items():
-                    fh.write(f"{key} = {value!r}\n".replace("'", '"').replace("True", "true")
-                             .replace("False", "false"))
+                for name, table in [(None, config), *tables.items()]:
+                    if name is not None:
+                        fh.write(f"[{name}]\n")
+                    for key, value in table.items():
+                        if not isinstance(value, dict):
+                            fh.write(f"{key} = {value!r}\n".replace("'", '"')
+                                     .replace("True", "true").replace("False", "false"))
         self.log_path = self.data_dir + ".log"
 
     @property

@@ -66,6 +66,7 @@ class Params:
     case_seconds: float = 300.0  # a phase stops early past this (bounded)
     redis: bool = True  # the Redis column: appendfsync always, one stream per partition
     rf3: int = 1000  # partitions of the RF=3 row on etcd + 3 brokers (0: none)
+    journal: bool = True  # False: many logs' group commit by one syncfs (decision 103)
     idle_s: float = 10.0  # the idle broker's CPU is measured this long (two housekeeping passes)
     follow_s: float = 5.0  # a consumer following every partition, nothing new: CPU over this long
 
@@ -80,6 +81,9 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     ap.add_argument("--redis", action=argparse.BooleanOptionalAction, default=True,
                     help="the Redis (appendfsync always) column, one stream per partition "
                          "(default on)")
+    ap.add_argument("--journal", action=argparse.BooleanOptionalAction, default=True,
+                    help="the brokers' write-ahead journal (default on; off: one syncfs "
+                         "per many-log group commit, for an A/B)")
     ap.add_argument("--rf3", type=int, metavar="PARTITIONS",
                     help="partitions of the RF=3 row on etcd + 3 brokers (default 1000, "
                          "--quick 12; 0 skips it)")
@@ -115,7 +119,8 @@ def params_of(args: argparse.Namespace) -> Params:
         else Params()
     given = {"partitions": args.partitions, "flushes": args.flush, "records": args.records,
              "rounds": args.rounds}
-    p = dataclasses.replace(p, redis=args.redis, **{k: v for k, v in given.items() if v})
+    p = dataclasses.replace(p, redis=args.redis, journal=args.journal,
+                            **{k: v for k, v in given.items() if v})
     return p if args.rf3 is None else dataclasses.replace(p, rf3=args.rf3)
 
 
@@ -128,10 +133,12 @@ def run_case(workdir: str, partitions: int, flush: str, p: Params, log) -> dict:
     data = os.path.join(workdir, f"p{partitions}-{flush}")
     extra = ("--flush", "lazy") if flush == "lazy" else ()
     # past the default 50,000 partitions per broker (docs/security.md) the case raises it
-    config = {"max_partitions_per_broker": partitions} if partitions > 50_000 else None
-    broker = BrokerProcess(data, "--log-level", "warning", *extra, config=config,
+    config = {"max_partitions_per_broker": partitions} if partitions > 50_000 else {}
+    if not p.journal:
+        config["storage"] = {"journal": False}
+    broker = BrokerProcess(data, "--log-level", "warning", *extra, config=config or None,
                            die_with_parent=True, raise_on_hang=False).start()
-    out: dict = {"case": "broker", "partitions": partitions, "flush": flush}
+    out: dict = {"case": "broker", "partitions": partitions, "flush": flush, "journal": p.journal}
     try:
         b, pid = broker.bootstrap, broker.pid
         conn = RawConn(broker.port)  # another client's Metadata round trips meanwhile

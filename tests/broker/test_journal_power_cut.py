@@ -45,9 +45,8 @@ def cut_to_stored_recovery_points(data_dir: str, topic: str) -> int:
 
 def test_acknowledged_records_survive_a_power_cut_through_the_journal(tmp_path):
     data = tmp_path / "data"
-    config = tmp_path / "broker.toml"
-    config.write_text("[storage]\njournal_checkpoint_ms = 600000\n")  # no checkpoint meanwhile
-    broker = BrokerProcess(data, "--config", str(config)).start()
+    config = {"storage": {"journal_checkpoint_ms": 600_000}}  # no checkpoint meanwhile
+    broker = BrokerProcess(data, config=config).start()
     try:
         with Admin(bootstrap=broker.bootstrap) as admin:
             admin.create_topic("pc", partitions=PARTITIONS)
@@ -61,7 +60,7 @@ def test_acknowledged_records_survive_a_power_cut_through_the_journal(tmp_path):
     finally:
         broker.kill()
     assert cut_to_stored_recovery_points(str(data), "pc") > 0  # the cut lost file bytes
-    broker = BrokerProcess(data, "--config", str(config)).start()
+    broker = BrokerProcess(data, config=config).start()
     try:
         got = {}
         with Consumer(bootstrap=broker.bootstrap) as consumer:
