@@ -128,9 +128,11 @@ class Store:
             for i in range(0, len(grown), CLOSE_SLICE):
                 Log.checkpoint_many(grown[i:i + CLOSE_SLICE])
             journal.discard()
-            log.warning("journal replayed: %d file(s), %d entries, %d batches appended again to "
-                        "%d log(s), %d entries skipped, %d torn tail(s)", done.files, done.entries,
-                        done.appended, len(grown), done.skipped, done.torn)
+            # appended again: the files had lost what the journal acknowledged (a power cut)
+            log.log(logging.WARNING if done.appended or done.torn else logging.INFO,
+                    "journal replayed: %d file(s), %d entries, %d batches appended again to %d "
+                    "log(s), %d entries skipped, %d torn tail(s)", done.files, done.entries,
+                    done.appended, len(grown), done.skipped, done.torn)
         if self.config.journal:
             journal.start()
         else:
