@@ -54,8 +54,11 @@ def attack(b, *, bombs: bool = False, create: int = 0, scrapers: int = 0,
         if bombs:  # the topic exists first: the bombs hit a real log
             assert _produce(attacker, 1, build_batch([KafkaRecord(0, 0, None, b"x")])) == 0
 
+        # built before the pinger starts: compressing 255 MiB holds this process's GIL
+        # for ~1.5 s, which the pinger's thread would count as a round trip of the broker's
+        payload = bomb(ZSTD, 255 * MiB) * 8 if bombs else b""
+
         def bombing() -> None:
-            payload = bomb(ZSTD, 255 * MiB) * 8
             cid = 2
             while not stop.is_set() and cid < MAX_BOMBS:
                 answers.append(_produce(attacker, cid, payload))

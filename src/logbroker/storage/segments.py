@@ -66,7 +66,9 @@ class Segments:
         self._trash: list[tuple[int, Segment]] = []
         self.cuts = 0  # truncations and resets so far (the compactor checks none came between)
         self.journaled = 0
-        self._jchunks: "list | None" = None  # (base, end, buffers) of appends held for the journal
+        # (base, end, buffers, bytes) of appends held for the journal; () when none (no list
+        # for the cyclic GC to walk on an idle log), None when not capturing
+        self._jchunks: "list | tuple | None" = None
         self._jbytes = 0
         self._jgap = 0  # offsets below it were appended but not held (over JOURNAL_HOLD_BYTES)
 
@@ -171,7 +173,7 @@ class Segments:
     def capture(self, on: bool) -> None:
         """Hold each append's buffers for the journal from now on (or stop)."""
         if on and self._jchunks is None:
-            self._jchunks, self._jgap = [], self._log_end
+            self._jchunks, self._jgap = (), self._log_end
         elif not on:
             self._jchunks, self._jbytes = None, 0
 
@@ -181,10 +183,14 @@ class Segments:
         return self._rp.offset if self._rp.offset > self.journaled else self.journaled
 
     def _hold(self, buffers: Sequence, nbytes: int, next_offset: int) -> None:
-        self._jchunks.append((self._log_end, next_offset, buffers, nbytes))
+        chunk = (self._log_end, next_offset, buffers, nbytes)
+        if self._jchunks:
+            self._jchunks.append(chunk)
+        else:
+            self._jchunks = [chunk]
         self._jbytes += nbytes
         if self._jbytes > JOURNAL_HOLD_BYTES:  # let go: a file sync covers these
-            self._jchunks, self._jbytes, self._jgap = [], 0, next_offset
+            self._jchunks, self._jbytes, self._jgap = (), 0, next_offset
 
     def take_journal(self) -> "list | None":
         """The held appends past the durable end, handed over (no longer
@@ -194,7 +200,7 @@ class Segments:
         held = self._jchunks
         if held is None or self._jgap > self.durable_end:
             return None
-        self._jchunks, self._jbytes = [], 0
+        self._jchunks, self._jbytes = (), 0
         durable = self.durable_end
         return [c for c in held if c[1] > durable]
 
@@ -212,12 +218,14 @@ class Segments:
                 i += 1
             self._jbytes -= sum(c[3] for c in held[:i])
             del held[:i]
+            if not held:
+                self._jchunks = ()
 
     def _forget_journal(self) -> None:
         """A cut: what was held or journaled past the new end is void (the
         journal skips the old generation's entries: storage/journal.py)."""
         if self._jchunks is not None:
-            self._jchunks, self._jbytes, self._jgap = [], 0, self._log_end
+            self._jchunks, self._jbytes, self._jgap = (), 0, self._log_end
         self.journaled = min(self.journaled, self._log_end)
 
     def roll(self, base: "int | None" = None) -> Segment:
