@@ -101,6 +101,28 @@ def test_metrics_count_what_was_produced_and_consumed(metrics_broker):
     assert "logbroker_under_replicated_partitions" not in s  # a single node: no cluster gauges
 
 
+def test_the_journal_counts_its_writes(metrics_broker):
+    """A produce over many partitions goes through the write-ahead journal
+    (docs/storage.md): its writes and bytes are counted; the partitions'
+    own bytes are at most what it wrote (each batch once, plus headers)."""
+    broker, url = metrics_broker
+    from logbroker import Admin
+
+    with Admin(bootstrap=broker.bootstrap) as admin:
+        admin.create_topic("wide", partitions=16)
+    assert value(scrape(url), "logbroker_journal_writes_total") == 0
+    with Producer(broker.bootstrap, linger_ms=5) as producer:
+        handles = [producer.send("wide", b"v" * 50, partition=p) for p in range(16)]
+        producer.flush(30)
+        assert all(h.result(10).offset == 0 for h in handles)
+    s = scrape(url)
+    assert value(s, "logbroker_journal_writes_total") >= 1
+    stored = sum(value(s, "logbroker_partition_size_bytes", topic="wide", partition=p)
+                 for p in range(16))
+    assert value(s, "logbroker_journal_bytes_total") >= stored + 16 * 44
+    assert value(s, "logbroker_journal_checkpoints_total") in (0, 1)  # one per 2 s of writes
+
+
 def test_metric_names_follow_prometheus_conventions(metrics_broker):
     broker, url = metrics_broker
     with Producer(broker.bootstrap) as producer:

@@ -71,7 +71,8 @@ class BrokerCollector:
 
     def collect(self):
         out: list = []
-        for section in (self._requests, self._commit, lambda: _kafka_families(self.broker),
+        for section in (self._requests, self._commit, lambda: _journal_families(self.broker),
+                        lambda: _kafka_families(self.broker),
                         lambda: _connections(self.broker), lambda: _txn_families(self.broker)):
             try:
                 out.extend(section())
@@ -117,6 +118,22 @@ class BrokerCollector:
                 _histogram("logbroker_group_commit_waiters", "Produce parts (and other "
                            "waiters) one fsync made durable: the group commit's batch.",
                            self.commit.batch)]
+
+
+def _journal_families(broker) -> list:
+    """The write-ahead journal's counters (storage/journal.py; plain ints its
+    writers bump, read as they are), when the broker runs one."""
+    journal = getattr(getattr(broker, "store", None), "journal", None)
+    if journal is None:
+        return []
+    return [CounterMetricFamily("logbroker_journal_writes", "Group commits of many logs made "
+                                "durable by one journal write and fdatasync.",
+                                value=journal.commits),
+            CounterMetricFamily("logbroker_journal_bytes", "Bytes written to the journal "
+                                "(entries' headers and the batches).", value=journal.written),
+            CounterMetricFamily("logbroker_journal_checkpoints", "Journal checkpoints: one "
+                                "syncfs made the segment files durable, the journal's files "
+                                "before it deleted.", value=journal.checkpoints)]
 
 
 def _kafka_families(broker) -> list:

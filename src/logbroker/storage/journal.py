@@ -70,6 +70,7 @@ class Journal:
         self._wake = threading.Event()
         self._thread: "threading.Thread | None" = None
         self.commits = 0  # journal writes (each one fdatasync)
+        self.written = 0  # bytes written
         self.checkpoints = 0
 
     # -- the group commit's barrier interface ------------------------------------------
@@ -149,6 +150,7 @@ class Journal:
             raise
         self._pos += nbytes
         self.commits += 1
+        self.written += nbytes
         if self._pos >= self._rotate_bytes:
             self._wake.set()
 
