@@ -244,3 +244,13 @@ def test_a_log_restarted_inside_a_batch_gets_that_batch_back(tmp_path):
         assert values_of(lg, 1) == [b"second"]
     finally:
         store.close()
+
+
+def test_a_file_in_the_journals_place_is_a_clear_error(tmp_path):
+    from logbroker.errors import StorageError
+
+    (tmp_path / "journal").write_text("not a directory")
+    with pytest.raises(StorageError, match="journal"):
+        open_store(tmp_path)
+    (tmp_path / "journal").unlink()
+    open_store(tmp_path).close()  # the lock and LMDB were released

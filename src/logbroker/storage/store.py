@@ -77,7 +77,12 @@ class Store:
         self.journal: "Journal | None" = None
         if config.journal or os.path.isdir(os.path.join(path, JOURNAL_DIR)):
             # files of a run with it on replay even when it is off now
-            self.journal = Journal(path, checkpoint_s=config.journal_checkpoint_ms / 1000)
+            try:
+                self.journal = Journal(path, checkpoint_s=config.journal_checkpoint_ms / 1000)
+            except OSError as exc:  # e.g. a file where its directory goes
+                meta.close()
+                os.close(lock_fd)
+                raise StorageError(f"{os.path.join(path, JOURNAL_DIR)}: {exc.strerror}") from None
             if not self.journal.available:  # no syncfs (not Linux): the files sync each log
                 self.journal.abandon()
                 self.journal = None
