@@ -60,8 +60,8 @@ def data_head(pid: int, ncrc: int, generation: int, base: int, end: int,
 
 def cut_entry(pid: int, ncrc: int, generation: int) -> bytes:
     """A whole CUT entry: ``pid``'s entries below ``generation`` are void."""
-    body = BODY.pack(CUT, pid, ncrc, generation, 0, 0)
-    return HEAD.pack(len(body), crc32c.crc32c(body)) + body
+    crc = crc32c.crc32c(BODY.pack(CUT, pid, ncrc, generation, 0, 0))
+    return ENTRY.pack(BODY.size, crc, CUT, pid, ncrc, generation, 0, 0)
 
 
 def decode(buf) -> tuple[list[Entry], int]:

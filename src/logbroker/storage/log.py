@@ -63,8 +63,8 @@ class Log:
                  checkpoint: bool = True, journal=None) -> None:
         """``checkpoint=False``: the caller writes the first checkpoint
         (``checkpoint_many``: a slice of new partitions, one transaction).
-        ``journal``: the data dir's (storage/journal.py), or None: an fsync
-        log then holds its appends for it until they are durable."""
+        ``journal``: the data dir's (storage/journal.py): an fsync log then
+        holds its appends for it until they are durable; None: it holds none."""
         self.topic, self.partition, self.directory = topic, partition, directory
         self.config, self.meta, self.pid = config, meta, loaded.pid
         self.index, self._segs, self._epochs = loaded.index, loaded.segments, loaded.epochs
@@ -477,21 +477,19 @@ class Log:
 
     def _fsync_failed(self, seg: Segment, exc: OSError) -> Exception:
         """A full disk at fsync: the unflushed tail (never acknowledged in
-        fsync mode) is cut back to the recovery point and the log stays
+        fsync mode) is cut back to the durable end and the log stays
         online; any other failure takes the partition offline (the page
         cache may have dropped the data: no retry can be trusted)."""
         if exc.errno not in _DISK_FULL:
             return self._fail(f"fsync of {seg.path} failed: {exc}")
-        rp = self._segs.recovery_point
-        if self._segs.journaled > rp.offset:  # acknowledged through the journal: kept
-            rp = RecoveryPoint(self._segs.journaled, rp.segment, rp.position)
+        durable = self._segs.durable_end  # fsynced or journaled: acknowledged, kept
         try:
-            self._truncate_locked(rp.offset)
+            self._truncate_locked(durable)
         except Exception as cut:  # noqa: BLE001 - nothing else is safe then
             return self._fail(f"fsync of {seg.path} failed ({exc}) and the unflushed tail "
                               f"could not be cut: {cut}")
         return StorageError(f"{self.name}: fsync of {seg.path} failed: {exc.strerror}; offsets "
-                            f">= {rp.offset} were not acknowledged and are dropped")
+                            f">= {durable} were not acknowledged and are dropped")
 
     def _io_failed(self, what: str, exc: OSError) -> Exception:
         if exc.errno in _DISK_FULL:
