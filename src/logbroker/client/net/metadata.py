@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ...errors import LogbrokerError, UnknownTopicOrPartitionError, for_code
+from ...errors import LogbrokerError, RequestTimedOutError, UnknownTopicOrPartitionError, for_code
 from ...protocol import messages as m
 from ...protocol.parts import OffsetQuery
 from .routing import Router
@@ -18,13 +18,20 @@ async def partition_counts(router: Router, topics, *, auto_create: bool = False,
     """Partition count of each topic in ``topics`` (tracked by the router
     from now on: its leaders are known too). Retriable per-topic errors (an
     unknown topic not created yet) are retried until ``timeout`` s, then
-    raised (at once without ``wait``); so are connection failures
-    (``BrokerUnavailableError``)."""
+    raised (at once without ``wait``; a retry still unanswered at the
+    deadline raises the error the one before it got, not its own timeout);
+    so are connection failures (``BrokerUnavailableError``)."""
     deadline = time.monotonic() + timeout
     topics = tuple(dict.fromkeys(topics))
+    err = None
     while True:
-        resp = await router.metadata(topics, auto_create=auto_create,
-                                     timeout=max(deadline - time.monotonic(), 0.001))
+        try:
+            resp = await router.metadata(topics, auto_create=auto_create,
+                                         timeout=max(deadline - time.monotonic(), 0.001))
+        except RequestTimedOutError:
+            if err is None:
+                raise
+            raise err from None  # a retry cut by the deadline: what the topic last answered
         out, err = {}, None
         for name, code, message, count in resp.topics:
             if code:
