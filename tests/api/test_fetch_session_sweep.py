@@ -41,3 +41,35 @@ def test_the_sweep_takes_a_slice_of_the_session_each_time(tmp_path, monkeypatch)
         assert notifier.watching == 0
     finally:
         store.close()
+
+
+def test_a_part_named_at_the_end_it_was_told_is_not_read_again(tmp_path):
+    """A consumer's next fetch names each part the last one returned, now at
+    its end: with nothing new (and no other offset moved) the session holds
+    the offset without a read; a part behind its end, one whose log grew
+    meanwhile and one of a deleted topic are read."""
+    from logbroker.records.encoder import encode_batch
+
+    store = Store.open(str(tmp_path / "d"))
+    try:
+        store.create_topic("t", 4)
+        for q in range(4):
+            store.get_log("t", q).append(encode_batch([1, 2], [None, None], [b"a", b"b"], {}),
+                                         sync=True)
+        meta = LocalMetadata(store, BrokerConfig(), None, 0)
+        fs = FetchSession(DataNotifier())
+        assert fs.open([("t", q, 0, 1 << 20) for q in range(4)])
+        fs.answered([FetchedPart("t", q, 0, "", 2, 0, 10) for q in range(4)], [b"x"] * 4, None,
+                    full=True)
+        # the next fetch: parts 0-2 at their end (2), part 3 still behind it
+        assert fs.update([("t", 0, 2, 1 << 20), ("t", 1, 2, 1 << 20), ("t", 2, 2, 1 << 20),
+                          ("t", 3, 1, 1 << 20)], [])
+        store.get_log("t", 1).append(encode_batch([3], [None], [b"c"], {}), sync=True)
+        named = dict.fromkeys(("t", q) for q in range(4))
+        assert list(fs.to_read(named, meta, False)) == [("t", 1), ("t", 3)]
+        # read committed compares the LSO it was told: never told one (-2), so read
+        assert list(fs.to_read(named, meta, True)) == [("t", q) for q in range(4)]
+        store.delete_topic("t")
+        assert list(fs.to_read(named, meta, False)) == [("t", q) for q in range(4)]
+    finally:
+        store.close()

@@ -69,6 +69,7 @@ async def _in_session(svc, req: m.Fetch, fs) -> m.FetchResponse:
     full = req.session_epoch == 0
     touched = dict.fromkeys((p[0], p[1]) for p in req.parts)  # read on every pass
     if not full:
+        touched = fs.to_read(touched, svc.meta, req.isolation == 1)
         now = time.monotonic()
         if fs.sweep_due(now):
             touched.update(dict.fromkeys(fs.sweep(svc.meta, req.isolation == 1, now)))

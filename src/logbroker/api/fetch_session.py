@@ -24,8 +24,10 @@ a fetch costs O(partitions that changed).
   is refused as a whole with INVALID_FETCH_SESSION_EPOCH: the client opens a
   new session.
 
-A session's fetch reads the parts named, then the ready ones in the order
-they became ready, until its ``max_bytes`` are spent (api/fetch.py): the
+A session's fetch reads the parts named (but for those named at the end
+they were last told, of a log that has not moved since: ``to_read``),
+then the ready ones in the order they became ready, until its
+``max_bytes`` are spent (api/fetch.py): the
 parts it did not reach are not answered, not even by the opening fetch,
 and stay ready, first in line for the next fetch. So a fetch costs
 O(parts it returns): a consumer asking ~1 MiB a fetch of 10,000 ready
@@ -208,6 +210,32 @@ class FetchSession:
                 part = held.get(tp)
                 if part is not None:
                     yield tp[0], tp[1], part.offset, part.max_bytes
+
+    def to_read(self, tps: dict, meta, committed: bool) -> dict:
+        """Of ``tps`` (an incremental fetch's named parts, an ordered set)
+        those to read: a part named at the end it was last told (its high
+        watermark; read committed, its LSO) of a log that has not moved
+        since (high watermark, log start, LSO) has nothing to send or to
+        say, and is held at its new offset unread. A consumer names in each
+        fetch every part the last one returned, now at its end: read, each
+        cost a lookup, a slice and an answer row of nothing (half the
+        broker's reads of a backlog spread over 10,000 partitions). One that
+        fails a lookup is read (its error is answered)."""
+        held, log_for, out = self.parts, meta.log_for, {}
+        for tp in tps:
+            part = held.get(tp)
+            if part is not None and part.offset >= 0 and \
+                    part.offset == (part.lso if committed else part.hw):
+                try:
+                    lg = log_for(tp[0], tp[1])
+                except LogbrokerError:
+                    out[tp] = None
+                    continue
+                if lg.high_watermark == part.hw and lg.log_start_offset == part.start and \
+                        (not committed or lg.last_stable_offset == part.lso):
+                    continue
+            out[tp] = None
+        return out
 
     def later(self, tps) -> None:
         """The held partitions of ``tps`` a fetch did not reach (its bytes
