@@ -206,3 +206,27 @@ def test_a_consumer_asks_about_one_mebibyte_a_fetch_and_gets_every_record(broker
     assert len(got) == 6 * 400
     assert sizes and max(sizes) <= (1 << 20) + (40 << 10)  # 1 MiB, and the batch that passed it
     assert len([s for s in sizes if s]) >= 3  # 2.4 MB came in several answers
+
+
+def test_a_consumer_starting_on_many_partitions_distributes_each_once(broker):
+    """At its start a consumer knows no leader: it asks for its topics' before
+    handing its partitions to the brokers' fetch sessions, so each partition
+    is looked at once to start and once more after its records were taken;
+    it used to be looked at a third time (first found unrouted, then all
+    again once the metadata came)."""
+    parts = 40
+    with Admin(broker.bootstrap, **FAST) as a:
+        a.create_topic("many", partitions=parts)
+    with Producer(broker.bootstrap, **FAST) as p:
+        for q in range(parts):
+            p.send("many", b"v%d" % q, partition=q)
+        p.flush()
+    with Consumer(broker.bootstrap, **FAST) as c:
+        c.assign([("many", q) for q in range(parts)])
+        c.seek_to_beginning()
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < parts and time.monotonic() < deadline:
+            got += c.poll(1.0)
+        assert sorted(r.value for r in got) == sorted(b"v%d" % q for q in range(parts))
+        assert c._core.fetcher.visits <= 2 * parts + 5, c._core.fetcher.visits

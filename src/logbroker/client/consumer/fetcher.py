@@ -67,6 +67,7 @@ class Fetcher:
         self._resolving: dict = {}  # state -> (gen, future): its position is being asked for
         self.abandoned = 0  # fetches in flight given up (their connection dropped) by a restart
         self.sessions_started = 0  # FetchSessions started (one per broker while there is room)
+        self.visits = 0  # partition states distribute looked at (its cost: O(changed))
         self.throttles = Throttles()  # brokers whose quota throttle runs (fetch_session.py)
         self._topics_seen: dict[str, int] = {}
         self._next_metadata = 0.0
@@ -144,9 +145,17 @@ class Fetcher:
     async def _spread(self) -> "float | None":
         """Bring the books up to date (``distribute``) and start a session
         for each broker that leads a fetchable partition; returns when to
-        look again (some partition has no leader yet) or None."""
-        unrouted = self.distribute()
+        look again (some partition has no leader yet) or None. Before any
+        leader is known (a consumer's start) the assignment's topics are
+        asked for first: the states are then distributed once, not once
+        unrouted and again, every one, when the answer moves the leaders."""
         cache = self.router.cache
+        if cache.stale and not cache.leaders and self.buffer.states:
+            with self.buffer.lock:
+                topics = {tp[0] for tp in self.buffer.states}
+            self.router.track(topics)
+            await self.router.refresh(force=True, retry=False)
+        unrouted = self.distribute()
         if unrouted or cache.doubted:
             self.router.track({tp[0] for tp in unrouted})
             await self.router.refresh(force=bool(unrouted), retry=False)
@@ -190,6 +199,7 @@ class Fetcher:
                     books[where.pop(tp)].unwant(tp)
                 for tp in [tp for tp in unrouted if tp not in states]:
                     del unrouted[tp]
+            self.visits += len(changed)
             for st in changed:
                 tp = (st.topic, st.partition)
                 fetchable = st.fetchable and states.get(tp) is st
