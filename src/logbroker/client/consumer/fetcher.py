@@ -279,11 +279,16 @@ class Fetcher:
             if not todo:
                 return
             resolving = self._resolving
-            theirs = {resolving[st][1] for st, gen in todo
-                      if st in resolving and resolving[st][0] == gen}
-            mine = [(st, gen) for st, gen in todo
-                    if st not in resolving or resolving[st][0] != gen]
-            if mine:
+            if not resolving:  # nobody else resolving (10,000 states: two passes fewer)
+                theirs, mine = (), todo
+            else:
+                theirs = {resolving[st][1] for st, gen in todo
+                          if st in resolving and resolving[st][0] == gen}
+                mine = [(st, gen) for st, gen in todo
+                        if st not in resolving or resolving[st][0] != gen]
+            if mine and not only and self.settings.group is None:
+                self._settle(mine, {}, None)  # no request: each by its first fetch, now
+            elif mine:
                 done = asyncio.get_running_loop().create_future()
                 for st, gen in mine:
                     resolving[st] = (gen, done)
@@ -328,15 +333,23 @@ class Fetcher:
                                              for st in policy_missing}, retry=retry)
             for st in policy_missing:
                 offsets[st] = found[(st.topic, st.partition)][0]
-        self.error = None  # the brokers answered
+        self._settle(todo, offsets, by_end)
+
+    def _settle(self, todo: list, offsets: dict, by_end: "set | None") -> None:
+        """Give each ``(state, gen)`` of ``todo`` not seeked meanwhile its
+        position: its offset in ``offsets``, else, in ``by_end`` (None: any
+        whose reset policy is not "none"), the reset its first fetch
+        resolves; else it fails (``auto_offset_reset='none'``)."""
+        self.error = None  # the brokers answered (or none was asked)
+        default = self.settings.auto_offset_reset
         with self.buffer.lock:
             for st, gen in todo:
                 if st.gen != gen:
                     continue
                 if st in offsets:
                     st.seek(offsets[st])
-                elif st in by_end:
-                    st.fetch_from_end(SPECS[st.reset or self.settings.auto_offset_reset])
+                elif (st.reset or default) != "none" if by_end is None else st in by_end:
+                    st.fetch_from_end(SPECS[st.reset or default])
                 else:
                     self.buffer.failed(st, OffsetOutOfRangeError(
                         f"{st.topic}[{st.partition}]: no committed offset and "
