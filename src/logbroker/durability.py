@@ -47,7 +47,9 @@ class DataNotifier:
 
     def __init__(self) -> None:
         self._waiters: dict[Log, set[asyncio.Future]] = {}
-        self._watchers: dict[tuple[str, int], set] = {}  # (topic, partition) -> fetch sessions
+        # (topic, partition) -> the fetch session watching it, or a set of them when several
+        # do: one object per partition, no set, in the common case of one consumer a partition
+        self._watchers: dict[tuple[str, int], object] = {}
         self.watching = 0  # (partition, session) pairs watched (the sessions' budget)
 
     def notify(self, lg: Log) -> None:
@@ -56,25 +58,41 @@ class DataNotifier:
                 fut.set_result(None)
         if self._watchers:
             tp = (lg.topic, lg.partition)
-            for session in self._watchers.get(tp, ()):
-                session.on_data(tp)
+            watcher = self._watchers.get(tp)
+            if watcher.__class__ is set:
+                for session in watcher:
+                    session.on_data(tp)
+            elif watcher is not None:
+                watcher.on_data(tp)
 
     def watch(self, tp: tuple[str, int], session) -> None:
         """Tell ``session`` (its ``on_data(tp)``) whenever ``tp``'s log gets new data."""
-        sessions = self._watchers.get(tp)
-        if sessions is None:
-            sessions = self._watchers[tp] = set()
-        if session not in sessions:
-            sessions.add(session)
-            self.watching += 1
+        watchers = self._watchers
+        watcher = watchers.get(tp)
+        if watcher is None:
+            watchers[tp] = session
+        elif watcher is session:
+            return
+        elif watcher.__class__ is set:
+            if session in watcher:
+                return
+            watcher.add(session)
+        else:
+            watchers[tp] = {watcher, session}
+        self.watching += 1
 
     def unwatch(self, tp: tuple[str, int], session) -> None:
-        sessions = self._watchers.get(tp)
-        if sessions is not None and session in sessions:
-            sessions.discard(session)
-            self.watching -= 1
-            if not sessions:
-                del self._watchers[tp]
+        watchers = self._watchers
+        watcher = watchers.get(tp)
+        if watcher is session:
+            del watchers[tp]
+        elif watcher.__class__ is set and session in watcher:
+            watcher.discard(session)
+            if len(watcher) == 1:
+                watchers[tp] = next(iter(watcher))
+        else:
+            return
+        self.watching -= 1
 
     async def wait(self, logs: list[Log], timeout: float) -> None:
         """Return when any of ``logs`` got new data, or after ``timeout`` s."""
