@@ -153,7 +153,8 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict, stop: bo
             check_partition_key(topic, partition)
             lg = meta.log_for(topic, partition)
             limits.check_int(part_bytes, "max_bytes", 0, limits.MAX_FETCH_BYTES)
-            limit = lg.last_stable_offset if committed else lg.high_watermark
+            hw = lg.high_watermark
+            limit = lg.last_stable_offset if committed else hw
             if offset.__class__ is int and offset < 0:
                 offset = resolved_offset(lg, offset, limit)  # EARLIEST / LATEST: from there
                 if offset >= 0:
@@ -163,15 +164,16 @@ def _read(meta, specs, max_bytes: int, committed: bool, resolved: dict, stop: bo
             data = None
             if budget > 0 or total == 0:
                 data = lg.slice(offset, max(1, min(part_bytes, budget)), upto=limit)
-            data = data or b""
-            parts.append(FetchedPart(topic, partition, 0, "", lg.high_watermark,
-                                     lg.log_start_offset, len(data)))
+            size = 0 if data is None else len(data)  # once: a FileSlice's length is a Python call
+            if not size:
+                data = b""
+            parts.append(FetchedPart(topic, partition, 0, "", hw, lg.log_start_offset, size))
             if committed:
                 parts.append(TxnPartState(topic, partition, limit, aborted_in(
-                    lg, offset, returned_end(lg, data, offset, limit), len(data)) if data else ()))
+                    lg, offset, returned_end(lg, data, offset, limit), size) if data else ()))
             payload.append(data)
-            total += len(data)
-            budget -= len(data)
+            total += size
+            budget -= size
         except LogbrokerError as exc:
             failed = True
             hw, start = (-1, -1) if lg is None else (lg.high_watermark, lg.log_start_offset)

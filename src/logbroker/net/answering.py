@@ -40,7 +40,7 @@ from ..storage.results import FileSlice
 from ..security.auth import Session
 from ..security.quotas import principal_of
 from .refusals import log_refusals
-from .sendfile import cork, read_slices, sendfile
+from .sendfile import cork, read_slices, send_slices
 
 MAX_PENDING = 64  # requests unanswered before reading pauses
 
@@ -393,11 +393,7 @@ class AnsweringConnection(asyncio.BufferedProtocol):
         try:
             if sum(1 for buf in buffers if buf.__class__ is FileSlice) > 1:
                 corked = cork(self.transport, True)  # segments filled across the slices
-            for buf in buffers:
-                if isinstance(buf, FileSlice):
-                    await sendfile(self.transport, buf)
-                else:
-                    self.transport.write(buf)
+            await send_slices(self.transport, buffers)
             if corked:  # sent now, not after the cork's 200 ms
                 corked = False
                 cork(self.transport, False)

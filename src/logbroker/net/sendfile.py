@@ -21,26 +21,32 @@ from ..storage.results import FileSlice
 _NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP)
 
 
-async def sendfile(transport, part: FileSlice) -> None:
-    """Send a segment slice as it lies on disk. While the transport has
-    nothing buffered (so the bytes stay in order) ``os.sendfile`` goes
-    straight to the socket, as far as its buffer takes it: a fetch of
-    many small slices costs one system call per slice, not a trip
-    through ``loop.sendfile`` (pause and resume reading, a ``fstat``,
-    futures). The rest goes through ``loop.sendfile``, which waits for
-    the socket (and falls back to read + write where it must). Raises
-    ``OSError`` / ``RuntimeError`` when the peer is gone."""
-    sent = _sendfile_now(transport, part)
-    if sent < part.size:
-        loop = asyncio.get_running_loop()
-        with part.fd() as fd, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
-            await loop.sendfile(transport, fh, part.position + sent, part.size - sent)
-
-
-def _sendfile_now(transport, part: FileSlice) -> int:
-    """Bytes of ``part`` sent without waiting (0 when the transport has
-    bytes buffered or sendfile does not apply to this socket or file)."""
+async def send_slices(transport, buffers: list) -> None:
+    """Write ``buffers`` (bytes, and file slices sent as they lie on disk)
+    in order. While the transport has nothing buffered (so the bytes stay
+    in order) a slice goes straight to the socket by ``os.sendfile``, as
+    far as its buffer takes it: a fetch of many small slices costs one
+    system call per slice, not a trip through ``loop.sendfile`` (pause and
+    resume reading, a ``fstat``, futures) nor a coroutine of its own. The
+    rest goes through ``loop.sendfile``, which waits for the socket (and
+    falls back to read + write where it must). Raises ``OSError`` /
+    ``RuntimeError`` when the peer is gone."""
     sock = transport.get_extra_info("socket")
+    for buf in buffers:
+        if buf.__class__ is not FileSlice:
+            transport.write(buf)
+            continue
+        sent = _sendfile_now(sock, transport, buf)
+        if sent < buf.size:
+            loop = asyncio.get_running_loop()
+            with buf.fd() as fd, os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
+                await loop.sendfile(transport, fh, buf.position + sent, buf.size - sent)
+
+
+def _sendfile_now(sock, transport, part: FileSlice) -> int:
+    """Bytes of ``part`` sent to ``sock`` without waiting (0 when the
+    transport has bytes buffered or sendfile does not apply to this socket
+    or file)."""
     if sock is None or transport.is_closing() or transport.get_write_buffer_size():
         return 0
     out, sent = sock.fileno(), 0
