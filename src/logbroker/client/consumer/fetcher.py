@@ -273,9 +273,14 @@ class Fetcher:
         routing errors: of one attempt (the fetch loop tries again), or with
         ``retry`` after ``request_timeout`` (a caller that blocks)."""
         while True:
-            with self.buffer.lock:
-                todo = [(st, st.gen) for st in only if st.position is None and st.error is None] \
-                    if only else [(st, st.gen) for st in self.buffer.without_position()]
+            gc_pause.pause()  # an assignment's first pass makes a tuple a partition (distribute's)
+            try:
+                with self.buffer.lock:
+                    todo = [(st, st.gen) for st in only if st.position is None
+                            and st.error is None] \
+                        if only else [(st, st.gen) for st in self.buffer.without_position()]
+            finally:
+                gc_pause.resume()
             if not todo:
                 return
             resolving = self._resolving
