@@ -175,12 +175,7 @@ class FetchSession:
             part = held.get(tp)
             if part is None:  # forgotten meanwhile
                 continue
-            try:
-                lg = log_for(tp[0], tp[1])
-                if lg.high_watermark != part.hw or lg.log_start_offset != part.start or \
-                        (committed and lg.last_stable_offset != part.lso):
-                    out.append(tp)
-            except LogbrokerError:
+            if _moved(part, tp, log_for, committed):
                 out.append(tp)
         return out
 
@@ -220,20 +215,15 @@ class FetchSession:
         fetch every part the last one returned, now at its end: read, each
         cost a lookup, a slice and an answer row of nothing (half the
         broker's reads of a backlog spread over 10,000 partitions). One that
-        fails a lookup is read (its error is answered)."""
+        fails a lookup is read (its error is answered): ``_moved``, the
+        sweep's test too."""
         held, log_for, out = self.parts, meta.log_for, {}
         for tp in tps:
             part = held.get(tp)
             if part is not None and part.offset >= 0 and \
-                    part.offset == (part.lso if committed else part.hw):
-                try:
-                    lg = log_for(tp[0], tp[1])
-                except LogbrokerError:
-                    out[tp] = None
-                    continue
-                if lg.high_watermark == part.hw and lg.log_start_offset == part.start and \
-                        (not committed or lg.last_stable_offset == part.lso):
-                    continue
+                    part.offset == (part.lso if committed else part.hw) and \
+                    not _moved(part, tp, log_for, committed):
+                continue
             out[tp] = None
         return out
 
@@ -282,6 +272,18 @@ class FetchSession:
         self.parts.clear()
         self.ready.clear()
         self._sweep = []
+
+
+def _moved(part: _Part, tp: tuple[str, int], log_for, committed: bool) -> bool:
+    """Whether ``tp``'s log differs from what ``part``'s client was last
+    told (high watermark, log start; read committed, LSO), or its lookup
+    fails (its error is for the client to hear)."""
+    try:
+        lg = log_for(tp[0], tp[1])
+        return lg.high_watermark != part.hw or lg.log_start_offset != part.start or \
+            (committed and lg.last_stable_offset != part.lso)
+    except LogbrokerError:
+        return True
 
 
 def session_for(conn, notifier, req) -> "FetchSession | None":
