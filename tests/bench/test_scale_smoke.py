@@ -107,6 +107,24 @@ def test_quick_phases_bench_times_each_phase_in_order(tmp_path: Path) -> None:
     assert "| 100 |" in tables_markdown(tables(out))
 
 
+def test_quick_decode_bench_replays_every_record_at_each_count(tmp_path: Path) -> None:
+    """``python -m bench.scale.decode --quick --json``: for 1 and 100
+    partitions the captured answers replay to every record (the bench
+    raises otherwise), 100 partitions come in more batches than one,
+    the ratio to one partition is given, and the brokers are gone."""
+    out = quick("bench.scale.decode", tmp_path)
+    from bench.scale.decode import tables
+    one, hundred = out["cases"]
+    assert (one["partitions"], hundred["partitions"]) == (1, 100)
+    assert 0 < one["batches"] < hundred["batches"] and hundred["records_per_batch"] > 0
+    for case in (one, hundred):
+        assert 0 < case["take_ms"] <= case["total_ms"] and case["absorb_ms"] >= 0, case
+        assert case["x_one"] == one["total_ms"] / case["total_ms"]
+        assert gone(case["pid"])
+    from bench.common.harness import tables_markdown
+    assert "| 100 |" in tables_markdown(tables(out))
+
+
 def test_quick_parts_bench_times_each_request_kind(tmp_path: Path) -> None:
     """``python -m bench.scale.parts --quick --json``: for 1 and 100
     partitions, the produce (first and later) and the first fetch are

@@ -1,4 +1,5 @@
-"""The consumer's decoding path (``format.read_fields``, ``records_into``)
+"""The consumer's decoding path (``format.read_fields``, ``records_into``,
+``batches_into`` over one partition's batches of a fetch answer)
 against the reference path (``read_header``, ``decode_batch`` +
 ``batch_records``): the same records, and the same errors for damaged
 bytes (pure, no broker)."""
@@ -9,10 +10,13 @@ import random
 
 import pytest
 
-from logbroker.client.consumer.records import batch_records, records_into
+from logbroker.client.consumer.records import batch_records, batches_into, records_into
 from logbroker.errors import CorruptRecordError
 from logbroker.records import decode_batch, format as fmt, read_header, stamp
+from logbroker.records.control import marker_batch
 from logbroker.records.encoder import encode_batch
+from logbroker.records.txn_filter import BatchFilter
+from logbroker.records.walker import scan_fields
 
 
 def _column(rnd: random.Random, n: int, mode: str) -> list:
@@ -139,3 +143,57 @@ def test_keyless_and_valueless_batches_take_the_split_path(monkeypatch, keys, va
     records_into(out, raw, 0, fmt.read_fields(raw, 0), "t", 2)
     assert [(r.offset, r.timestamp, r.key, r.value) for r in out] == \
         [(i, 5 + i, k, v) for i, (k, v) in enumerate(zip(keys, values))]
+
+
+def _chunk(*batches: bytes) -> "tuple[bytes, list]":
+    """Batches stamped at consecutive offsets from 0, as one answer's bytes
+    of a partition, and their ``scan_fields`` list."""
+    out, offset = [], 0
+    for raw in batches:
+        out.append(stamp(raw, offset, 0) + raw[16:])
+        offset += fmt.read_fields(raw, 0)[fmt.F_LAST_OFFSET_DELTA] + 1
+    data = b"".join(out)
+    return data, list(scan_fields(data))
+
+
+def test_a_chunk_is_decoded_across_batches_and_stops_at_a_control_batch_after_records():
+    """Records of several batches in one call, up to ``want`` (whole
+    batches); a control batch after records ends the call, and the next
+    call passes it, naming the offset after it; the reference path gives
+    the same records."""
+    a = encode_batch([1, 2, 3], [None] * 3, [b"a" * 8] * 3, {})
+    b = encode_batch([4, 5], [b"k1", b"k2"], [b"b" * 8, None], {})
+    c = encode_batch([6], [None], [b"c" * 8], {})
+    data, batches = _chunk(a, b, marker_batch(7, 0, True, 0, 9), c)
+    skip = BatchFilter().skip_fields
+    out: list = []
+    assert batches_into(out, data, batches, 0, 4, "t", 2, 0, True, skip) == (2, None, None)
+    assert [r.offset for r in out] == [0, 1, 2, 3, 4]  # whole batches: past want
+    assert [r.value for r in out] == [b"a" * 8] * 3 + [b"b" * 8, None]
+    assert [r.key for r in out] == [None] * 3 + [b"k1", b"k2"]
+    assert batches_into(out, data, batches, 2, 100, "t", 2, 5, True, skip) == (2, None, None)
+    rest: list = []  # once they are taken: the marker passed, offset 6 named
+    assert batches_into(rest, data, batches, 2, 100, "t", 2, 5, True, skip) == (4, 6, None)
+    assert [(r.offset, r.value, r.timestamp) for r in rest] == [(6, b"c" * 8, 6)]
+    size = fmt.F_BATCH_LENGTH
+    reference = [r for pos, f in batches if not f[fmt.F_ATTRIBUTES] & fmt.KAFKA_CONTROL
+                 for r in batch_records(decode_batch(data[pos:pos + f[size] + fmt.LOG_OVERHEAD]),
+                                        "t", 2)]
+    assert out + rest == reference
+
+
+def test_a_damaged_batch_in_a_chunk_names_its_index_after_the_records_before_it():
+    a = encode_batch([1, 2], [None] * 2, [b"a" * 4] * 2, {})
+    b = encode_batch([3, 4], [None] * 2, [b"b" * 4] * 2, {})
+    data, batches = _chunk(a, b, a)
+    damaged = bytearray(data)
+    damaged[batches[1][0] + fmt.HEADER_SIZE + 2] ^= 0x01  # a timestamp delta of the second
+    out: list = []
+    i, passed, error = batches_into(out, bytes(damaged), batches, 0, 100, "t", 0, 0, True,
+                                    BatchFilter().skip_fields)
+    assert (i, passed, [r.offset for r in out]) == (1, None, [0, 1])
+    assert "CRC mismatch" in error.message
+    out = []
+    assert batches_into(out, bytes(damaged), batches, 0, 100, "t", 0, 0, False,
+                        BatchFilter().skip_fields) == (3, None, None)
+    assert len(out) == 6  # unchecked, the damaged delta decodes (check_crcs=False)

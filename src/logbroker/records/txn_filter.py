@@ -30,7 +30,7 @@ from . import format as fmt
 TRANSACTIONAL, CONTROL = fmt.TRANSACTIONAL, fmt.CONTROL
 txn_flags = fmt.txn_flags  # (transactional, control) of a header of either magic
 _PRODUCER_ID = 9  # index of the producer id in format.read_fields' tuple
-_ANY_TXN = fmt.TRANSACTIONAL | fmt.CONTROL | fmt.KAFKA_TRANSACTIONAL | fmt.KAFKA_CONTROL
+TXN_BITS = fmt.TRANSACTIONAL | fmt.CONTROL | fmt.KAFKA_TRANSACTIONAL | fmt.KAFKA_CONTROL
 
 
 class BatchFilter:
@@ -75,14 +75,14 @@ class BatchFilter:
     def skip_fields(self, fields: tuple) -> bool:
         """``skip`` for a ``format.read_fields`` tuple (a batch with no
         transaction bit of either magic is kept at once: the common case)."""
-        if not fields[fmt.F_ATTRIBUTES] & _ANY_TXN:
+        if not fields[fmt.F_ATTRIBUTES] & TXN_BITS:
             return False
         return self.skip(fields[fmt.F_MAGIC], fields[fmt.F_ATTRIBUTES], fields[_PRODUCER_ID],
                          fields[fmt.F_BASE_OFFSET] + fields[fmt.F_LAST_OFFSET_DELTA])
 
     def skip_header(self, header: fmt.BatchHeader) -> bool:
         """``skip`` for a ``BatchHeader``."""
-        if not header.attributes & _ANY_TXN:
+        if not header.attributes & TXN_BITS:
             return False
         return self.skip(header.magic, header.attributes, header.producer_id, header.last_offset)
 

@@ -36,7 +36,7 @@ from ...errors import CorruptRecordError, LogbrokerError
 from ...protocol import gc_pause
 from ...records import format as fmt
 from ...records.walker import scan_fields
-from .records import ConsumerRecord, records_into
+from .records import ConsumerRecord, batches_into
 from ...records.txn_filter import BatchFilter
 
 _BASE, _LAST_DELTA = fmt.F_BASE_OFFSET, fmt.F_LAST_OFFSET_DELTA  # read_fields indexes
@@ -338,27 +338,15 @@ class FetchBuffer:
         data = chunk.bytes
         if data is None:
             data = chunk.bytes = bytes(chunk.data)  # one copy; the records are slices of it
-        skip, passed = chunk.filter.skip_fields, None
-        topic, partition, n, i = st.topic, st.partition, len(batches), chunk.next
-        try:
-            while i < n and len(out) < want:
-                pos, fields = batches[i]
-                next_offset = fields[_BASE] + fields[_LAST_DELTA] + 1
-                if skip(fields):
-                    if out:
-                        break
-                    i += 1
-                    if next_offset > start:
-                        passed = next_offset
-                    continue
-                i += 1
-                if next_offset > start:  # else records before the position (a seek inside a batch)
-                    records_into(out, data, pos, fields, topic, partition, start, check_crcs)
-        except CorruptRecordError as exc:
-            chunk.next = n
-            return out, _corrupt(st, max(fields[_BASE], start), exc, next_offset), passed
+        i, passed, exc = batches_into(out, data, batches, chunk.next, want, st.topic,
+                                      st.partition, start, check_crcs, chunk.filter.skip_fields)
+        if exc is not None:
+            chunk.next = len(batches)
+            fields = batches[i][1]
+            return out, _corrupt(st, max(fields[_BASE], start), exc,
+                                 fields[_BASE] + fields[_LAST_DELTA] + 1), passed
         chunk.next = i
-        return out, chunk.error if i >= n else None, passed
+        return out, chunk.error if i >= len(batches) else None, passed
 
     def _raise_at(self, st: PartitionState, error: CorruptRecordError) -> None:
         """Refetch from the position next time (lock held), then raise."""

@@ -34,6 +34,7 @@ from crc32c import crc32c
 from ...errors import CorruptRecordError
 from ...records import format as fmt
 from ...records.decoder import Column, RecordBatch, decode_batch
+from ...records.txn_filter import TXN_BITS as _ANY_TXN
 
 _LITTLE = sys.byteorder == "little"
 
@@ -124,7 +125,7 @@ _KEY_MODE = 3 << fmt.KEY_MODE_SHIFT
 _VALUE_MODE = 3 << fmt.VALUE_MODE_SHIFT
 _NO_FAST = fmt.HAS_HEADERS
 _BASE, _LENGTH, _CRC, _ATTRS = fmt.F_BASE_OFFSET, fmt.F_BATCH_LENGTH, fmt.F_CRC, fmt.F_ATTRIBUTES
-_FIRST_TS, _COUNT = fmt.F_FIRST_TIMESTAMP, fmt.F_RECORD_COUNT
+_FIRST_TS, _COUNT, _LAST_DELTA = fmt.F_FIRST_TIMESTAMP, fmt.F_RECORD_COUNT, fmt.F_LAST_OFFSET_DELTA
 _OVERHEAD, _HEADER, _CRC_START = fmt.LOG_OVERHEAD, fmt.HEADER_SIZE, fmt.CRC_START
 # (key mode, value mode) bits of the batches the fast path splits: each column absent or dense
 _FAST = {k << fmt.KEY_MODE_SHIFT | v << fmt.VALUE_MODE_SHIFT
@@ -186,30 +187,103 @@ def records_into(out: list, data: bytes, pos: int, fields: tuple, topic: str, pa
     batch at ``data[pos:]`` (``bytes``) whose header ``fields``
     (``format.read_fields``) were checked; checks the CRC (``verify``) and
     the section layout like ``decode_batch`` and raises
-    ``CorruptRecordError`` as it does (nothing is appended then)."""
-    base, n = fields[_BASE], fields[_COUNT]
-    end = pos + fields[_LENGTH] + _OVERHEAD
-    if end > len(data):
-        raise CorruptRecordError(f"batch announces {end - pos} bytes, buffer holds {len(data) - pos}")
-    if verify and crc32c(memoryview(data)[pos + _CRC_START:end]) != fields[_CRC]:
-        fmt.check_crc(data, pos, fmt.BatchHeader(*fields))  # raises with the message
-    deltas = pos + _HEADER
-    attrs = fields[_ATTRS]
-    modes = attrs & (_KEY_MODE | _VALUE_MODE)
-    at = deltas + 4 * n
-    if modes in _FAST and not attrs & _NO_FAST and start_offset <= base and at <= end:
-        keys = values = _NONES
-        if modes & _KEY_MODE:
-            keys = _column(data, at, n, end)
-            keys, at = keys or (None, -1)
-        if at >= 0 and modes & _VALUE_MODE:
-            values = _column(data, at, n, end)
-            values, at = values or (None, -1)
-        if at == end:
-            first = fields[_FIRST_TS]
-            out += map(_make, zip(repeat(topic), repeat(partition), range(base, base + n),
-                                  map(add, repeat(first), _deltas_struct(n).unpack_from(data, deltas)),
-                                  keys, values, _EMPTY))
-            return
-    batch = decode_batch(memoryview(data)[pos:end], verify=False)  # raises the precise error
-    out += batch_records(batch, topic, partition, start_offset)
+    ``CorruptRecordError`` as it does (nothing is appended then). One
+    batch of ``batches_into``."""
+    _, _, error = batches_into(out, data, [(pos, fields)], 0, 1 << 62, topic, partition,
+                               start_offset, verify, _keep_all)
+    if error is not None:
+        raise error
+
+
+def _keep_all(fields: tuple) -> bool:
+    """records_into's filter: no batch skipped."""
+    return False
+
+
+def batches_into(out: list, data: bytes, batches: list, i: int, want: int, topic: str,
+                 partition: int, start_offset: int, verify: bool, skip) -> tuple:
+    """Append to ``out`` the records with offset >= ``start_offset`` of
+    ``batches[i:]`` (``(position, header fields)`` of whole batches of
+    ``data``, a ``bytes``, in offset order, their headers checked:
+    ``walker.scan_fields``) until ``out`` holds ``want`` records or they
+    end. ``skip(fields)`` says which batches are not for the application
+    (records/txn_filter.py), asked only of batches with a transaction bit;
+    a batch to skip that follows records ends the call, so a position moves
+    past it only once they are taken. Returns (the index of the next batch
+    to decode, the offset after the batches skipped before any record or
+    None, None) or, at a damaged batch (its CRC, when ``verify``, or its
+    section layout), (its index, that offset, the ``CorruptRecordError``
+    ``decode_batch`` raises for it), with the records before it appended.
+
+    One loop over a fetch answer's batches of one partition: at ~10
+    records a batch (1,000 partitions and more) the fixed cost of a batch
+    is most of its cost, so the common layout is decoded inline: keys and
+    values each dense (or absent), no headers, values of one length split
+    by one cached ``struct`` unpack."""
+    n, passed, size = len(batches), None, len(data)
+    topics, partitions = repeat(topic), repeat(partition)
+    view = memoryview(data)
+    fixed, deltas_of = _fixed, _deltas
+    while i < n and len(out) < want:
+        pos, fields = batches[i]
+        base, count, attrs = fields[_BASE], fields[_COUNT], fields[_ATTRS]
+        next_offset = base + fields[_LAST_DELTA] + 1
+        if attrs & _ANY_TXN and skip(fields):
+            if out:
+                break
+            i += 1
+            if next_offset > start_offset:
+                passed = next_offset
+            continue
+        if next_offset <= start_offset:  # records before the position (a seek inside a batch)
+            i += 1
+            continue
+        end = pos + fields[_LENGTH] + _OVERHEAD
+        if end > size:
+            return i, passed, CorruptRecordError(
+                f"batch announces {end - pos} bytes, buffer holds {size - pos}")
+        if verify and crc32c(view[pos + _CRC_START:end]) != fields[_CRC]:
+            return i, passed, _damage(data, pos, fields, end, start_offset, topic, partition)
+        modes = attrs & (_KEY_MODE | _VALUE_MODE)
+        at = pos + _HEADER + 4 * count
+        if modes in _FAST and not attrs & _NO_FAST and start_offset <= base and at <= end:
+            keys = values = _NONES
+            if modes & _KEY_MODE:
+                keys = _column(data, at, count, end)
+                keys, at = keys or (None, -1)
+            if at >= 0 and modes & _VALUE_MODE:
+                # the dense column of one entry length, inline (_column's first case)
+                entries = at + 4 * count + 4
+                length = _I32.unpack_from(data, at + 4)[0] if entries <= end else -1
+                layout = fixed.get((count, length)) if length >= 0 else None
+                if layout is not None and entries + count * length <= end \
+                        and data.startswith(layout[0], at):
+                    values, at = layout[1].unpack_from(data, entries), entries + count * length
+                else:
+                    values = _column(data, at, count, end)
+                    values, at = values or (None, -1)
+            if at == end:
+                deltas = deltas_of.get(count) or _deltas_struct(count)
+                out += map(_make, zip(topics, partitions, range(base, base + count),
+                                      map(add, repeat(fields[_FIRST_TS]),
+                                          deltas.unpack_from(data, pos + _HEADER)),
+                                      keys, values, _EMPTY))
+                i += 1
+                continue
+        try:  # any other layout; decode_batch raises the precise error of a bad one
+            out += batch_records(decode_batch(view[pos:end], verify=False), topic, partition,
+                                 start_offset)
+        except CorruptRecordError as exc:
+            return i, passed, exc
+        i += 1
+    return i, passed, None
+
+
+def _damage(data: bytes, pos: int, fields: tuple, end: int, start_offset: int, topic: str,
+            partition: int) -> CorruptRecordError:
+    """The error of a batch whose CRC does not match (``format.check_crc``'s)."""
+    try:
+        fmt.check_crc(data, pos, fmt.BatchHeader(*fields))
+    except CorruptRecordError as exc:
+        return exc
+    return CorruptRecordError("batch CRC mismatch")  # pragma: no cover - check_crc raises
