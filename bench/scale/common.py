@@ -4,6 +4,8 @@ partitions, and the median (min-max) of a figure over rounds."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
 import statistics
 import time
@@ -107,6 +109,27 @@ def consume(bootstrap: str, partitions: int, n: int, deadline: float) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"consumed {got} of {n} within the case's bound")
             got += len(consumer.poll(0.5))
+
+
+@contextlib.contextmanager
+def produced_broker(workdir: str, partitions: int, records: int):
+    """A fresh ``logbroker serve`` in ``workdir``/p<partitions> holding one
+    topic (TOPIC) of ``partitions`` partitions with ``records`` records sent
+    by ``produce`` and acknowledged; yields (the broker, a monotonic deadline
+    300 s on); stopped by PID on leaving."""
+    from bench.common.procs import BrokerProcess
+    from logbroker import Admin
+
+    broker = BrokerProcess(os.path.join(workdir, f"p{partitions}"), "--log-level", "warning",
+                           die_with_parent=True).start()
+    try:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic(TOPIC, partitions)
+        deadline = time.monotonic() + 300
+        acked(produce(broker.bootstrap, partitions, records, deadline, 300))
+        yield broker, deadline
+    finally:
+        broker.stop()
 
 
 def follow(bootstrap: str, partitions: int, seconds: float, pids) -> "tuple[float, float]":

@@ -26,14 +26,11 @@ beyond its records' share of one partition's time.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
 from bench.common import harness
-from bench.common.procs import BrokerProcess
-from bench.scale.common import (TOPIC, acked, consume, parse_counts, per_count, produce,
-                                topic_partitions)
+from bench.scale.common import consume, parse_counts, per_count, produced_broker, topic_partitions
 
 
 def parse_args(argv: "list[str] | None") -> argparse.Namespace:
@@ -104,19 +101,9 @@ def batch_counts(answers: list) -> "tuple[int, int]":
 
 
 def run_case(workdir: str, partitions: int, args, log) -> dict:
-    from logbroker import Admin
-
-    broker = BrokerProcess(os.path.join(workdir, f"p{partitions}"), "--log-level", "warning",
-                           die_with_parent=True).start()
-    pid = broker.pid
-    try:
-        with Admin(broker.bootstrap) as admin:
-            admin.create_topic(TOPIC, partitions)
-        deadline = time.monotonic() + 300
-        acked(produce(broker.bootstrap, partitions, args.records, deadline, 300))
+    with produced_broker(workdir, partitions, args.records) as (broker, deadline):
+        pid = broker.pid
         answers = captured_answers(broker.bootstrap, partitions, args.records, deadline)
-    finally:
-        broker.stop()
     runs = [replay(answers, partitions, args.records) for _ in range(args.rounds)]
     batches, per_batch = batch_counts(answers)
     row = {"partitions": partitions, "pid": pid, "answers": len(answers), "batches": batches,

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import time
 
 from bench.common import harness
-from bench.common.procs import BrokerProcess
-from bench.scale.common import (TOPIC, acked, parse_counts, per_count, produce, spread,
+from bench.scale.common import (parse_counts, per_count, produced_broker, spread,
                                 topic_partitions)
 
 PHASES = ("positions", "first fetch", "absorbed", "first records", "all")
@@ -97,20 +95,10 @@ def one_consumer(bootstrap: str, partitions: int, records: int, deadline: float)
 
 
 def run_case(workdir: str, partitions: int, args, log) -> dict:
-    from logbroker import Admin
-
-    data = os.path.join(workdir, f"p{partitions}")
-    broker = BrokerProcess(data, "--log-level", "warning", die_with_parent=True).start()
-    pid = broker.pid
-    try:
-        with Admin(broker.bootstrap) as admin:
-            admin.create_topic(TOPIC, partitions)
-        deadline = time.monotonic() + 300
-        acked(produce(broker.bootstrap, partitions, args.records, deadline, 300))
+    with produced_broker(workdir, partitions, args.records) as (broker, deadline):
+        pid = broker.pid
         runs = [one_consumer(broker.bootstrap, partitions, args.records, deadline)
                 for _ in range(args.rounds)]
-    finally:
-        broker.stop()
     row = {"partitions": partitions, "pid": pid,
            **{ph: spread([r[ph] for r in runs]) for ph in PHASES}}
     log(f"{partitions} partitions: " + ", ".join(f"{ph} {row[ph]['median']:.1f} ms" for ph in PHASES))
