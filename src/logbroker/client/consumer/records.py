@@ -8,9 +8,11 @@ the records with ``map`` over ``zip`` — no Python code runs per record
 unless a column has nulls or the batch has headers. ``RecordBatch.records()``
 gives the same records one by one; the tests check they agree.
 
-``records_into`` is the consumer's path: the same records and the same
-checks for a batch whose header fields were already read and checked
-(``format.read_fields``), without the objects ``decode_batch`` builds. A
+``batches_into`` is the consumer's path (``records_into`` its one-batch
+form): the same records and the same checks for a partition's batches
+of a fetch answer whose header fields were already read and checked
+(``format.read_fields``), one call for all of them, without the objects
+``decode_batch`` builds. A
 batch without headers whose keys and values are each dense (no nulls) or
 absent (every entry null: keyless records, the common case) is decoded in a
 handful of C calls; a column whose entries all have one length
