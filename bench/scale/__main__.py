@@ -50,6 +50,7 @@ from bench.common.procfs import cpu_seconds, status_kib
 from bench.common.procs import BrokerProcess
 from bench.scale import cluster_case, redis_case
 from bench.scale.common import consume, follow, spread, timed_calls, timed_produce, topics_of
+from bench.scale.ratios import ratio_table
 from tests.support.bombs import Pinger
 from tests.support.fixtures import RawConn
 
@@ -262,6 +263,9 @@ def tables(results: dict) -> list:
          "consume CPU us/rec client (caller) / broker", "follow CPU % client / broker", "RSS MB",
          "open files", "idle CPU %", "stop s", "restart s"),
         rows)]
+    against_one = ratio_table(results)
+    if against_one is not None:
+        made.append(against_one)
     redis = [r for r in summary if r.get("case") == "redis"]
     if redis:
         made.append(redis_table(summary, redis, params))
