@@ -245,7 +245,7 @@ def batches_into(out: list, data: bytes, batches: list, i: int, want: int, topic
             return i, passed, CorruptRecordError(
                 f"batch announces {end - pos} bytes, buffer holds {size - pos}")
         if verify and crc32c(view[pos + _CRC_START:end]) != fields[_CRC]:
-            return i, passed, _damage(data, pos, fields, end, start_offset, topic, partition)
+            return i, passed, _damage(data, pos, fields)
         modes = attrs & (_KEY_MODE | _VALUE_MODE)
         at = pos + _HEADER + 4 * count
         if modes in _FAST and not attrs & _NO_FAST and start_offset <= base and at <= end:
@@ -281,8 +281,7 @@ def batches_into(out: list, data: bytes, batches: list, i: int, want: int, topic
     return i, passed, None
 
 
-def _damage(data: bytes, pos: int, fields: tuple, end: int, start_offset: int, topic: str,
-            partition: int) -> CorruptRecordError:
+def _damage(data: bytes, pos: int, fields: tuple) -> CorruptRecordError:
     """The error of a batch whose CRC does not match (``format.check_crc``'s)."""
     try:
         fmt.check_crc(data, pos, fmt.BatchHeader(*fields))
