@@ -67,9 +67,9 @@ def replay(answers: list, partitions: int, records: int) -> "tuple[float, float]
     from logbroker.client.settings import ConsumerSettings
 
     settings = ConsumerSettings()
-    buf = FetchBuffer(1 << 40)
-    buf.assign(topic_partitions(partitions))
-    for topic, partition in topic_partitions(partitions):
+    buf, tps = FetchBuffer(1 << 40), topic_partitions(partitions)
+    buf.assign(tps)
+    for topic, partition in tps:
         buf.seek(topic, partition, 0)
     gens = [[buf.states[(p[0], p[1])].gen for p in parts] for parts, _ in answers]
     absorbing = taking = 0.0
@@ -95,8 +95,8 @@ def batch_counts(answers: list) -> "tuple[int, int]":
     from logbroker.records.walker import scan_fields
 
     sizes = [fields[fmt.F_RECORD_COUNT] for parts, payloads in answers
-             for part, data in zip(parts, payloads) if part[6]
-             for _, fields in scan_fields(memoryview(data), 0, part[6])]
+             for part, data in zip(parts, payloads) if part.nbytes
+             for _, fields in scan_fields(memoryview(data), 0, part.nbytes)]
     return len(sizes), int(statistics.median(sizes)) if sizes else 0
 
 
